@@ -1,0 +1,201 @@
+"""Predict a candidate's latency before it is measured (AutoTVM's XGBoost cost model, as a regressor).
+
+The model is fit on log(latency_ms) of the successful trials so far and predicts milliseconds.
+Unlike MetaSchedule's XGBModel, which answers randomly until it has 100 samples, it starts
+guiding the search as soon as it has `min_samples` measurements (the first measured batch).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import xgboost as xgb
+
+DEFAULT_PARAMS: dict[str, Any] = {
+    "objective": "reg:squarederror",
+    "tree_method": "hist",
+    "eta": 0.2,
+    "max_depth": 5,
+    "max_bin": 64,
+    "min_child_weight": 1.0,
+    "subsample": 1.0,
+    "colsample_bytree": 1.0,
+    "lambda": 1.0,
+    "alpha": 0.0,
+    "verbosity": 0,
+}
+
+_FORMAT = "tunelab-costmodel-1"
+
+
+class CostModel:
+    """XGBoost regressor from feature rows to latency in ms; deterministic for a given seed."""
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        min_samples: int = 4,
+        num_boost_round: int = 60,
+        nthread: int = 2,
+        params: dict[str, Any] | None = None,
+    ) -> None:
+        self.seed = int(seed)
+        # More threads do not pay at these data sizes, and OpenMP threads that spin while the
+        # CPU is busy (builds, CPU measurements) make a fit orders of magnitude slower.
+        self.nthread = max(1, int(nthread))
+        self.min_samples = max(1, int(min_samples))
+        self.num_boost_round = int(num_boost_round)
+        self.params: dict[str, Any] = {**DEFAULT_PARAMS, **(params or {})}
+        self._booster: xgb.Booster | None = None
+        self._X = np.zeros((0, 0))
+        self._latency_ms = np.zeros(0)
+
+    @property
+    def trained(self) -> bool:
+        return self._booster is not None
+
+    @property
+    def n_samples(self) -> int:
+        """Rows the model was last fit on (successful trials only)."""
+        return len(self._latency_ms)
+
+    @property
+    def n_features(self) -> int | None:
+        return self._X.shape[1] if self.n_samples else None
+
+    def _train_params(self) -> dict[str, Any]:
+        return {**self.params, "seed": self.seed, "nthread": self.nthread}
+
+    def fit(self, X: np.ndarray, latency_ms: np.ndarray | Sequence[float | None]) -> None:
+        """Refit from scratch on these rows. Failed trials (None, NaN, <= 0) are left out."""
+        X = np.asarray(X, dtype=np.float64)
+        lat = np.asarray(latency_ms, dtype=np.float64)
+        if X.ndim != 2 or lat.ndim != 1 or len(X) != len(lat):
+            raise ValueError(f"fit needs X of shape (n, d) and n latencies; got {X.shape} and {lat.shape}")
+        ok = np.isfinite(lat) & (lat > 0)
+        self._X, self._latency_ms = X[ok].copy(), lat[ok].copy()
+        if self.n_samples < self.min_samples:
+            self._booster = None
+            return
+        dtrain = xgb.DMatrix(self._X, label=np.log(self._latency_ms), nthread=self.nthread)
+        self._booster = xgb.train(self._train_params(), dtrain, num_boost_round=self.num_boost_round)
+
+    def predict(self, X: np.ndarray) -> np.ndarray | None:
+        """Predicted latency in ms for each row, or None while the model has too few samples."""
+        if self._booster is None:
+            return None
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"predict needs X of shape (n, d); got {X.shape}")
+        if len(X) == 0:
+            return np.zeros(0)
+        if X.shape[1] != self._X.shape[1]:
+            raise ValueError(f"the model was trained on {self._X.shape[1]} features; got {X.shape[1]}")
+        pred = self._booster.predict(xgb.DMatrix(X, nthread=self.nthread))
+        return np.exp(pred.astype(np.float64))
+
+    def to_bytes(self) -> bytes:
+        """The raw XGBoost model plus its training data, so a resumed session keeps the model."""
+        meta = {
+            "format": _FORMAT,
+            "seed": self.seed,
+            "min_samples": self.min_samples,
+            "num_boost_round": self.num_boost_round,
+            "nthread": self.nthread,
+            "params": self.params,
+        }
+        raw = bytes(self._booster.save_raw("ubj")) if self._booster is not None else b""
+        buf = io.BytesIO()
+        np.savez(
+            buf,
+            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+            model=np.frombuffer(raw, dtype=np.uint8),
+            X=self._X,
+            latency_ms=self._latency_ms,
+        )
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CostModel:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            meta = json.loads(npz["meta"].tobytes().decode())
+            if meta.get("format") != _FORMAT:
+                raise ValueError(f"not a tunelab cost model (format {meta.get('format')!r})")
+            model = cls(
+                seed=meta["seed"],
+                min_samples=meta["min_samples"],
+                num_boost_round=meta["num_boost_round"],
+                nthread=meta.get("nthread", 2),
+                params=meta["params"],
+            )
+            model._X = npz["X"].astype(np.float64)
+            model._latency_ms = npz["latency_ms"].astype(np.float64)
+            raw = npz["model"].tobytes()
+        if raw:
+            booster = xgb.Booster(params=model._train_params())
+            booster.load_model(bytearray(raw))
+            model._booster = booster
+        return model
+
+
+def _average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n with ties given the mean of the ranks they span."""
+    order = np.argsort(x, kind="stable")
+    sorted_x = x[order]
+    # Start index of each run of equal values in the sorted array.
+    starts = np.flatnonzero(np.r_[True, sorted_x[1:] != sorted_x[:-1]])
+    ends = np.r_[starts[1:], len(x)]
+    avg = (starts + ends + 1) / 2.0  # mean of ranks starts+1 .. ends
+    ranks = np.empty(len(x))
+    ranks[order] = np.repeat(avg, ends - starts)
+    return ranks
+
+
+def spearman(a: Sequence[float | None] | np.ndarray, b: Sequence[float | None] | np.ndarray) -> float | None:
+    """Spearman rank correlation of paired values (ties averaged).
+
+    Pairs where either value is missing (None/NaN/inf) are dropped. None when fewer than 3 pairs
+    remain or either side is constant (the correlation is undefined).
+    """
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"spearman needs two 1-D sequences of equal length; got {x.shape} and {y.shape}")
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if len(x) < 3:
+        return None
+    rx, ry = _average_ranks(x), _average_ranks(y)
+    rx -= rx.mean()
+    ry -= ry.mean()
+    denom = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+    if denom == 0:
+        return None
+    return float(np.clip((rx * ry).sum() / denom, -1.0, 1.0))
+
+
+def topk_recall(
+    predicted: Sequence[float] | np.ndarray, measured: Sequence[float] | np.ndarray, k: int
+) -> float:
+    """Fraction of the k fastest measured configs that are among the k fastest predicted ones.
+
+    Lower is better on both sides (latencies). k is clipped to the number of configs; ties are
+    broken by position.
+    """
+    p = np.asarray(predicted, dtype=np.float64)
+    m = np.asarray(measured, dtype=np.float64)
+    if p.shape != m.shape or p.ndim != 1:
+        raise ValueError(f"topk_recall needs two 1-D sequences of equal length; got {p.shape} and {m.shape}")
+    if k < 1:
+        raise ValueError(f"k must be at least 1; got {k}")
+    k = min(k, len(p))
+    if k == 0:
+        return 0.0
+    top_pred = set(np.argsort(p, kind="stable")[:k].tolist())
+    top_meas = np.argsort(m, kind="stable")[:k].tolist()
+    return sum(i in top_pred for i in top_meas) / k

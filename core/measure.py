@@ -1,0 +1,185 @@
+"""Build and run candidates in worker processes with MetaSchedule's LocalBuilder and LocalRunner.
+
+- The builder uses `fast_build`, which skips the ~11 s tensor-intrinsic import MetaSchedule's
+  default build repeats in every fresh builder worker (TVM_NOTES 1.3).
+- The runner allocates the workload's deterministic inputs (not random fill), runs `warmup`
+  untimed calls, checks the output against the NumPy reference, then times with
+  `time_evaluator`. Every raw sample is returned.
+- A build error, a crash, a wrong result or a timeout becomes a failed result with its message;
+  nothing here raises for a bad kernel.
+- Build folders are removed as soon as their candidate has run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from core.records import MeasureOptions
+from core.target import TargetInfo, cpu_core_count
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    status: str  # "ok" | "build_error" | "run_error" | "timeout" | "wrong_result"
+    error: str | None
+    samples_ms: tuple[float, ...]
+    build_s: float | None
+    run_s: float | None
+    started_at: float
+    finished_at: float
+
+
+def fast_build(mod: Any, target: Any, _params: Any) -> Any:
+    """MetaSchedule's default build without importing tensor intrinsics (none are used here)."""
+    import tvm
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm.tirx.build(mod, target=target)  # must be a runtime.Module (export_library)
+
+
+_REFERENCE_CACHE: dict[tuple, tuple[list[np.ndarray], np.ndarray]] = {}
+
+
+def _inputs_and_reference(problem: tuple) -> tuple[list[np.ndarray], np.ndarray]:
+    """Deterministic inputs and the expected output, computed once per worker process."""
+    if problem not in _REFERENCE_CACHE:
+        from core.workloads import get_workload
+
+        name, shape_items, dtype, seed, custom_source = problem
+        workload = get_workload(name, custom_source)
+        shape = dict(shape_items)
+        inputs = workload.make_inputs(shape, dtype, seed)
+        _REFERENCE_CACHE.clear()  # one problem per session: keep memory flat
+        _REFERENCE_CACHE[problem] = (inputs, workload.reference(inputs, shape))
+    return _REFERENCE_CACHE[problem]
+
+
+class AllocArguments:
+    """LocalRunner's f_alloc_argument: the workload's inputs plus zeroed outputs, on the device."""
+
+    def __init__(self, problem: tuple) -> None:
+        self.problem = problem
+
+    def __call__(self, device: Any, args_info: Any, alloc_repeat: int) -> list[list[Any]]:
+        import tvm
+
+        inputs, expected = _inputs_and_reference(self.problem)
+        repeated = []
+        for _ in range(alloc_repeat):
+            args = [tvm.runtime.tensor(x, device) for x in inputs]
+            for info in args_info[len(inputs):]:
+                _, dtype, shape = info
+                args.append(tvm.runtime.tensor(np.zeros(shape, dtype=dtype), device))
+            repeated.append(args)
+        return repeated
+
+
+class WrongResult(RuntimeError):
+    pass
+
+
+class Evaluate:
+    """LocalRunner's f_run_evaluator: warm up, check the output, then time every repeat."""
+
+    def __init__(self, problem: tuple, warmup: int, check: bool, tolerance: tuple[float, float]) -> None:
+        self.problem = problem
+        self.warmup = warmup
+        self.check = check
+        self.tolerance = tolerance
+
+    def __call__(self, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list[list[Any]]) -> list[float]:
+        from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+
+        args = repeated_args[0]
+        func = rt_mod[rt_mod.entry_name]
+        for _ in range(max(self.warmup, 1 if self.check else 0)):
+            func(*args)
+        device.sync()
+        if self.check:
+            _, expected = _inputs_and_reference(self.problem)
+            got = args[-1].numpy()
+            rtol, atol = self.tolerance
+            if got.shape != expected.shape or not np.allclose(got, expected, rtol=rtol, atol=atol, equal_nan=False):
+                err = float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64)))) \
+                    if got.shape == expected.shape else float("nan")
+                raise WrongResult(f"wrong result: max abs error {err:.3g} exceeds atol {atol:g} + rtol {rtol:g}")
+        return run_evaluator_common(rt_mod, device, evaluator_config, repeated_args)
+
+
+def _classify(message: str) -> str:
+    if "Timeout" in message or "timeout" in message.lower().split("\n")[0]:
+        return "timeout"
+    if "wrong result" in message:
+        return "wrong_result"
+    return "run_error"
+
+
+def _short(message: str, limit: int = 2000) -> str:
+    text = message.strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+class Measurer:
+    """Builds and runs schedules for one problem (workload, shape, dtype) on one target."""
+
+    def __init__(self, workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo,
+                 options: MeasureOptions, *, seed: int = 0, custom_source: str | None = None) -> None:
+        from tvm.s_tir import meta_schedule as ms
+
+        self.target = target
+        self.options = options
+        self.problem = (workload.name if custom_source is None else "custom", tuple(sorted(shape.items())),
+                        dtype, seed, custom_source)
+        self._tvm_target = target.tvm_target()
+        self.builder = ms.builder.LocalBuilder(max_workers=cpu_core_count(), timeout_sec=options.timeout_s,
+                                               f_build=fast_build)
+        config = ms.runner.EvaluatorConfig(number=options.number, repeat=options.repeat,
+                                           min_repeat_ms=options.min_repeat_ms,
+                                           enable_cpu_cache_flush=options.cache_flush)
+        self.runner = ms.runner.LocalRunner(
+            timeout_sec=options.timeout_s, evaluator_config=config,
+            f_alloc_argument=AllocArguments(self.problem),
+            f_run_evaluator=Evaluate(self.problem, options.warmup, options.check_correctness,
+                                     workload.tolerance(dtype, shape)))
+
+    def measure(self, schedules: list[Any]) -> list[MeasureResult]:
+        """Build all schedules (in parallel workers), then run each in the runner's worker."""
+        from tvm.s_tir import meta_schedule as ms
+
+        if not schedules:
+            return []
+        started = time.time()
+        inputs = [ms.builder.BuilderInput(s.mod, self._tvm_target) for s in schedules]
+        built = self.builder.build(inputs)
+        build_s = (time.time() - started) / len(schedules)  # the pool builds them together
+        results = []
+        for sch, b in zip(schedules, built, strict=True):
+            t0 = time.time()
+            if b.error_msg is not None:
+                results.append(MeasureResult("build_error", _short(b.error_msg), (), build_s, None, started, time.time()))
+                continue
+            args_info = ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"])
+            try:
+                future = self.runner.run([ms.runner.RunnerInput(b.artifact_path, self.target.device_type, args_info)])[0]
+                res = future.result()
+            finally:
+                shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+            t1 = time.time()
+            if res.error_msg is not None:
+                results.append(MeasureResult(_classify(res.error_msg), _short(res.error_msg), (), build_s, t1 - t0, started, t1))
+            else:
+                samples = tuple(float(x) * 1e3 for x in res.run_secs)
+                results.append(MeasureResult("ok", None, samples, build_s, t1 - t0, started, t1))
+        return results
+
+    def close(self) -> None:
+        pool = getattr(self.runner, "pool", None)
+        if pool is not None:
+            pool.shutdown()

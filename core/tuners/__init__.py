@@ -1,0 +1,17 @@
+"""Ask/tell tuning strategies; pick one by name through `core.tuners.registry`.
+
+Strategy modules are imported lazily by the registry, so importing this package is cheap.
+"""
+
+from core.tuners.base import Observation, Tuner
+from core.tuners.registry import TUNERS, get_tuner_class, make_tuner, recommend_tuner, tuner_names
+
+__all__ = [
+    "TUNERS",
+    "Observation",
+    "Tuner",
+    "get_tuner_class",
+    "make_tuner",
+    "recommend_tuner",
+    "tuner_names",
+]

@@ -1,0 +1,209 @@
+"""Test helpers: a small pure-Python search space and a runner that replays recorded latencies.
+
+Kernel Tuner's SimulationRunner idea: strategies are tested against a table of measurements,
+so every tuner test runs in seconds without TVM. The built-in table is a deterministic,
+plausible GEMM-like latency surface; `ReplayRunner.from_trials` builds one from a real
+recorded session instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from core.errors import SpaceError
+from core.records import Config, TrialRecord
+from core.space.base import SearchSpace, config_key
+from core.tuners.base import Observation, Tuner
+
+
+class ToySpace(SearchSpace):
+    """Named knobs, each with a list of candidate values (ints or strings); configs are
+    {knob: value}. Grid order is itertools.product order (the last knob varies fastest)."""
+
+    kind = "template"
+
+    def __init__(self, knobs: dict[str, list[Any]]) -> None:
+        if not knobs:
+            raise SpaceError("a space needs at least one knob")
+        for name, values in knobs.items():
+            if not values:
+                raise SpaceError(f"knob {name!r} has no candidates")
+            if len({config_key({"v": v}) for v in values}) != len(values):
+                raise SpaceError(f"knob {name!r} has repeated candidates")
+        self.knobs = {name: list(values) for name, values in knobs.items()}
+        self.names = list(self.knobs)
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(v) for v in self.knobs.values())
+
+    def point(self, index: int) -> Config:
+        if not 0 <= index < self.size:
+            raise SpaceError(f"grid index {index} is outside [0, {self.size})")
+        config: Config = {}
+        for name in reversed(self.names):
+            values = self.knobs[name]
+            index, digit = divmod(index, len(values))
+            config[name] = values[digit]
+        return {name: config[name] for name in self.names}
+
+    def index_of(self, config: Config) -> int:
+        index = 0
+        for name in self.names:
+            values = self.knobs[name]
+            index = index * len(values) + values.index(config[name])
+        return index
+
+    def sample(self, rng: np.random.Generator) -> Config:
+        return {name: values[int(rng.integers(len(values)))] for name, values in self.knobs.items()}
+
+    def mutate(self, config: Config, rng: np.random.Generator) -> Config:
+        movable = [name for name in self.names if len(self.knobs[name]) > 1]
+        if not movable:
+            return dict(config)
+        name = movable[int(rng.integers(len(movable)))]
+        values = self.knobs[name]
+        current = values.index(config[name])
+        new = int(rng.integers(len(values) - 1))
+        return {**config, name: values[new if new < current else new + 1]}
+
+    def crossover(self, a: Config, b: Config, rng: np.random.Generator) -> Config:
+        pick = rng.random(len(self.names)) < 0.5
+        return {name: (a if p else b)[name] for name, p in zip(self.names, pick, strict=True)}
+
+    def knob_vector(self, config: Config) -> np.ndarray:
+        return np.array([self.knobs[name].index(config[name]) for name in self.names], dtype=np.float64)
+
+    def features(self, configs: list[Config]) -> np.ndarray:
+        rows = []
+        for config in configs:
+            numeric = [
+                math.log2(v) if isinstance(v, int) and v > 0 else 0.0 for v in (config[n] for n in self.names)
+            ]
+            rows.append(np.concatenate([self.knob_vector(config), numeric]))
+        return np.array(rows, dtype=np.float64).reshape(len(configs), 2 * len(self.names))
+
+    def schedule(self, config: Config) -> Any:
+        raise NotImplementedError("ToySpace has no TVM schedule")
+
+    def validate_config(self, config: Config) -> None:
+        if not isinstance(config, dict):
+            raise SpaceError(f"a config is a dict of knob values; got {type(config).__name__}")
+        if set(config) != set(self.names):
+            raise SpaceError(f"config knobs {sorted(config)} are not the space's {sorted(self.names)}")
+        for name in self.names:
+            value = config[name]
+            if type(value) not in (int, str) or value not in self.knobs[name]:
+                raise SpaceError(f"{value!r} is not a candidate of knob {name!r}: {self.knobs[name]}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "knobs": {name: list(v) for name, v in self.knobs.items()}}
+
+    def all_configs(self) -> Iterable[Config]:
+        for values in itertools.product(*self.knobs.values()):
+            yield dict(zip(self.names, values, strict=True))
+
+
+def tiny_space() -> ToySpace:
+    """12 configs."""
+    return ToySpace({"tile": [1, 2, 4], "order": ["ij", "ji", "ikj", "jki"]})
+
+
+TILES = [1, 2, 4, 8, 16, 32, 64]
+
+
+def gemm_space() -> ToySpace:
+    """7 * 7 * 7 * 3 * 4 * 2 = 8232 configs, shaped like a CPU GEMM template."""
+    return ToySpace(
+        {
+            "tile_i": TILES,
+            "tile_j": TILES,
+            "tile_k": TILES,
+            "order": ["ijk", "ikj", "jik"],
+            "unroll": [0, 16, 64, 512],
+            "vectorize": [0, 1],
+        }
+    )
+
+
+def gemm_latency(config: Config, rng: np.random.Generator) -> float | None:
+    """A plausible latency surface: each tile best near a sweet spot (8, 16, 4), a best loop order
+    and unroll, vectorizing helps only with a wide inner tile, 3% log-normal noise, and tiles too
+    big for the cache fail (None), like a kernel that does not build."""
+    ti, tj, tk = config["tile_i"], config["tile_j"], config["tile_k"]
+    if ti * tj * tk > 8192:
+        return None
+
+    def tile(t: int, best: int) -> float:
+        return 1.0 + 0.35 * (math.log2(t) - math.log2(best)) ** 2
+
+    ms = 1.0 * tile(ti, 8) * tile(tj, 16) * tile(tk, 4)
+    ms *= {"ijk": 1.06, "ikj": 1.0, "jik": 1.5}[config["order"]]
+    ms *= {0: 1.25, 16: 1.0, 64: 1.04, 512: 1.4}[config["unroll"]]
+    if config["vectorize"]:
+        ms *= 0.75 if tj >= 8 else 1.15
+    return ms * math.exp(rng.normal(0.0, 0.03))
+
+
+class ReplayRunner:
+    """Measures a config by looking it up in a table of recorded latencies (None: the trial failed).
+
+    A config missing from the table raises KeyError, or counts as a failed trial with
+    `missing_fails=True` (for partial tables from real sessions).
+    """
+
+    def __init__(self, space: SearchSpace, table: dict[str, float | None], *, missing_fails: bool = False):
+        self.space = space
+        self.table = dict(table)
+        self.missing_fails = missing_fails
+        self.n_measured = 0
+
+    @classmethod
+    def from_function(
+        cls, space: ToySpace, latency: Callable[[Config, np.random.Generator], float | None], *, seed: int = 0
+    ) -> ReplayRunner:
+        rng = np.random.default_rng(seed)
+        return cls(space, {space.key(c): latency(c, rng) for c in space.all_configs()})
+
+    @classmethod
+    def from_trials(cls, space: SearchSpace, trials: Iterable[TrialRecord]) -> ReplayRunner:
+        """A table from a recorded session's trials (failed trials replay as failures)."""
+        table = {space.key(t.config): (t.latency_ms if t.ok else None) for t in trials}
+        return cls(space, table, missing_fails=True)
+
+    @property
+    def best_ms(self) -> float:
+        return min(v for v in self.table.values() if v is not None)
+
+    def measure(self, configs: list[Config]) -> list[Observation]:
+        out = []
+        for config in configs:
+            key = self.space.key(config)
+            if key not in self.table and not self.missing_fails:
+                raise KeyError(f"no recorded measurement for {key}")
+            self.n_measured += 1
+            out.append(Observation(config=config, latency_ms=self.table.get(key)))
+        return out
+
+
+def tune(tuner: Tuner, runner: ReplayRunner, budget: int, batch: int = 8) -> list[Observation]:
+    """The session's ask -> measure -> tell loop, until the budget is spent or the space is."""
+    history: list[Observation] = []
+    while len(history) < budget:
+        configs = tuner.ask(min(batch, budget - len(history)))
+        if not configs:
+            break
+        observations = runner.measure(configs)
+        tuner.tell(observations)
+        history += observations
+    return history
+
+
+def gemm_replay(seed: int = 0) -> tuple[ToySpace, ReplayRunner]:
+    space = gemm_space()
+    return space, ReplayRunner.from_function(space, gemm_latency, seed=seed)

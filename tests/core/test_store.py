@@ -1,0 +1,509 @@
+"""The SQLite store, on real files: roundtrips, migrations, refusal of foreign files, concurrent readers."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from core import store as store_module
+from core.errors import StoreError
+from core.records import MeasureOptions, NewTrial, SessionSpec
+from core.store import MIGRATIONS, Store, default_db_path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_spec(**overrides) -> SessionSpec:
+    fields = {
+        "workload": "matmul",
+        "shape": {"M": 64, "N": 64, "K": 32},
+        "tuner": "xgb",
+        "tuner_options": {"plan_size": 16},
+        "trials": 100,
+        "batch": 4,
+        "early_stop": 20,
+        "seed": 7,
+        "measure": MeasureOptions(repeat=5, cache_flush=True),
+        "name": "first",
+    }
+    fields.update(overrides)
+    return SessionSpec(**fields)
+
+
+def new_session(store: Store, **overrides) -> int:
+    return store.create_session(
+        make_spec(**overrides),
+        target_json={"kind": "llvm", "mcpu": "skylake"},
+        target_kind="llvm",
+        space_json={"knobs": {"tile_i": [1, 2, 4]}},
+        tvm_version="0.27.0",
+        flops=2 * 64 * 64 * 32,
+    )
+
+
+def make_trial(samples=(1.0, 2.0, 3.0), *, status="ok", round=0, config=None, trace=None) -> NewTrial:
+    return NewTrial(
+        round=round,
+        config=config if config is not None else {"tile_i": [4], "unroll": 16},
+        status=status,
+        error=None if status == "ok" else "boom",
+        samples_ms=tuple(samples),
+        predicted_ms=1.5,
+        build_s=0.25,
+        run_s=0.5,
+        started_at=1000.0,
+        finished_at=1001.0,
+        trace_json=trace,
+    )
+
+
+def run_python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "tunelab.sqlite"
+
+
+@pytest.fixture
+def store(db_path: Path):
+    with Store(db_path) as s:
+        yield s
+
+
+# ------------------------------------------------------------------------------------------ roundtrip
+
+
+def test_session_roundtrip(store: Store) -> None:
+    sid = new_session(store, custom_source="def f(): pass\n")
+    rec = store.session(sid)
+    assert rec.id == sid
+    assert rec.name == "first"
+    assert rec.workload == "matmul"
+    assert rec.shape == {"M": 64, "N": 64, "K": 32}
+    assert rec.dtype == "float32"
+    assert rec.target == {"kind": "llvm", "mcpu": "skylake"}
+    assert rec.target_kind == "llvm"
+    assert rec.space_kind == "template"
+    assert rec.space == {"knobs": {"tile_i": [1, 2, 4]}}
+    assert rec.tuner == "xgb"
+    assert rec.tuner_options == {"plan_size": 16}
+    assert MeasureOptions.from_json(rec.measure) == MeasureOptions(repeat=5, cache_flush=True)
+    assert (rec.trials_budget, rec.batch, rec.early_stop, rec.seed) == (100, 4, 20, 7)
+    assert rec.status == "created" and rec.error is None
+    assert rec.pid == os.getpid() and rec.hostname
+    assert rec.tvm_version == "0.27.0"
+    assert rec.flops == 2 * 64 * 64 * 32
+    assert rec.custom_source == "def f(): pass\n"
+    assert (rec.n_trials, rec.n_failed, rec.best_ms, rec.best_trial_id) == (0, 0, None, None)
+    assert rec.best_gflops is None
+    assert store.sessions() == [rec]
+    assert store.session_updated_at(sid) == rec.updated_at
+    # one task per session
+    task = store.db.execute("SELECT session_id, workload, shape, dtype, flops FROM tasks").fetchall()
+    assert task == [
+        (sid, "matmul", json.dumps({"M": 64, "N": 64, "K": 32}, separators=(",", ":")), "float32", rec.flops)
+    ]
+
+
+def test_trials_roundtrip_with_samples_and_statistics(store: Store) -> None:
+    sid = new_session(store)
+    trace = {"insts": [["split", [1, 2]]], "decisions": [[0, [4, 8]]]}
+    a = store.add_trial(sid, make_trial((3.0, 1.0, 2.0, 10.0), config={"tile_i": [2]}, trace=trace), "a")
+    b = store.add_trial(sid, make_trial((0.5,), round=1, config={"tile_i": [4]}), "b")
+    c = store.add_trial(sid, make_trial((), status="build_error", round=1, config={"tile_i": [8]}), "c")
+
+    assert [t.index for t in (a, b, c)] == [0, 1, 2]
+    assert a.latency_ms == 2.5  # median of an even count
+    assert a.mean_ms == 4.0
+    assert a.std_ms == pytest.approx(statistics.pstdev([3.0, 1.0, 2.0, 10.0]))
+    assert (a.min_ms, a.max_ms) == (1.0, 10.0)
+    assert a.samples_ms == (3.0, 1.0, 2.0, 10.0)  # measurement order kept
+    assert b.latency_ms == 0.5 and b.std_ms == 0.0
+    assert c.latency_ms is None and c.std_ms is None and c.error == "boom" and not c.ok
+
+    stored = store.trials(sid, with_samples=True)
+    assert stored == [a, b, c]  # what add_trial returned is exactly what a reader gets
+    assert stored[0].trace_json == trace and stored[0].config == {"tile_i": [2]}
+    assert [t.samples_ms for t in store.trials(sid)] == [(), (), ()]
+    assert store.trials(sid, since_id=a.id) == store.trials(sid)[1:]
+    assert store.trial(a.id) == a
+    assert store.samples(a.id) == [3.0, 1.0, 2.0, 10.0]
+    assert store.best_trial(sid) == b
+    assert store.measured_keys(sid) == {"a", "b", "c"}
+    assert store.max_trial_id() == c.id
+
+    rec = store.session(sid)
+    assert (rec.n_trials, rec.n_failed, rec.best_ms, rec.best_trial_id) == (3, 1, 0.5, b.id)
+    assert rec.best_gflops == pytest.approx(rec.flops / 0.5e-3 / 1e9)
+
+
+def test_rounds_status_heartbeat_tuner_state_delete(store: Store) -> None:
+    sid = new_session(store)
+    other = new_session(store, name="second")
+    store.add_round(sid, 0, 4, 0.8, 1.5)
+    store.add_round(sid, 1, 4, None, 1.2)
+    store.add_round(sid, 1, 3, float("nan"), 1.1)  # a redone round replaces the earlier record
+    rounds = store.rounds(sid)
+    assert [(r.round, r.n, r.spearman, r.best_ms) for r in rounds] == [(0, 4, 0.8, 1.5), (1, 3, None, 1.1)]
+    assert store.rounds(other) == []
+
+    assert store.tuner_state(sid) is None
+    state = {"rng": {"state": 2**127 + 5, "inc": 3}, "plan": [1, 2]}
+    store.save_tuner_state(sid, state)
+    assert store.tuner_state(sid) == state
+
+    store.set_status(sid, "running")
+    assert store.session(sid).status == "running"
+    store.set_status(sid, "crashed", error="Traceback ...")
+    assert (store.session(sid).status, store.session(sid).error) == ("crashed", "Traceback ...")
+    store.set_status(sid, "paused")
+    assert store.session(sid).error is None
+    with pytest.raises(ValueError):
+        store.set_status(sid, "exploded")
+    before = store.session_updated_at(sid)
+    time.sleep(0.01)
+    store.heartbeat(sid)
+    assert store.session_updated_at(sid) > before
+
+    store.add_trial(sid, make_trial(), "k")
+    store.add_trial(other, make_trial(), "k")  # keys are unique per session only
+    max_id = store.max_trial_id()
+    store.delete_session(sid)
+    assert [s.id for s in store.sessions()] == [other]
+    for table in ("trials", "tasks", "rounds"):
+        assert (
+            store.db.execute(f"SELECT count(*) FROM {table} WHERE session_id = ?", (sid,)).fetchone()[0] == 0
+        )
+    assert store.db.execute("SELECT count(*) FROM samples").fetchone()[0] == 3  # only the other session's
+    assert store.max_trial_id() == max_id  # never goes back: views polling it miss nothing
+    with pytest.raises(StoreError):
+        store.delete_session(sid)
+
+
+def test_sessions_newest_first(store: Store) -> None:
+    ids = [new_session(store, name=f"s{i}") for i in range(3)]
+    assert [s.id for s in store.sessions()] == ids[::-1]
+
+
+def test_unknown_session_and_trial(store: Store, db_path: Path) -> None:
+    with pytest.raises(StoreError, match=f"session 7 does not exist in {db_path}"):
+        store.session(7)
+    for call in (
+        lambda: store.trials(7),
+        lambda: store.best_trial(7),
+        lambda: store.rounds(7),
+        lambda: store.measured_keys(7),
+        lambda: store.tuner_state(7),
+        lambda: store.session_updated_at(7),
+        lambda: store.set_status(7, "running"),
+        lambda: store.heartbeat(7),
+        lambda: store.add_trial(7, make_trial(), "k"),
+        lambda: store.add_round(7, 0, 1, None, None),
+        lambda: store.save_tuner_state(7, {}),
+    ):
+        with pytest.raises(StoreError, match="session 7 does not exist"):
+            call()
+    with pytest.raises(StoreError, match="trial 3 does not exist"):
+        store.trial(3)
+    with pytest.raises(StoreError, match="trial 3 does not exist"):
+        store.samples(3)
+    assert store.db.execute("SELECT count(*) FROM trials").fetchone()[0] == 0
+
+
+def test_duplicate_config_key_writes_nothing(store: Store) -> None:
+    sid = new_session(store)
+    first = store.add_trial(sid, make_trial((1.0, 2.0)), "same")
+    with pytest.raises(StoreError, match="already measured"):
+        store.add_trial(sid, make_trial((5.0, 6.0, 7.0)), "same")
+    assert store.trials(sid, with_samples=True) == [first]
+    assert store.db.execute("SELECT count(*) FROM samples").fetchone()[0] == 2
+    assert store.add_trial(sid, make_trial((3.0,)), "other").index == 1  # no gap in indexes
+
+
+def test_failure_while_writing_samples_rolls_back_the_trial(store: Store, db_path: Path) -> None:
+    sid = new_session(store)
+    with sqlite3.connect(db_path) as raw:
+        raw.execute(
+            "CREATE TRIGGER no_negative BEFORE INSERT ON samples WHEN NEW.ms < 0 "
+            "BEGIN SELECT RAISE(ABORT, 'negative sample'); END"
+        )
+    raw.close()
+    with pytest.raises(StoreError, match="negative sample"):
+        store.add_trial(sid, make_trial((1.0, 2.0, -1.0)), "bad")
+    assert store.trials(sid) == []
+    assert store.db.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
+    assert store.add_trial(sid, make_trial((1.0,)), "good").index == 0
+
+
+def test_trial_validation(store: Store) -> None:
+    sid = new_session(store)
+    with pytest.raises(ValueError):
+        store.add_trial(sid, make_trial(status="weird"), "a")
+    with pytest.raises(ValueError):
+        store.add_trial(sid, make_trial(()), "a")  # ok without samples
+
+
+# ------------------------------------------------------------------------------------------ opening
+
+
+def test_file_settings(store: Store) -> None:
+    conn = store.db.conn
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    assert {"meta", "sessions", "tasks", "trials", "samples", "rounds"} <= set(store.db.table_names())
+    assert {"idx_trials_session_id", "idx_trials_session_key", "idx_samples_trial"} <= {
+        r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+    }
+
+
+def test_migrations_apply_once(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Store(db_path) as s:
+        assert s.schema_version() == len(MIGRATIONS) == store_module.schema_version()
+
+    calls = []
+
+    def v_next(db) -> None:
+        calls.append(1)
+        db.execute("CREATE TABLE baselines (id INTEGER PRIMARY KEY, name TEXT)")
+
+    monkeypatch.setattr(store_module, "MIGRATIONS", [*MIGRATIONS, v_next])
+    with Store(db_path) as s:
+        assert s.schema_version() == len(MIGRATIONS) + 1
+        assert "baselines" in s.db.table_names()
+    with Store(db_path) as s:  # re-opening applies nothing
+        assert s.schema_version() == len(MIGRATIONS) + 1
+    assert calls == [1]
+
+    monkeypatch.undo()  # older code meets a newer file: refuse, change nothing
+    before = db_path.read_bytes()
+    with pytest.raises(StoreError, match="newer tunelab"):
+        Store(db_path)
+    assert db_path.read_bytes() == before
+
+
+def test_failed_migration_changes_nothing(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    Store(db_path).close()
+
+    def broken(db) -> None:
+        db.execute("CREATE TABLE half (x)")
+        raise RuntimeError("migration bug")
+
+    monkeypatch.setattr(store_module, "MIGRATIONS", [*MIGRATIONS, broken])
+    with pytest.raises(RuntimeError, match="migration bug"):
+        Store(db_path)
+    monkeypatch.undo()
+    with Store(db_path) as s:
+        assert s.schema_version() == len(MIGRATIONS)
+        assert "half" not in s.db.table_names()
+
+
+def test_readonly_and_older_schema(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Store(db_path) as s:
+        sid = new_session(s)
+    with Store(db_path, readonly=True) as ro:
+        assert ro.session(sid).name == "first"
+        with pytest.raises(StoreError, match="read-only"):
+            ro.heartbeat(sid)
+        assert ro.reopen().readonly
+    monkeypatch.setattr(store_module, "MIGRATIONS", [*MIGRATIONS, lambda db: None])
+    with pytest.raises(StoreError, match="older schema"):
+        Store(db_path, readonly=True)
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_garbage_file_is_refused_and_untouched(tmp_path: Path, create: bool) -> None:
+    path = tmp_path / "garbage.sqlite"
+    path.write_bytes(b"not a database")
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match="not a tunelab database") as info:
+            Store(path, create=create, readonly=readonly)
+        assert "\n" not in str(info.value)
+    assert path.read_bytes() == b"not a database"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["garbage.sqlite"]
+
+
+def test_other_sqlite_database_is_refused_and_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as raw:
+        raw.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT)")
+        raw.execute("INSERT INTO photos (name) VALUES ('cat')")
+    raw.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="another application"):
+        Store(path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+
+
+def test_missing_file_without_create(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "missing.sqlite"
+    with pytest.raises(StoreError, match="no tunelab database"):
+        Store(path, create=False)
+    with pytest.raises(StoreError, match="no tunelab database"):
+        Store(path, readonly=True)
+    assert not path.exists() and not path.parent.exists()
+    with Store(path) as s:  # create=True makes the folder and the file
+        assert s.sessions() == []
+    assert path.is_file()
+
+
+def test_default_db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUNELAB_DB", str(tmp_path / "x.sqlite"))
+    assert default_db_path() == tmp_path / "x.sqlite"
+    monkeypatch.delenv("TUNELAB_DB")
+    monkeypatch.setattr(store_module.platformdirs, "user_data_dir", lambda app: str(tmp_path / "data" / app))
+    path = default_db_path()
+    assert path == tmp_path / "data" / "tunelab" / "tunelab.sqlite"
+    assert path.parent.is_dir()
+
+
+def test_reopen_gives_a_store_for_another_thread(store: Store) -> None:
+    import threading
+
+    sid = new_session(store)
+    seen = []
+
+    def work() -> None:
+        with pytest.raises(sqlite3.ProgrammingError):  # a connection belongs to its thread
+            store.session(sid)
+        with store.reopen() as mine:
+            seen.append(mine.session(sid).name)
+            mine.heartbeat(sid)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert seen == ["first"]
+
+
+# ------------------------------------------------------------------------------------------ concurrency
+
+READER = """
+import json, sys, time
+from core.store import Store
+
+path, sid, expected = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+store = Store(path, readonly=True)
+print("ready", flush=True)
+seen, since, polls, errors = {}, 0, 0, []
+deadline = time.time() + 60
+while len(seen) < expected and time.time() < deadline:
+    try:
+        store.max_trial_id()
+        store.sessions()
+        new = store.trials(sid, since_id=since, with_samples=True)
+    except Exception as exc:
+        errors.append(repr(exc))
+        continue
+    polls += 1
+    for t in new:
+        if len(t.samples_ms) != t.config["n"] or t.latency_ms is None:
+            errors.append(f"trial {t.id} has {len(t.samples_ms)} samples, expected {t.config['n']}")
+        seen[t.id] = len(t.samples_ms)
+        since = t.id
+print(json.dumps({"seen": len(seen), "polls": polls, "errors": errors[:5]}), flush=True)
+"""
+
+
+def test_reader_in_another_process_never_blocks_or_sees_half_trials(store: Store, db_path: Path) -> None:
+    sid = new_session(store)
+    n = 200
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(db_path), str(sid), str(n)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert reader.stdout.readline().strip() == "ready"
+        for i in range(n):
+            k = i % 7 + 1  # a different number of samples for each trial
+            store.add_trial(
+                sid, make_trial([0.1 * (i + j + 1) for j in range(k)], config={"n": k, "i": i}), str(i)
+            )
+        out, err = reader.communicate(timeout=90)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+    assert reader.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["errors"] == []
+    assert result["seen"] == n
+    assert result["polls"] >= 1, result
+    assert store.session(sid).n_trials == n
+
+
+def test_running_session_of_a_dead_process_reads_as_crashed(store: Store, db_path: Path) -> None:
+    sid = new_session(store)
+    done = run_python(
+        """
+        import os, sys
+        from core.store import Store
+        Store(sys.argv[1], create=False).set_status(int(sys.argv[2]), "running")
+        print(os.getpid())
+        """,
+        str(db_path),
+        str(sid),
+    )
+    assert done.returncode == 0, done.stderr
+    rec = store.session(sid)
+    assert rec.pid == int(done.stdout) and rec.hostname == store.session(sid).hostname
+    assert rec.status == "crashed"
+    assert [s.status for s in store.sessions()] == ["crashed"]
+    # derived on read only: the file still says running
+    assert store.db.execute("SELECT status FROM sessions WHERE id = ?", (sid,)).fetchone()[0] == "running"
+
+    store.set_status(sid, "running")  # this (live) process owns it now
+    assert store.session(sid).status == "running"
+
+    def on_other_host(updated_at: float) -> str:
+        store.db.execute(
+            "UPDATE sessions SET hostname = 'elsewhere', pid = 1, updated_at = ? WHERE id = ?",
+            (updated_at, sid),
+        )
+        return store.session(sid).status
+
+    assert on_other_host(time.time() - 10) == "running"
+    assert on_other_host(time.time() - 500) == "crashed"
+
+
+def test_listing_sessions_with_many_trials(store: Store) -> None:
+    sid = new_session(store)
+    other = new_session(store, name="other")
+    for i in range(2000):
+        status = "ok" if i % 10 else "run_error"
+        samples = (5.0 + (i * 37 % 1000) / 100, 6.0) if status == "ok" else ()
+        store.add_trial(sid, make_trial(samples, status=status, config={"i": i}), str(i))
+    started = time.perf_counter()
+    listed = {s.id: s for s in store.sessions()}
+    elapsed = time.perf_counter() - started
+    rec = listed[sid]
+    assert (rec.n_trials, rec.n_failed) == (2000, 200)
+    best = store.best_trial(sid)
+    assert rec.best_ms == best.latency_ms == min(t.latency_ms for t in store.trials(sid) if t.ok)
+    assert rec.best_trial_id == best.id
+    assert listed[other].n_trials == 0
+    assert elapsed < 5  # generous; typically a few milliseconds
