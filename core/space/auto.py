@@ -388,18 +388,34 @@ class AutoSpace(SearchSpace):
             raise InvalidSchedule(str(exc).strip().splitlines()[-1][:300]) from None
         return sch
 
-    def decode(self, trace: Any) -> Config | None:
-        """The config of a schedule MetaSchedule proposed (its sampling decisions), or None if no sketch fits."""
+    def decode(self, trace: Any, mod: Any = None) -> Config | None:
+        """The config of a schedule MetaSchedule proposed (its sampling decisions), or None if no
+        sketch fits. MetaSchedule simplifies the traces it evolves, so with `mod` (the proposed
+        schedule's IR) the sketch is the one whose replay gives exactly that IR."""
+        import tvm_ffi
+
         insts = [i for i in trace.insts if i.kind.name.startswith("Sample")]
         decisions = [_plain(trace.get_decision(i)) for i in insts]
+        kinds = [i.kind.name for i in insts]
         signature = _signature(trace)
+        fits = []
         for index, sketch in enumerate(self.sketches):
-            if sketch.signature != signature:
+            if [i.kind.name for i in sketch.insts] != kinds:
                 continue
             config = {"sketch": index, "decisions": decisions}
             try:
                 self.validate_config(config)
             except SpaceError:
                 continue
-            return config
+            fits.append(config)
+        for config in fits:
+            if mod is None:
+                if self.sketches[config["sketch"]].signature == signature:
+                    return config
+                continue
+            try:
+                if tvm_ffi.structural_equal(self.schedule(config).mod, mod):
+                    return config
+            except InvalidSchedule:
+                continue
         return None

@@ -41,7 +41,8 @@ UNROLL_STEPS = (0, 16, 64, 512)
 CPU_MAX_INNER = 64
 CUDA_MAX_THREAD = 64
 CUDA_MAX_INNER = 8
-SPLIT_LIMIT = 4096  # candidates beyond this per knob make a space nobody can edit
+SPLIT_LIMIT = 4096
+SKETCH_ANNOTATION = "tunelab.sketch"  # candidates beyond this per knob make a space nobody can edit
 
 
 def divisors(n: int) -> list[int]:
@@ -184,6 +185,57 @@ class TemplateSpace(SearchSpace):
         self.validate_config(config)
         return apply_template(self.prim_func, self.block_name, self.axes, config, self.target)
 
+    # ---- MetaSchedule's evolutionary search over this template ------------------------------------
+    def static_combos(self) -> list[Config]:
+        """Values of the knobs MetaSchedule cannot mutate (they are Python branches): one sketch each."""
+        static = [k for k in self.knobs if k["type"] != "split" and k["name"] != "unroll"]
+        return [dict(zip([k["name"] for k in static], values, strict=True))
+                for values in itertools.product(*[k["candidates"] for k in static])]
+
+    def sketch_fn(self) -> Any:
+        """A ScheduleFn body returning one sketch per static combination, tiles and unroll sampled."""
+        combos = self.static_combos()
+
+        def make_sketches(sch: Any) -> list[Any]:
+            sketches = []
+            for index, combo in enumerate(combos):
+                s = sch.copy()
+                try:
+                    apply_template_to(s, self.block_name, self.axes, combo, self.target, self._by_name)
+                except Exception:  # an illegal static combination has no sketch
+                    continue
+                s.annotate(s.get_sblock("root"), SKETCH_ANNOTATION, index)
+                sketches.append(s)
+            return sketches
+
+        return make_sketches
+
+    def decode(self, trace: Any, mod: Any = None) -> Config | None:
+        """The config of a schedule the evolutionary search proposed, or None when it left the space."""
+        combos = self.static_combos()
+        tiles, unroll_index, sketch = [], None, None
+        for inst in trace.insts:
+            kind = inst.kind.name
+            if kind == "SamplePerfectTile":
+                tiles.append([int(f) for f in trace.get_decision(inst)])
+            elif kind == "SampleCategorical":
+                unroll_index = int(trace.get_decision(inst))
+            elif kind == "Annotate" and str(inst.attrs[0]) == SKETCH_ANNOTATION:
+                sketch = int(inst.inputs[1])
+        if sketch is None or unroll_index is None or len(tiles) != len(self.axes):
+            return None
+        config: Config = {}
+        for axis, factors in zip(self.axes, tiles, strict=True):
+            config[f"tile_{axis.name}"] = factors[1:]
+        config.update(combos[sketch])
+        config["unroll"] = self._by_name["unroll"]["candidates"][unroll_index]
+        config = {k["name"]: config[k["name"]] for k in self.knobs}
+        try:
+            self.validate_config(config)
+        except SpaceError:
+            return None
+        return config
+
 
 def validate_template(data: dict[str, Any], axes: list[Axis], target_kind: str) -> list[dict[str, Any]]:
     """Check an edited template against the axes; return its knobs or raise SpaceError with the reason."""
@@ -238,10 +290,17 @@ def validate_template(data: dict[str, Any], axes: list[Axis], target_kind: str) 
     return cleaned
 
 
-def _split(sch: Any, loop: Any, extent: int, inner: list[int]) -> list[Any]:
-    factors = [extent // math.prod(inner), *inner]
-    decision = sch.sample_perfect_tile(loop, n=len(factors), max_innermost_factor=max(factors[-1], 1),
-                                       decision=factors)
+def _split(sch: Any, loop: Any, extent: int, inner: list[int] | None, knob: dict[str, Any] | None = None) -> list[Any]:
+    """Split through sample_perfect_tile: with `inner` the decision is fixed; without it (the
+    evolutionary search's sketches) MetaSchedule samples it, bounded by the knob's candidates."""
+    if inner is None:
+        assert knob is not None
+        max_inner = max(c[-1] for c in knob["candidates"])
+        decision = sch.sample_perfect_tile(loop, n=knob["parts"], max_innermost_factor=max_inner)
+    else:
+        factors = [extent // math.prod(inner), *inner]
+        decision = sch.sample_perfect_tile(loop, n=len(factors), max_innermost_factor=max(factors[-1], 1),
+                                           decision=factors)
     return list(sch.split(loop, decision))
 
 
@@ -251,42 +310,53 @@ def apply_template(prim_func: Any, block_name: str, axes: list[Axis], config: Co
 
     try:
         sch = Schedule(prim_func)
-        main = sch.get_sblock(block_name)
-        epilogue = _inline_others(sch, block_name)
-        loops = sch.get_loops(main)
-        outer_s, inner_s, outer_r, inner_r, thread_s = [], [], [], [], []
-        for axis, loop in zip(axes, loops, strict=True):
-            parts = _split(sch, loop, axis.extent, list(config[f"tile_{axis.name}"]))
-            if axis.kind == "reduce":
-                outer_r.append(parts[0])
-                inner_r.append(parts[1])
-            elif len(parts) == 3:
-                outer_s.append(parts[0])
-                thread_s.append(parts[1])
-                inner_s.append(parts[2])
-            else:
-                outer_s.append(parts[0])
-                inner_s.append(parts[1])
-        groups = {"ro": outer_r, "ri": inner_r, "si": inner_s}
-        ordered = [groups[g] for g in config["order"].split(",")]
-        unroll_index = UNROLL_STEPS.index(config["unroll"]) if config["unroll"] in UNROLL_STEPS else None
-        if target.kind == "cuda":
-            _cuda(sch, main, epilogue, outer_s, thread_s, ordered, outer_r, config)
-        else:
-            _cpu(sch, main, epilogue, outer_s, ordered, config)
-        anchor = sch.get_loops(main)[0]
-        if unroll_index is not None:
-            step = sch.sample_categorical(candidates=list(UNROLL_STEPS), probs=[1 / len(UNROLL_STEPS)] * len(UNROLL_STEPS),
-                                          decision=unroll_index)
-        else:
-            step = config["unroll"]
-        sch.annotate(anchor, "pragma_auto_unroll_max_step", step)
-        sch.annotate(anchor, "pragma_unroll_explicit", 1)
+        apply_template_to(sch, block_name, axes, config, target)
         return sch
     except InvalidSchedule:
         raise
     except Exception as exc:  # TVM's ScheduleError: this knob combination is not a legal schedule
         raise InvalidSchedule(str(exc).strip().splitlines()[-1][:300]) from None
+
+
+def apply_template_to(sch: Any, block_name: str, axes: list[Axis], config: Config, target: TargetInfo,
+                      knobs: dict[str, dict[str, Any]] | None = None) -> None:
+    """Apply a config to `sch`. With `knobs`, tile and unroll values missing from `config` are
+    left for MetaSchedule to sample (the evolutionary search's sketches)."""
+    main = sch.get_sblock(block_name)
+    epilogue = _inline_others(sch, block_name)
+    loops = sch.get_loops(main)
+    outer_s, inner_s, outer_r, inner_r, thread_s = [], [], [], [], []
+    for axis, loop in zip(axes, loops, strict=True):
+        name = f"tile_{axis.name}"
+        inner = list(config[name]) if name in config else None
+        parts = _split(sch, loop, axis.extent, inner, (knobs or {}).get(name))
+        if axis.kind == "reduce":
+            outer_r.append(parts[0])
+            inner_r.append(parts[1])
+        elif len(parts) == 3:
+            outer_s.append(parts[0])
+            thread_s.append(parts[1])
+            inner_s.append(parts[2])
+        else:
+            outer_s.append(parts[0])
+            inner_s.append(parts[1])
+    groups = {"ro": outer_r, "ri": inner_r, "si": inner_s}
+    ordered = [groups[g] for g in config["order"].split(",")]
+    if target.kind == "cuda":
+        _cuda(sch, main, epilogue, outer_s, thread_s, ordered, outer_r, config)
+    else:
+        _cpu(sch, main, epilogue, outer_s, ordered, config)
+    anchor = sch.get_loops(main)[0]
+    steps = list((knobs or {}).get("unroll", {}).get("candidates", UNROLL_STEPS))
+    if "unroll" not in config:
+        step = sch.sample_categorical(candidates=steps, probs=[1 / len(steps)] * len(steps))
+    elif config["unroll"] in steps:
+        step = sch.sample_categorical(candidates=steps, probs=[1 / len(steps)] * len(steps),
+                                      decision=steps.index(config["unroll"]))
+    else:
+        step = config["unroll"]
+    sch.annotate(anchor, "pragma_auto_unroll_max_step", step)
+    sch.annotate(anchor, "pragma_unroll_explicit", 1)
 
 
 def _inline_others(sch: Any, block_name: str) -> list[Any]:
