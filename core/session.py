@@ -136,7 +136,7 @@ class TuningSession:
             raise TargetError(f"{self.target.description}: this machine cannot run kernels for the session's target")
         options = MeasureOptions.from_json(record.measure)
         tuner = make_tuner(record.tuner, self.space, seed=record.seed, **record.tuner_options)
-        cost_model = CostModel(seed=record.seed)
+        cost_model = CostModel(seed=record.seed, nthread=1)  # the CPU is busy measuring
         history = self.store.trials(self.session_id)
         state = self.store.tuner_state(self.session_id)
         if state:

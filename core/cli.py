@@ -1,0 +1,354 @@
+"""`tunelab` on the command line (the contract in shared/DESIGN.md).
+
+`--json` prints one JSON document on stdout and nothing else there; progress goes to stderr.
+Bad input exits 2 with one line on stderr and no traceback, and changes nothing stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from core.errors import StoreError, TunelabError
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise TunelabError(f"{message} (see tunelab {self.prog.split()[-1]} --help)" if " " in self.prog
+                           else f"{message} (see tunelab --help)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="tunelab", description="A desktop lab for TVM kernel tuning. Without a command: the GUI.")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    def with_db(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--db", help="SQLite store (default: $TUNELAB_DB or the user data folder)")
+
+    g = sub.add_parser("gui", help="launch the desktop app")
+    with_db(g)
+    w = sub.add_parser("workloads", help="the catalog of operators with their parameters")
+    w.add_argument("--json", action="store_true")
+
+    t = sub.add_parser("tune", help="run a tuning session")
+    t.add_argument("workload", nargs="?", help="a name from `tunelab workloads`, or custom with --custom FILE")
+    t.add_argument("--shape", default=None, help="K=V,... (missing parameters take their defaults) or a preset")
+    t.add_argument("--dtype", default=None)
+    t.add_argument("--target", default="auto", help="auto | llvm | cuda | a JSON target dict")
+    t.add_argument("--space", default="template", help="template | auto")
+    t.add_argument("--space-file", help="an edited search space (JSON), as the GUI's editor saves it")
+    t.add_argument("--tuner", default=None, help="grid | random | genetic | xgb | evolutionary (default: recommended)")
+    t.add_argument("--tuner-option", action="append", default=[], metavar="K=V", help="e.g. pop_size=16")
+    t.add_argument("--trials", type=int, default=64)
+    t.add_argument("--batch", type=int, default=8)
+    t.add_argument("--early-stop", type=int, default=None, help="stop after N trials without improvement")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--number", type=int, default=3, help="runs averaged into one sample")
+    t.add_argument("--repeat", type=int, default=3, help="samples kept per trial")
+    t.add_argument("--min-repeat-ms", type=int, default=20)
+    t.add_argument("--warmup", type=int, default=1)
+    t.add_argument("--timeout", type=float, default=30.0, help="seconds per build and per run")
+    t.add_argument("--cache-flush", action="store_true", help="flush CPU caches between samples")
+    t.add_argument("--no-check", action="store_true", help="skip the NumPy correctness check")
+    t.add_argument("--custom", help="a Python file with a TE compute (workload custom)")
+    t.add_argument("--name", default="")
+    t.add_argument("--resume", type=int, default=None, metavar="SESSION", help="continue a stored session")
+    t.add_argument("--json", action="store_true")
+    with_db(t)
+
+    s = sub.add_parser("sessions", help="list stored sessions")
+    s.add_argument("--json", action="store_true")
+    with_db(s)
+    sh = sub.add_parser("show", help="one session: summary, best trial, rounds")
+    sh.add_argument("session", type=int)
+    sh.add_argument("--trials", action="store_true", help="include every trial")
+    sh.add_argument("--json", action="store_true")
+    with_db(sh)
+    c = sub.add_parser("compare", help="sessions side by side")
+    c.add_argument("sessions", type=int, nargs="+")
+    c.add_argument("--json", action="store_true")
+    with_db(c)
+    e = sub.add_parser("export", help="write the best (or a chosen) trial's schedule, TVMScript, library and database")
+    e.add_argument("session", type=int)
+    e.add_argument("--trial", type=int, default=None)
+    e.add_argument("--out", required=True)
+    e.add_argument("--json", action="store_true")
+    with_db(e)
+    return p
+
+
+def _open_store(path: str | None, *, create: bool) -> Any:
+    from core.store import Store, default_db_path
+
+    db = path or os.environ.get("TUNELAB_DB") or str(default_db_path())
+    return Store(db, create=create)
+
+
+def _session_json(r: Any) -> dict[str, Any]:
+    return {"id": r.id, "name": r.name, "status": r.status, "workload": r.workload, "shape": r.shape,
+            "dtype": r.dtype, "target": r.target, "target_kind": r.target_kind, "space": r.space_kind,
+            "tuner": r.tuner, "trials": r.n_trials, "failed": r.n_failed, "budget": r.trials_budget,
+            "best_ms": r.best_ms, "best_gflops": r.best_gflops, "best_trial_id": r.best_trial_id,
+            "created_at": r.created_at, "updated_at": r.updated_at, "error": r.error, "tvm_version": r.tvm_version}
+
+
+def _trial_json(t: Any) -> dict[str, Any]:
+    return {"id": t.id, "index": t.index, "round": t.round, "status": t.status, "error": t.error,
+            "latency_ms": t.latency_ms, "mean_ms": t.mean_ms, "std_ms": t.std_ms, "min_ms": t.min_ms,
+            "max_ms": t.max_ms, "predicted_ms": t.predicted_ms, "config": t.config, "samples_ms": list(t.samples_ms)}
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def _print_table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
+    for row in [header, *rows]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)).rstrip())
+
+
+# ---- commands -----------------------------------------------------------------------------------
+def cmd_workloads(args: argparse.Namespace) -> int:
+    from core.workloads import list_workloads
+
+    items = list_workloads()
+    if args.json:
+        print(json.dumps([w.to_json() for w in items]))
+        return 0
+    for w in items:
+        params = ", ".join(f"{p.name}={p.default}" for p in w.params)
+        print(f"{w.name:18s} {w.title}\n{'':18s} params: {params}; dtypes: {', '.join(w.dtypes)}")
+    print("custom             your own TE compute: tunelab tune custom --custom my_op.py")
+    return 0
+
+
+def _options(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise TunelabError(f"--tuner-option {item!r} is not K=V")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+class _Progress:
+    """A one-line progress bar with ETA on stderr."""
+
+    def __init__(self, total: int, done: int) -> None:
+        self.total, self.start_done, self.started = total, done, time.time()
+        self.tty = sys.stderr.isatty()
+
+    def update(self, done: int, best: float | None, failed: int) -> None:
+        frac = done / self.total if self.total else 1.0
+        rate = (time.time() - self.started) / max(done - self.start_done, 1)
+        eta = rate * (self.total - done)
+        bar = "#" * int(frac * 30)
+        line = (f"[{bar:<30s}] {done}/{self.total} trials  best {_fmt(best)} ms  failed {failed}  "
+                f"ETA {int(eta // 60)}:{int(eta % 60):02d}")
+        sys.stderr.write(("\r" + line) if self.tty else line + "\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            sys.stderr.write("\n")
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from core.records import MeasureOptions, SessionSpec
+    from core.session import TuningSession, create_session, validate_spec
+    from core.tuners.registry import recommend_tuner
+
+    if args.resume is not None:
+        store = _open_store(args.db, create=False)
+        session = TuningSession(store, args.resume)
+        record = store.session(args.resume)
+        if record.status == "finished" and record.n_trials >= record.trials_budget:
+            raise TunelabError(f"session {args.resume} already finished its {record.trials_budget} trials")
+    else:
+        if not args.workload:
+            raise TunelabError("tune needs a workload (see tunelab workloads)")
+        custom_source = None
+        if args.custom or args.workload == "custom":
+            if not args.custom:
+                raise TunelabError("workload custom needs --custom FILE")
+            try:
+                with open(args.custom) as f:
+                    custom_source = f.read()
+            except OSError as exc:
+                raise TunelabError(f"cannot read {args.custom}: {exc.strerror}") from None
+        space_data = None
+        if args.space_file:
+            try:
+                with open(args.space_file) as f:
+                    space_data = json.load(f)
+            except (OSError, json.JSONDecodeError) as exc:
+                raise TunelabError(f"cannot read space file {args.space_file}: {exc}") from None
+        measure = MeasureOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                                 warmup=args.warmup, timeout_s=args.timeout, cache_flush=args.cache_flush,
+                                 check_correctness=not args.no_check)
+        spec = SessionSpec(workload="custom" if custom_source else args.workload, shape=args.shape,  # type: ignore[arg-type]
+                           dtype=args.dtype or "", target=args.target, space_kind=args.space, space=space_data,
+                           tuner=args.tuner or "random", tuner_options=_options(args.tuner_option),
+                           trials=args.trials, batch=args.batch, early_stop=args.early_stop, seed=args.seed,
+                           measure=measure, name=args.name, custom_source=custom_source)
+        if not args.dtype:
+            from core.workloads import get_workload
+
+            spec = _replace(spec, dtype=get_workload(spec.workload, custom_source).dtypes[0])
+        *_, space = validate_spec(spec)  # all input checked before the store is opened or created
+        if args.tuner is None:
+            spec = _replace(spec, tuner=recommend_tuner(space.kind, space.size))
+        store = _open_store(args.db, create=True)
+        session = create_session(store, spec)
+        print(f"session {session.session_id}: {spec.workload} on {session.target.description}, "
+              f"{spec.space_kind} space of {session.space.size:,} configs, tuner {spec.tuner}", file=sys.stderr)
+    record = store.session(session.session_id)
+    progress = _Progress(record.trials_budget, record.n_trials)
+    done, failed, best = record.n_trials, record.n_failed, record.best_ms
+    interrupted = False
+    runner = session.run()
+    try:
+        for trial in runner:
+            done += 1
+            if not trial.ok:
+                failed += 1
+            elif best is None or trial.latency_ms < best:
+                best = trial.latency_ms
+            progress.update(done, best, failed)
+    except KeyboardInterrupt:
+        interrupted = True
+        runner.close()
+    progress.close()
+    record = store.session(session.session_id)
+    summary = {"session_id": record.id, "status": record.status, "trials": record.n_trials,
+               "measured": record.n_trials - record.n_failed, "failed": record.n_failed,
+               "rejected": session.rejected, "best_ms": record.best_ms, "best_gflops": record.best_gflops,
+               "best_trial_id": record.best_trial_id, "target": record.target, "tuner": record.tuner}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"session {record.id} {record.status}: {record.n_trials} trials ({record.n_failed} failed), "
+              f"best {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s")
+    return 130 if interrupted else 0
+
+
+def _replace(spec: Any, **changes: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(spec, **changes)
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    store = _open_store(args.db, create=False)
+    records = store.sessions()
+    if args.json:
+        print(json.dumps([_session_json(r) for r in records]))
+        return 0
+    rows = [[str(r.id), r.status, r.name, r.target_kind, r.space_kind, r.tuner, f"{r.n_trials}/{r.trials_budget}",
+             _fmt(r.best_ms), _fmt(r.best_gflops)] for r in records]
+    _print_table(rows, ["id", "status", "name", "target", "space", "tuner", "trials", "best ms", "GFLOP/s"])
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    store = _open_store(args.db, create=False)
+    r = store.session(args.session)
+    best = store.best_trial(args.session)
+    rounds = store.rounds(args.session)
+    doc = _session_json(r)
+    doc.update({"space_json": r.space, "tuner_options": r.tuner_options, "measure": r.measure,
+                "best_trial": _trial_json(store.trial(best.id)) if best else None,
+                "rounds": [{"round": x.round, "n": x.n, "spearman": x.spearman, "best_ms": x.best_ms} for x in rounds]})
+    if args.trials:
+        doc["trials_list"] = [_trial_json(t) for t in store.trials(args.session, with_samples=True)]
+    if args.json:
+        print(json.dumps(doc))
+        return 0
+    print(f"session {r.id}: {r.name} [{r.status}]")
+    print(f"  {r.workload} {r.shape} {r.dtype} on {r.target_kind} ({json.dumps(r.target)})")
+    print(f"  {r.space_kind} space, tuner {r.tuner}, {r.n_trials}/{r.trials_budget} trials, {r.n_failed} failed")
+    if best:
+        print(f"  best: trial {best.id}  {_fmt(best.latency_ms)} ms (std {_fmt(best.std_ms)})  "
+              f"{_fmt(r.best_gflops)} GFLOP/s\n  config: {json.dumps(best.config)}")
+    rhos = [x.spearman for x in rounds if x.spearman is not None]
+    if rhos:
+        print(f"  cost model rank correlation per round: {' '.join(f'{x:.2f}' for x in rhos)}")
+    if r.error:
+        print(f"  error: {r.error}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    store = _open_store(args.db, create=False)
+    records = [store.session(i) for i in args.sessions]
+    docs = []
+    for r in records:
+        best = store.best_trial(r.id)
+        doc = _session_json(r)
+        doc["best_config"] = best.config if best else None
+        docs.append(doc)
+    fastest = min((d["best_ms"] for d in docs if d["best_ms"]), default=None)
+    for d in docs:
+        d["speedup_vs_fastest"] = (d["best_ms"] / fastest) if (fastest and d["best_ms"]) else None
+    if args.json:
+        print(json.dumps({"sessions": docs, "fastest_ms": fastest}))
+        return 0
+    rows = [[str(d["id"]), d["name"], d["tuner"], d["space"], str(d["trials"]), _fmt(d["best_ms"]),
+             _fmt(d["best_gflops"]), _fmt(d["speedup_vs_fastest"], 3)] for d in docs]
+    _print_table(rows, ["id", "name", "tuner", "space", "trials", "best ms", "GFLOP/s", "x fastest"])
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from core.export import export_trial
+
+    store = _open_store(args.db, create=False)
+    written = export_trial(store, args.session, args.trial, out_dir=args.out)
+    if args.json:
+        print(json.dumps(written))
+    else:
+        for kind, path in written.items():
+            print(f"{kind:10s} {path}")
+    return 0
+
+
+def cmd_gui(args: argparse.Namespace) -> int:
+    import importlib
+
+    # Looked up by name at launch: the engine never imports the GUI (or Qt) itself.
+    try:
+        gui_main = importlib.import_module("app.main").main
+    except (ImportError, AttributeError) as exc:
+        raise TunelabError(f"the desktop app cannot start: {exc}") from None
+    return int(gui_main(getattr(args, "db", None)) or 0)
+
+
+COMMANDS = {"workloads": cmd_workloads, "tune": cmd_tune, "sessions": cmd_sessions, "show": cmd_show,
+            "compare": cmd_compare, "export": cmd_export, "gui": cmd_gui}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = _parser().parse_args(argv)
+        return COMMANDS[args.command or "gui"](args)
+    except (TunelabError, StoreError) as exc:
+        print(f"tunelab: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
