@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Set up a virtual environment with tunelab and its test tools, then run lint and the test suite.
+# This is the README's test command; .ci/run calls it on a clean clone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# Qt (even offscreen) links against a few system libraries a slim Debian may lack.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  missing=""
+  for pkg in libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing="$missing $pkg"
+  done
+  if [ -n "$missing" ]; then
+    (apt-get update -qq && apt-get install -y -qq $missing >/dev/null) || echo "warning: could not install$missing" >&2
+  fi
+fi
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/ruff check core app tests
+.venv/bin/lint-imports
+export QT_QPA_PLATFORM=offscreen
+set +e
+.venv/bin/python -m pytest -q "$@"
+rc=$?
+set -e
+# pytest's "no tests collected" (5) is not a failure of the project.
+if [ "$rc" = 5 ]; then rc=0; fi
+exit "$rc"

@@ -1,0 +1,28 @@
+"""Shared fixtures for the engine tests: real TVM on the LLVM target, real SQLite files."""
+
+from __future__ import annotations
+
+import pytest
+from specs import small_spec
+
+from core.store import Store
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "tunelab.sqlite")
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def finished_session(tmp_path_factory):
+    """One finished real LLVM session (GEMM 32^3, xgb, 8 trials) shared by read-only tests."""
+    from core.session import create_session
+
+    path = tmp_path_factory.mktemp("finished") / "tunelab.sqlite"
+    s = Store(path)
+    session = create_session(s, small_spec(tuner="xgb"))
+    list(session.run())
+    yield path, session.session_id
+    s.close()
