@@ -183,7 +183,24 @@ class TemplateSpace(SearchSpace):
     # ---- TVM --------------------------------------------------------------------------------
     def schedule(self, config: Config) -> Any:
         self.validate_config(config)
-        return apply_template(self.prim_func, self.block_name, self.axes, config, self.target)
+        sch = apply_template(self.prim_func, self.block_name, self.axes, config, self.target)
+        if self.target.kind == "cuda" and not self._gpu_verifier().apply(sch):
+            # tvm.compile accepts e.g. 4096 threads per block; the GPU would not (TVM_NOTES 3).
+            raise InvalidSchedule("VerifyGPUCode: the kernel exceeds the GPU's thread or shared-memory limits")
+        return sch
+
+    def _gpu_verifier(self) -> Any:
+        if getattr(self, "_verifier", None) is None:
+            import tvm
+            from tvm.s_tir import meta_schedule as ms
+
+            from core.space.tvm_context import light_tune_context
+
+            verifier = ms.postproc.VerifyGPUCode()
+            ctx = light_tune_context(tvm.IRModule({"main": self.prim_func}), self.target.tvm_target())
+            verifier._initialize_with_tune_context(ctx)
+            self._verifier = verifier
+        return self._verifier
 
     # ---- MetaSchedule's evolutionary search over this template ------------------------------------
     def static_combos(self) -> list[Config]:

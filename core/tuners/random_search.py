@@ -17,9 +17,7 @@ from core.tuners.registry import resolve_options
 ENUMERATE_LIMIT = 100_000
 
 
-def draw_unseen(
-    space: SearchSpace, rng: np.random.Generator, n: int, seen: Container[str]
-) -> list[Config]:
+def draw_unseen(space: SearchSpace, rng: np.random.Generator, n: int, seen: Container[str]) -> list[Config]:
     """Up to n distinct random configs whose keys are not in `seen`.
 
     Rejection-samples first; when that stalls (a nearly exhausted space) and the space is small

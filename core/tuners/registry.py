@@ -58,9 +58,7 @@ def resolve_options(cls: type[Tuner], options: dict[str, Any]) -> dict[str, Any]
     return {**allowed, **options}
 
 
-def make_tuner(
-    name: str, space: SearchSpace, *, seed: int, cost_model: Any = None, **options: Any
-) -> Tuner:
+def make_tuner(name: str, space: SearchSpace, *, seed: int, cost_model: Any = None, **options: Any) -> Tuner:
     """A tuner for `space`, options checked against what the strategy declares."""
     cls = get_tuner_class(name)
     return cls(space, seed=seed, cost_model=cost_model, **resolve_options(cls, options))

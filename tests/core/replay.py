@@ -204,6 +204,13 @@ def tune(tuner: Tuner, runner: ReplayRunner, budget: int, batch: int = 8) -> lis
     return history
 
 
+def tiny_replay() -> tuple[ToySpace, ReplayRunner]:
+    space = tiny_space()
+    order_ms = {"ij": 1.0, "ji": 1.4, "ikj": 0.8, "jki": 2.0}
+    table = {space.key(c): c["tile"] * order_ms[c["order"]] for c in space.all_configs()}
+    return space, ReplayRunner(space, table)
+
+
 def gemm_replay(seed: int = 0) -> tuple[ToySpace, ReplayRunner]:
     space = gemm_space()
     return space, ReplayRunner.from_function(space, gemm_latency, seed=seed)

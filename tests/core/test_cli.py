@@ -1,0 +1,124 @@
+"""The `tunelab` command line through real subprocesses (the contract in shared/DESIGN.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def tunelab(*args: str, db=None, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    if db is not None:
+        env["TUNELAB_DB"] = str(db)
+    return subprocess.run([sys.executable, "-m", "core.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def digest(path) -> str:
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def tuned_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("cli") / "cli.sqlite"
+    runs = []
+    for tuner in ("xgb", "random"):
+        proc = tunelab("tune", "gemm", "--shape", "M=32,N=32,K=32", "--trials", "6", "--batch", "3",
+                       "--target", "llvm", "--tuner", tuner, "--number", "1", "--repeat", "2",
+                       "--min-repeat-ms", "1", "--json", db=db)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs.append((proc.stdout, proc.stderr))
+    return db, runs
+
+
+def test_tune_json_and_progress(tuned_db):
+    _, runs = tuned_db
+    stdout, stderr = runs[0]
+    doc = json.loads(stdout)  # stdout is exactly one JSON document
+    assert doc["session_id"] == 1 and doc["trials"] == 6
+    assert doc["measured"] + doc["failed"] == 6
+    assert doc["best_ms"] > 0 and doc["best_gflops"] > 0
+    assert "ETA" in stderr and "6/6 trials" in stderr
+
+
+def test_sessions_show_compare(tuned_db):
+    db, _ = tuned_db
+    sessions = json.loads(tunelab("sessions", "--json", db=db).stdout)
+    assert [(s["id"], s["status"]) for s in sessions] == [(2, "finished"), (1, "finished")]
+    show = json.loads(tunelab("show", "1", "--json", "--trials", db=db).stdout)
+    assert show["id"] == 1 and len(show["trials_list"]) == 6 and show["best_trial"]["config"]
+    table = tunelab("sessions", db=db).stdout
+    assert "finished" in table and "gemm" in table
+    cmp = json.loads(tunelab("compare", "1", "2", "--json", db=db).stdout)
+    assert [s["id"] for s in cmp["sessions"]] == [1, 2]
+    assert min(s["speedup_vs_fastest"] for s in cmp["sessions"]) == pytest.approx(1.0)
+
+
+def test_export(tuned_db, tmp_path):
+    db, _ = tuned_db
+    proc = tunelab("export", "1", "--out", str(tmp_path / "best"), "--json", db=db)
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads(proc.stdout)
+    assert os.path.exists(written["library"]) and os.path.exists(written["schedule"])
+
+
+def test_workloads_json():
+    doc = json.loads(tunelab("workloads", "--json").stdout)
+    names = {w["name"] for w in doc}
+    assert {"gemm", "dense_bias", "batch_matmul", "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d"} <= names
+
+
+BAD = [
+    (["tune", "nosuch"], "unknown workload"),
+    (["tune", "gemm", "--shape", "M=abc"], "gemm"),
+    (["tune", "gemm", "--dtype", "int3"], "dtype"),
+    (["tune", "gemm", "--tuner", "foo"], "unknown tuner"),
+    (["tune", "gemm", "--space", "weird"], "unknown space"),
+    (["tune", "gemm", "--target", "{bad json"], "target"),
+    (["tune", "gemm", "--trials", "-3"], "trials"),
+    (["tune", "gemm", "--trials", "many"], "invalid int"),
+    (["show", "42"], "does not exist"),
+    (["export", "42", "--out", "x"], "does not exist"),
+    (["compare", "1", "42"], "does not exist"),
+    (["frobnicate"], "invalid choice"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD)
+def test_bad_input_exits_2_with_one_line_and_changes_nothing(tuned_db, args, message):
+    db, _ = tuned_db
+    before = digest(db)
+    proc = tunelab(*args, db=db)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tunelab: error:"), proc.stderr
+    assert message in lines[0]
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert digest(db) == before
+
+
+def test_missing_and_corrupt_db(tmp_path):
+    missing = tmp_path / "none.sqlite"
+    proc = tunelab("sessions", "--db", str(missing))
+    assert proc.returncode == 2 and not missing.exists()
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"this is not a database" * 100)
+    before = digest(corrupt)
+    for args in (["sessions"], ["tune", "gemm", "--shape", "M=8,N=8,K=8", "--trials", "1"]):
+        proc = tunelab(*args, "--db", str(corrupt))
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    assert digest(corrupt) == before
+
+
+def test_resume_unknown_session(tmp_path):
+    db = tmp_path / "x.sqlite"
+    proc = tunelab("tune", "--resume", "3", db=db)
+    assert proc.returncode == 2

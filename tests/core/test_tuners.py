@@ -1,0 +1,313 @@
+"""One contract suite run against every registered tuner (Optuna's StorageTestCase idea), on
+replayed measurements so it needs no TVM. "evolutionary" drives MetaSchedule itself and is
+tested with the auto space instead."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.costmodel import CostModel
+from core.errors import TunerError
+from core.records import Config
+from core.space.base import SearchSpace
+from core.tuners.base import Observation, Tuner
+from core.tuners.grid import GridTuner, IndexPermutation
+from core.tuners.registry import (
+    TUNERS,
+    get_tuner_class,
+    make_tuner,
+    recommend_tuner,
+    tuner_names,
+)
+from tests.core.replay import ReplayRunner, gemm_replay, tiny_replay, tune
+
+CONTRACT_TUNERS = [name for name in tuner_names() if name != "evolutionary"]
+
+
+def new_tuner(name: str, space: SearchSpace, seed: int = 0, **options) -> Tuner:
+    # One xgboost thread: the test machine is shared, and spinning OpenMP threads there make
+    # each fit orders of magnitude slower (see CostModel).
+    return make_tuner(name, space, seed=seed, cost_model=CostModel(seed=seed, nthread=1), **options)
+
+
+def rounds(tuner: Tuner, runner: ReplayRunner, n_rounds: int, batch: int) -> list[list[Config]]:
+    batches = []
+    for _ in range(n_rounds):
+        configs = tuner.ask(batch)
+        batches.append(configs)
+        tuner.tell(runner.measure(configs))
+    return batches
+
+
+def keys(space: SearchSpace, configs: list[Config]) -> list[str]:
+    return [space.key(c) for c in configs]
+
+
+@pytest.fixture(scope="module")
+def gemm():
+    return gemm_replay(seed=0)
+
+
+@pytest.fixture(params=CONTRACT_TUNERS)
+def name(request) -> str:
+    return request.param
+
+
+# --- registry ---------------------------------------------------------------------------------
+
+
+def test_registry_lists_every_strategy():
+    assert tuner_names() == ["grid", "random", "genetic", "xgb", "evolutionary"]
+    assert TUNERS["evolutionary"] == "core.tuners.evolutionary:EvolutionaryTuner"
+
+
+def test_registered_class_matches_its_name(name):
+    cls = get_tuner_class(name)
+    assert issubclass(cls, Tuner)
+    assert cls.name == name
+    assert cls.description
+    assert isinstance(cls.options, dict)
+
+
+def test_unknown_tuner_names_the_choices():
+    with pytest.raises(TunerError) as err:
+        get_tuner_class("x")
+    assert str(err.value) == "unknown tuner 'x'; choose one of grid, random, genetic, xgb, evolutionary"
+    with pytest.raises(TunerError, match="unknown tuner 'annealing'"):
+        make_tuner("annealing", tiny_replay()[0], seed=0)
+
+
+def test_unknown_option_names_the_allowed_ones(name):
+    space, _ = tiny_replay()
+    cls = get_tuner_class(name)
+    with pytest.raises(TunerError) as err:
+        make_tuner(name, space, seed=0, bogus=1)
+    message = str(err.value)
+    assert "'bogus'" in message and repr(name) in message
+    for option in cls.options:
+        assert option in message
+
+
+def test_options_default_and_override():
+    space, _ = tiny_replay()
+    tuner = make_tuner("genetic", space, seed=0, pop_size=8)
+    assert tuner.options == {**get_tuner_class("genetic").options, "pop_size": 8}
+    assert make_tuner("grid", space, seed=0).options == {"shuffle": False}
+
+
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        ("genetic", {"pop_size": 1}),
+        ("genetic", {"mutation_prob": 1.5}),
+        ("genetic", {"elite_num": 40}),
+        ("genetic", {"selection": "rank"}),
+        ("xgb", {"epsilon": -0.1}),
+        ("xgb", {"pool_size": 0}),
+    ],
+)
+def test_bad_option_values(name, options):
+    with pytest.raises(TunerError, match=next(iter(options))):
+        make_tuner(name, tiny_replay()[0], seed=0, **options)
+
+
+@pytest.mark.parametrize(
+    "kind, size, expected",
+    [
+        ("template", 12, "grid"),
+        ("template", 2000, "grid"),
+        ("template", 2001, "xgb"),
+        ("template", 10_000_000, "xgb"),
+        ("template", 10**12, "evolutionary"),
+        ("auto", 10, "evolutionary"),
+    ],
+)
+def test_recommend_tuner(kind, size, expected):
+    assert recommend_tuner(kind, size) == expected
+
+
+def test_recommend_tuner_rejects_unknown_kind():
+    with pytest.raises(TunerError, match="space kind"):
+        recommend_tuner("sketch", 10)
+
+
+# --- the contract -----------------------------------------------------------------------------
+
+
+def test_proposals_are_valid_points(name, gemm):
+    space, runner = gemm
+    for batch in rounds(new_tuner(name, space), runner, 10, 8):
+        assert len(batch) == 8
+        for config in batch:
+            space.validate_config(config)
+
+
+def test_no_duplicates_across_rounds(name, gemm):
+    space, runner = gemm
+    proposed = [
+        k for batch in rounds(new_tuner(name, space, seed=1), runner, 10, 8) for k in keys(space, batch)
+    ]
+    assert len(proposed) == 80
+    assert len(set(proposed)) == 80
+
+
+def test_exhausts_a_tiny_space_exactly(name):
+    space, runner = tiny_replay()
+    tuner = new_tuner(name, space)
+    sizes, proposed = [], []
+    while batch := tuner.ask(5):
+        sizes.append(len(batch))
+        proposed += keys(space, batch)
+        tuner.tell(runner.measure(batch))
+        assert len(sizes) <= 3, "the tuner keeps proposing past the end of the space"
+    assert sizes == [5, 5, 2]
+    assert sorted(proposed) == sorted(space.key(c) for c in space.all_configs())
+    assert tuner.ask(5) == []
+
+
+def test_ask_zero_proposes_nothing(name, gemm):
+    space, _ = gemm
+    assert new_tuner(name, space).ask(0) == []
+
+
+def test_same_seed_same_proposals(name, gemm):
+    space, runner = gemm
+    first = rounds(new_tuner(name, space, seed=7), runner, 6, 8)
+    second = rounds(new_tuner(name, space, seed=7), runner, 6, 8)
+    assert first == second
+    if name != "grid":  # grid walks the same order whatever the seed (unless shuffled)
+        assert rounds(new_tuner(name, space, seed=8), runner, 6, 8) != first
+
+
+def test_resume_proposes_nothing_already_told(name, gemm):
+    space, runner = gemm
+    original = new_tuner(name, space, seed=3)
+    history: list[Observation] = []
+    for _ in range(4):
+        configs = original.ask(8)
+        observations = runner.measure(configs)
+        original.tell(observations)
+        history += observations
+    state = json.loads(json.dumps(original.state_dict()))  # what the store keeps
+
+    resumed = new_tuner(name, space, seed=3)
+    resumed.load_state_dict(state)
+    resumed.tell(history)
+    told = {space.key(o.config) for o in history}
+    after = resumed.ask(8)
+    assert len(after) == 8
+    assert told.isdisjoint(keys(space, after))
+    # Stronger than the contract: resuming changes nothing.
+    assert after == original.ask(8)
+    if name == "grid":
+        assert after == [space.point(i) for i in range(32, 40)]
+
+
+def test_tell_of_configs_it_never_proposed(name):
+    """A session seeded with another session's trials: those are never proposed again."""
+    space, runner = tiny_replay()
+    tuner = new_tuner(name, space)
+    foreign = [space.point(i) for i in (0, 3, 5, 7, 11)]
+    tuner.tell(runner.measure(foreign))
+    proposed = keys(space, tuner.ask(12))
+    assert len(proposed) == 7
+    assert set(proposed).isdisjoint(keys(space, foreign))
+
+
+def test_failed_trials_are_fine(name):
+    space, _ = tiny_replay()
+    runner = ReplayRunner(space, {}, missing_fails=True)  # every trial fails
+    tuner = new_tuner(name, space)
+    history = tune(tuner, runner, budget=100, batch=4)
+    assert len(history) == 12
+    assert all(o.latency_ms is None for o in history)
+
+
+# --- search quality on the replay table -------------------------------------------------------
+
+BUDGET, BATCH, SEEDS = 160, 16, range(12)
+
+
+def hits_within_10pct(name: str, space, runner: ReplayRunner) -> int:
+    hits = 0
+    for seed in SEEDS:
+        history = tune(new_tuner(name, space, seed=seed), runner, BUDGET, BATCH)
+        best = min(o.latency_ms for o in history if o.latency_ms is not None)
+        hits += best <= 1.1 * runner.best_ms
+    return hits
+
+
+@pytest.fixture(scope="module")
+def random_hits(gemm) -> int:
+    return hits_within_10pct("random", *gemm)
+
+
+@pytest.mark.parametrize("name", ["genetic", "xgb"])
+def test_guided_search_beats_random(name, gemm, random_hits):
+    # Deterministic (fixed seeds); the margin keeps it robust to small xgboost/numpy differences.
+    # Measured when written: random 1 of 12 runs, genetic 10, xgb 12 (the table has 3 such configs
+    # among 8232, 10% of which fail).
+    assert hits_within_10pct(name, *gemm) >= random_hits + 4
+
+
+# --- per-strategy behaviour -------------------------------------------------------------------
+
+
+def test_grid_walks_in_index_order(gemm):
+    space, _ = gemm
+    tuner = GridTuner(space)
+    assert tuner.ask(3) + tuner.ask(2) == [space.point(i) for i in range(5)]
+    assert tuner.state_dict()["cursor"] == 5
+
+
+def test_grid_shuffle_is_a_seeded_permutation():
+    space, runner = tiny_replay()
+    walk = [c for b in rounds(make_tuner("grid", space, seed=1, shuffle=True), runner, 3, 4) for c in b]
+    assert sorted(keys(space, walk)) == sorted(space.key(c) for c in space.all_configs())
+    assert walk != [space.point(i) for i in range(12)]
+    again = [c for b in rounds(make_tuner("grid", space, seed=1, shuffle=True), runner, 3, 4) for c in b]
+    assert walk == again
+
+
+@pytest.mark.parametrize("size", [*range(1, 70), 1000, 4097])
+def test_index_permutation_is_a_bijection(size):
+    perm = IndexPermutation(size, seed=size)
+    assert sorted(perm(i) for i in range(size)) == list(range(size))
+
+
+def test_index_permutation_handles_huge_sizes():
+    size = 10**40 + 7
+    perm = IndexPermutation(size, seed=0)
+    out = [perm(i) for i in range(2000)]
+    assert len(set(out)) == 2000
+    assert all(0 <= x < size for x in out)
+    assert max(out) > size // 2  # spread over the space, not stuck at the start
+
+
+def test_xgb_makes_its_own_cost_model(gemm):
+    space, _ = gemm
+    tuner = make_tuner("xgb", space, seed=5)
+    assert isinstance(tuner.cost_model, CostModel)
+    assert tuner.cost_model.seed == 5
+
+
+def test_xgb_trains_a_shared_cost_model_from_the_first_batch(gemm):
+    space, runner = gemm
+    model = CostModel(seed=0, nthread=1)
+    tuner = make_tuner("xgb", space, seed=0, cost_model=model)
+    assert tuner.cost_model is model
+    tuner.tell(runner.measure(tuner.ask(8)))
+    assert not model.trained  # fit lazily, at the next ask
+    tuner.ask(8)
+    assert model.trained and model.n_samples >= model.min_samples
+    assert model.predict(space.features([space.point(0)])) is not None
+
+
+def test_genetic_roulette_selection(gemm):
+    space, runner = gemm
+    tuner = make_tuner("genetic", space, seed=0, selection="roulette", pop_size=8)
+    history = tune(tuner, runner, budget=40, batch=8)
+    assert len({space.key(o.config) for o in history}) == 40
+    assert tuner.generation >= 5
