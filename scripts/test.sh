@@ -16,7 +16,7 @@ fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
-.venv/bin/ruff check core app tests
+.venv/bin/ruff check .
 .venv/bin/lint-imports
 export QT_QPA_PLATFORM=offscreen
 set +e

@@ -283,10 +283,11 @@ class AutoSpace(SearchSpace):
     def point(self, index: int) -> Config:
         if not 0 <= index < self.size:
             raise SpaceError(f"grid index {index} is outside the space (size {self.size})")
-        for i, sketch in enumerate(self.sketches):
-            if index < sketch.size:
-                break
-            index -= sketch.size
+        sketch_index = 0
+        while index >= self.sketches[sketch_index].size:
+            index -= self.sketches[sketch_index].size
+            sketch_index += 1
+        sketch = self.sketches[sketch_index]
         decisions = list(sketch.base_decisions)
         for pos in reversed(range(len(decisions))):
             cands = sketch.candidates[pos]
@@ -294,7 +295,7 @@ class AutoSpace(SearchSpace):
                 continue
             index, k = divmod(index, len(cands))
             decisions[pos] = cands[k]
-        return {"sketch": i, "decisions": decisions}
+        return {"sketch": sketch_index, "decisions": decisions}
 
     def sample(self, rng: np.random.Generator) -> Config:
         weights = np.array([float(s.size) for s in self.sketches])
