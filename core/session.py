@@ -110,6 +110,7 @@ class TuningSession:
         self.workload, self.shape, self.dtype, self.target, self.space = _prepared
         self._pause = threading.Event()
         self._cancel = threading.Event()
+        self.telemetry_status = ""
         self.rejected = 0  # configs the space could not turn into a legal schedule (never measured)
         self.on_trial: list[Callable[[TrialRecord], None]] = []
 
@@ -152,10 +153,17 @@ class TuningSession:
         n_done = len(history)
 
         from core.measure import Measurer
+        from core.telemetry import TelemetrySampler
 
         measurer = Measurer(self.workload, self.shape, self.dtype, self.target, options,
                             seed=record.seed, custom_source=record.custom_source)
         self.store.set_status(self.session_id, "running")
+        # The sampler thread only reads the hardware; this thread writes its samples between
+        # batches, so the session keeps a single writing connection.
+        sampler = TelemetrySampler()
+        sampler.start()
+        self.telemetry_status = sampler.gpu_status
+        telemetry_until = time.time()
         final_status = "finished"
         try:
             while n_done < record.trials_budget:
@@ -179,6 +187,8 @@ class TuningSession:
                         predicted_ms=float(predicted[i]) if predicted is not None else None,
                         build_s=result.build_s, run_s=result.run_s,
                         started_at=result.started_at, finished_at=result.finished_at), config_key(config))
+                    self.store.stamp_trial(trial.id, sampler.summary_between(trial.finished_at - (result.run_s or 0.0),
+                                                                             trial.finished_at))
                     measured.add(config_key(config))
                     trials.append(trial)
                     n_done += 1
@@ -198,6 +208,9 @@ class TuningSession:
                     rho = spearman([p for p, _ in pairs], [m for _, m in pairs]) if pairs else None
                 self.store.add_round(self.session_id, round_index, len(trials), rho, best)
                 self.store.save_tuner_state(self.session_id, _jsonable(tuner.state_dict()))
+                now = time.time()
+                self.store.add_telemetry(self.session_id, sampler.samples_between(telemetry_until, now))
+                telemetry_until = now
                 self.store.heartbeat(self.session_id)
                 round_index += 1
                 if self._cancel.is_set():
@@ -212,6 +225,11 @@ class TuningSession:
             self.store.set_status(self.session_id, "crashed", error=f"{type(exc).__name__}: {exc}")
             raise
         finally:
+            sampler.stop()
+            try:
+                self.store.add_telemetry(self.session_id, sampler.samples_between(telemetry_until, time.time()))
+            except Exception:  # telemetry never decides a session's outcome
+                pass
             measurer.close()
             tuner.close()
             if final_status != "crashed":

@@ -46,6 +46,7 @@ from core.records import (
     SessionSpec,
     TrialRecord,
 )
+from core.telemetry import TelemetrySample
 
 APP_ID = "tunelab"
 BUSY_TIMEOUT_S = 10.0
@@ -160,6 +161,53 @@ def _v1_initial(db: Database) -> None:
             finished_at REAL NOT NULL,
             PRIMARY KEY (session_id, round)
         )""",
+    ]
+    for sql in statements:
+        db.execute(sql)
+
+
+@migration
+def _v2_telemetry(db: Database) -> None:
+    # One row per telemetry sample (10 a second while a session runs); pid lists and per-core loads are
+    # compact text, everything a plot or a query filters on is a column.
+    statements = [
+        """CREATE TABLE telemetry (
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            t REAL NOT NULL,
+            gpu_temp_c REAL,
+            gpu_power_w REAL,
+            gpu_power_limit_w REAL,
+            gpu_sm_clock_mhz REAL,
+            gpu_mem_clock_mhz REAL,
+            gpu_util_pct REAL,
+            gpu_mem_util_pct REAL,
+            gpu_mem_used_mib REAL,
+            throttle_reasons TEXT NOT NULL DEFAULT '',
+            other_gpu_procs INTEGER,
+            other_gpu_pids TEXT NOT NULL DEFAULT '',
+            cpu_load_per_core TEXT NOT NULL DEFAULT '[]',
+            cpu_load_mean REAL,
+            cpu_freq_mhz REAL,
+            cpu_temp_c REAL,
+            other_busy_procs INTEGER NOT NULL DEFAULT 0,
+            other_busy_pids TEXT NOT NULL DEFAULT ''
+        )""",
+        "CREATE INDEX idx_telemetry_session_t ON telemetry(session_id, t)",
+        # What the hardware did while each trial ran (telemetry.summarize), with the values a trials
+        # table sorts or filters on as columns.
+        """CREATE TABLE trial_telemetry (
+            trial_id INTEGER PRIMARY KEY REFERENCES trials(id) ON DELETE CASCADE,
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            n INTEGER NOT NULL,
+            throttled INTEGER NOT NULL,
+            gpu_temp_max REAL,
+            gpu_power_max REAL,
+            gpu_sm_clock_min REAL,
+            cpu_load_mean REAL,
+            other_procs_max INTEGER,
+            summary TEXT NOT NULL
+        )""",
+        "CREATE INDEX idx_trial_telemetry_session ON trial_telemetry(session_id)",
     ]
     for sql in statements:
         db.execute(sql)
@@ -714,6 +762,106 @@ class Store:
         row = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'trials'").fetchone()
         return int(row[0]) if row else 0
 
+    # ----------------------------------------------------------------------------------- telemetry
+
+    def add_telemetry(self, session_id: int, samples: Sequence[TelemetrySample]) -> None:
+        """Append telemetry samples to a session, all in one transaction.
+
+        Call it from the thread that opened this Store: the telemetry sampler's thread opens its own
+        (``TelemetrySampler.to_store``) rather than sharing the session's.
+        """
+        if not samples:
+            return
+        rows = [
+            (
+                session_id,
+                s.t,
+                s.gpu_temp_c,
+                s.gpu_power_w,
+                s.gpu_power_limit_w,
+                s.gpu_sm_clock_mhz,
+                s.gpu_mem_clock_mhz,
+                s.gpu_util_pct,
+                s.gpu_mem_util_pct,
+                s.gpu_mem_used_mib,
+                ",".join(s.throttle_reasons),
+                s.other_gpu_procs,
+                ",".join(map(str, s.other_gpu_pids)),
+                _dumps(list(s.cpu_load_per_core)),
+                s.cpu_load_mean,
+                s.cpu_freq_mhz,
+                s.cpu_temp_c,
+                s.other_busy_procs,
+                ",".join(map(str, s.other_busy_pids)),
+            )
+            for s in samples
+        ]
+        with self._write() as conn:
+            self._require_session(session_id)
+            conn.executemany(
+                f"INSERT INTO telemetry ({_TELEMETRY_COLUMNS}) VALUES ({', '.join('?' * 19)})", rows
+            )
+
+    def telemetry(
+        self, session_id: int, since_t: float = 0.0, until_t: float | None = None
+    ) -> list[TelemetrySample]:
+        """The session's telemetry samples with ``since_t < t`` (and ``t <= until_t``), oldest first.
+
+        To follow a running session, pass the ``t`` of the last sample already seen.
+        """
+        with self._read() as conn:
+            self._require_session(session_id)
+            sql = f"SELECT {_TELEMETRY_COLUMNS} FROM telemetry WHERE session_id = ? AND t > ?"
+            params: list[Any] = [session_id, since_t]
+            if until_t is not None:
+                sql += " AND t <= ?"
+                params.append(until_t)
+            rows = conn.execute(sql + " ORDER BY t", params).fetchall()
+        return [_telemetry_sample(r) for r in rows]
+
+    def stamp_trial(self, trial_id: int, summary: dict[str, Any]) -> None:
+        """Record what the hardware did while a trial ran (``telemetry.summarize``); replaces an
+        earlier stamp of the same trial."""
+
+        def stat(field: str, key: str) -> Any:
+            value = summary.get(field)
+            return value.get(key) if isinstance(value, dict) else None
+
+        procs = [summary.get("other_gpu_procs_max"), summary.get("other_busy_procs_max")]
+        known = [p for p in procs if p is not None]
+        text = _dumps(summary)
+        with self._write() as conn:
+            row = conn.execute("SELECT session_id FROM trials WHERE id = ?", (trial_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"trial {trial_id} does not exist in {self.path}")
+            conn.execute(
+                """INSERT OR REPLACE INTO trial_telemetry (trial_id, session_id, n, throttled, gpu_temp_max,
+                    gpu_power_max, gpu_sm_clock_min, cpu_load_mean, other_procs_max, summary)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    trial_id,
+                    row[0],
+                    int(summary.get("n", 0)),
+                    int(bool(summary.get("throttled"))),
+                    stat("gpu_temp_c", "max"),
+                    stat("gpu_power_w", "max"),
+                    stat("gpu_sm_clock_mhz", "min"),
+                    stat("cpu_load_mean", "mean"),
+                    sum(known) if known else None,
+                    text,
+                ),
+            )
+
+    def trial_telemetry(self, session_id: int) -> dict[int, dict[str, Any]]:
+        """Each stamped trial's summary (as given to :meth:`stamp_trial`), by trial id."""
+        with self._read() as conn:
+            self._require_session(session_id)
+            rows = conn.execute(
+                "SELECT trial_id, summary FROM trial_telemetry WHERE session_id = ? ORDER BY trial_id",
+                (session_id,),
+            ).fetchall()
+        return {trial_id: _json_decode(text) for trial_id, text in rows}
+
     # ----------------------------------------------------------------------------------- records
 
     def _derived_status(self, row: sqlite3.Row, now: float) -> str:
@@ -765,3 +913,37 @@ class Store:
         return TrialRecord(
             *row[:4], _json_decode(row[4]), *row[5:17], _loads(row[17]), samples_ms=tuple(samples)
         )
+
+
+_TELEMETRY_COLUMNS = (
+    "session_id, t, gpu_temp_c, gpu_power_w, gpu_power_limit_w, gpu_sm_clock_mhz, gpu_mem_clock_mhz, "
+    "gpu_util_pct, gpu_mem_util_pct, gpu_mem_used_mib, throttle_reasons, other_gpu_procs, other_gpu_pids, "
+    "cpu_load_per_core, cpu_load_mean, cpu_freq_mhz, cpu_temp_c, other_busy_procs, other_busy_pids"
+)
+
+
+def _split_ints(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(",")) if text else ()
+
+
+def _telemetry_sample(row: Sequence[Any]) -> TelemetrySample:
+    return TelemetrySample(
+        t=row[1],
+        gpu_temp_c=row[2],
+        gpu_power_w=row[3],
+        gpu_power_limit_w=row[4],
+        gpu_sm_clock_mhz=row[5],
+        gpu_mem_clock_mhz=row[6],
+        gpu_util_pct=row[7],
+        gpu_mem_util_pct=row[8],
+        gpu_mem_used_mib=row[9],
+        throttle_reasons=tuple(row[10].split(",")) if row[10] else (),
+        other_gpu_procs=row[11],
+        other_gpu_pids=_split_ints(row[12]),
+        cpu_load_per_core=tuple(_json_decode(row[13])),
+        cpu_load_mean=row[14],
+        cpu_freq_mhz=row[15],
+        cpu_temp_c=row[16],
+        other_busy_procs=row[17],
+        other_busy_pids=_split_ints(row[18]),
+    )

@@ -41,6 +41,11 @@ def test_every_tuner_on_both_spaces(store, tuner, space_kind):
     assert record.best_ms == min(t.latency_ms for t in ok)
     rounds = store.rounds(session.session_id)
     assert [r.round for r in rounds] == [0, 1]
+    # Every trial is stamped with what the hardware did while it ran (CPU here; GPU where present).
+    stamps = store.trial_telemetry(session.session_id)
+    assert set(stamps) == {t.id for t in trials}
+    assert all(s["cpu_load_mean"]["max"] is not None for s in stamps.values())
+    assert store.telemetry(session.session_id)
 
 
 def test_resume_measures_nothing_twice(store):
