@@ -56,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--timeout", type=float, default=30.0, help="seconds per build and per run")
     t.add_argument("--cache-flush", action="store_true", help="flush CPU caches between samples")
     t.add_argument("--no-check", action="store_true", help="skip the NumPy correctness check")
+    t.add_argument("--target-cv", type=float, default=0.05, help="sample on until the spread (CV) is this small")
+    t.add_argument("--max-repeat", type=int, default=12, help="cap on samples per trial")
+    t.add_argument("--cooldown", type=float, default=5.0, help="seconds to wait while the machine is hot or busy")
     t.add_argument("--custom", help="a Python file with a TE compute (workload custom)")
     t.add_argument("--name", default="")
     t.add_argument("--resume", type=int, default=None, metavar="SESSION", help="continue a stored session")
@@ -99,7 +102,11 @@ def _session_json(r: Any) -> dict[str, Any]:
 
 
 def _trial_json(t: Any) -> dict[str, Any]:
-    return {"id": t.id, "index": t.index, "round": t.round, "status": t.status, "error": t.error,
+    from core.stats import sample_stats
+
+    stats = sample_stats(t.samples_ms)
+    return {"cv": stats.cv if stats else None, "iqr_ms": stats.iqr if stats else None,
+            "outliers": stats.outliers if stats else None,"id": t.id, "index": t.index, "round": t.round, "status": t.status, "error": t.error,
             "latency_ms": t.latency_ms, "mean_ms": t.mean_ms, "std_ms": t.std_ms, "min_ms": t.min_ms,
             "max_ms": t.max_ms, "predicted_ms": t.predicted_ms, "config": t.config, "samples_ms": list(t.samples_ms)}
 
@@ -196,7 +203,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 raise TunelabError(f"cannot read space file {args.space_file}: {exc}") from None
         measure = MeasureOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                                  warmup=args.warmup, timeout_s=args.timeout, cache_flush=args.cache_flush,
-                                 check_correctness=not args.no_check)
+                                 check_correctness=not args.no_check, target_cv=args.target_cv,
+                                 max_repeat=args.max_repeat, cooldown_s=args.cooldown)
         spec = SessionSpec(workload="custom" if custom_source else args.workload, shape=args.shape,  # type: ignore[arg-type]
                            dtype=args.dtype or "", target=args.target, space_kind=args.space, space=space_data,
                            tuner=args.tuner or "random", tuner_options=_options(args.tuner_option),
@@ -279,7 +287,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"  {r.workload} {r.shape} {r.dtype} on {r.target_kind} ({json.dumps(r.target)})")
     print(f"  {r.space_kind} space, tuner {r.tuner}, {r.n_trials}/{r.trials_budget} trials, {r.n_failed} failed")
     if best:
-        print(f"  best: trial {best.id}  {_fmt(best.latency_ms)} ms (std {_fmt(best.std_ms)})  "
+        best_doc = doc["best_trial"]
+        print(f"  best: trial {best.id}  median {_fmt(best.latency_ms)} ms (CV {_fmt(best_doc['cv'], 2)}, "
+              f"IQR {_fmt(best_doc['iqr_ms'])} ms, {best_doc['outliers']} outliers)  "
               f"{_fmt(r.best_gflops)} GFLOP/s\n  config: {json.dumps(best.config)}")
     rhos = [x.spearman for x in rounds if x.spearman is not None]
     if rhos:

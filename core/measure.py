@@ -88,11 +88,14 @@ class WrongResult(RuntimeError):
 class Evaluate:
     """LocalRunner's f_run_evaluator: warm up, check the output, then time every repeat."""
 
-    def __init__(self, problem: tuple, warmup: int, check: bool, tolerance: tuple[float, float]) -> None:
+    def __init__(self, problem: tuple, warmup: int, check: bool, tolerance: tuple[float, float],
+                 target_cv: float = 0.0, max_repeat: int = 0) -> None:
         self.problem = problem
         self.warmup = warmup
         self.check = check
         self.tolerance = tolerance
+        self.target_cv = target_cv
+        self.max_repeat = max_repeat
 
     def __call__(self, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list[list[Any]]) -> list[float]:
         from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
@@ -110,7 +113,18 @@ class Evaluate:
                 err = float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64)))) \
                     if got.shape == expected.shape else float("nan")
                 raise WrongResult(f"wrong result: max abs error {err:.3g} exceeds atol {atol:g} + rtol {rtol:g}")
-        return run_evaluator_common(rt_mod, device, evaluator_config, repeated_args)
+        samples = list(run_evaluator_common(rt_mod, device, evaluator_config, repeated_args))
+        # Stop as soon as the spread is small; otherwise sample on, up to the cap.
+        while len(samples) < self.max_repeat and coefficient_of_variation(samples) > self.target_cv:
+            samples.extend(run_evaluator_common(rt_mod, device, evaluator_config, repeated_args))
+        return samples[: max(self.max_repeat, len(repeated_args) * evaluator_config.repeat)]
+
+
+def coefficient_of_variation(samples: list[float]) -> float:
+    if len(samples) < 2:
+        return float("inf")
+    mean = float(np.mean(samples))
+    return float(np.std(samples)) / mean if mean > 0 else float("inf")
 
 
 def _classify(message: str) -> str:
@@ -147,7 +161,8 @@ class Measurer:
             timeout_sec=options.timeout_s, evaluator_config=config,
             f_alloc_argument=AllocArguments(self.problem),
             f_run_evaluator=Evaluate(self.problem, options.warmup, options.check_correctness,
-                                     workload.tolerance(dtype, shape)))
+                                     workload.tolerance(dtype, shape), options.target_cv,
+                                     max(options.max_repeat, options.repeat)))
 
     def measure(self, schedules: list[Any]) -> list[MeasureResult]:
         """Build all schedules (in parallel workers), then run each in the runner's worker."""

@@ -28,13 +28,20 @@ class MeasureOptions:
     timeout_s: float = 30.0  # per build and per run
     cache_flush: bool = False  # flush CPU caches between samples
     check_correctness: bool = True  # compare each kernel's output with the NumPy reference
+    # Hygiene: keep sampling (in steps of `repeat`) until the samples' coefficient of variation is
+    # at most `target_cv`, up to `max_repeat` samples; wait up to `cooldown_s` before a batch while
+    # the machine is hot or busy, and mark the trials when it stays so.
+    target_cv: float = 0.05
+    max_repeat: int = 12
+    cooldown_s: float = 5.0
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> MeasureOptions:
-        return cls(**(data or {}))
+        known = {k: v for k, v in (data or {}).items() if k in cls.__dataclass_fields__}
+        return cls(**known)
 
 
 @dataclass(frozen=True)

@@ -60,8 +60,9 @@ def validate_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetIn
     if spec.early_stop is not None and spec.early_stop < 1:
         raise TunelabError(f"early stopping needs at least 1 trial, not {spec.early_stop}")
     m = spec.measure
-    if m.number < 1 or m.repeat < 1 or m.min_repeat_ms < 0 or m.warmup < 0 or m.timeout_s <= 0:
-        raise TunelabError("measurement options must be positive (number, repeat >= 1; timeout > 0)")
+    if (m.number < 1 or m.repeat < 1 or m.min_repeat_ms < 0 or m.warmup < 0 or m.timeout_s <= 0
+            or m.target_cv < 0 or m.max_repeat < 1 or m.cooldown_s < 0):
+        raise TunelabError("measurement options must be positive (number, repeat, max repeat >= 1; timeout > 0)")
     resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)
     space = make_space(workload, shape, dtype, target, spec.space_kind, spec.space)
     if space.size < 1:
@@ -162,6 +163,7 @@ class TuningSession:
         # batches, so the session keeps a single writing connection.
         sampler = TelemetrySampler()
         sampler.start()
+        self._sampler_started = time.time()
         self.telemetry_status = sampler.gpu_status
         telemetry_until = time.time()
         final_status = "finished"
@@ -176,6 +178,7 @@ class TuningSession:
                 batch = self._ask_valid(tuner, want, measured)
                 if not batch:
                     break  # the space is exhausted
+                warning = self._cool_down(sampler, options.cooldown_s)
                 configs = [c for c, _ in batch]
                 predicted = cost_model.predict(self.space.features(configs)) if cost_model.trained else None
                 results = measurer.measure([s for _, s in batch])
@@ -187,8 +190,10 @@ class TuningSession:
                         predicted_ms=float(predicted[i]) if predicted is not None else None,
                         build_s=result.build_s, run_s=result.run_s,
                         started_at=result.started_at, finished_at=result.finished_at), config_key(config))
-                    self.store.stamp_trial(trial.id, sampler.summary_between(trial.finished_at - (result.run_s or 0.0),
-                                                                             trial.finished_at))
+                    stamp = sampler.summary_between(trial.finished_at - (result.run_s or 0.0), trial.finished_at)
+                    if warning:
+                        stamp["warning"] = warning
+                    self.store.stamp_trial(trial.id, stamp)
                     measured.add(config_key(config))
                     trials.append(trial)
                     n_done += 1
@@ -235,6 +240,19 @@ class TuningSession:
             if final_status != "crashed":
                 self.store.set_status(self.session_id, final_status)
 
+    def _cool_down(self, sampler: Any, limit_s: float) -> str | None:
+        """Wait (up to `limit_s`) while the machine is hot or busy; the reason if it stays so."""
+        # The sampler knows which other processes are busy only after two process scans (~1 s).
+        settle = self._sampler_started + 1.2 - time.time()
+        if limit_s > 0 and settle > 0:
+            time.sleep(min(settle, limit_s))
+        deadline = time.time() + limit_s
+        while True:
+            reason = busy_reason(sampler.latest())
+            if reason is None or time.time() >= deadline or self._cancel.is_set():
+                return reason
+            time.sleep(0.25)
+
     def _wait_while_paused(self) -> bool:
         """Block while paused; True when cancelled."""
         if self._pause.is_set():
@@ -279,6 +297,25 @@ class TuningSession:
         ok = [t for t in history if t.ok and t.latency_ms]
         if len(ok) >= cost_model.min_samples:
             cost_model.fit(self.space.features([t.config for t in ok]), np.array([t.latency_ms for t in ok]))
+
+
+GPU_HOT_C = 85.0
+
+
+def busy_reason(sample: Any) -> str | None:
+    """Why measuring now would be unfair (another busy process, throttling, a hot GPU), or None."""
+    if sample is None:
+        return None
+    if sample.other_busy_procs:
+        pids = ", ".join(str(p) for p in sample.other_busy_pids[:3])
+        return f"measured while {sample.other_busy_procs} other process(es) were busy on the CPU (pid {pids})"
+    if sample.other_gpu_procs:
+        return f"measured while {sample.other_gpu_procs} other process(es) used the GPU"
+    if sample.throttled:
+        return f"measured while the GPU was throttled ({', '.join(sample.throttle_reasons)})"
+    if sample.gpu_temp_c is not None and sample.gpu_temp_c >= GPU_HOT_C:
+        return f"measured while the GPU was hot ({sample.gpu_temp_c:.0f} C)"
+    return None
 
 
 def _trials_since_best(history: list[TrialRecord]) -> int:
