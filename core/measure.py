@@ -23,7 +23,6 @@ import numpy as np
 from core.records import MeasureOptions
 from core.target import TargetInfo, cpu_core_count
 
-
 BUILD_POOL_BATCHES = 25
 
 
@@ -202,9 +201,9 @@ class Measurer:
         LocalBuilder starts a fresh pool for every batch (its workers leak memory over many uses),
         which costs each batch a TVM import per worker (~2 s on 2 cores). A pool recycled every
         BUILD_POOL_BATCHES batches keeps the leak bounded and the time on building."""
-        from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
         from tvm.s_tir.meta_schedule.builder import BuilderResult
         from tvm.s_tir.meta_schedule.builder.local_builder import _worker_func
+        from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
         if self._build_pool is None or self._build_pool_uses >= BUILD_POOL_BATCHES:
             if self._build_pool is not None:
