@@ -38,7 +38,9 @@ def _parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("tune", help="run a tuning session")
     t.add_argument("workload", nargs="?", help="a name from `tunelab workloads`, or custom with --custom FILE")
-    t.add_argument("--shape", default=None, help="K=V,... (missing parameters take their defaults) or a preset")
+    t.add_argument("--shape", default=None,
+                   help="K=V,... (missing parameters take their defaults) or a preset; several shapes "
+                        "separated by ';' are tuned together as tasks sharing the budget")
     t.add_argument("--dtype", default=None)
     t.add_argument("--target", default="auto", help="auto | llvm | cuda | a JSON target dict")
     t.add_argument("--space", default="template", help="template | auto")
@@ -83,6 +85,25 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--out", required=True)
     e.add_argument("--json", action="store_true")
     with_db(e)
+    v = sub.add_parser("validate", help="re-measure a session's top schedules (or a schedule file) in fresh processes")
+    v.add_argument("source", metavar="SCHEDULE_FILE|SESSION", help="an exported *.schedule.json or a session id")
+    v.add_argument("--repeats", type=int, default=5, metavar="N",
+                   help="fresh-process runs, each measuring every schedule once (default 5)")
+    v.add_argument("--top", type=int, default=3, metavar="K", help="a session's K fastest trials (default 3)")
+    v.add_argument("--shapes", default=None, help="also carry the best schedule to these shapes, e.g. M=16,32,64")
+    v.add_argument("--json", action="store_true")
+    with_db(v)
+    b = sub.add_parser("baseline", help="the session's operator through the vendor library (NumPy BLAS, cuBLAS)")
+    b.add_argument("session", type=int)
+    b.add_argument("--remeasure", action="store_true", help="measure again instead of using the stored baseline")
+    b.add_argument("--json", action="store_true")
+    with_db(b)
+    r = sub.add_parser("roofline", help="this machine's peak FLOP/s and bandwidth, and a session's best under them")
+    r.add_argument("session", type=int, nargs="?", default=None)
+    r.add_argument("--target", default="llvm", help="llvm | cuda: the machine profile without a session")
+    r.add_argument("--remeasure", action="store_true", help="run the micro-benchmarks again")
+    r.add_argument("--json", action="store_true")
+    with_db(r)
     return p
 
 
@@ -205,7 +226,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                  warmup=args.warmup, timeout_s=args.timeout, cache_flush=args.cache_flush,
                                  check_correctness=not args.no_check, target_cv=args.target_cv,
                                  max_repeat=args.max_repeat, cooldown_s=args.cooldown)
-        spec = SessionSpec(workload="custom" if custom_source else args.workload, shape=args.shape,  # type: ignore[arg-type]
+        shapes = [x for x in (args.shape or "").split(";") if x.strip()] or [None]
+        spec = SessionSpec(workload="custom" if custom_source else args.workload, shape=shapes[0],  # type: ignore[arg-type]
+                           shapes=tuple(shapes[1:]),
                            dtype=args.dtype or "", target=args.target, space_kind=args.space, space=space_data,
                            tuner=args.tuner or "random", tuner_options=_options(args.tuner_option),
                            trials=args.trials, batch=args.batch, early_stop=args.early_stop, seed=args.seed,
@@ -275,6 +298,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     best = store.best_trial(args.session)
     rounds = store.rounds(args.session)
     doc = _session_json(r)
+    doc["tasks"] = [{"id": t.id, "shape": t.shape, "flops": t.flops, "trials": t.n_trials, "failed": t.n_failed,
+                     "best_ms": t.best_ms, "best_gflops": t.best_gflops, "best_trial_id": t.best_trial_id}
+                    for t in store.tasks(args.session)]
     doc.update({"space_json": r.space, "tuner_options": r.tuner_options, "measure": r.measure,
                 "best_trial": _trial_json(store.trial(best.id)) if best else None,
                 "rounds": [{"round": x.round, "n": x.n, "spearman": x.spearman, "best_ms": x.best_ms} for x in rounds]})
@@ -291,6 +317,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  best: trial {best.id}  median {_fmt(best.latency_ms)} ms (CV {_fmt(best_doc['cv'], 2)}, "
               f"IQR {_fmt(best_doc['iqr_ms'])} ms, {best_doc['outliers']} outliers)  "
               f"{_fmt(r.best_gflops)} GFLOP/s\n  config: {json.dumps(best.config)}")
+    if len(doc["tasks"]) > 1:
+        for t in doc["tasks"]:
+            print(f"  shape {t['shape']}: {t['trials']} trials, best {_fmt(t['best_ms'])} ms "
+                  f"({_fmt(t['best_gflops'])} GFLOP/s)")
     rhos = [x.spearman for x in rounds if x.spearman is not None]
     if rhos:
         print(f"  cost model rank correlation per round: {' '.join(f'{x:.2f}' for x in rhos)}")
@@ -333,6 +363,83 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress_line(done: int, total: int, message: str) -> None:
+    print(f"[{done}/{total}] {message}", file=sys.stderr, flush=True)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from core.validate import format_report, parse_source, validate_schedule_file, validate_session
+
+    source = parse_source(args.source)
+    if isinstance(source, int):
+        store = _open_store(args.db, create=False)
+        report = validate_session(store, source, top_k=args.top, runs=args.repeats, shapes=args.shapes,
+                                  on_progress=_progress_line)
+    else:
+        if args.shapes is not None:
+            raise TunelabError("--shapes needs a SESSION: a schedule file has no session to carry over")
+        # Checked and measured before the store is opened: a bad file leaves nothing behind.
+        report = validate_schedule_file(source, runs=args.repeats, on_progress=_progress_line)
+        store = _open_store(args.db, create=True)
+        report["id"] = store.add_validation(report)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(format_report(report))
+    return 0
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from core.baselines import baseline_for
+
+    store = _open_store(args.db, create=False)
+    record = store.session(args.session)
+    result = baseline_for(store, record, remeasure=args.remeasure)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    if result is None:
+        print(f"session {record.id}: no vendor library for {record.workload} on {record.target_kind} here")
+        return 0
+    x = result["x_of_vendor"]
+    print(f"session {record.id}: {record.workload} {record.shape} {record.dtype}\n"
+          f"  vendor   {result['library']} ({result['method']}): {_fmt(result['median_ms'])} ms = "
+          f"{_fmt(result['gflops'])} GFLOP/s{'' if result['correct'] else '  (WRONG RESULT)'}\n"
+          f"  session  {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s"
+          + (f"  -> {x:.2f}x of vendor" if x else ""))
+    return 0
+
+
+def cmd_roofline(args: argparse.Namespace) -> int:
+    from core.roofline import machine_profile, roofline_for
+
+    if args.session is None:
+        if args.target not in ("llvm", "cuda"):
+            raise TunelabError(f"--target must be llvm or cuda, not {args.target!r}")
+        store = _open_store(args.db, create=True)
+        result = machine_profile(store, args.target, remeasure=args.remeasure)
+        if args.json:
+            print(json.dumps(result))
+        elif result is None:
+            print(f"no way to profile a {args.target} machine here (needs PyTorch or CuPy and a GPU)")
+        else:
+            peaks = ", ".join(f"{d} {_fmt(g)} GFLOP/s" for d, g in result["peak_gflops"].items())
+            print(f"{result['hostname']} ({args.target}): peak {peaks}; bandwidth {_fmt(result['bandwidth_gbs'])} GB/s"
+                  f"\n  {result['detail'].get('kernel') or result['detail'].get('library', '')}")
+        return 0
+    store = _open_store(args.db, create=False)
+    result = roofline_for(store, store.session(args.session), remeasure=args.remeasure)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"session {args.session}: intensity {_fmt(result['intensity'])} FLOP/byte; peak {_fmt(result['peak_gflops'])} "
+          f"GFLOP/s, bandwidth {_fmt(result['bandwidth_gbs'])} GB/s -> bound {_fmt(result['bound_gflops'])} GFLOP/s "
+          f"({result['bound_by'] or '-'})\n  best {_fmt(result['achieved_gflops'])} GFLOP/s = "
+          + (f"{100 * result['fraction']:.1f}% of the roofline" if result["fraction"] is not None else "-")
+          + (f"\n  note: {result['note']}" if result["note"] else ""))
+    return 0
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     import importlib
 
@@ -345,7 +452,8 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"workloads": cmd_workloads, "tune": cmd_tune, "sessions": cmd_sessions, "show": cmd_show,
-            "compare": cmd_compare, "export": cmd_export, "gui": cmd_gui}
+            "compare": cmd_compare, "export": cmd_export, "gui": cmd_gui, "validate": cmd_validate,
+            "baseline": cmd_baseline, "roofline": cmd_roofline}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,15 +40,18 @@ def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, 
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from core.session import space_for_session
+    from core.session import space_for_task
     from core.target import target_from_json
 
     unknown = set(formats) - set(FORMATS)
     if unknown:
         raise TunelabError(f"unknown export format(s) {sorted(unknown)}; formats are {list(FORMATS)}")
     record = store.session(session_id)
+    tasks = store.tasks(session_id)
     if trial_id is None:
-        trial = store.best_trial(session_id)
+        # The primary shape's best (a session with several shapes has one best per shape).
+        best_id = tasks[0].best_trial_id if tasks else None
+        trial = store.trial(best_id) if best_id is not None else store.best_trial(session_id)
         if trial is None:
             raise StoreError(f"session {session_id} has no successful trial to export")
     else:
@@ -57,24 +60,27 @@ def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, 
             raise StoreError(f"trial {trial_id} belongs to session {trial.session_id}, not {session_id}")
         if not trial.ok:
             raise StoreError(f"trial {trial_id} failed ({trial.status}); only a successful trial can be exported")
-    space = space_for_session(record)
+    task = next((t for t in tasks if t.id == trial.task_id), tasks[0])
+    space = space_for_task(record, task)
     sch = space.schedule(trial.config)
+    shape = task.shape
+    flops = task.flops
     target = target_from_json(record.target)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    name = _name(record.workload, record.shape)
+    name = _name(record.workload, shape)
     written: dict[str, str] = {}
     if "schedule" in formats:
         samples = store.samples(trial.id)
         doc = {
             "tunelab_schedule": SCHEDULE_FORMAT,
-            "workload": record.workload, "shape": record.shape, "dtype": record.dtype,
+            "workload": record.workload, "shape": shape, "dtype": record.dtype,
             "custom_source": record.custom_source,
             "target": record.target, "space_kind": record.space_kind, "space": record.space,
             "config": trial.config, "trace": _trace_json(sch),
             "stats": {"median_ms": trial.latency_ms, "mean_ms": trial.mean_ms, "std_ms": trial.std_ms,
                       "min_ms": trial.min_ms, "max_ms": trial.max_ms, "samples_ms": samples,
-                      "gflops": record.flops / (trial.latency_ms * 1e-3) / 1e9 if trial.latency_ms else None,
+                      "gflops": flops / (trial.latency_ms * 1e-3) / 1e9 if trial.latency_ms else None,
                       "measure": record.measure},
             "session": {"id": record.id, "name": record.name, "trial_id": trial.id, "tuner": record.tuner},
             "tvm_version": tvm.__version__, "exported_at": time.time(),

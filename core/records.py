@@ -63,6 +63,7 @@ class SessionSpec:
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     name: str = ""
     custom_source: str | None = None  # text of a person's own TE expression file (workload "custom")
+    shapes: tuple[dict[str, int], ...] = ()  # more shapes tuned in the same session (tasks), sharing the budget
 
 
 @dataclass(frozen=True)
@@ -125,10 +126,34 @@ class TrialRecord:
     finished_at: float
     trace_json: Any | None  # the MetaSchedule trace of the measured schedule (replayable)
     samples_ms: tuple[float, ...] = ()
+    task_id: int | None = None  # which shape of the session (tasks) it was measured for
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One shape a session tunes; several tasks share a session's budget."""
+
+    id: int
+    session_id: int
+    index: int  # 0 = the session's primary shape
+    workload: str
+    shape: dict[str, int]
+    dtype: str
+    flops: float
+    n_trials: int
+    n_failed: int
+    best_ms: float | None
+    best_trial_id: int | None
+
+    @property
+    def best_gflops(self) -> float | None:
+        if self.best_ms is None or self.best_ms <= 0:
+            return None
+        return self.flops / (self.best_ms * 1e-3) / 1e9
 
 
 @dataclass(frozen=True)

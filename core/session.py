@@ -27,7 +27,7 @@ from core.space.base import SearchSpace, config_key
 from core.space.tvm_context import InvalidSchedule
 from core.store import Store
 from core.target import TargetInfo, resolve_target, target_from_json
-from core.tuners.base import Observation, Tuner
+from core.tuners.base import Observation
 from core.tuners.registry import get_tuner_class, make_tuner, resolve_options
 from core.workloads import get_workload
 
@@ -67,7 +67,28 @@ def validate_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetIn
     space = make_space(workload, shape, dtype, target, spec.space_kind, spec.space)
     if space.size < 1:
         raise SpaceError("the search space is empty")
+    extra_shapes(workload, shape, spec.shapes)
     return workload, shape, dtype, target, space
+
+
+def extra_shapes(workload: Any, shape: dict[str, int], shapes: Any) -> list[dict[str, int]]:
+    """The session's other shapes (tasks), parsed; a repeated shape is an error."""
+    parsed = [workload.parse_shape(s) for s in shapes or ()]
+    seen = [shape]
+    for other in parsed:
+        if other in seen:
+            raise TunelabError(f"shape {_shape_text(other)} is listed twice")
+        seen.append(other)
+    return parsed
+
+
+def task_space(workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo, kind: str,
+               data: dict[str, Any] | None) -> SearchSpace:
+    """The space for another shape of the session: the same edits (they must fit that shape)."""
+    try:
+        return make_space(workload, shape, dtype, target, kind, data)
+    except SpaceError as exc:
+        raise SpaceError(f"for shape {_shape_text(shape)}: {exc}") from None
 
 
 def create_session(store: Store, spec: SessionSpec) -> TuningSession:
@@ -77,10 +98,17 @@ def create_session(store: Store, spec: SessionSpec) -> TuningSession:
     workload, shape, dtype, target, space = validate_spec(spec)
     if not target.can_run:
         raise TargetError(f"{target.description}: kernels for this target can be built here but not measured")
-    spec = replace(spec, shape=shape, dtype=dtype, name=spec.name or f"{workload.name} {_shape_text(shape)}")
+    others = extra_shapes(workload, shape, spec.shapes)
+    other_spaces = [task_space(workload, s, dtype, target, spec.space_kind, spec.space) for s in others]
+    name = spec.name or f"{workload.name} {_shape_text(shape)}" + (f" +{len(others)} shapes" if others else "")
+    spec = replace(spec, shape=shape, shapes=tuple(others), dtype=dtype, name=name)
+    space_json = space.to_json()
+    if other_spaces:
+        space_json["task_spaces"] = [s.to_json() for s in other_spaces]
+    tasks = [(s, float(workload.flops(s))) for s in [shape, *others]]
     session_id = store.create_session(spec, target_json=target.json, target_kind=target.kind,
-                                      space_json=space.to_json(), tvm_version=tvm.__version__,
-                                      flops=float(workload.flops(shape)))
+                                      space_json=space_json, tvm_version=tvm.__version__,
+                                      flops=float(workload.flops(shape)), tasks=tasks)
     return TuningSession(store, session_id, _prepared=(workload, shape, dtype, target, space))
 
 
@@ -88,12 +116,27 @@ def _shape_text(shape: dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in shape.items())
 
 
+def _space_data(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    drop = {"task_spaces"} if kind == "template" else {"task_spaces", "sketches"}
+    return {k: v for k, v in data.items() if k not in drop}
+
+
 def space_for_session(record: SessionRecord) -> SearchSpace:
-    """Rebuild the exact space a stored session tuned (for resume, export and views)."""
+    """Rebuild the exact space a stored session tuned for its primary shape (resume, export, views)."""
     workload = get_workload(record.workload, record.custom_source)
     target = target_from_json(record.target)
-    data = record.space if record.space_kind == "template" else {k: v for k, v in record.space.items() if k != "sketches"}
-    return make_space(workload, record.shape, record.dtype, target, record.space_kind, data)
+    return make_space(workload, record.shape, record.dtype, target, record.space_kind,
+                      _space_data(record.space_kind, record.space))
+
+
+def space_for_task(record: SessionRecord, task: Any) -> SearchSpace:
+    """The space of one stored task (a TaskRecord) of a session."""
+    if task.index == 0:
+        return space_for_session(record)
+    workload = get_workload(record.workload, record.custom_source)
+    target = target_from_json(record.target)
+    data = record.space.get("task_spaces", [])[task.index - 1]
+    return make_space(workload, task.shape, record.dtype, target, record.space_kind, _space_data(record.space_kind, data))
 
 
 class TuningSession:
@@ -132,32 +175,34 @@ class TuningSession:
 
     # ---- the loop -------------------------------------------------------------------------------
     def run(self) -> Iterator[TrialRecord]:
-        """Tune until the budget is spent, the space is exhausted, early stopping or cancel."""
+        """Tune until the budget is spent, the space is exhausted, early stopping or cancel.
+
+        A session with several shapes (tasks) spends one budget on all of them: every task gets a
+        batch in turn at first; after that each batch goes to the task whose best latency improved
+        most (relatively) in its last batch, ties to the task with the fewest trials, so the
+        budget flows to the shapes where tuning still pays (Ansor's task scheduler, simplified).
+        """
+        from core.measure import Measurer
+        from core.telemetry import TelemetrySampler
+
         record = self.store.session(self.session_id)
         if not self.target.can_run:
             raise TargetError(f"{self.target.description}: this machine cannot run kernels for the session's target")
         options = MeasureOptions.from_json(record.measure)
-        tuner = make_tuner(record.tuner, self.space, seed=record.seed, **record.tuner_options)
-        cost_model = CostModel(seed=record.seed, nthread=1)  # the CPU is busy measuring
         history = self.store.trials(self.session_id)
-        state = self.store.tuner_state(self.session_id)
-        if state:
-            tuner.load_state_dict(state)
-        if history:
-            tuner.tell([Observation(t.config, t.latency_ms) for t in history])
-            self._fit(cost_model, history)
-        measured = {config_key(t.config) for t in history}
+        task_records = self.store.tasks(self.session_id)
+        multi = len(task_records) > 1
+        state = self.store.tuner_state(self.session_id) or {}
+        tasks = []
+        for task_record in task_records:
+            space = self.space if task_record.index == 0 else space_for_task(record, task_record)
+            mine = [t for t in history if t.task_id in (task_record.id, None if task_record.index == 0 else -1)]
+            tasks.append(_Task(task_record, space, mine, multi, record, state.get(str(task_record.index))
+                               if multi else state))
         rounds = self.store.rounds(self.session_id)
         round_index = (rounds[-1].round + 1) if rounds else (max((t.round for t in history), default=-1) + 1)
-        best = min((t.latency_ms for t in history if t.ok and t.latency_ms), default=None)
-        since_best = _trials_since_best(history)
         n_done = len(history)
 
-        from core.measure import Measurer
-        from core.telemetry import TelemetrySampler
-
-        measurer = Measurer(self.workload, self.shape, self.dtype, self.target, options,
-                            seed=record.seed, custom_source=record.custom_source)
         self.store.set_status(self.session_id, "running")
         # The sampler thread only reads the hardware; this thread writes its samples between
         # batches, so the session keeps a single writing connection.
@@ -172,47 +217,52 @@ class TuningSession:
                 if self._wait_while_paused():
                     final_status = "cancelled"
                     break
-                if record.early_stop is not None and since_best >= record.early_stop:
+                live = [t for t in tasks if not t.exhausted and
+                        (record.early_stop is None or t.since_best < record.early_stop)]
+                if not live:
                     break
+                task = min(live, key=lambda t: t.priority())
                 want = min(record.batch, record.trials_budget - n_done)
-                batch = self._ask_valid(tuner, want, measured)
+                batch = self._ask_valid(task, want)
                 if not batch:
-                    break  # the space is exhausted
+                    task.exhausted = True
+                    continue
+                if task.measurer is None:
+                    task.measurer = Measurer(self.workload, task.record.shape, self.dtype, self.target, options,
+                                             seed=record.seed, custom_source=record.custom_source)
                 warning = self._cool_down(sampler, options.cooldown_s)
                 configs = [c for c, _ in batch]
-                predicted = cost_model.predict(self.space.features(configs)) if cost_model.trained else None
-                results = measurer.measure([s for _, s in batch])
+                predicted = task.cost_model.predict(task.space.features(configs)) if task.cost_model.trained else None
+                results = task.measurer.measure([sch for _, sch in batch])
                 trials = []
+                best_before = task.best
                 for i, (config, result) in enumerate(zip(configs, results, strict=True)):
                     trial = self.store.add_trial(self.session_id, NewTrial(
                         round=round_index, config=config, status=result.status, error=result.error,
                         samples_ms=result.samples_ms,
                         predicted_ms=float(predicted[i]) if predicted is not None else None,
                         build_s=result.build_s, run_s=result.run_s,
-                        started_at=result.started_at, finished_at=result.finished_at), config_key(config))
+                        started_at=result.started_at, finished_at=result.finished_at),
+                        task.key(config), task_id=task.record.id)
                     stamp = sampler.summary_between(trial.finished_at - (result.run_s or 0.0), trial.finished_at)
                     if warning:
                         stamp["warning"] = warning
                     self.store.stamp_trial(trial.id, stamp)
-                    measured.add(config_key(config))
+                    task.add(trial)
                     trials.append(trial)
                     n_done += 1
-                    if trial.ok and trial.latency_ms is not None and (best is None or trial.latency_ms < best):
-                        best, since_best = trial.latency_ms, 0
-                    else:
-                        since_best += 1
                     for callback in self.on_trial:
                         callback(trial)
                     yield trial
-                tuner.tell([Observation(t.config, t.latency_ms) for t in trials])
-                history.extend(trials)
-                self._fit(cost_model, history)
+                task.tell(trials, best_before)
                 rho = None
                 if predicted is not None:
                     pairs = [(t.predicted_ms, t.latency_ms) for t in trials if t.ok and t.predicted_ms is not None]
                     rho = spearman([p for p, _ in pairs], [m for _, m in pairs]) if pairs else None
-                self.store.add_round(self.session_id, round_index, len(trials), rho, best)
-                self.store.save_tuner_state(self.session_id, _jsonable(tuner.state_dict()))
+                self.store.add_round(self.session_id, round_index, len(trials), rho, task.best)
+                tuner_state = ({str(t.record.index): _jsonable(t.tuner.state_dict()) for t in tasks} if multi
+                               else _jsonable(tasks[0].tuner.state_dict()))
+                self.store.save_tuner_state(self.session_id, tuner_state)
                 now = time.time()
                 self.store.add_telemetry(self.session_id, sampler.samples_between(telemetry_until, now))
                 telemetry_until = now
@@ -235,8 +285,8 @@ class TuningSession:
                 self.store.add_telemetry(self.session_id, sampler.samples_between(telemetry_until, time.time()))
             except Exception:  # telemetry never decides a session's outcome
                 pass
-            measurer.close()
-            tuner.close()
+            for task in tasks:
+                task.close()
             if final_status != "crashed":
                 self.store.set_status(self.session_id, final_status)
 
@@ -263,24 +313,24 @@ class TuningSession:
                 self.store.set_status(self.session_id, "running")
         return self._cancel.is_set()
 
-    def _ask_valid(self, tuner: Tuner, want: int, measured: set[str]) -> list[tuple[dict, Any]]:
+    def _ask_valid(self, task: _Task, want: int) -> list[tuple[dict, Any]]:
         """Up to `want` new configs with their schedules. Configs the space cannot schedule are told
         to the tuner as failures and never measured."""
         batch: list[tuple[dict, Any]] = []
         keys: set[str] = set()
         empty_asks = 0
         while len(batch) < want and empty_asks < MAX_REJECTED_ASKS:
-            proposals = tuner.ask(want - len(batch))
+            proposals = task.tuner.ask(want - len(batch))
             if not proposals:
                 break
             added = 0
             rejected = []
             for config in proposals:
-                key = config_key(config)
-                if key in measured or key in keys:
+                key = task.key(config)
+                if key in task.measured or key in keys:
                     continue
                 try:
-                    schedule = self.space.schedule(config)
+                    schedule = task.space.schedule(config)
                 except InvalidSchedule:
                     self.rejected += 1
                     rejected.append(Observation(config, None))
@@ -289,14 +339,68 @@ class TuningSession:
                 batch.append((config, schedule))
                 added += 1
             if rejected:
-                tuner.tell(rejected)
+                task.tuner.tell(rejected)
             empty_asks = 0 if added else empty_asks + 1
         return batch
 
-    def _fit(self, cost_model: CostModel, history: list[TrialRecord]) -> None:
-        ok = [t for t in history if t.ok and t.latency_ms]
-        if len(ok) >= cost_model.min_samples:
-            cost_model.fit(self.space.features([t.config for t in ok]), np.array([t.latency_ms for t in ok]))
+class _Task:
+    """One shape of a session with its own space, tuner, cost model and measurement workers."""
+
+    def __init__(self, record: Any, space: SearchSpace, history: list[TrialRecord], multi: bool,
+                 session: SessionRecord, tuner_state: dict[str, Any] | None) -> None:
+        self.record = record
+        self.space = space
+        self.multi = multi
+        self.tuner = make_tuner(session.tuner, space, seed=session.seed + record.index, **session.tuner_options)
+        self.cost_model = CostModel(seed=session.seed, nthread=1)  # the CPU is busy measuring
+        self.measurer: Any = None
+        self.exhausted = False
+        self.history: list[TrialRecord] = []
+        self.measured: set[str] = set()
+        self.best: float | None = None
+        self.since_best = 0
+        self.last_gain = float("inf")  # untried tasks go first
+        if tuner_state:
+            self.tuner.load_state_dict(tuner_state)
+        for trial in history:
+            self.add(trial)
+        if history:
+            self.tuner.tell([Observation(t.config, t.latency_ms) for t in history])
+            self._fit()
+            self.last_gain = 0.0
+
+    def key(self, config: dict) -> str:
+        """Unique within the session: with several shapes the same config is a different trial."""
+        return f"t{self.record.index}:{config_key(config)}" if self.multi else config_key(config)
+
+    def add(self, trial: TrialRecord) -> None:
+        self.history.append(trial)
+        self.measured.add(self.key(trial.config))
+        if trial.ok and trial.latency_ms is not None and (self.best is None or trial.latency_ms < self.best):
+            self.best, self.since_best = trial.latency_ms, 0
+        else:
+            self.since_best += 1
+
+    def tell(self, trials: list[TrialRecord], best_before: float | None) -> None:
+        self.tuner.tell([Observation(t.config, t.latency_ms) for t in trials])
+        self._fit()
+        if best_before is None:
+            self.last_gain = 1.0 if self.best is not None else 0.0
+        elif self.best is not None:
+            self.last_gain = (best_before - self.best) / best_before
+
+    def priority(self) -> tuple[float, int]:
+        return (-self.last_gain, len(self.history))
+
+    def _fit(self) -> None:
+        ok = [t for t in self.history if t.ok and t.latency_ms]
+        if len(ok) >= self.cost_model.min_samples:
+            self.cost_model.fit(self.space.features([t.config for t in ok]), np.array([t.latency_ms for t in ok]))
+
+    def close(self) -> None:
+        if self.measurer is not None:
+            self.measurer.close()
+        self.tuner.close()
 
 
 GPU_HOT_C = 85.0
@@ -316,16 +420,6 @@ def busy_reason(sample: Any) -> str | None:
     if sample.gpu_temp_c is not None and sample.gpu_temp_c >= GPU_HOT_C:
         return f"measured while the GPU was hot ({sample.gpu_temp_c:.0f} C)"
     return None
-
-
-def _trials_since_best(history: list[TrialRecord]) -> int:
-    best, since = None, 0
-    for t in history:
-        if t.ok and t.latency_ms is not None and (best is None or t.latency_ms < best):
-            best, since = t.latency_ms, 0
-        else:
-            since += 1
-    return since
 
 
 def _jsonable(state: dict[str, Any]) -> dict[str, Any]:

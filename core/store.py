@@ -44,6 +44,7 @@ from core.records import (
     RoundRecord,
     SessionRecord,
     SessionSpec,
+    TaskRecord,
     TrialRecord,
 )
 from core.telemetry import TelemetrySample
@@ -213,6 +214,68 @@ def _v2_telemetry(db: Database) -> None:
         db.execute(sql)
 
 
+@migration
+def _v3_validation_baselines_roofline(db: Database) -> None:
+    # Re-measurements of tuned schedules (core.validate), vendor-library baselines (core.baselines) and
+    # this machine's roofline (core.roofline). Reports and details are JSON text; what a table sorts or
+    # filters on is a column.
+    statements = [
+        """CREATE TABLE validations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id INTEGER REFERENCES sessions(id) ON DELETE CASCADE,
+            schedule_file TEXT,
+            created_at REAL NOT NULL,
+            hostname TEXT,
+            runs INTEGER NOT NULL,
+            verdict TEXT NOT NULL,
+            cause TEXT,
+            summary TEXT NOT NULL DEFAULT '',
+            report TEXT NOT NULL
+        )""",
+        "CREATE INDEX idx_validations_session ON validations(session_id, id)",
+        """CREATE TABLE validation_results (
+            validation_id INTEGER NOT NULL REFERENCES validations(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            trial_id INTEGER,
+            label TEXT NOT NULL,
+            recorded_ms REAL,
+            remeasured_ms REAL,
+            cv REAL,
+            runs INTEGER NOT NULL,
+            throttled INTEGER NOT NULL,
+            verdict TEXT NOT NULL,
+            cause TEXT,
+            detail TEXT NOT NULL,
+            PRIMARY KEY (validation_id, idx)
+        )""",
+        """CREATE TABLE baselines (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            hostname TEXT NOT NULL,
+            workload TEXT NOT NULL,
+            shape TEXT NOT NULL,
+            dtype TEXT NOT NULL,
+            target_kind TEXT NOT NULL,
+            library TEXT NOT NULL,
+            median_ms REAL NOT NULL,
+            gflops REAL,
+            measured_at REAL NOT NULL,
+            detail TEXT NOT NULL,
+            UNIQUE (hostname, workload, shape, dtype, target_kind)
+        )""",
+        """CREATE TABLE machine_profile (
+            hostname TEXT NOT NULL,
+            target_kind TEXT NOT NULL,
+            measured_at REAL NOT NULL,
+            peak_gflops TEXT NOT NULL,
+            bandwidth_gbs REAL NOT NULL,
+            detail TEXT NOT NULL,
+            PRIMARY KEY (hostname, target_kind)
+        )""",
+    ]
+    for sql in statements:
+        db.execute(sql)
+
+
 def schema_version() -> int:
     """The schema version this code writes (the number of migrations)."""
     return len(MIGRATIONS)
@@ -267,7 +330,7 @@ LEFT JOIN trials b ON b.id = (
 
 _TRIAL_COLUMNS = (
     "id, session_id, idx, round, config, status, error, latency_ms, mean_ms, std_ms, min_ms, max_ms, "
-    "predicted_ms, build_s, run_s, started_at, finished_at, trace_json"
+    "predicted_ms, build_s, run_s, started_at, finished_at, trace_json, task_id"
 )
 
 
@@ -465,6 +528,7 @@ class Store:
         space_json: dict[str, Any],
         tvm_version: str,
         flops: float,
+        tasks: Sequence[tuple[dict[str, int], float]] | None = None,
     ) -> int:
         """Store a new session (status "created", owned by this process) and its task; return its id."""
         now = time.time()
@@ -500,10 +564,11 @@ class Store:
                 ),
             )
             session_id = int(cur.lastrowid)
-            conn.execute(
-                "INSERT INTO tasks (session_id, workload, shape, dtype, flops) VALUES (?, ?, ?, ?, ?)",
-                (session_id, spec.workload, _dumps(spec.shape), spec.dtype, float(flops)),
-            )
+            for shape, task_flops in tasks or [(spec.shape, flops)]:
+                conn.execute(
+                    "INSERT INTO tasks (session_id, workload, shape, dtype, flops) VALUES (?, ?, ?, ?, ?)",
+                    (session_id, spec.workload, _dumps(shape), spec.dtype, float(task_flops)),
+                )
         return session_id
 
     def set_status(self, session_id: int, status: str, error: str | None = None) -> None:
@@ -534,7 +599,9 @@ class Store:
             if cur.rowcount == 0:
                 raise StoreError(f"session {session_id} does not exist in {self.path}")
 
-    def add_trial(self, session_id: int, trial: NewTrial, config_key: str) -> TrialRecord:
+    def add_trial(
+        self, session_id: int, trial: NewTrial, config_key: str, task_id: int | None = None
+    ) -> TrialRecord:
         """Store one measured trial with its samples in one transaction; return it as stored.
 
         ``latency_ms`` is the median of ``samples_ms`` (mean/std/min/max too; std is the population
@@ -550,9 +617,16 @@ class Store:
         config_text = _dumps(trial.config)
         trace_text = None if trial.trace_json is None else _dumps(trial.trace_json)
         with self._write() as conn:
-            task = conn.execute(
-                "SELECT id FROM tasks WHERE session_id = ? ORDER BY id LIMIT 1", (session_id,)
-            ).fetchone()
+            if task_id is None:
+                task = conn.execute(
+                    "SELECT id FROM tasks WHERE session_id = ? ORDER BY id LIMIT 1", (session_id,)
+                ).fetchone()
+            else:
+                task = conn.execute(
+                    "SELECT id FROM tasks WHERE session_id = ? AND id = ?", (session_id, task_id)
+                ).fetchone()
+                if task is None:
+                    raise StoreError(f"task {task_id} is not a task of session {session_id}")
             if task is None:
                 self._require_session(session_id)
             if conn.execute(
@@ -609,6 +683,7 @@ class Store:
             finished_at=trial.finished_at,
             trace_json=_loads(trace_text),
             samples_ms=samples,
+            task_id=None if task is None else int(task[0]),
             **stats,
         )
 
@@ -696,6 +771,24 @@ class Store:
                 ):
                     samples.setdefault(trial_id, []).append(ms)
         return [self._trial_record(r, samples.get(r[0], ())) for r in rows]
+
+    def tasks(self, session_id: int) -> list[TaskRecord]:
+        """The session's shapes in order (the primary one first), each with its own best trial."""
+        self._require_session(session_id)
+        rows = self._conn.execute(
+            """SELECT t.id, t.workload, t.shape, t.dtype, t.flops,
+                (SELECT count(*) FROM trials r WHERE r.task_id = t.id),
+                (SELECT count(*) FROM trials r WHERE r.task_id = t.id AND r.status != 'ok'),
+                (SELECT min(latency_ms) FROM trials r WHERE r.task_id = t.id AND r.status = 'ok'),
+                (SELECT r.id FROM trials r WHERE r.task_id = t.id AND r.status = 'ok'
+                    ORDER BY r.latency_ms, r.id LIMIT 1)
+            FROM tasks t WHERE t.session_id = ? ORDER BY t.id""",
+            (session_id,),
+        ).fetchall()
+        return [
+            TaskRecord(r[0], session_id, i, r[1], _loads(r[2]), r[3], r[4], r[5], r[6], r[7], r[8])
+            for i, r in enumerate(rows)
+        ]
 
     def trial(self, trial_id: int) -> TrialRecord:
         """One trial with its samples."""
@@ -911,8 +1004,133 @@ class Store:
     def _trial_record(row: Sequence[Any], samples: Sequence[float]) -> TrialRecord:
         # _TRIAL_COLUMNS are in TrialRecord's field order (positional: listing 100k trials stays cheap)
         return TrialRecord(
-            *row[:4], _json_decode(row[4]), *row[5:17], _loads(row[17]), samples_ms=tuple(samples)
+            *row[:4], _json_decode(row[4]), *row[5:17], _loads(row[17]), samples_ms=tuple(samples),
+            task_id=row[18],
         )
+
+
+    # ----------------------------------------------------------------------------------- validations
+
+    def add_validation(self, report: dict[str, Any]) -> int:
+        """Store one validation run (``core.validate``'s report) with a row per schedule; return its id."""
+        schedules = report.get("schedules") or []
+        source = report.get("source") or {}
+        with self._write() as conn:
+            session_id = source.get("session_id") if source.get("kind") == "session" else None
+            if session_id is not None:
+                self._require_session(session_id)
+            cur = conn.execute(
+                """INSERT INTO validations (session_id, schedule_file, created_at, hostname, runs, verdict,
+                    cause, summary, report) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (session_id, source.get("path"), float(report.get("finished_at") or time.time()),
+                 report.get("hostname") or self._hostname, int(report.get("runs") or 0),
+                 str(report.get("verdict")), report.get("cause"), str(report.get("summary") or ""),
+                 _dumps(report)),
+            )
+            validation_id = int(cur.lastrowid)
+            conn.executemany(
+                """INSERT INTO validation_results (validation_id, idx, trial_id, label, recorded_ms,
+                    remeasured_ms, cv, runs, throttled, verdict, cause, detail)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                [(validation_id, i, s.get("trial_id"), str(s.get("label")), s.get("recorded_ms"),
+                  s.get("remeasured_ms"), s.get("cv"), int(s.get("runs") or 0), int(bool(s.get("throttled"))),
+                  str(s.get("verdict")), s.get("cause"), _dumps(s)) for i, s in enumerate(schedules)],
+            )
+        return validation_id
+
+    def validations(self, session_id: int | None = None) -> list[dict[str, Any]]:
+        """Stored validation runs, newest first (all, or one session's), each with its per-schedule
+        ``results`` (the columns, ``detail`` parsed). A fresh dict on every call."""
+        with self._read():
+            if session_id is not None:
+                self._require_session(session_id)
+            sql = ("SELECT id, session_id, schedule_file, created_at, hostname, runs, verdict, cause, summary "
+                   "FROM validations")
+            params: tuple[Any, ...] = ()
+            if session_id is not None:
+                sql += " WHERE session_id = ?"
+                params = (session_id,)
+            runs = [dict(r) for r in self._rows(sql + " ORDER BY id DESC", params)]
+            results: dict[int, list[dict[str, Any]]] = {}
+            if runs:
+                ids = [r["id"] for r in runs]
+                rows = self._rows(
+                    "SELECT validation_id, idx, trial_id, label, recorded_ms, remeasured_ms, cv, runs, throttled, "
+                    f"verdict, cause, detail FROM validation_results WHERE validation_id IN ({', '.join('?' * len(ids))}) "
+                    "ORDER BY validation_id, idx",
+                    ids,
+                )
+                for r in rows:
+                    item = dict(r)
+                    item["throttled"] = bool(item["throttled"])
+                    item["detail"] = _json_decode(item["detail"])
+                    results.setdefault(item.pop("validation_id"), []).append(item)
+        for r in runs:
+            r["results"] = results.get(r["id"], [])
+        return runs
+
+    def validation(self, validation_id: int) -> dict[str, Any]:
+        """The full report of one validation run (as ``core.validate`` returned it, plus ``id``)."""
+        row = self._conn.execute("SELECT report FROM validations WHERE id = ?", (validation_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"validation {validation_id} does not exist in {self.path}")
+        report = _json_decode(row[0])
+        report["id"] = validation_id
+        return report
+
+    # ----------------------------------------------------------------------------------- baselines
+
+    def baseline(self, workload: str, shape: dict[str, int], dtype: str, target_kind: str,
+                 hostname: str | None = None) -> dict[str, Any] | None:
+        """The stored vendor baseline of one problem on this (or ``hostname``'s) machine; None if none."""
+        row = self._conn.execute(
+            """SELECT detail FROM baselines WHERE hostname = ? AND workload = ? AND shape = ? AND dtype = ?
+            AND target_kind = ?""",
+            (hostname or self._hostname, workload, _shape_key(shape), dtype, target_kind),
+        ).fetchone()
+        return None if row is None else _json_decode(row[0])
+
+    def put_baseline(self, entry: dict[str, Any]) -> None:
+        """Store (or replace) a baseline; ``entry`` needs workload, shape, dtype, target_kind, library,
+        median_ms (hostname defaults to this machine). The whole entry is kept as JSON."""
+        entry = dict(entry)
+        entry.setdefault("hostname", self._hostname)
+        entry.setdefault("measured_at", time.time())
+        with self._write() as conn:
+            conn.execute(
+                """INSERT INTO baselines (hostname, workload, shape, dtype, target_kind, library, median_ms,
+                    gflops, measured_at, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (hostname, workload, shape, dtype, target_kind) DO UPDATE SET
+                    library = excluded.library, median_ms = excluded.median_ms, gflops = excluded.gflops,
+                    measured_at = excluded.measured_at, detail = excluded.detail""",
+                (entry["hostname"], entry["workload"], _shape_key(entry["shape"]), entry["dtype"],
+                 entry["target_kind"], entry["library"], float(entry["median_ms"]), entry.get("gflops"),
+                 float(entry["measured_at"]), _dumps(entry)),
+            )
+
+    # ----------------------------------------------------------------------------------- machine profile
+
+    def machine_profile(self, target_kind: str, hostname: str | None = None) -> dict[str, Any] | None:
+        """This (or ``hostname``'s) machine's measured roofline for a target kind; None if never measured."""
+        row = self._conn.execute(
+            "SELECT detail FROM machine_profile WHERE hostname = ? AND target_kind = ?",
+            (hostname or self._hostname, target_kind),
+        ).fetchone()
+        return None if row is None else _json_decode(row[0])
+
+    def put_machine_profile(self, profile: dict[str, Any]) -> None:
+        """Store (or replace) a profile; needs target_kind, peak_gflops ({dtype: GFLOP/s}) and
+        bandwidth_gbs (hostname defaults to this machine). The whole profile is kept as JSON."""
+        profile = dict(profile)
+        profile.setdefault("hostname", self._hostname)
+        profile.setdefault("measured_at", time.time())
+        with self._write() as conn:
+            conn.execute(
+                """INSERT OR REPLACE INTO machine_profile (hostname, target_kind, measured_at, peak_gflops,
+                    bandwidth_gbs, detail) VALUES (?, ?, ?, ?, ?, ?)""",
+                (profile["hostname"], profile["target_kind"], float(profile["measured_at"]),
+                 _dumps(profile["peak_gflops"]), float(profile["bandwidth_gbs"]), _dumps(profile)),
+            )
 
 
 _TELEMETRY_COLUMNS = (
@@ -947,3 +1165,8 @@ def _telemetry_sample(row: Sequence[Any]) -> TelemetrySample:
         other_busy_procs=row[17],
         other_busy_pids=_split_ints(row[18]),
     )
+
+
+def _shape_key(shape: dict[str, int]) -> str:
+    """A shape as the text baselines are keyed by (sorted keys: the same problem, the same key)."""
+    return json.dumps({k: int(v) for k, v in shape.items()}, sort_keys=True, separators=(",", ":"))

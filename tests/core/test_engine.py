@@ -242,3 +242,33 @@ def test_busy_neighbour_is_waited_for_then_marked(store):
     stamps = store.trial_telemetry(session.session_id)
     warnings = [stamps[t.id].get("warning", "") for t in trials]
     assert all(str(pid) in w for w in warnings), warnings
+
+
+def test_several_shapes_share_one_budget(store, tmp_path):
+    shapes = ({"M": 16, "N": 32, "K": 32}, {"M": 64, "N": 32, "K": 32})
+    session = create_session(store, small_spec(shapes=shapes, trials=12, batch=2))
+    runner = session.run()
+    first = [next(runner) for _ in range(6)]  # one batch for each shape first
+    runner.close()
+    tasks = store.tasks(session.session_id)
+    assert [t.shape["M"] for t in tasks] == [32, 16, 64]
+    assert sorted(t.task_id for t in first) == sorted([t.id for t in tasks] * 2)
+    list(TuningSession(store, session.session_id).run())  # resume: the rest of the budget
+    trials = store.trials(session.session_id)
+    assert len(trials) == 12
+    tasks = store.tasks(session.session_id)
+    assert sum(t.n_trials for t in tasks) == 12 and all(t.best_ms for t in tasks)
+    per_task = {(t.task_id, config_key(t.config)) for t in trials}
+    assert len(per_task) == 12  # nothing measured twice for one shape
+    # Each task's trial is exported with its own shape.
+    other = tasks[2]
+    written = export_trial(store, session.session_id, other.best_trial_id, out_dir=tmp_path,
+                           formats=("schedule", "library"))
+    doc, _ = schedule_from_file(written["schedule"])
+    assert doc["shape"] == other.shape
+
+
+def test_repeated_shape_is_rejected(store):
+    with pytest.raises(TunelabError, match="listed twice"):
+        create_session(store, small_spec(shapes=({"M": 32, "N": 32, "K": 32},)))
+    assert store.sessions() == []
