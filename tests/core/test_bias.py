@@ -1,0 +1,217 @@
+"""Cost-model bias: exact flag logic on hand-made trials, then real xgb sessions."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from specs import small_spec
+
+from core.bias import (
+    BIAS_LIMIT,
+    RANK_MIN_N,
+    analyze,
+    bias_report,
+    group_stats,
+    regions,
+    tile_bucket,
+)
+from core.costmodel import spearman, topk_recall
+from core.errors import StoreError, TunelabError
+from core.records import TrialRecord
+from core.store import Store
+
+
+def trial(tid, session_id, config, measured, predicted, status="ok", rnd=1):
+    return TrialRecord(id=tid, session_id=session_id, index=tid, round=rnd, config=config, status=status,
+                       error=None, latency_ms=measured, mean_ms=measured, std_ms=0.0, min_ms=measured,
+                       max_ms=measured, predicted_ms=predicted, build_s=0.1, run_s=0.1, started_at=0.0,
+                       finished_at=0.0, trace_json=None)
+
+
+class FakeStore:
+    """What bias_report reads: session(id) and trials(id)."""
+
+    def __init__(self):
+        self._sessions, self._trials = {}, {}
+
+    def add(self, sid, shape, trials, space_kind="template", workload="gemm"):
+        self._sessions[sid] = SimpleNamespace(id=sid, workload=workload, shape=shape, dtype="float32",
+                                              target_kind="llvm", space_kind=space_kind)
+        self._trials[sid] = trials
+
+    def session(self, sid):
+        if sid not in self._sessions:
+            raise StoreError(f"session {sid} does not exist")
+        return self._sessions[sid]
+
+    def trials(self, sid):
+        return self._trials[sid]
+
+
+def cfg(order="ro,si,ri", inner_j=8, parallel=True):
+    return {"tile_i": [4], "tile_j": [inner_j], "order": order, "unroll": 16, "vectorize": True,
+            "parallel": parallel}
+
+
+def handmade() -> FakeStore:
+    store = FakeStore()
+    # Shape M=16: the model always guesses 0.7x the latency (under-predicts by 1/0.7 = 1.43x) and
+    # ranks perfectly; half its trials run without `parallel`.
+    a = [trial(i, 1, cfg(parallel=i % 2 == 0), float(i + 1), 0.7 * (i + 1)) for i in range(20)]
+    # a failed trial and one without a prediction are left out
+    a.append(trial(90, 1, cfg(), None, None, status="build_error"))
+    a.append(trial(91, 1, cfg(), 2.5, None, rnd=0))
+    # Shape M=64: unbiased on average (the same multiset of values) but ranked backwards.
+    measured = [3.0 * (i + 1) for i in range(8)]
+    b = [trial(100 + i, 2, cfg(order="si,ro,ri", inner_j=32), m, p)
+         for i, (m, p) in enumerate(zip(measured, measured[::-1], strict=True))]
+    store.add(1, {"M": 16, "N": 64, "K": 64}, a)
+    store.add(2, {"M": 64, "N": 64, "K": 64}, b)
+    return store
+
+
+def test_group_stats_match_the_definitions():
+    p = [1.0, 2.5, 2.0, 8.0, 4.0, 7.0]
+    m = [1.5, 2.0, 3.0, 4.0, 6.0, 5.0]
+    stats = group_stats(p, m, k=3)
+    res = np.log(np.array(p) / np.array(m))
+    assert stats["n"] == 6
+    assert stats["residual_mean"] == pytest.approx(res.mean())
+    assert stats["residual_std"] == pytest.approx(res.std(ddof=1))
+    assert stats["ratio"] == pytest.approx(math.exp(res.mean()))
+    assert stats["spearman"] == pytest.approx(spearman(p, m))
+    assert stats["topk_recall"] == topk_recall(p, m, 3) and stats["k"] == 3
+    assert group_stats([2.0], [1.0])["residual_std"] is None and group_stats([2.0], [1.0])["k"] == 1
+
+
+def test_flag_thresholds_are_exact():
+    m = list(range(1, 11))
+    just_under = group_stats([x * math.exp(BIAS_LIMIT - 0.01) for x in m], m)
+    just_over = group_stats([x * math.exp(BIAS_LIMIT + 0.01) for x in m], m)
+    below = group_stats([x * math.exp(-BIAS_LIMIT - 0.01) for x in m], m)
+    assert not just_under["biased"] and just_over["biased"] and below["biased"]
+    assert just_over["direction"] == "over" and below["direction"] == "under"
+    # Backwards ranking: flagged with 8 trials, not with 7 (too few to say).
+    back8 = group_stats(list(range(8, 0, -1)), list(range(1, 9)))
+    back7 = group_stats(list(range(7, 0, -1)), list(range(1, 8)))
+    assert back8["spearman"] == -1.0 and back8["ranks_poorly"] and back8["flagged"]
+    assert RANK_MIN_N == 8 and not back7["ranks_poorly"] and not back7["flagged"]
+    # A Spearman of exactly 0.3 is not below the limit; a constant prediction has none and is not flagged.
+    flat = group_stats([1.0] * 9, list(range(1, 10)))
+    assert flat["spearman"] is None and not flat["ranks_poorly"]
+
+
+def test_regions_of_template_and_auto_configs():
+    assert tile_bucket(1) == "small" and tile_bucket(4) == "small" and tile_bucket(5) == "medium"
+    assert tile_bucket(16) == "medium" and tile_bucket(17) == "large" and tile_bucket(64) == "large"
+    keys = [key for _, key, _ in regions(cfg(inner_j=32, parallel=False), "template")]
+    assert keys == ["tile_i:small", "tile_j:large", "order=ro,si,ri", "unroll=16", "vectorize=true",
+                    "parallel=false"]
+    assert regions({"sketch": 2, "decisions": [[1, 2, 4, 8], 1]}, "auto") == [("sketch", "sketch=2", "sketch 2")]
+
+
+def test_bias_report_flags_exactly_the_wrong_groups():
+    report = bias_report(handmade(), [1, 2])
+    assert report["counts"] == {"trials": 30, "failed": 1, "no_prediction": 1, "predicted": 28}
+    groups = {g["key"]: g for g in report["groups"]}
+    m16 = groups["gemm|M=16,N=64,K=64|float32|llvm"]
+    m64 = groups["gemm|M=64,N=64,K=64|float32|llvm"]
+    assert m16["label"] == "M=16,N=64,K=64" and m16["n"] == 20
+    assert m16["residual_mean"] == pytest.approx(math.log(0.7)) and m16["residual_std"] == pytest.approx(0.0, abs=1e-12)
+    assert m16["biased"] and m16["direction"] == "under" and m16["spearman"] == 1.0 and not m16["ranks_poorly"]
+    assert m16["topk_recall"] == 1.0 and m16["k"] == 5
+    assert m64["n"] == 8 and m64["residual_mean"] == pytest.approx(0.0, abs=1e-12) and not m64["biased"]
+    assert m64["spearman"] == -1.0 and m64["ranks_poorly"]
+    assert m64["topk_recall"] == pytest.approx(2 / 5)  # the 5 fastest measured vs the 5 fastest predicted: 2 shared
+    overall = groups["all"]
+    assert overall["n"] == 28 and overall["residual_mean"] == pytest.approx(20 * math.log(0.7) / 28)
+    assert not overall["biased"] and overall["spearman"] >= 0.3 and not overall["flagged"]
+    # Groups holding exactly one shape's trials say so; the summary names the shape only.
+    assert groups["order=ro,si,ri"]["same_as"] == "M=16,N=64,K=64" and groups["tile_j:large"]["same_as"] == "M=64,N=64,K=64"
+    assert groups["unroll=16"]["same_as"] == "all trials"
+    # parallel=false is half of M=16 (biased); parallel=true mixes both shapes and ranks poorly.
+    assert groups["parallel=false"]["n"] == 10 and groups["parallel=false"]["biased"]
+    assert groups["parallel=true"]["n"] == 18 and groups["parallel=true"]["ranks_poorly"]
+    assert not groups["parallel=true"]["biased"]
+    assert {k for k, g in groups.items() if g["flagged"]} == {
+        "gemm|M=16,N=64,K=64|float32|llvm", "gemm|M=64,N=64,K=64|float32|llvm", "order=ro,si,ri",
+        "order=si,ro,ri", "parallel=false", "parallel=true", "tile_j:large", "tile_j:medium"}
+    assert report["flagged"] == [g["label"] for g in report["groups"] if g["flagged"]]
+    assert sorted(groups["parallel=false"]["trial_ids"]) == list(range(1, 20, 2))
+    assert report["summary"] == (
+        "The model under-predicts latency for shape M=16,N=64,K=64 by 1.4x on average; "
+        "the model under-predicts latency for parallel=false by 1.4x on average; "
+        "the model ranks poorly for shape M=64,N=64,K=64 (Spearman -1.00, n=8); "
+        "1 more group(s) are flagged; it ranks well elsewhere "
+        f"(overall Spearman {overall['spearman']:.2f}, top-5 recall {overall['topk_recall']:.2f}, "
+        "mean residual -0.25, n=28).")
+
+
+def test_rank_statistics_pool_sessions_by_their_own_scale():
+    # Two perfectly ranked sessions at very different scales: pooled Spearman stays 1.
+    store = FakeStore()
+    store.add(1, {"M": 16, "N": 8, "K": 8}, [trial(i, 1, cfg(), m, m * 1.1) for i, m in enumerate([1.0, 2.0, 4.0])])
+    store.add(2, {"M": 64, "N": 8, "K": 8},
+              [trial(10 + i, 2, cfg(), m, m * 1.1) for i, m in enumerate([100.0, 200.0, 400.0])])
+    report = bias_report(store, [1, 2])
+    overall = report["groups"][0]
+    assert overall["key"] == "all" and overall["spearman"] == pytest.approx(1.0)
+    assert not report["flagged"]
+    assert report["summary"].startswith("The model is within 35 % on average in every group and has too few trials")
+
+
+def test_auto_sessions_group_by_sketch_and_bad_input():
+    store = FakeStore()
+    trials = [trial(i, 5, {"sketch": i % 2, "decisions": [[1, 2], 0]}, float(i + 1), float(i + 1) * (3.0 if i % 2 else 1.0))
+              for i in range(8)]
+    store.add(5, {"M": 32, "N": 32, "K": 32}, trials, space_kind="auto")
+    groups = {g["key"]: g for g in bias_report(store, [5])["groups"]}
+    assert groups["sketch=1"]["residual_mean"] == pytest.approx(math.log(3.0)) and groups["sketch=1"]["biased"]
+    assert groups["sketch=0"]["residual_mean"] == pytest.approx(0.0) and not groups["sketch=0"]["flagged"]
+    assert "over-predicts latency for sketch 1 by 3.0x" in bias_report(store, [5])["summary"]
+    with pytest.raises(TunelabError):
+        bias_report(store, [])
+    with pytest.raises(StoreError):
+        bias_report(store, [99])
+    empty = FakeStore()
+    empty.add(1, {"M": 8}, [trial(1, 1, cfg(), 1.0, None)])
+    assert bias_report(empty, [1])["summary"].startswith("No successful trial has a cost-model prediction")
+    assert analyze([])["n"] == 0
+
+
+@pytest.mark.slow
+def test_bias_report_on_real_xgb_sessions(tmp_path):
+    from core.session import create_session
+
+    store = Store(tmp_path / "tunelab.sqlite")
+    ids = []
+    for seed, shape in ((0, {"M": 32, "N": 32, "K": 32}), (1, {"M": 64, "N": 32, "K": 32})):
+        session = create_session(store, small_spec(shape=shape, tuner="xgb", trials=12, batch=4, seed=seed))
+        list(session.run())
+        ids.append(session.session_id)
+    report = bias_report(store, ids)
+    trials = [t for sid in ids for t in store.trials(sid)]
+    predicted = [t for t in trials if t.ok and t.predicted_ms]
+    # The model predicts from the second round on (the first batch trains it).
+    assert all(t.predicted_ms is not None for t in trials if t.round >= 1)
+    assert report["counts"]["predicted"] == len(predicted) >= 12
+    assert report["counts"]["trials"] == 24
+    groups = {g["key"]: g for g in report["groups"]}
+    assert groups["all"]["n"] == len(predicted)
+    shapes = [g for g in report["groups"] if g["dimension"] == "shape"]
+    assert sorted(g["label"] for g in shapes) == ["M=32,N=32,K=32", "M=64,N=32,K=32"]
+    assert sum(g["n"] for g in shapes) == len(predicted)
+    res = [math.log(t.predicted_ms / t.latency_ms) for t in predicted]
+    assert groups["all"]["residual_mean"] == pytest.approx(float(np.mean(res)))
+    assert groups["all"]["residual_std"] == pytest.approx(float(np.std(res, ddof=1)))
+    for g in report["groups"]:
+        assert g["flagged"] == (g["biased"] or g["ranks_poorly"])
+        assert g["biased"] == (abs(g["residual_mean"]) > BIAS_LIMIT)
+        assert (g["words"] != "") == g["flagged"]
+    knob_groups = [g for g in report["groups"] if g["dimension"] == "knob" and g["key"].startswith("order=")]
+    assert sum(g["n"] for g in knob_groups) == len(predicted)
+    assert report["summary"].endswith(f"n={len(predicted)}).")
+    store.close()
