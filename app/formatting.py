@@ -1,0 +1,80 @@
+"""How numbers, configs and durations read in every view (one place, so the views agree)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def fmt_ms(value: float | None) -> str:
+    """A latency in milliseconds with 4 significant digits; an em dash when there is none."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    if value >= 100:
+        return f"{value:.1f}"
+    return f"{value:.4g}"
+
+
+def gflops(flops: float, latency_ms: float | None) -> float | None:
+    """GFLOP/s of one kernel call of `flops` FLOP taking `latency_ms`."""
+    if latency_ms is None or latency_ms <= 0 or not flops:
+        return None
+    return flops / (latency_ms * 1e-3) / 1e9
+
+
+def fmt_gflops(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """'2 h 05 min', '3 min 12 s', '40 s'; an em dash when unknown."""
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return "—"
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds} s"
+
+
+def fmt_shape(shape: dict[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in shape.items())
+
+
+def config_summary(config: dict[str, Any]) -> str:
+    """One line for a table cell: 'tile_i=[8] tile_j=[16] order=ro,ri,si …' or 'sketch 1: [4,8] 2 …'."""
+    if set(config) == {"sketch", "decisions"}:
+        parts = [json.dumps(d, separators=(",", ":")) for d in config["decisions"] if d is not None]
+        return f"sketch {config['sketch']}: " + " ".join(parts)
+    return " ".join(f"{k}={_short_value(v)}" for k, v in config.items())
+
+
+def _short_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, list):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def flatten_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Knob name -> value; an auto-space config becomes 'sketch' plus 'decision N' entries."""
+    if set(config) == {"sketch", "decisions"}:
+        flat: dict[str, Any] = {"sketch": config["sketch"]}
+        for i, d in enumerate(config["decisions"]):
+            flat[f"decision {i}"] = d
+        return flat
+    return dict(config)
+
+
+def first_line(text: str | None, limit: int = 160) -> str:
+    if not text:
+        return ""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    # TVM errors end with the line that says what went wrong; tracebacks start with noise.
+    line = lines[-1].strip() if lines else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,0 +1,55 @@
+"""`tunelab` / `tunelab gui`: open the main window on a store (the default one, --db or $TUNELAB_DB)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+APP_NAME = "tunelab"
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="tunelab gui", description="The tunelab desktop app.")
+    parser.add_argument("--db", help="the tunelab database (default: $TUNELAB_DB or the user data folder)")
+    args, _qt_args = parser.parse_known_args(argv)
+    return args
+
+
+def main(db_path: str | None = None, argv: list[str] | None = None) -> int:
+    """Run the GUI until its window closes; returns the exit status (2 when the store cannot be opened)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parse(argv)
+    from PySide6.QtCore import QCoreApplication, QSettings
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from app.main_window import MainWindow
+    from app.resources import icon, stylesheet
+    from core.errors import TunelabError
+    from core.store import Store, default_db_path
+
+    QCoreApplication.setOrganizationName(APP_NAME)
+    QCoreApplication.setApplicationName(APP_NAME)
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME, *argv])
+    app.setApplicationDisplayName("tunelab")
+    app.setDesktopFileName("tunelab")
+    app.setWindowIcon(icon("tunelab"))
+    app.setStyleSheet(stylesheet())
+
+    path = Path(db_path or args.db or default_db_path()).expanduser()
+    try:
+        store = Store(path)
+    except TunelabError as exc:
+        QMessageBox.critical(None, "tunelab", f"Cannot open the store:\n{exc}")
+        print(f"tunelab: {exc}", file=sys.stderr)
+        return 2
+    window = MainWindow(store, QSettings())
+    window.show()
+    try:
+        return int(app.exec())
+    finally:
+        store.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

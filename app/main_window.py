@@ -1,0 +1,446 @@
+"""The main window: the session browser above, the views of the selected session below, one tuning
+worker at a time, and everything a person expects from a desktop window (shortcuts, settings)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
+from PySide6.QtWidgets import (
+    QDialog,
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QTabWidget,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.browser import SessionBrowser, is_resumable
+from app.compare import CompareView
+from app.costmodel_view import CostModelView
+from app.export_dialog import ExportDialog, export_formats
+from app.formatting import fmt_gflops, fmt_ms
+from app.hardware_view import HardwareView
+from app.live_plot import LivePlot
+from app.message_bar import MessageBar
+from app.new_session import NewSessionDialog
+from app.plot_export import PLOT_FILTER, save_plot
+from app.resources import icon
+from app.run_bar import RunBar
+from app.store_watcher import StoreWatcher
+from app.trials_table import TrialsTable
+from app.worker import CallWorker, TuningWorker
+from core.errors import TunelabError
+from core.records import SessionSpec
+from core.store import Store
+
+
+def _export(store: Store, session_id: int, trial_id: int | None, out_dir: str, formats: tuple[str, ...]) -> dict:
+    from core.export import export_trial
+
+    return export_trial(store, session_id, trial_id, out_dir=out_dir, formats=formats)
+
+
+def _probe_target(_store: Store) -> str:
+    # Also warms the TVM import so that the New-session dialog opens at once.
+    from core.target import resolve_target
+
+    return resolve_target("auto").description
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, store: Store, settings: QSettings | None = None, poll_ms: int = 500,
+                 probe_target: bool = True, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.settings = settings if settings is not None else QSettings()
+        self.worker: TuningWorker | None = None
+        self.export_worker: CallWorker | None = None
+        self._probe: CallWorker | None = None
+        self._close_pending = False
+        self.session_id: int | None = None
+        self.setWindowTitle(f"tunelab — {store.path.name}")
+        self.setWindowIcon(icon("tunelab"))
+
+        self.watcher = StoreWatcher(store, poll_ms, self)
+        self.watcher.trials_added.connect(self._on_trials_added)
+        self.watcher.sessions_changed.connect(self._on_sessions_changed)
+        self.watcher.failed.connect(self._on_error)
+
+        self._make_actions()
+        self.message_bar = MessageBar()
+        self.browser = SessionBrowser(store, self.watcher)
+        self.browser.session_selected.connect(self._on_session_selected)
+        self.browser.resume_requested.connect(self._on_resume_session)
+        dock = QDockWidget("Sessions", self)
+        dock.setObjectName("SessionsDock")
+        dock.setWidget(self.browser)
+        dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
+                         | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+        self.addDockWidget(Qt.DockWidgetArea.TopDockWidgetArea, dock)
+        self.resizeDocks([dock], [210], Qt.Orientation.Vertical)
+        self.sessions_dock = dock
+
+        self.live = LivePlot(store)
+        self.costmodel = CostModelView(store)
+        self.trials = TrialsTable(store)
+        self.compare = CompareView(store)
+        self.hardware = HardwareView(store)
+        self.live.trial_clicked.connect(self._on_trial_clicked)
+        self.live.failed.connect(self._on_error)
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.live, "Live")
+        self.tabs.addTab(self.costmodel, "Cost model")
+        self.tabs.addTab(self.trials, "Trials")
+        self.tabs.addTab(self.compare, "Compare")
+        self.tabs.addTab(self.hardware, "Hardware")
+        self.tabs.currentChanged.connect(self._update_actions)
+
+        self.run_bar = RunBar(store, self.pause_action, self.stop_action)
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.message_bar)
+        layout.addWidget(self.run_bar)
+        layout.addWidget(self.tabs, 1)
+        self.setCentralWidget(central)
+
+        self.target_label = QLabel("Target: detecting…")
+        self.statusBar().addPermanentWidget(self.target_label)
+        self.statusBar().showMessage(f"Store: {store.path}")
+
+        self._restore_settings()
+        self._update_actions()
+        self.watcher.poll()
+        self.watcher.start()
+        if probe_target:
+            self._probe = CallWorker(store.path, _probe_target, parent=self)
+            self._probe.succeeded.connect(lambda text: self.target_label.setText(f"Target: {text}"))
+            self._probe.failed.connect(lambda msg, _d: self.target_label.setText(f"Target: {msg}"))
+            self._probe.start()
+
+    # ---- actions -------------------------------------------------------------------------------
+    def _make_actions(self) -> None:
+        def action(text: str, slot, shortcut=None, icon_name: str | None = None, tip: str = "") -> QAction:
+            a = QAction(icon(icon_name) if icon_name else QIcon(), text, self)
+            if isinstance(shortcut, list):
+                a.setShortcuts([QKeySequence(k) for k in shortcut])
+            elif shortcut is not None:
+                a.setShortcut(QKeySequence(shortcut))
+            a.setToolTip(tip or text)
+            a.triggered.connect(slot)
+            self.addAction(a)
+            return a
+
+        self.new_action = action("New session…", self._on_new_session, QKeySequence.StandardKey.New, "new",
+                                 "Start a new tuning session (Ctrl+N)")
+        self.resume_action = action("Resume session", self._on_resume_selected, None, "resume",
+                                    "Continue the selected stopped or crashed session")
+        self.pause_action = action("Pause", self._on_pause_toggled, Qt.Key.Key_Space, "pause",
+                                   "Pause or resume tuning after the current batch (Space)")
+        self.stop_action = action("Stop", self._on_stop, None, "stop", "Stop tuning after the current batch")
+        self.export_action = action("Export…", self._on_export, "Ctrl+E", "export",
+                                    "Export the best (or the selected) trial (Ctrl+E)")
+        self.save_plot_action = action("Save plot…", self._on_save_plot, "Ctrl+Shift+S", "save-plot",
+                                       "Save the current view's plots as PNG or SVG")
+        self.refresh_action = action("Refresh", self._on_refresh, QKeySequence.StandardKey.Refresh, "refresh")
+        self.close_action = action("Close window", self.close, ["Ctrl+W", "Ctrl+F4"])
+        self.quit_action = action("Quit", self.close, "Ctrl+Q")
+
+        toolbar = QToolBar("Main")
+        toolbar.setObjectName("MainToolbar")
+        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        for a in (self.new_action, self.resume_action, self.pause_action, self.stop_action):
+            toolbar.addAction(a)
+        toolbar.addSeparator()
+        for a in (self.export_action, self.save_plot_action, self.refresh_action):
+            toolbar.addAction(a)
+        self.addToolBar(toolbar)
+        self.toolbar = toolbar
+
+        menu = self.menuBar()
+        file_menu = menu.addMenu("&File")
+        for a in (self.new_action, self.export_action, self.save_plot_action):
+            file_menu.addAction(a)
+        file_menu.addSeparator()
+        file_menu.addAction(self.close_action)
+        file_menu.addAction(self.quit_action)
+        session_menu = menu.addMenu("&Session")
+        for a in (self.resume_action, self.pause_action, self.stop_action, self.refresh_action):
+            session_menu.addAction(a)
+
+    def _update_actions(self) -> None:
+        running = self.worker is not None
+        ours = running and self.worker.session_id == self.session_id and self.session_id is not None
+        self.new_action.setEnabled(not running)
+        record = self.browser.record(self.session_id) if self.session_id is not None else None
+        self.resume_action.setEnabled(not running and record is not None and is_resumable(record))
+        self.pause_action.setEnabled(bool(ours) and not self.worker.cancelled)
+        self.stop_action.setEnabled(bool(ours) and not self.worker.cancelled)
+        paused = running and self.worker.paused
+        self.pause_action.setText("Resume tuning" if paused else "Pause")
+        self.pause_action.setIcon(icon("resume" if paused else "pause"))
+        self.export_action.setEnabled(record is not None and record.best_trial_id is not None
+                                      and self.export_worker is None)
+        self.save_plot_action.setEnabled(hasattr(self.tabs.currentWidget(), "exportable"))
+
+    # ---- tuning --------------------------------------------------------------------------------
+    def new_session_dialog(self) -> NewSessionDialog:
+        return NewSessionDialog(self.settings, self)
+
+    def start_session(self, spec: SessionSpec) -> TuningWorker | None:
+        """Create and tune a session from `spec` in a worker thread."""
+        return self._start_worker(TuningWorker(self.store.path, spec=spec, parent=self))
+
+    def resume_session(self, session_id: int) -> TuningWorker | None:
+        return self._start_worker(TuningWorker(self.store.path, session_id=session_id, parent=self))
+
+    def _start_worker(self, worker: TuningWorker) -> TuningWorker | None:
+        if self.worker is not None:
+            self.message_bar.show_error("A session is already tuning in this window; stop it first "
+                                        "(more can run side by side from the command line: tunelab tune).")
+            worker.deleteLater()
+            return None
+        self.worker = worker
+        worker.session_ready.connect(self._on_session_ready)
+        worker.trial_done.connect(self._on_trial_done)
+        worker.failed.connect(self._on_worker_failed)
+        worker.finished.connect(self._on_worker_finished)
+        self.message_bar.hide()
+        worker.start()
+        self._update_actions()
+        return worker
+
+    def _on_new_session(self) -> None:
+        if self.worker is not None:
+            self.message_bar.show_error("A session is already tuning in this window; stop it first.")
+            return
+        try:
+            dialog = self.new_session_dialog()
+        except Exception as exc:  # noqa: BLE001 - e.g. TVM missing: a message, not a crash
+            self._on_error(f"Cannot open the New-session dialog: {exc}")
+            return
+        if dialog.exec() == QDialog.DialogCode.Accepted:
+            self.start_session(dialog.spec())
+        dialog.deleteLater()
+
+    def _on_resume_selected(self) -> None:
+        if self.session_id is not None:
+            self._on_resume_session(self.session_id)
+
+    def _on_resume_session(self, session_id: int) -> None:
+        self.resume_session(session_id)
+
+    def _on_session_ready(self, session_id: int) -> None:
+        self.browser.set_active_session(session_id)
+        self.browser.select_session(session_id)
+        if self.session_id != session_id:
+            self._on_session_selected(session_id)
+        self.tabs.setCurrentWidget(self.live)
+        self._update_actions()
+
+    def _on_trial_done(self, trial) -> None:
+        if trial.session_id == self.session_id:
+            self.run_bar.refresh(note=self._run_note())
+
+    def _run_note(self) -> str:
+        w = self.worker
+        if w is None or w.session_id != self.session_id:
+            return ""
+        if w.cancelled:
+            return "stopping after the current batch…"
+        if w.paused:
+            return "pausing after the current batch…"
+        return ""
+
+    def _on_pause_toggled(self) -> None:
+        w = self.worker
+        if w is None or w.cancelled:
+            return
+        if w.paused:
+            w.resume()
+        else:
+            w.pause()
+        self._update_actions()
+        self.run_bar.refresh(note=self._run_note())
+
+    def _on_stop(self) -> None:
+        if self.worker is not None:
+            self.worker.cancel()
+            self._update_actions()
+            self.run_bar.refresh(note=self._run_note())
+
+    def _on_worker_failed(self, message: str, details: str) -> None:
+        self.message_bar.show_error(message, details)
+
+    def _on_worker_finished(self) -> None:
+        worker, self.worker = self.worker, None
+        session_id = worker.session_id if worker is not None else None
+        if worker is not None:
+            worker.deleteLater()
+        self.browser.set_active_session(None)
+        self.watcher.poll()
+        if session_id is not None and self.message_bar.level != "error":
+            try:
+                r = self.store.session(session_id)
+                self.message_bar.show_info(
+                    f"Session {r.id} {r.status}: {r.n_trials} trials, best {fmt_ms(r.best_ms)} ms "
+                    f"({fmt_gflops(r.best_gflops)} GFLOP/s).")
+            except TunelabError:
+                pass
+        self.run_bar.refresh()
+        self._update_actions()
+        if self._close_pending:
+            self.close()
+
+    # ---- views ---------------------------------------------------------------------------------
+    def _on_session_selected(self, session_id: int) -> None:
+        self.session_id = None if session_id < 0 else session_id
+        for view in (self.live, self.costmodel, self.trials, self.hardware, self.run_bar):
+            view.set_session(self.session_id)
+        if self.session_id is not None and not self.compare.checked():
+            self.compare.set_checked([self.session_id])
+        self._update_actions()
+
+    def _on_trials_added(self, _max_id: int) -> None:
+        for view in (self.live, self.costmodel, self.trials, self.hardware):
+            view.poll()
+        self.run_bar.refresh(note=self._run_note())
+
+    def _on_sessions_changed(self) -> None:
+        self.compare.refresh_sessions()
+        self.run_bar.refresh(note=self._run_note())
+        self._update_actions()
+
+    def _on_trial_clicked(self, trial_id: int) -> None:
+        self.trials.select_trial(trial_id)
+        self.tabs.setCurrentWidget(self.trials)
+
+    def _on_refresh(self) -> None:
+        self.browser.refresh()
+        self._on_session_selected(-1 if self.session_id is None else self.session_id)
+
+    def _on_error(self, message: str) -> None:
+        self.message_bar.show_error(message)
+
+    # ---- export --------------------------------------------------------------------------------
+    def _on_export(self) -> None:
+        if self.session_id is None:
+            return
+        if export_formats() is None:
+            self.message_bar.show_error("Export is not available: this build of tunelab has no core.export.")
+            return
+        record = self.browser.record(self.session_id) or self.store.session(self.session_id)
+        if record.best_trial_id is None:
+            self.message_bar.show_error(f"Session {record.id} has no successful trial to export yet.")
+            return
+        selected = self.trials.selected_trial() if self.tabs.currentWidget() is self.trials else None
+        folder = str(self.settings.value("paths/export", self.last_folder()))
+        dialog = ExportDialog(record, selected, os.path.join(folder, f"session-{record.id}"), self)
+        if dialog.exec() == QDialog.DialogCode.Accepted:
+            self.export_trial(record.id, dialog.trial_id(), dialog.folder(), dialog.formats())
+        dialog.deleteLater()
+
+    def export_trial(self, session_id: int, trial_id: int | None, out_dir: str,
+                     formats: tuple[str, ...]) -> CallWorker | None:
+        """Export in a worker thread (building the library takes a while); the result is a message."""
+        if self.export_worker is not None:
+            return None
+        self.settings.setValue("paths/export", str(Path(out_dir).parent))
+        worker = CallWorker(self.store.path, _export, session_id, trial_id, out_dir, formats, parent=self)
+        worker.succeeded.connect(self._on_export_done)
+        worker.failed.connect(self._on_worker_failed)
+        worker.finished.connect(self._on_export_finished)
+        self.export_worker = worker
+        self.message_bar.show_info(f"Exporting session {session_id} into {out_dir}…")
+        worker.start()
+        self._update_actions()
+        return worker
+
+    def _on_export_done(self, written: dict) -> None:
+        files = ", ".join(Path(p).name for p in written.values())
+        folder = Path(next(iter(written.values()))).parent if written else ""
+        self.message_bar.show_info(f"Exported {files} into {folder}.")
+
+    def _on_export_finished(self) -> None:
+        if self.export_worker is not None:
+            self.export_worker.deleteLater()
+        self.export_worker = None
+        self._update_actions()
+        if self._close_pending and self.worker is None:
+            self.close()
+
+    def _on_save_plot(self) -> None:
+        view = self.tabs.currentWidget()
+        if not hasattr(view, "exportable"):
+            return
+        name = self.tabs.tabText(self.tabs.currentIndex()).lower().replace(" ", "-")
+        default = os.path.join(self.last_folder(), f"session-{self.session_id}-{name}.png")
+        path, _ = QFileDialog.getSaveFileName(self, "Save plot", default, PLOT_FILTER)
+        if path:
+            try:
+                saved = save_plot(view.exportable(), path)
+            except Exception as exc:  # noqa: BLE001
+                self.message_bar.show_error(f"Cannot save the plot: {exc}")
+                return
+            self.settings.setValue("paths/last_folder", str(saved.parent))
+            self.message_bar.show_info(f"Saved {saved}.")
+
+    def last_folder(self) -> str:
+        return str(self.settings.value("paths/last_folder", str(Path.home())))
+
+    # ---- settings and closing ------------------------------------------------------------------
+    def _restore_settings(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1320, 860)
+        state = self.settings.value("window/state")
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.restoreState(state)
+        try:
+            self.tabs.setCurrentIndex(int(self.settings.value("window/tab", 0)))
+        except (TypeError, ValueError):
+            pass
+
+    def _save_settings(self) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        self.settings.setValue("window/tab", self.tabs.currentIndex())
+        self.settings.sync()
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+        if self.worker is not None:
+            if not self._close_pending:
+                answer = QMessageBox.question(
+                    self, "Stop tuning?",
+                    f"Session {self.worker.session_id} is still tuning. Stop it after the current batch and close?",
+                    QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+                if answer != QMessageBox.StandardButton.Yes:
+                    event.ignore()
+                    return
+                self._close_pending = True
+                self.worker.cancel()
+                self.message_bar.show_info("Stopping the session after the current batch; "
+                                           "the window closes once it has stopped.")
+                self._update_actions()
+            event.ignore()
+            return
+        if self.export_worker is not None:
+            self._close_pending = True
+            event.ignore()
+            return
+        if self._probe is not None and self._probe.isRunning():
+            self._probe.wait(30_000)
+        self.watcher.stop()
+        self._save_settings()
+        event.accept()

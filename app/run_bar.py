@@ -1,0 +1,101 @@
+"""Progress of the selected session: trials done of the budget, ETA, and the Pause / Resume / Stop
+buttons (enabled when this window is the one tuning it)."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
+
+from app.formatting import fmt_duration
+from core.errors import TunelabError
+from core.records import SessionRecord
+from core.store import Store
+
+ETA_WINDOW = 48  # recent trials the rate is taken from
+MAX_GAP_S = 600.0  # a longer pause between two trials is a stop (resumed later), not tuning time
+
+
+def eta_seconds(finished_at: list[float], done: int, budget: int) -> float | None:
+    """Seconds left at the recent rate of trials; None until two trials give a rate."""
+    recent = finished_at[-ETA_WINDOW:]
+    gaps = [b - a for a, b in zip(recent, recent[1:], strict=False) if 0 <= b - a <= MAX_GAP_S]
+    if not gaps or done >= budget:
+        return None if done < budget else 0.0
+    per_trial = sum(gaps) / len(gaps)
+    return per_trial * (budget - done)
+
+
+class RunBar(QWidget):
+    def __init__(self, store: Store, pause_action: QAction, stop_action: QAction,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("RunBar")
+        self._store = store
+        self.session_id: int | None = None
+        self._last_id = 0
+        self._finished: list[float] = []
+        self.label = QLabel("No session selected.")
+        self.label.setObjectName("run_label")
+        self.progress = QProgressBar()
+        self.progress.setMinimumWidth(260)
+        self.progress.setMaximumWidth(420)
+        self.progress.setTextVisible(True)
+        self.eta_label = QLabel()
+        self.eta_label.setObjectName("eta_label")
+        self.eta_label.setMinimumWidth(150)
+        pause = QToolButton()
+        pause.setDefaultAction(pause_action)
+        stop = QToolButton()
+        stop.setDefaultAction(stop_action)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 4)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.eta_label)
+        layout.addWidget(pause)
+        layout.addWidget(stop)
+
+    @property
+    def eta(self) -> str:
+        return self.eta_label.text()
+
+    def set_session(self, session_id: int | None) -> None:
+        self.session_id = session_id
+        self._last_id = 0
+        self._finished = []
+        self.refresh()
+
+    def refresh(self, note: str = "") -> None:
+        if self.session_id is None:
+            self.label.setText("No session selected.")
+            self.progress.setRange(0, 1)
+            self.progress.setValue(0)
+            self.eta_label.setText("")
+            return
+        try:
+            record = self._store.session(self.session_id)
+            trials = self._store.trials(self.session_id, since_id=self._last_id)
+        except TunelabError as exc:
+            self.label.setText(str(exc))
+            return
+        if trials:
+            self._last_id = trials[-1].id
+            self._finished.extend(t.finished_at for t in trials)
+            del self._finished[:-ETA_WINDOW]
+        self._show(record, note)
+
+    def _show(self, r: SessionRecord, note: str) -> None:
+        self.progress.setRange(0, max(r.trials_budget, 1))
+        self.progress.setValue(min(r.n_trials, r.trials_budget))
+        self.progress.setFormat(f"{r.n_trials} / {r.trials_budget} trials")
+        text = f"<b>#{r.id} {r.name}</b> · {r.status}"
+        if r.n_failed:
+            text += f" · {r.n_failed} failed"
+        if note:
+            text += f" · <i>{note}</i>"
+        self.label.setText(text)
+        if r.status == "running":
+            eta = eta_seconds(self._finished, r.n_trials, r.trials_budget)
+            self.eta_label.setText(f"ETA {fmt_duration(eta)}" if eta is not None else "ETA: measuring…")
+        else:
+            self.eta_label.setText("")

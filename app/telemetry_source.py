@@ -1,0 +1,66 @@
+"""The Hardware view's one door to telemetry: whatever core.telemetry and the store offer, read safely.
+
+Kept apart so the view never depends on the sampler's internals: if the store has no telemetry
+(an older core) or the machine no GPU, the adapter says so instead of raising.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from core.errors import TunelabError
+from core.store import Store
+
+# Panels of the Hardware view: (key, axis label, [(field, legend name)]); only fields with data are drawn.
+PANELS = (
+    ("temperature", "Temperature (°C)", (("gpu_temp_c", "GPU"), ("cpu_temp_c", "CPU"))),
+    ("power", "Power (W)", (("gpu_power_w", "GPU"), ("gpu_power_limit_w", "GPU limit"))),
+    ("clocks", "Clock (MHz)", (("gpu_sm_clock_mhz", "GPU SM"), ("gpu_mem_clock_mhz", "GPU memory"),
+                               ("cpu_freq_mhz", "CPU"))),
+    ("utilization", "Utilization (%)", (("gpu_util_pct", "GPU"), ("gpu_mem_util_pct", "GPU memory"),
+                                        ("cpu_load_mean", "CPU, mean of cores"))),
+    ("memory", "GPU memory (MiB)", (("gpu_mem_used_mib", "used"),)),
+)
+FIELDS = tuple(field for _, _, series in PANELS for field, _ in series)
+
+
+def store_has_telemetry(store: Store) -> bool:
+    return callable(getattr(store, "telemetry", None))
+
+
+@cache
+def machine_gpu_status() -> tuple[bool, str]:
+    """(an NVIDIA GPU is readable here, what the telemetry sampler would say about it)."""
+    try:
+        from core.telemetry import default_gpu_source
+    except ImportError:
+        return False, "no telemetry sampler in this build of tunelab"
+    try:
+        source = default_gpu_source()
+    except Exception as exc:  # noqa: BLE001 - a probe: never let it break the view
+        return False, f"no NVIDIA GPU: CPU only ({exc})"
+    try:
+        return bool(source.available), str(source.status)
+    finally:
+        try:
+            source.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def read_samples(store: Store, session_id: int, since_t: float = 0.0) -> list[Any] | None:
+    """The session's telemetry samples after `since_t`, oldest first; None when the store keeps none."""
+    if not store_has_telemetry(store):
+        return None
+    try:
+        return list(store.telemetry(session_id, since_t=since_t))
+    except TunelabError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an older schema or a changed API: report, don't crash
+        raise TunelabError(f"cannot read telemetry: {type(exc).__name__}: {exc}") from exc
+
+
+def is_throttled(sample: Any) -> bool:
+    value = getattr(sample, "throttled", None)
+    return bool(value) if value is not None else bool(getattr(sample, "throttle_reasons", ()))

@@ -1,0 +1,149 @@
+"""Workers: the tuning loop (and other slow core calls) off the GUI thread.
+
+superqt's GeneratorWorker shape: the thread opens its own Store (SQLite connections belong to the
+thread that made them), iterates the core's generator and emits one signal per yielded record.
+Stopping is cooperative: pause / resume / cancel only set flags the core's loop checks.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, Signal
+
+from core.errors import TunelabError
+from core.records import SessionSpec
+from core.store import Store
+
+_live: weakref.WeakSet[QThread] = weakref.WeakSet()
+
+
+def running_workers() -> list[QThread]:
+    """Workers whose thread is still running (tests use it to catch leaked threads)."""
+    return [w for w in list(_live) if w.isRunning()]
+
+
+def describe_error(exc: BaseException) -> tuple[str, str]:
+    """(message for people, details). A TunelabError's message is meant for the user as is."""
+    if isinstance(exc, TunelabError):
+        return str(exc), ""
+    return f"Unexpected error: {type(exc).__name__}: {exc}", traceback.format_exc()
+
+
+class TuningWorker(QThread):
+    """Creates (from a spec) or resumes (from an id) one session and runs it to its end."""
+
+    session_ready = Signal(int)  # the session id, once it is stored
+    trial_done = Signal(object)  # core.records.TrialRecord
+    failed = Signal(str, str)  # message, details
+
+    def __init__(self, db_path: str | Path, *, spec: SessionSpec | None = None,
+                 session_id: int | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        if (spec is None) == (session_id is None):
+            raise ValueError("give a spec (new session) or a session_id (resume), not both")
+        self._db_path = Path(db_path)
+        self._spec = spec
+        self._session_id = session_id
+        self._session: Any = None
+        self._lock = threading.Lock()
+        self._paused = False
+        self._cancelled = False
+        self.n_yielded = 0
+        _live.add(self)
+
+    # ---- control (GUI thread) ------------------------------------------------------------------
+    @property
+    def session_id(self) -> int | None:
+        return self._session_id
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def pause(self) -> None:
+        with self._lock:
+            self._paused = True
+            if self._session is not None:
+                self._session.pause()
+
+    def resume(self) -> None:
+        with self._lock:
+            self._paused = False
+            if self._session is not None:
+                self._session.resume()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            self._paused = False
+            if self._session is not None:
+                self._session.cancel()
+
+    # ---- the thread ----------------------------------------------------------------------------
+    def run(self) -> None:
+        store: Store | None = None
+        try:
+            from core.session import TuningSession, create_session
+
+            store = Store(self._db_path)
+            if self._spec is not None:
+                session = create_session(store, self._spec)
+            else:
+                session = TuningSession(store, int(self._session_id))
+            with self._lock:
+                self._session = session
+                self._session_id = session.session_id
+                if self._cancelled:
+                    session.cancel()
+                elif self._paused:
+                    session.pause()
+            self.session_ready.emit(session.session_id)
+            for trial in session.run():
+                self.n_yielded += 1
+                self.trial_done.emit(trial)
+        except BaseException as exc:  # noqa: BLE001 - everything becomes a message, never a crash
+            self.failed.emit(*describe_error(exc))
+        finally:
+            with self._lock:
+                self._session = None
+            if store is not None:
+                store.close()
+
+
+class CallWorker(QThread):
+    """Runs `fn(store, *args)` once in a thread with its own Store; emits the result or the error."""
+
+    succeeded = Signal(object)
+    failed = Signal(str, str)
+
+    def __init__(self, db_path: str | Path, fn: Callable[..., Any], *args: Any,
+                 parent: QObject | None = None, **kwargs: Any) -> None:
+        super().__init__(parent)
+        self._db_path = Path(db_path)
+        self._fn = fn
+        self._args = args
+        self._kwargs = kwargs
+        _live.add(self)
+
+    def run(self) -> None:
+        store: Store | None = None
+        try:
+            store = Store(self._db_path)
+            result = self._fn(store, *self._args, **self._kwargs)
+        except BaseException as exc:  # noqa: BLE001
+            self.failed.emit(*describe_error(exc))
+        else:
+            self.succeeded.emit(result)
+        finally:
+            if store is not None:
+                store.close()

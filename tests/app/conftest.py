@@ -1,0 +1,119 @@
+"""Fixtures for the app tests: a real store with real (small, LLVM) sessions, isolated settings,
+and a check that no test leaves a worker thread running."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import shutil  # noqa: E402
+import sqlite3  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from PySide6.QtCore import QSettings, QThreadPool  # noqa: E402
+
+from core.records import MeasureOptions, SessionSpec  # noqa: E402
+from core.store import Store  # noqa: E402
+
+SMALL_MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1)
+
+
+def small_spec(**changes) -> SessionSpec:
+    """The issue's small session: gemm 32^3 on LLVM, template space, 8 random trials in batches of 4."""
+    values = dict(workload="gemm", shape={"M": 32, "N": 32, "K": 32}, target="llvm", space_kind="template",
+                  tuner="random", trials=8, batch=4, measure=SMALL_MEASURE)
+    values.update(changes)
+    return SessionSpec(**values)
+
+
+@pytest.fixture(name="small_spec")
+def _small_spec_fixture():
+    return small_spec
+
+
+@pytest.fixture(scope="session")
+def tuned_db(tmp_path_factory) -> Path:
+    """A store holding two finished sessions (random and genetic tuners), tuned for real once per run."""
+    from core.session import create_session
+
+    path = tmp_path_factory.mktemp("store") / "tuned.sqlite"
+    store = Store(path)
+    try:
+        for tuner in ("random", "genetic"):
+            session = create_session(store, small_spec(tuner=tuner))
+            for _ in session.run():
+                pass
+    finally:
+        store.close()
+    return path
+
+
+@pytest.fixture
+def db_copy(tuned_db, tmp_path) -> Path:
+    """A private copy of the tuned store, for tests that write to it."""
+    dst = tmp_path / "copy.sqlite"
+    src_conn, dst_conn = sqlite3.connect(tuned_db), sqlite3.connect(dst)
+    try:
+        src_conn.backup(dst_conn)
+    finally:
+        src_conn.close()
+        dst_conn.close()
+    return dst
+
+
+@pytest.fixture
+def store(tuned_db):
+    """A GUI-thread Store on the shared tuned store (tests must not write through it)."""
+    s = Store(tuned_db)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def store_copy(db_copy):
+    s = Store(db_copy)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_settings(tmp_path_factory):
+    """QSettings() never touches the user's real configuration."""
+    folder = tmp_path_factory.mktemp("settings")
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    for scope in (QSettings.Scope.UserScope, QSettings.Scope.SystemScope):
+        QSettings.setPath(QSettings.Format.IniFormat, scope, str(folder))
+    yield
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def settings(tmp_path) -> QSettings:
+    return QSettings(str(tmp_path / "tunelab.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_threads(qapp):
+    """Fail a test that leaves a worker QThread or a non-daemon Python thread running (napari's rule)."""
+    from app.worker import running_workers
+
+    before = {t.ident for t in threading.enumerate()}
+    yield
+    deadline = time.monotonic() + 5.0
+    while running_workers() and time.monotonic() < deadline:
+        qapp.processEvents()
+        time.sleep(0.02)
+    leaked_workers = running_workers()
+    for worker in leaked_workers:  # clean up so later tests start clean, then fail this one
+        if hasattr(worker, "cancel"):
+            worker.cancel()
+        worker.wait(60_000)
+    QThreadPool.globalInstance().waitForDone(5_000)
+    leaked = [t for t in threading.enumerate()
+              if t.ident not in before and t.is_alive() and not t.daemon]
+    assert not leaked_workers, f"test left worker threads running: {leaked_workers}"
+    assert not leaked, f"test left Python threads running: {[t.name for t in leaked]}"

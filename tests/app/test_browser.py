@@ -1,0 +1,70 @@
+"""The session browser over a real store: rows, live updates, crashed sessions offered for Resume."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from PySide6.QtCore import Qt
+
+from app.browser import COLUMNS, SessionBrowser
+from app.store_watcher import StoreWatcher
+
+
+def _cell(browser: SessionBrowser, row: int, column: str) -> str:
+    index = browser.proxy.index(row, COLUMNS.index(column))
+    return browser.proxy.data(index, Qt.ItemDataRole.DisplayRole)
+
+
+def test_lists_every_session_with_its_numbers(qtbot, store):
+    browser = SessionBrowser(store)
+    qtbot.addWidget(browser)
+    records = store.sessions()
+    assert browser.proxy.rowCount() == len(records) == 2
+    # newest first (sorted by id, descending)
+    assert [int(_cell(browser, r, "ID")) for r in range(2)] == [r.id for r in records]
+    for row, record in enumerate(records):
+        assert _cell(browser, row, "Status") == "finished"
+        assert _cell(browser, row, "Trials") == "8 / 8"
+        assert _cell(browser, row, "Workload") == "gemm float32"
+        assert _cell(browser, row, "Target").startswith("CPU")
+        assert _cell(browser, row, "Tuner").startswith(record.tuner)
+        assert float(_cell(browser, row, "Best ms")) > 0
+        assert float(_cell(browser, row, "GFLOP/s")) > 0
+    assert "2 sessions" in browser.summary.text()
+
+
+def test_selecting_a_row_emits_the_session(qtbot, store):
+    browser = SessionBrowser(store)
+    qtbot.addWidget(browser)
+    target = store.sessions()[-1].id
+    with qtbot.waitSignal(browser.session_selected) as blocker:
+        browser.select_session(target)
+    assert blocker.args == [target]
+    assert browser.selected_session() == target
+    assert not browser.resume_button.isEnabled()  # finished: nothing to resume
+
+
+def test_crashed_session_says_so_and_offers_resume(qtbot, store_copy):
+    session_id = store_copy.sessions()[0].id
+    # A "running" session whose process is gone is what a crash leaves behind.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store_copy.set_status(session_id, "running")
+    store_copy.db.execute("UPDATE sessions SET pid = ? WHERE id = ?", (dead.pid, session_id))
+    watcher = StoreWatcher(store_copy, interval_ms=50)
+    browser = SessionBrowser(store_copy, watcher)
+    qtbot.addWidget(browser)
+    watcher.start()
+    row = next(r for r in range(browser.proxy.rowCount()) if int(_cell(browser, r, "ID")) == session_id)
+    assert _cell(browser, row, "Status") == "crashed — resumable"
+    browser.select_session(session_id)
+    assert browser.resume_button.isEnabled()
+    with qtbot.waitSignal(browser.resume_requested) as blocker:
+        browser.resume_button.click()
+    assert blocker.args == [session_id]
+    # the row follows the store: once finished again it is no longer offered
+    store_copy.set_status(session_id, "finished")
+    qtbot.waitUntil(lambda: _cell(browser, row, "Status") == "finished", timeout=3000)
+    assert not browser.resume_button.isEnabled()
+    watcher.stop()

@@ -1,0 +1,197 @@
+"""Each view built from a real store holding real tuned sessions."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+
+from app.compare import CompareView
+from app.costmodel_view import CostModelView
+from app.hardware_view import HardwareView
+from app.live_plot import LivePlot
+from app.plot_export import save_plot
+from app.trials_table import COLUMNS, TrialsTable
+
+
+def _first(store):
+    return store.sessions()[-1]
+
+
+def test_live_plot_draws_every_trial(qtbot, store):
+    record = _first(store)
+    trials = store.trials(record.id)
+    view = LivePlot(store, redraw_ms=10)
+    qtbot.addWidget(view)
+    view.show()
+    view.set_session(record.id)
+    assert view.n_trials == len(trials) == 8
+    x, y = view.ok_curve.getData()
+    ok = [t for t in trials if t.ok]
+    assert len(x) == len(ok)
+    np.testing.assert_allclose(np.power(10, y) if view.log_check.isChecked() else y,
+                               [t.latency_ms for t in ok], rtol=1e-9)
+    best = view.best_curve.yData
+    assert best is not None and np.all(np.diff(best) <= 0)  # best so far never gets worse
+    assert view.gflops_curve.yData.max() > 0
+    assert f"{len(trials)} trials" in view.title.text()
+    assert not view.plot_item.getAxis("right").logMode  # GFLOP/s stays linear under a log latency axis
+
+
+def test_live_plot_marks_failed_trials_at_the_top(qtbot, store_copy):
+    from core.records import NewTrial
+
+    record = _first(store_copy)
+    now = time.time()
+    store_copy.add_trial(record.id, NewTrial(round=9, config={"broken": 1}, status="build_error",
+                                             error="TVMError: boom", samples_ms=(), predicted_ms=None,
+                                             build_s=0.1, run_s=None, started_at=now, finished_at=now), "broken")
+    view = LivePlot(store_copy, redraw_ms=10)
+    qtbot.addWidget(view)
+    view.show()
+    view.set_session(record.id)
+    assert view.n_failed == 1
+    fx, fy = view.failed_curve.getData()
+    _, oky = view.ok_curve.getData()
+    assert list(fx) == [8] and fy[0] > oky.max()
+    assert "1 failed" in view.title.text()
+    view.log_check.setChecked(False)  # linear axis: still drawn, still on top
+    fx, fy = view.failed_curve.getData()
+    assert fy[0] > view.ok_curve.getData()[1].max()
+
+
+def test_costmodel_view_pairs_predictions_with_measurements(qtbot, store):
+    record = _first(store)
+    predicted = [t for t in store.trials(record.id) if t.ok and t.predicted_ms is not None]
+    view = CostModelView(store, redraw_ms=10)
+    qtbot.addWidget(view)
+    view.show()
+    view.set_session(record.id)
+    assert view.n_pairs == len(predicted) > 0
+    x, y = view.scatter.getData()
+    assert len(x) == len(predicted)
+    rounds = [r for r in store.rounds(record.id) if r.spearman is not None]
+    assert len(view.rank_bars.opts["x"]) == len(rounds)
+    assert "Spearman" in view.summary.text()
+    view.set_session(None)
+    assert view.summary.text() == "No session selected."
+
+
+def test_trials_table_sorts_filters_shows_details_and_exports(qtbot, store, tmp_path):
+    record = _first(store)
+    trials = store.trials(record.id, with_samples=True)
+    view = TrialsTable(store)
+    qtbot.addWidget(view)
+    view.show()
+    view.set_session(record.id)
+    assert view.proxy.rowCount() == len(trials) == 8
+
+    view.table.sortByColumn(COLUMNS.index("Latency ms"), Qt.SortOrder.AscendingOrder)
+    shown = view.visible_trials()
+    assert [t.latency_ms for t in shown] == sorted(t.latency_ms for t in trials)
+
+    view.filter_edit.setText("round")  # matches nothing but the header name: no rows
+    assert view.proxy.rowCount() == 0
+    view.filter_edit.setText("unroll=512")
+    assert 0 < view.proxy.rowCount() < 8
+    assert all(t.config["unroll"] == 512 for t in view.visible_trials())
+    assert "of 8 trials" in view.count_label.text()
+    view.filter_edit.clear()
+
+    best = store.best_trial(record.id)
+    view.select_trial(best.id)
+    assert view.selected_trial() == best.id
+    assert json.loads(view.config_text.toPlainText()) == best.config
+    assert f"{len(best.samples_ms)} samples" in view.samples_text.toPlainText()
+    view.copy_selection()
+    copied = QGuiApplication.clipboard().text().splitlines()
+    assert copied[0].split("\t") == list(COLUMNS) and copied[1].split("\t")[0] == str(best.id)
+
+    out = tmp_path / "trials.csv"
+    assert view.export_csv(out) == 8
+    with out.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 8 and {int(r["id"]) for r in rows} == {t.id for t in trials}
+    assert json.loads(rows[0]["config"])
+
+
+def test_compare_two_sessions(qtbot, store):
+    records = store.sessions()
+    view = CompareView(store)
+    qtbot.addWidget(view)
+    view.show()
+    assert view.session_list.count() == 2
+    with qtbot.waitSignal(view.selection_changed):
+        view.session_list.item(0).setCheckState(Qt.CheckState.Checked)
+    view.set_checked([r.id for r in records])
+    assert sorted(view.checked()) == sorted(r.id for r in records)
+    curves = view.by_trial.listDataItems()
+    assert len(curves) == 2 and len(view.by_time.listDataItems()) == 2
+    for curve in curves:
+        assert np.all(np.diff(curve.yData) <= 0)
+    assert view.summary_table.columnCount() == 2
+    labels = [view.summary_table.verticalHeaderItem(r).text() for r in range(view.summary_table.rowCount())]
+    assert "Best ms" in labels and "Tuner" in labels
+    tuners = {view.summary_table.item(labels.index("Tuner"), c).text() for c in range(2)}
+    assert tuners == {"random", "genetic"}
+    knobs = [view.diff_table.verticalHeaderItem(r).text() for r in range(view.diff_table.rowCount())]
+    assert "tile_i" in knobs and "order" in knobs
+    assert "knobs differ" in view.diff_label.text()
+
+
+def test_hardware_view_without_telemetry_says_so(qtbot, store_copy):
+    from core.records import SessionSpec
+
+    # A session stored without any telemetry (as an older tunelab, or a CLI without a sampler, leaves it).
+    session_id = store_copy.create_session(
+        SessionSpec(workload="gemm", shape={"M": 8, "N": 8, "K": 8}), target_json={"kind": "llvm"},
+        target_kind="llvm", space_json={"kind": "template", "knobs": []}, tvm_version="test", flops=1024.0)
+    view = HardwareView(store_copy, redraw_ms=10)
+    qtbot.addWidget(view)
+    view.show()
+    view.set_session(session_id)
+    assert view.stack.currentWidget() is view.empty
+    assert f"No telemetry recorded for session {session_id}" in view.empty.text()
+    from app.telemetry_source import machine_gpu_status
+
+    if not machine_gpu_status()[0]:
+        assert "No NVIDIA GPU here: CPU only" in view.empty.text()
+
+
+def test_hardware_view_plots_telemetry_and_throttling(qtbot, store_copy):
+    from core.telemetry import TelemetrySample
+
+    record = _first(store_copy)
+    t0 = record.created_at
+    samples = [TelemetrySample(t=t0 + 0.1 * i, gpu_temp_c=60 + i * 0.1, gpu_power_w=200 + i,
+                               gpu_power_limit_w=300, gpu_sm_clock_mhz=1980 - (300 if 20 <= i < 30 else 0),
+                               gpu_util_pct=95, throttle_reasons=("sw_power_cap",) if 20 <= i < 30 else (),
+                               cpu_load_mean=40.0)
+               for i in range(50)]
+    recorded = len(store_copy.telemetry(record.id))  # what the sampler took while it tuned
+    store_copy.add_telemetry(record.id, samples)
+    view = HardwareView(store_copy, redraw_ms=10)
+    qtbot.addWidget(view)
+    view.show()
+    view.set_session(record.id)
+    assert view.n_samples == recorded + 50
+    assert view.stack.currentWidget() is view.layout_widget
+    assert {"temperature", "power", "clocks", "utilization"} <= set(view._plots)
+    assert view._regions  # the throttled stretch is shaded
+    assert "throttled in 10 samples" in view.status.text()
+
+
+def test_plots_save_as_png_and_svg(qtbot, store, tmp_path):
+    view = LivePlot(store, redraw_ms=10)
+    qtbot.addWidget(view)
+    view.resize(800, 500)
+    view.show()
+    view.set_session(_first(store).id)
+    png = save_plot(view.exportable(), tmp_path / "live.png")
+    svg = save_plot(view.exportable(), tmp_path / "live.svg")
+    assert png.stat().st_size > 5000
+    assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
