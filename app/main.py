@@ -16,10 +16,23 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def _display_available() -> bool:
+    import os
+
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
 def main(db_path: str | None = None, argv: list[str] | None = None) -> int:
     """Run the GUI until its window closes; returns the exit status (2 when the store cannot be opened)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parse(argv)
+    if not _display_available():
+        # Qt would abort the process with a core dump; say what is wrong instead.
+        print("tunelab: error: no display to open a window on (set DISPLAY, run under xvfb-run, "
+              "or use the command line: tunelab --help)", file=sys.stderr)
+        return 2
     from PySide6.QtCore import QCoreApplication, QSettings
     from PySide6.QtWidgets import QApplication, QMessageBox
 

@@ -122,3 +122,11 @@ def test_resume_unknown_session(tmp_path):
     db = tmp_path / "x.sqlite"
     proc = tunelab("tune", "--resume", "3", db=db)
     assert proc.returncode == 2
+
+
+def test_gui_without_a_display_says_so(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env["TUNELAB_DB"] = str(tmp_path / "db.sqlite")
+    proc = subprocess.run([sys.executable, "-m", "core.cli"], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "no display" in proc.stderr
