@@ -79,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("sessions", type=int, nargs="+")
     c.add_argument("--json", action="store_true")
     with_db(c)
+    b = sub.add_parser("bias", help="where the cost model is wrong: residuals per shape, knob region and sketch")
+    b.add_argument("sessions", type=int, nargs="+")
+    b.add_argument("--top-k", type=int, default=5)
+    b.add_argument("--json", action="store_true")
+    with_db(b)
     e = sub.add_parser("export", help="write the best (or a chosen) trial's schedule, TVMScript, library and database")
     e.add_argument("session", type=int)
     e.add_argument("--trial", type=int, default=None)
@@ -91,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="fresh-process runs, each measuring every schedule once (default 5)")
     v.add_argument("--top", type=int, default=3, metavar="K", help="a session's K fastest trials (default 3)")
     v.add_argument("--shapes", default=None, help="also carry the best schedule to these shapes, e.g. M=16,32,64")
+    v.add_argument("--task", type=int, default=0, help="which shape of a several-shape session (default 0, the first)")
     v.add_argument("--json", action="store_true")
     with_db(v)
     b = sub.add_parser("baseline", help="the session's operator through the vendor library (NumPy BLAS, cuBLAS)")
@@ -350,6 +356,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bias(args: argparse.Namespace) -> int:
+    from core.bias import bias_report
+
+    if args.top_k < 1:
+        raise TunelabError("--top-k must be at least 1")
+    store = _open_store(args.db, create=False)
+    report = bias_report(store, args.sessions, k=args.top_k)
+    if args.json:
+        print(json.dumps(report, default=str))
+        return 0
+    print(report["summary"])
+    rows = [[g["dimension"], g["label"], str(g["n"]), _fmt(g["residual_mean"], 3), _fmt(g["residual_std"], 3),
+             _fmt(g["spearman"], 2), _fmt(g["topk_recall"], 2), "FLAG" if g["flagged"] else ""]
+            for g in report["groups"]]
+    if rows:
+        _print_table(rows, ["group", "value", "n", "resid mean", "resid std", "spearman", "top-k", ""])
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from core.export import export_trial
 
@@ -374,10 +399,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if isinstance(source, int):
         store = _open_store(args.db, create=False)
         report = validate_session(store, source, top_k=args.top, runs=args.repeats, shapes=args.shapes,
-                                  on_progress=_progress_line)
+                                  task=args.task, on_progress=_progress_line)
     else:
-        if args.shapes is not None:
-            raise TunelabError("--shapes needs a SESSION: a schedule file has no session to carry over")
+        if args.shapes is not None or args.task:
+            raise TunelabError("--shapes and --task need a SESSION, not a schedule file")
         # Checked and measured before the store is opened: a bad file leaves nothing behind.
         report = validate_schedule_file(source, runs=args.repeats, on_progress=_progress_line)
         store = _open_store(args.db, create=True)
@@ -452,7 +477,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"workloads": cmd_workloads, "tune": cmd_tune, "sessions": cmd_sessions, "show": cmd_show,
-            "compare": cmd_compare, "export": cmd_export, "gui": cmd_gui, "validate": cmd_validate,
+            "compare": cmd_compare, "export": cmd_export, "bias": cmd_bias, "gui": cmd_gui, "validate": cmd_validate,
             "baseline": cmd_baseline, "roofline": cmd_roofline}
 
 

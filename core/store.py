@@ -276,6 +276,15 @@ def _v3_validation_baselines_roofline(db: Database) -> None:
         db.execute(sql)
 
 
+@migration
+def _v4_vendor_baselines(db: Database) -> None:
+    # "baselines" is a name other code may want (a test's stand-in migration creates one): the vendor
+    # baselines of v3 keep a name of their own.
+    tables = set(db.table_names())
+    if "baselines" in tables and "vendor_baselines" not in tables:
+        db.execute("ALTER TABLE baselines RENAME TO vendor_baselines")
+
+
 def schema_version() -> int:
     """The schema version this code writes (the number of migrations)."""
     return len(MIGRATIONS)
@@ -1084,7 +1093,7 @@ class Store:
                  hostname: str | None = None) -> dict[str, Any] | None:
         """The stored vendor baseline of one problem on this (or ``hostname``'s) machine; None if none."""
         row = self._conn.execute(
-            """SELECT detail FROM baselines WHERE hostname = ? AND workload = ? AND shape = ? AND dtype = ?
+            """SELECT detail FROM vendor_baselines WHERE hostname = ? AND workload = ? AND shape = ? AND dtype = ?
             AND target_kind = ?""",
             (hostname or self._hostname, workload, _shape_key(shape), dtype, target_kind),
         ).fetchone()
@@ -1098,7 +1107,7 @@ class Store:
         entry.setdefault("measured_at", time.time())
         with self._write() as conn:
             conn.execute(
-                """INSERT INTO baselines (hostname, workload, shape, dtype, target_kind, library, median_ms,
+                """INSERT INTO vendor_baselines (hostname, workload, shape, dtype, target_kind, library, median_ms,
                     gflops, measured_at, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (hostname, workload, shape, dtype, target_kind) DO UPDATE SET
                     library = excluded.library, median_ms = excluded.median_ms, gflops = excluded.gflops,

@@ -1,0 +1,67 @@
+"""The machine's roofline, measured for real (short micro-benchmarks), stored once and reused."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from specs import small_spec
+
+from core.roofline import BUDGET_S, machine_profile, measure_machine_profile, roofline_for
+from core.session import create_session
+from core.store import Store
+from core.workloads import get_workload
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    path = tmp_path_factory.mktemp("roofline") / "tunelab.sqlite"
+    store = Store(path)
+    s = create_session(store, small_spec(trials=4))
+    for _ in s.run():
+        pass
+    yield store, s.session_id
+    store.close()
+
+
+def test_profile_is_plausible_and_short():
+    p = measure_machine_profile("llvm")
+    print(f"\nroofline probes: peak {p['peak_gflops']} GFLOP/s, bandwidth {p['bandwidth_gbs']:.1f} GB/s "
+          f"(copy {p['detail']['bandwidth_probe']['copy_gbs']:.1f}, add {p['detail']['bandwidth_probe']['add_gbs']:.1f}), "
+          f"{p['detail']['kernel']}, {p['elapsed_s']:.2f} s")
+    assert p["elapsed_s"] < BUDGET_S
+    assert p["peak_gflops"]["float32"] > 1 and p["peak_gflops"]["float64"] > 1
+    assert p["bandwidth_gbs"] > 0.5
+    assert p["detail"]["kernel"].startswith("NumPy")
+
+
+def test_profile_is_stored_and_reused(session):
+    store, _ = session
+    assert store.machine_profile("llvm") is None
+    first = machine_profile(store)
+    assert first["cached"] is False and store.machine_profile("llvm")["measured_at"] == first["measured_at"]
+    again = machine_profile(store)
+    assert again["cached"] is True and again["peak_gflops"] == first["peak_gflops"]
+    fresh = machine_profile(store, remeasure=True)
+    assert fresh["cached"] is False and fresh["measured_at"] > first["measured_at"]
+    assert store.machine_profile("llvm")["measured_at"] == fresh["measured_at"]
+
+
+def test_roofline_for_session(session):
+    store, sid = session
+    record = store.session(sid)
+    r = roofline_for(store, record)
+    wl = get_workload(record.workload)
+    assert r["intensity"] == pytest.approx(wl.flops(record.shape) / wl.bytes_moved(record.shape, record.dtype))
+    assert r["bound_gflops"] == pytest.approx(min(r["peak_gflops"], r["intensity"] * r["bandwidth_gbs"]))
+    assert r["bound_by"] in ("compute", "memory") and r["achieved_gflops"] == pytest.approx(record.best_gflops)
+    assert 0 < r["fraction"] <= 1.5
+    print(f"\nroofline of {record.workload} {record.shape}: intensity {r['intensity']:.2f} FLOP/B, bound "
+          f"{r['bound_gflops']:.1f} GFLOP/s ({r['bound_by']}), best {r['achieved_gflops']:.1f} GFLOP/s = "
+          f"{100 * r['fraction']:.1f}%")
+    assert roofline_for(store, record)["cached"] is True  # measured once, then reused
+    half = roofline_for(store, replace(record, dtype="float16"))
+    assert half["peak_dtype"] == "float32" and "float16" in half["note"]
+    cuda = roofline_for(store, replace(record, target_kind="cuda"))
+    if cuda["peak_gflops"] is None:  # no PyTorch/CuPy GPU here: said so, nothing made up
+        assert cuda["fraction"] is None and "cuda" in cuda["note"]
