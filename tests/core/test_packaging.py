@@ -94,7 +94,10 @@ def test_metainfo_passes_appstreamcli_validate() -> None:
 def test_pyproject_ships_the_desktop_files() -> None:
     data_files = PYPROJECT["tool"]["setuptools"]["data-files"]
     shipped = {Path(f) for files in data_files.values() for f in files}
-    assert shipped == {p.relative_to(REPO) for p in (DESKTOP, ICON, METAINFO)}
+    assert {p.relative_to(REPO) for p in (DESKTOP, ICON, METAINFO)} <= shipped
+    # The app's icons and stylesheet travel too (share/tunelab/resources), every one of them.
+    resources = {p.relative_to(REPO) for p in (REPO / "resources").rglob("*") if p.is_file()}
+    assert resources <= shipped
 
 
 # ----------------------------------------------------------------------------------- install-desktop.sh
