@@ -333,6 +333,7 @@ FROM sessions s
 LEFT JOIN trials b ON b.id = (
     SELECT id FROM trials
     WHERE session_id = s.id AND status = 'ok' AND latency_ms IS NOT NULL
+        AND (task_id IS NULL OR task_id = (SELECT min(id) FROM tasks WHERE session_id = s.id))
     ORDER BY latency_ms, id LIMIT 1
 )
 """
@@ -821,14 +822,18 @@ class Store:
             ]
 
     def best_trial(self, session_id: int) -> TrialRecord | None:
-        """The ok trial with the lowest latency (the earliest among equals), with samples; None if none."""
+        """The ok trial with the lowest latency (the earliest among equals), with samples; None if none.
+
+        In a session with several shapes (tasks) this is the primary shape's best: latencies of
+        different shapes do not compare (see `tasks()` for each shape's best)."""
         with self._read() as conn:
             self._require_session(session_id)
             rows = conn.execute(
                 f"""SELECT {_TRIAL_COLUMNS} FROM trials
                 WHERE session_id = ? AND status = 'ok' AND latency_ms IS NOT NULL
+                    AND (task_id IS NULL OR task_id = (SELECT min(id) FROM tasks WHERE session_id = ?))
                 ORDER BY latency_ms, id LIMIT 1""",
-                (session_id,),
+                (session_id, session_id),
             ).fetchall()
             if not rows:
                 return None

@@ -258,6 +258,9 @@ def test_several_shapes_share_one_budget(store, tmp_path):
     assert len(trials) == 12
     tasks = store.tasks(session.session_id)
     assert sum(t.n_trials for t in tasks) == 12 and all(t.best_ms for t in tasks)
+    # The session's best is its primary shape's: latencies of different shapes do not compare.
+    assert store.session(session.session_id).best_ms == tasks[0].best_ms
+    assert store.best_trial(session.session_id).id == tasks[0].best_trial_id
     per_task = {(t.task_id, config_key(t.config)) for t in trials}
     assert len(per_task) == 12  # nothing measured twice for one shape
     # Each task's trial is exported with its own shape.
