@@ -1,6 +1,9 @@
-"""The cost-model view: predicted vs measured latency, residual per trial, rank correlation per round.
+"""The cost-model view: predicted vs measured latency, residual per trial, rank correlation per round,
+and where the model is wrong (core.bias's table: per shape, knob value, tile size, sketch).
 
-Predictions are made before each candidate is measured, so what is shown is out-of-sample.
+Predictions are made before each candidate is measured, so what is shown is out-of-sample. The bias
+table can pool several sessions (the ones ticked in Compare, or every session of the workload): their
+trials join the scatter in grey, and picking a group highlights its trials in both plots.
 """
 
 from __future__ import annotations
@@ -10,26 +13,38 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
+from app.bias_table import BiasTable, bias_job
 from app.buffers import GrowingColumns
 from app.log_axis import log_axes
+from app.worker import CallWorker, keep_alive
 from core.costmodel import spearman
 from core.errors import TunelabError
 from core.store import Store
 
 REDRAW_MS = 300
+BIAS_MS = 2000  # while trials arrive, the bias table is recomputed at most this often
 POINT_BRUSH = (42, 111, 219, 170)
+CONTEXT_BRUSH = (128, 134, 139, 90)
+HIGHLIGHT_PEN = "#e37400"
 
 
 class CostModelView(QWidget):
-    def __init__(self, store: Store, redraw_ms: int = REDRAW_MS, parent: QWidget | None = None) -> None:
+    def __init__(self, store: Store, redraw_ms: int = REDRAW_MS, bias_ms: int = BIAS_MS,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._store = store
         self.session_id: int | None = None
         self._last_id = 0
-        self._pairs = GrowingColumns("index", "measured", "predicted")
+        self._pairs = GrowingColumns("index", "measured", "predicted", "id")
         self._rounds: list = []
+        self._compare_ids: list[int] = []
+        self._highlighted: set[int] = set()
+        self._bias_worker: CallWorker | None = None
+        self._bias_again = False
+        self._bias_stale = False
+        self._points: dict[int, tuple] = {}
 
         self.summary = QLabel("No session selected.")
         self.summary.setObjectName("costmodel_summary")
@@ -50,6 +65,13 @@ class CostModelView(QWidget):
         # In log-log coordinates y = x is still the 45-degree line through the origin.
         self.identity = pg.InfiniteLine(pos=(0, 0), angle=45, pen=pg.mkPen("#5f6368", style=Qt.PenStyle.DashLine))
         self.scatter_plot.addItem(self.identity, ignoreBounds=True)
+        # Other pooled sessions' trials (grey, behind) and the picked bias group's trials (on top).
+        self.context_scatter = self.scatter_plot.plot(pen=None, symbol="o", symbolSize=6, symbolPen=None,
+                                                      symbolBrush=CONTEXT_BRUSH)
+        self.context_scatter.setZValue(-5)
+        self.highlight = self.scatter_plot.plot(pen=None, symbol="o", symbolSize=13, symbolBrush=None,
+                                                symbolPen=pg.mkPen(HIGHLIGHT_PEN, width=2.5))
+        self.highlight.setZValue(10)
 
         self.residual_plot = self.layout_widget.addPlot(row=0, col=1, title="Prediction error per trial: (predicted − measured) / measured")
         self.residual_plot.setLabel("bottom", "Trial")
@@ -61,6 +83,9 @@ class CostModelView(QWidget):
         self.residual_plot.setClipToView(True)
         self.residuals = self.residual_plot.plot(pen=pg.mkPen((42, 111, 219, 90)), symbol="o", symbolSize=5,
                                                  symbolPen=None, symbolBrush=POINT_BRUSH)
+        self.residual_highlight = self.residual_plot.plot(pen=None, symbol="o", symbolSize=10, symbolBrush=None,
+                                                          symbolPen=pg.mkPen(HIGHLIGHT_PEN, width=2))
+        self.residual_highlight.setZValue(10)
 
         self.rank_plot = self.layout_widget.addPlot(row=1, col=1, title="Rank correlation per round (Spearman ρ)")
         self.rank_plot.setLabel("bottom", "Round")
@@ -71,16 +96,30 @@ class CostModelView(QWidget):
         self.rank_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush="#1e8e3e")
         self.rank_plot.addItem(self.rank_bars)
 
+        self.bias = BiasTable()
+        self.bias.group_selected.connect(self._on_group_selected)
+        self.bias.scope_changed.connect(self._request_bias)
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.layout_widget)
+        splitter.addWidget(self.bias)
+        splitter.setStretchFactor(0, 1)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([400, 400])
+        self.splitter = splitter
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.summary)
-        layout.addWidget(self.layout_widget, 1)
+        layout.addWidget(splitter, 1)
 
         self._stale = False
         self._redraw_timer = QTimer(self)
         self._redraw_timer.setSingleShot(True)
         self._redraw_timer.setInterval(redraw_ms)
         self._redraw_timer.timeout.connect(self._on_redraw)
+        self._bias_timer = QTimer(self)
+        self._bias_timer.setSingleShot(True)
+        self._bias_timer.setInterval(bias_ms)
+        self._bias_timer.timeout.connect(self._request_bias)
 
     @property
     def n_pairs(self) -> int:
@@ -94,8 +133,39 @@ class CostModelView(QWidget):
         self._last_id = 0
         self._pairs.clear()
         self._rounds = []
+        self._highlighted = set()
+        self._points = {}
+        self.context_scatter.setData([], [])
         self.poll()
         self._on_redraw()
+        self._request_bias()
+
+    def set_compare_sessions(self, session_ids: list[int]) -> None:
+        """The sessions ticked in Compare (pooled when the bias scope says so)."""
+        self._compare_ids = list(session_ids)
+        if self.bias.scope == "compare":
+            self._request_bias()
+
+    def bias_session_ids(self) -> list[int]:
+        """The sessions the bias table pools under the current scope (the selected one first)."""
+        if self.session_id is None:
+            return []
+        scope = self.bias.scope
+        if scope == "compare":
+            return [self.session_id] + [i for i in self._compare_ids if i != self.session_id]
+        if scope == "workload":
+            try:
+                mine = self._store.session(self.session_id)
+                same = [r.id for r in self._store.sessions()
+                        if r.workload == mine.workload and r.custom_source == mine.custom_source]
+            except TunelabError:
+                return [self.session_id]
+            return [self.session_id] + [i for i in sorted(same) if i != self.session_id]
+        return [self.session_id]
+
+    @property
+    def bias_running(self) -> bool:
+        return self._bias_worker is not None
 
     def poll(self) -> int:
         if self.session_id is None:
@@ -107,18 +177,93 @@ class CostModelView(QWidget):
         except TunelabError as exc:
             self.summary.setText(str(exc))
             return 0
+        predicted = False
         for t in trials:
             if t.ok and t.predicted_ms is not None and t.latency_ms and t.predicted_ms > 0:
-                self._pairs.append(index=t.index, measured=t.latency_ms, predicted=t.predicted_ms)
+                self._pairs.append(index=t.index, measured=t.latency_ms, predicted=t.predicted_ms, id=t.id)
+                predicted = True
             self._last_id = t.id
         if trials and not self._redraw_timer.isActive():
             self._redraw_timer.start()
+        if predicted and not self._bias_timer.isActive():
+            self._bias_timer.start()
         return len(trials)
 
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
         if self._stale:
             self._on_redraw()
+        if self._bias_stale:
+            self._request_bias()
+
+    # ---- bias ----------------------------------------------------------------------------------
+    def _request_bias(self) -> None:
+        """Recompute the bias table in a worker (one at a time; a request while one runs reruns it)."""
+        ids = self.bias_session_ids()
+        if not ids:
+            self.bias.show_message("No session selected.")
+            return
+        if not self.isVisible():
+            self._bias_stale = True
+            return
+        self._bias_stale = False
+        if self._bias_worker is not None:
+            self._bias_again = True
+            return
+        worker = CallWorker(self._store.path, bias_job, ids, self.bias.k)
+        worker.succeeded.connect(self._on_bias_done)
+        worker.failed.connect(self._on_bias_failed)
+        worker.finished.connect(self._on_bias_finished)
+        self._bias_worker = keep_alive(worker)
+        self.bias.set_busy(True)
+        worker.start()
+
+    def _on_bias_done(self, report: dict) -> None:
+        if self._bias_again or self.session_id is None:
+            return  # stale: the rerun replaces it
+        if not report.get("n"):
+            counts = report.get("counts") or {}
+            self.bias.show_message(
+                "<b>Where the model is wrong</b>: nothing to judge yet — no successful trial has a prediction "
+                f"({counts.get('trials', 0)} trials; the model predicts from the second round on).")
+        else:
+            self.bias.set_report(report)
+        self._draw_context(report)
+
+    def _on_bias_failed(self, message: str, _details: str) -> None:
+        if not self._bias_again:
+            self.bias.show_message(f"<b>Where the model is wrong</b>: cannot compute it: {message}")
+
+    def _on_bias_finished(self) -> None:
+        self._bias_worker = None
+        self.bias.set_busy(False)
+        if self._bias_again:
+            self._bias_again = False
+            self._request_bias()
+
+    def _draw_context(self, report: dict) -> None:
+        self._points = report.get("points") or {}
+        others = [(m, p) for sid, m, p, _ in self._points.values() if sid != self.session_id]
+        self.context_scatter.setData([m for m, _ in others], [p for _, p in others])
+        self._draw_highlight()
+
+    def _on_group_selected(self, trial_ids: list) -> None:
+        self._highlighted = set(trial_ids)
+        self._draw_highlight()
+
+    @property
+    def n_highlighted(self) -> int:
+        x = self.highlight.xData
+        return 0 if x is None else len(x)
+
+    def _draw_highlight(self) -> None:
+        hits = [self._points[t] for t in self._highlighted if t in self._points]
+        self.highlight.setData([m for _, m, _, _ in hits], [p for _, _, p, _ in hits])
+        ids = self._pairs.col("id")
+        mine = np.isin(ids, np.fromiter(self._highlighted, dtype=np.float64)) if self._highlighted else \
+            np.zeros(len(ids), dtype=bool)
+        measured, predicted = self._pairs.col("measured")[mine], self._pairs.col("predicted")[mine]
+        self.residual_highlight.setData(self._pairs.col("index")[mine], 100.0 * (predicted - measured) / measured)
 
     def _on_redraw(self) -> None:
         # A hidden view only remembers that it is behind: drawing is the GUI thread's one real cost.
@@ -130,6 +275,7 @@ class CostModelView(QWidget):
         self.scatter.setData(measured, predicted)
         residual = 100.0 * (predicted - measured) / measured if len(measured) else np.empty(0)
         self.residuals.setData(self._pairs.col("index"), residual)
+        self._draw_highlight()
         rounds = [r for r in self._rounds if r.spearman is not None and math.isfinite(r.spearman)]
         self.rank_bars.setOpts(x=[r.round for r in rounds], height=[r.spearman for r in rounds], width=0.7)
         if len(rounds):

@@ -35,7 +35,8 @@ from app.resources import icon
 from app.run_bar import RunBar
 from app.store_watcher import StoreWatcher
 from app.trials_table import TrialsTable
-from app.worker import CallWorker, TuningWorker
+from app.validation_view import ValidationView
+from app.worker import CallWorker, TuningWorker, running_workers
 from core.errors import TunelabError
 from core.records import SessionSpec
 from core.store import Store
@@ -92,8 +93,12 @@ class MainWindow(QMainWindow):
         self.trials = TrialsTable(store)
         self.compare = CompareView(store)
         self.hardware = HardwareView(store)
+        self.validation = ValidationView(store)
         self.live.trial_clicked.connect(self._on_trial_clicked)
         self.live.failed.connect(self._on_error)
+        self.compare.selection_changed.connect(self.costmodel.set_compare_sessions)
+        self.validation.failed.connect(self._on_error)
+        self.validation.finished.connect(self._on_validation_finished)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.live, "Live")
@@ -101,6 +106,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.trials, "Trials")
         self.tabs.addTab(self.compare, "Compare")
         self.tabs.addTab(self.hardware, "Hardware")
+        self.tabs.addTab(self.validation, "Validation")
         self.tabs.currentChanged.connect(self._update_actions)
 
         self.run_bar = RunBar(store, self.pause_action, self.stop_action)
@@ -304,10 +310,11 @@ class MainWindow(QMainWindow):
     # ---- views ---------------------------------------------------------------------------------
     def _on_session_selected(self, session_id: int) -> None:
         self.session_id = None if session_id < 0 else session_id
-        for view in (self.live, self.costmodel, self.trials, self.hardware, self.run_bar):
+        for view in (self.live, self.costmodel, self.trials, self.hardware, self.validation, self.run_bar):
             view.set_session(self.session_id)
         if self.session_id is not None and not self.compare.checked():
             self.compare.set_checked([self.session_id])
+        self.costmodel.set_compare_sessions(self.compare.checked())
         self._update_actions()
 
     def _on_trials_added(self, _max_id: int) -> None:
@@ -378,6 +385,10 @@ class MainWindow(QMainWindow):
         if self._close_pending and self.worker is None:
             self.close()
 
+    def _on_validation_finished(self) -> None:
+        if self._close_pending and self.worker is None and self.export_worker is None:
+            self.close()
+
     def _on_save_plot(self) -> None:
         view = self.tabs.currentWidget()
         if not hasattr(view, "exportable"):
@@ -439,8 +450,17 @@ class MainWindow(QMainWindow):
             self._close_pending = True
             event.ignore()
             return
+        if self.validation.running:
+            if not self._close_pending:
+                self._close_pending = True
+                self.validation.stop()
+                self.message_bar.show_info("Closing once the validation has finished its current step.")
+            event.ignore()
+            return
         if self._probe is not None and self._probe.isRunning():
             self._probe.wait(30_000)
+        for worker in running_workers():  # quick readers (bias table, vendor & roofline figures)
+            worker.wait(30_000)
         self.watcher.stop()
         self._save_settings()
         event.accept()

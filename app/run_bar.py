@@ -7,6 +7,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
 
 from app.formatting import fmt_duration
+from app.session_figures import SessionFigures
 from core.errors import TunelabError
 from core.records import SessionRecord
 from core.store import Store
@@ -36,6 +37,7 @@ class RunBar(QWidget):
         self._finished: list[float] = []
         self.label = QLabel("No session selected.")
         self.label.setObjectName("run_label")
+        self.figures = SessionFigures(store)
         self.progress = QProgressBar()
         self.progress.setMinimumWidth(260)
         self.progress.setMaximumWidth(420)
@@ -50,6 +52,8 @@ class RunBar(QWidget):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 4)
         layout.addWidget(self.label, 1)
+        layout.addWidget(self.figures)
+        layout.addSpacing(12)
         layout.addWidget(self.progress)
         layout.addWidget(self.eta_label)
         layout.addWidget(pause)
@@ -67,6 +71,7 @@ class RunBar(QWidget):
 
     def refresh(self, note: str = "") -> None:
         if self.session_id is None:
+            self.figures.set_record(None)
             self.label.setText("No session selected.")
             self.progress.setRange(0, 1)
             self.progress.setValue(0)
@@ -94,6 +99,7 @@ class RunBar(QWidget):
         if note:
             text += f" · <i>{note}</i>"
         self.label.setText(text)
+        self.figures.set_record(r)
         if r.status == "running":
             eta = eta_seconds(self._finished, r.n_trials, r.trials_budget)
             self.eta_label.setText(f"ETA {fmt_duration(eta)}" if eta is not None else "ETA: measuring…")

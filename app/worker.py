@@ -15,17 +15,32 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal
+from shiboken6 import isValid
 
 from core.errors import TunelabError
 from core.records import SessionSpec
 from core.store import Store
 
 _live: weakref.WeakSet[QThread] = weakref.WeakSet()
+_kept: set[QThread] = set()
 
 
 def running_workers() -> list[QThread]:
     """Workers whose thread is still running (tests use it to catch leaked threads)."""
-    return [w for w in list(_live) if w.isRunning()]
+    return [w for w in list(_live) if isValid(w) and w.isRunning()]
+
+
+def keep_alive(worker: QThread) -> QThread:
+    """Hold a parentless worker until its thread has finished, then delete it: a view that goes away
+    while its worker still runs must not take the running QThread with it."""
+    _kept.add(worker)
+
+    def done() -> None:
+        _kept.discard(worker)
+        worker.deleteLater()
+
+    worker.finished.connect(done)
+    return worker
 
 
 def describe_error(exc: BaseException) -> tuple[str, str]:
@@ -147,3 +162,32 @@ class CallWorker(QThread):
         finally:
             if store is not None:
                 store.close()
+
+
+class Cancelled(TunelabError):
+    """Raised inside a StreamWorker's function once the GUI asked it to stop."""
+
+
+class StreamWorker(CallWorker):
+    """A CallWorker whose function also reports as it goes: it is called as
+    ``fn(store, *args, emit=..., is_cancelled=..., **kwargs)``; whatever it passes to ``emit`` arrives
+    on the GUI thread as ``progress``, and ``is_cancelled()`` turns true after :meth:`cancel`
+    (stopping is cooperative: the function checks it where it can stop cleanly)."""
+
+    progress = Signal(object)
+
+    def __init__(self, db_path: str | Path, fn: Callable[..., Any], *args: Any,
+                 parent: QObject | None = None, **kwargs: Any) -> None:
+        self._cancel = threading.Event()
+        super().__init__(db_path, fn, *args, parent=parent, emit=self._emit, is_cancelled=self._cancel.is_set,
+                         **kwargs)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def _emit(self, item: Any) -> None:
+        self.progress.emit(item)

@@ -19,7 +19,9 @@ from PySide6.QtCore import QSettings, QThreadPool  # noqa: E402
 from core.records import MeasureOptions, SessionSpec  # noqa: E402
 from core.store import Store  # noqa: E402
 
-SMALL_MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1)
+# No cool-down wait before a batch: on a shared test machine another process is nearly always busy, and
+# waiting up to 5 s per batch would only slow the suite (the trials are stamped either way).
+SMALL_MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0)
 
 
 def small_spec(**changes) -> SessionSpec:
@@ -52,17 +54,39 @@ def tuned_db(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture
-def db_copy(tuned_db, tmp_path) -> Path:
-    """A private copy of the tuned store, for tests that write to it."""
-    dst = tmp_path / "copy.sqlite"
-    src_conn, dst_conn = sqlite3.connect(tuned_db), sqlite3.connect(dst)
+def copy_db(src: Path, dst: Path) -> Path:
+    src_conn, dst_conn = sqlite3.connect(src), sqlite3.connect(dst)
     try:
         src_conn.backup(dst_conn)
     finally:
         src_conn.close()
         dst_conn.close()
     return dst
+
+
+@pytest.fixture
+def db_copy(tuned_db, tmp_path) -> Path:
+    """A private copy of the tuned store, for tests that write to it."""
+    return copy_db(tuned_db, tmp_path / "copy.sqlite")
+
+
+@pytest.fixture(scope="session")
+def xgb_db(tuned_db, tmp_path_factory) -> tuple[Path, int]:
+    """The tuned store plus an xgb session tuning two shapes (tasks M=32 and M=16): 16 trials in batches
+    of 4, so each task's second batch is predicted by its cost model before it is measured.
+    Returns (path, the xgb session's id)."""
+    from core.session import create_session
+
+    path = copy_db(tuned_db, tmp_path_factory.mktemp("xgb") / "xgb.sqlite")
+    store = Store(path)
+    try:
+        session = create_session(store, small_spec(tuner="xgb", trials=16, shapes=({"M": 16, "N": 32, "K": 32},),
+                                                    name="gemm 32³ + M=16 · xgb"))
+        for _ in session.run():
+            pass
+    finally:
+        store.close()
+    return path, session.session_id
 
 
 @pytest.fixture

@@ -2,13 +2,15 @@
 
     xvfb-run -s "-screen 0 1400x900x24" python tests/app/screenshots.py [--db STORE] [--out DIR]
 
-Without --db it tunes a small store first (three real LLVM sessions: xgb, random, and one left
-"crashed"), so every view has something real to show.
+Without --db it tunes a small store first (real LLVM sessions: xgb, random, one left "crashed", an
+xgb session tuning two shapes, one measured next to a planted busy process; a stored validation with
+shapes; the vendor baseline and roofline of the first session), so every view has something real to show.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -23,7 +25,7 @@ def make_store(path: Path) -> None:
     from core.session import create_session
     from core.store import Store
 
-    measure = MeasureOptions(number=1, repeat=3, min_repeat_ms=1)
+    measure = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=0)
     base = dict(workload="gemm", shape={"M": 64, "N": 64, "K": 64}, target="llvm", space_kind="template",
                 batch=8, measure=measure)
     store = Store(path)
@@ -41,12 +43,51 @@ def make_store(path: Path) -> None:
     dead.wait()
     store.set_status(session.session_id, "running")
     store.db.execute("UPDATE sessions SET pid = ? WHERE id = ?", (dead.pid, session.session_id))
+    # Two shapes in one xgb session: the bias table gets a shape group per task.
+    session = create_session(store, SessionSpec(tuner="xgb", trials=32, name="gemm 64³ + M=16 · xgb",
+                                                shapes=({"M": 16, "N": 64, "K": 64},), **base))
+    for _ in session.run():
+        pass
+    # Measured next to a busy process that is not ours: the Hardware view marks those trials.
+    busy = subprocess.run(["sh", "-c", "(while :; do :; done) >/dev/null 2>&1 & echo $!"], capture_output=True,
+                          text=True, check=True)
+    pid = int(busy.stdout.strip())
+    try:
+        noisy = dict(base, measure=MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=1.5))
+        session = create_session(store, SessionSpec(tuner="random", trials=16, name="gemm 64³ · busy neighbour",
+                                                    **noisy))
+        for _ in session.run():
+            pass
+    finally:
+        os.kill(pid, 9)
+    first = min(r.id for r in store.sessions())
+    try:
+        from core.validate import validate_session
+
+        validate_session(store, first, top_k=3, runs=3, shapes="M=16,32,64,128")
+    except ImportError:
+        pass
+    try:
+        from core.baselines import baseline_for
+        from core.roofline import roofline_for
+
+        baseline_for(store, store.session(first))
+        roofline_for(store, store.session(first))
+    except ImportError:
+        pass
     store.close()
 
 
 def settle(app, seconds: float = 0.6) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
+        app.processEvents()
+        time.sleep(0.02)
+
+
+def wait_for(app, done, seconds: float = 60.0) -> None:
+    end = time.monotonic() + seconds
+    while not done() and time.monotonic() < end:
         app.processEvents()
         time.sleep(0.02)
 
@@ -85,7 +126,8 @@ def main() -> int:
 
     shots = {}
     for name, view in (("live", window.live), ("costmodel", window.costmodel), ("trials", window.trials),
-                       ("compare", window.compare), ("hardware", window.hardware)):
+                       ("compare", window.compare), ("hardware", window.hardware),
+                       ("validation", window.validation)):
         window.tabs.setCurrentWidget(view)
         if view is window.trials:
             best = store.best_trial(first)
@@ -97,6 +139,38 @@ def main() -> int:
     window.compare.tables.setCurrentIndex(1)
     settle(app)
     shots["compare-configs"] = window.compare.grab()
+
+    # The bias table over every gemm session, a flagged group picked (its trials ringed in the plots).
+    window.tabs.setCurrentWidget(window.costmodel)
+    window.costmodel.bias.set_scope("workload")
+    wait_for(app, lambda: not window.costmodel.bias_running)
+    groups = window.costmodel.bias.groups()
+    flagged = [i for i in window.costmodel.bias.flagged_rows() if groups[i]["dimension"] != "all"]
+    if flagged:
+        window.costmodel.bias.table.selectRow(flagged[0])
+    settle(app)
+    shots["costmodel-bias"] = window.grab()
+    window.costmodel.bias.set_scope("session")
+
+    neighbour = next((r.id for r in store.sessions() if "busy neighbour" in r.name), None)
+    if neighbour is not None:
+        window.tabs.setCurrentWidget(window.hardware)
+        window.browser.select_session(neighbour)
+        settle(app, 1.0)
+        shots["hardware-busy-neighbour"] = window.grab()
+
+    # Shapes only, live: the random session's best schedule carried over to other shapes.
+    other = next((r.id for r in store.sessions() if r.name.endswith("· random")), None)
+    if other is not None:
+        window.tabs.setCurrentWidget(window.validation)
+        window.browser.select_session(other)
+        settle(app)
+        window.validation.shapes_edit.setText("M=16..256")
+        window.validation.start(remeasure=False)
+        wait_for(app, lambda: not window.validation.running, 300)
+        settle(app)
+        shots["validation-shapes"] = window.grab()
+    window.browser.select_session(first)
 
     crashed = next((r.id for r in store.sessions() if r.status == "crashed"), None)
     if crashed is not None:

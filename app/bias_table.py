@@ -1,0 +1,263 @@
+"""Where the cost model is wrong: core.bias's groups (per shape, knob value, tile size, sketch) as a
+table under one plain-words sentence; flagged groups are highlighted, and picking a group says which
+trials it holds (the cost-model view highlights them in its plots).
+
+The report is computed in a worker thread (`bias_job`), which also splits a session that tunes
+several shapes (tasks) into one shape group per task.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core.store import Store
+
+FLAGGED_BRUSH = QBrush(QColor("#fde3e0"))
+SAME_AS_COLOR = QColor("#80868b")
+COLUMNS = ("Group", "n", "Model is off by", "Spread (σ of log)", "Spearman ρ", "Top-k recall", "What is wrong")
+DIMENSIONS = (("all", "overall"), ("shape", "shape"), ("knob", "knob"), ("tile", "tile"), ("sketch", "sketch"))
+SCOPES = (("session", "This session"), ("compare", "Sessions ticked in Compare"),
+          ("workload", "All sessions of this workload"))
+
+
+def bias_job(store: Store, session_ids: list[int], k: int) -> dict[str, Any]:
+    """core.bias's report for `session_ids`, with a shape group per task of a multi-shape session, and
+    ``points``: trial id -> (session id, measured ms, predicted ms, shape label) for the plots."""
+    from core import bias
+    from core.workloads import format_shape
+
+    rows, counts = bias.collect_rows(store, session_ids)
+    tasks_of: dict[int, dict[int, Any]] = {}
+    for sid in dict.fromkeys(r["session_id"] for r in rows):
+        tasks = store.tasks(sid) if hasattr(store, "tasks") else []
+        if len(tasks) > 1:
+            by_id = {t.id: t for t in tasks}
+            tasks_of[sid] = {t.id: by_id.get(t.task_id) for t in store.trials(sid)}
+    records = {sid: store.session(sid) for sid in tasks_of}
+    for r in rows:
+        sid = r["session_id"]
+        r["sid"] = sid
+        task = tasks_of.get(sid, {}).get(r["trial_id"])
+        if task is None:
+            continue
+        base, own = format_shape(records[sid].shape), format_shape(task.shape)
+        r["shape_label"] = r["shape_label"].replace(base, own)
+        r["shape_key"] = r["shape_key"].replace(base, own)
+        # Rank statistics normalise per session; a task is a shape of its own, so normalise per task.
+        r["session_id"] = f"{sid}/{task.index}"
+    report = bias.analyze(rows, k=k)
+    counts["predicted"] = len(rows)
+    report["session_ids"] = list(dict.fromkeys(int(i) for i in session_ids))
+    report["counts"] = counts
+    report["points"] = {r["trial_id"]: (r["sid"], r["measured_ms"], r["predicted_ms"], r["shape_label"])
+                        for r in rows}
+    return report
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "—" if value is None or not math.isfinite(value) else format(value, fmt)
+
+
+def off_by(group: dict[str, Any]) -> str:
+    """'4.0× too fast' (the model under-predicts latency) / '1.5× too slow' / 'exact'."""
+    ratio = group.get("ratio")
+    if ratio is None or not math.isfinite(ratio) or ratio <= 0:
+        return "—"
+    if abs(math.log(ratio)) < 0.005:
+        return "exact"
+    if ratio < 1:
+        return f"{1 / ratio:.2f}× too fast"
+    return f"{ratio:.2f}× too slow"
+
+
+class BiasTable(QWidget):
+    """Summary sentence, scope / k pickers and the group table; `group_selected` carries trial ids."""
+
+    group_selected = Signal(list)  # trial ids of the picked group ([] when none)
+    scope_changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._report: dict[str, Any] | None = None
+        self._shown: list[dict[str, Any]] = []
+
+        self.summary = QLabel("No session selected.")
+        self.summary.setObjectName("bias_summary")
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.summary.setStyleSheet("font-size: 13px; padding: 4px 2px;")
+
+        self.scope_combo = QComboBox()
+        for key, text in SCOPES:
+            self.scope_combo.addItem(text, key)
+        self.scope_combo.setToolTip("Which sessions the bias table pools; sessions of other shapes give one "
+                                    "shape group each")
+        self.k_spin = QSpinBox()
+        self.k_spin.setRange(1, 50)
+        self.k_spin.setValue(5)
+        self.k_spin.setPrefix("top-k: ")
+        self.k_spin.setToolTip("k of the top-k recall: the share of the k fastest measured trials the model "
+                               "also ranks among its k fastest")
+        self.dimension_combo = QComboBox()
+        self.dimension_combo.addItem("Every group", "")
+        for key, text in DIMENSIONS[1:]:
+            self.dimension_combo.addItem(f"By {text}", key)
+        self.flagged_check = QCheckBox("Flagged only")
+        self.status = QLabel()
+        self.status.setProperty("role", "hint")
+        self.busy_label = QLabel("computing…")
+        self.busy_label.setProperty("role", "hint")
+        self.busy_label.hide()
+        self.scope_combo.currentIndexChanged.connect(lambda _i: self.scope_changed.emit())
+        self.k_spin.valueChanged.connect(lambda _v: self.scope_changed.emit())
+        self.dimension_combo.currentIndexChanged.connect(lambda _i: self._fill())
+        self.flagged_check.toggled.connect(lambda _on: self._fill())
+        controls = QHBoxLayout()
+        controls.setContentsMargins(0, 0, 0, 0)
+        controls.addWidget(QLabel("Bias over"))
+        controls.addWidget(self.scope_combo)
+        controls.addWidget(self.k_spin)
+        controls.addSpacing(12)
+        controls.addWidget(self.dimension_combo)
+        controls.addWidget(self.flagged_check)
+        controls.addStretch(1)
+        controls.addWidget(self.busy_label)
+        controls.addWidget(self.status)
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("bias_table")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
+        self.table.itemSelectionChanged.connect(self._on_selection)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.summary)
+        layout.addLayout(controls)
+        layout.addWidget(self.table, 1)
+
+    # ---- public --------------------------------------------------------------------------------
+    @property
+    def scope(self) -> str:
+        return str(self.scope_combo.currentData())
+
+    def set_scope(self, scope: str) -> None:
+        self.scope_combo.setCurrentIndex(max(0, self.scope_combo.findData(scope)))
+
+    @property
+    def k(self) -> int:
+        return self.k_spin.value()
+
+    @property
+    def report(self) -> dict[str, Any] | None:
+        return self._report
+
+    def groups(self) -> list[dict[str, Any]]:
+        """The groups as the table shows them, top to bottom."""
+        return list(self._shown)
+
+    def flagged_rows(self) -> list[int]:
+        return [i for i, g in enumerate(self._shown) if g["flagged"]]
+
+    def select_group(self, label: str, dimension: str | None = None) -> bool:
+        for i, g in enumerate(self._shown):
+            if g["label"] == label and (dimension is None or g["dimension"] == dimension):
+                self.table.selectRow(i)
+                return True
+        return False
+
+    def selected_group(self) -> dict[str, Any] | None:
+        rows = {i.row() for i in self.table.selectedIndexes()}
+        return self._shown[min(rows)] if rows else None
+
+    def show_message(self, text: str) -> None:
+        """No report (no session, an error, nothing predicted yet): the sentence says why."""
+        self._report = None
+        self.summary.setText(text)
+        self.status.setText("")
+        self._fill()
+
+    def set_busy(self, busy: bool) -> None:
+        self.busy_label.setVisible(busy)
+
+    def set_report(self, report: dict[str, Any]) -> None:
+        selected = self.selected_group()
+        self._report = report
+        counts = report.get("counts") or {}
+        sessions = report.get("session_ids") or []
+        where = f"session {sessions[0]}" if len(sessions) == 1 else f"{len(sessions)} sessions"
+        self.summary.setText(f"<b>Where the model is wrong</b> ({where}): {report['summary']}")
+        missing = counts.get("no_prediction", 0)
+        self.status.setText(f"{len(report['flagged'])} of {len(report['groups'])} groups flagged · "
+                            f"{counts.get('predicted', report.get('n', 0))} predicted trials"
+                            + (f" ({missing} measured before the model was trained)" if missing else ""))
+        self._fill()
+        if selected is not None:
+            self.select_group(selected["label"], selected["dimension"])
+
+    # ---- table ---------------------------------------------------------------------------------
+    def _fill(self) -> None:
+        groups = (self._report or {}).get("groups") or []
+        dimension = self.dimension_combo.currentData()
+        if dimension:
+            groups = [g for g in groups if g["dimension"] == dimension or g["dimension"] == "all"]
+        if self.flagged_check.isChecked():
+            groups = [g for g in groups if g["flagged"]]
+        self._shown = groups
+        self.table.blockSignals(True)
+        self.table.clearSelection()
+        self.table.setRowCount(len(groups))
+        bold = QFont()
+        bold.setBold(True)
+        for row, g in enumerate(groups):
+            name = "overall" if g["dimension"] == "all" else f"{g['dimension']}: {g['label']}"
+            recall = g.get("topk_recall")
+            values = (name, str(g["n"]), off_by(g), _num(g.get("residual_std"), ".2f"),
+                      _num(g.get("spearman"), ".2f"),
+                      "—" if recall is None else f"{recall:.2f} (k={g.get('k')})",
+                      g.get("words") or ("" if not g.get("same_as") else f"same trials as {g['same_as']}"))
+            tip = (f"{name}: {g['n']} trials · mean log residual {_num(g.get('residual_mean'), '+.3f')}"
+                   + (f"\n{g['words']}" if g.get("words") else "")
+                   + (f"\nHolds exactly the trials of {g['same_as']}." if g.get("same_as") else ""))
+            for col, text in enumerate(values):
+                item = QTableWidgetItem(text)
+                item.setToolTip(tip)
+                if col in (1, 3, 4, 5):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if g["flagged"]:
+                    item.setBackground(FLAGGED_BRUSH)
+                    if col in (0, 2, 6):
+                        item.setFont(bold)
+                elif g.get("same_as"):
+                    item.setForeground(SAME_AS_COLOR)
+                self.table.setItem(row, col, item)
+        self.table.blockSignals(False)
+        self.group_selected.emit([])
+
+    def _on_selection(self) -> None:
+        group = self.selected_group()
+        self.group_selected.emit([] if group is None else [t for t in group["trial_ids"] if t is not None])
