@@ -102,16 +102,21 @@ def collect_rows(store: Any, session_ids: Sequence[int]) -> tuple[list[dict[str,
     multi_target = len({r.target_kind for r in records}) > 1
     rows: list[dict[str, Any]] = []
     counts = {"trials": 0, "failed": 0, "no_prediction": 0}
-    for record in records:
-        label = format_shape(record.shape)
+    def shape_key_label(record: Any, shape: dict[str, int]) -> tuple[str, str]:
+        label = format_shape(shape)
         if multi_wl:
             label = f"{record.workload} {label}"
         if multi_dtype:
             label += f" {record.dtype}"
         if multi_target:
             label += f" on {record.target_kind}"
-        key = f"{record.workload}|{format_shape(record.shape)}|{record.dtype}|{record.target_kind}"
+        return f"{record.workload}|{format_shape(shape)}|{record.dtype}|{record.target_kind}", label
+
+    for record in records:
+        # A session tuning several shapes (tasks) contributes each trial under its own shape.
+        task_shapes = {t.id: t.shape for t in store.tasks(record.id)} if hasattr(store, "tasks") else {}
         for t in store.trials(record.id):
+            key, label = shape_key_label(record, task_shapes.get(t.task_id, record.shape))
             counts["trials"] += 1
             if t.status != "ok" or not _positive(t.latency_ms):
                 counts["failed"] += 1
@@ -119,7 +124,7 @@ def collect_rows(store: Any, session_ids: Sequence[int]) -> tuple[list[dict[str,
             if not _positive(t.predicted_ms):
                 counts["no_prediction"] += 1
                 continue
-            rows.append({"session_id": record.id, "trial_id": t.id, "round": t.round, "shape_key": key,
+            rows.append({"session_id": record.id, "task_id": t.task_id, "trial_id": t.id, "round": t.round, "shape_key": key,
                          "shape_label": label, "space_kind": record.space_kind, "config": t.config,
                          "predicted_ms": float(t.predicted_ms), "measured_ms": float(t.latency_ms)})
     return rows, counts
@@ -200,7 +205,7 @@ def analyze(rows: Iterable[Mapping[str, Any]], *, k: int = DEFAULT_K) -> dict[st
     # Per-session normalisation for the rank statistics (geometric mean measured latency).
     by_session: dict[Any, list[float]] = {}
     for r in rows:
-        by_session.setdefault(r.get("session_id"), []).append(math.log(r["measured_ms"]))
+        by_session.setdefault((r.get("session_id"), r.get("task_id")), []).append(math.log(r["measured_ms"]))
     scale = {s: math.exp(sum(v) / len(v)) for s, v in by_session.items()}
 
     members: dict[tuple[str, str], dict[str, Any]] = {}
@@ -222,7 +227,7 @@ def analyze(rows: Iterable[Mapping[str, Any]], *, k: int = DEFAULT_K) -> dict[st
     seen: dict[tuple[int, ...], str] = {}
     for (dimension, key), entry in sorted(members.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
         grp_rows = [rows[i] for i in entry["rows"]]
-        s = [scale[r.get("session_id")] for r in grp_rows]
+        s = [scale[(r.get("session_id"), r.get("task_id"))] for r in grp_rows]
         stats = group_stats([r["predicted_ms"] for r in grp_rows], [r["measured_ms"] for r in grp_rows], k=k,
                             rank_predicted=[r["predicted_ms"] / x for r, x in zip(grp_rows, s, strict=True)],
                             rank_measured=[r["measured_ms"] / x for r, x in zip(grp_rows, s, strict=True)])

@@ -215,3 +215,20 @@ def test_bias_report_on_real_xgb_sessions(tmp_path):
     assert sum(g["n"] for g in knob_groups) == len(predicted)
     assert report["summary"].endswith(f"n={len(predicted)}).")
     store.close()
+
+
+def test_a_session_with_several_shapes_is_grouped_per_shape(tmp_path):
+    from core.bias import bias_report
+    from core.records import MeasureOptions, SessionSpec
+    from core.session import create_session
+    from core.store import Store
+
+    with Store(tmp_path / "multi.sqlite") as store:
+        session = create_session(store, SessionSpec(
+            workload="gemm", shape={"M": 32, "N": 32, "K": 32}, shapes=({"M": 16, "N": 32, "K": 32},),
+            target="llvm", tuner="xgb", trials=16, batch=4,
+            measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0)))
+        list(session.run())
+        report = bias_report(store, [session.session_id])
+    shapes = {g["label"] for g in report["groups"] if g["dimension"] == "shape"}
+    assert shapes == {"M=32,N=32,K=32", "M=16,N=32,K=32"}
