@@ -7,7 +7,12 @@ Stopping is cooperative: pause / resume / cancel only set flags the core's loop 
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 import traceback
 import weakref
 from collections.abc import Callable
@@ -51,11 +56,19 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
 
 
 class TuningWorker(QThread):
-    """Creates (from a spec) or resumes (from an id) one session and runs it to its end."""
+    """Creates (from a spec) or resumes (from an id) one session and runs it to its end.
+
+    The tuning itself runs in a child process (`tunelab tune --resume ID`): building schedules,
+    extracting features and fitting models hold Python's GIL for long stretches, which in this
+    process would stall the GUI thread. This thread only creates the session, starts the child,
+    relays pause / resume / stop to it as signals and emits each trial the child stores.
+    """
 
     session_ready = Signal(int)  # the session id, once it is stored
     trial_done = Signal(object)  # core.records.TrialRecord
     failed = Signal(str, str)  # message, details
+
+    POLL_S = 0.1
 
     def __init__(self, db_path: str | Path, *, spec: SessionSpec | None = None,
                  session_id: int | None = None, parent: QObject | None = None) -> None:
@@ -65,7 +78,8 @@ class TuningWorker(QThread):
         self._db_path = Path(db_path)
         self._spec = spec
         self._session_id = session_id
-        self._session: Any = None
+        self._proc: subprocess.Popen | None = None
+        self._ready = threading.Event()  # the child has installed its signal handlers
         self._lock = threading.Lock()
         self._paused = False
         self._cancelled = False
@@ -88,51 +102,87 @@ class TuningWorker(QThread):
     def pause(self) -> None:
         with self._lock:
             self._paused = True
-            if self._session is not None:
-                self._session.pause()
+            self._signal(signal.SIGUSR1)
 
     def resume(self) -> None:
         with self._lock:
             self._paused = False
-            if self._session is not None:
-                self._session.resume()
+            self._signal(signal.SIGUSR2)
 
     def cancel(self) -> None:
         with self._lock:
             self._cancelled = True
             self._paused = False
-            if self._session is not None:
-                self._session.cancel()
+            self._signal(signal.SIGTERM)
+
+    def _signal(self, signum: int) -> None:
+        """Send now if the child listens; otherwise `run` applies the flags once it does."""
+        if self._proc is not None and self._proc.poll() is None and self._ready.is_set():
+            os.kill(self._proc.pid, signum)
 
     # ---- the thread ----------------------------------------------------------------------------
     def run(self) -> None:
         store: Store | None = None
+        stderr_lines: list[str] = []
         try:
-            from core.session import TuningSession, create_session
+            from core.session import create_session
 
             store = Store(self._db_path)
             if self._spec is not None:
-                session = create_session(store, self._spec)
+                session_id = create_session(store, self._spec).session_id
             else:
-                session = TuningSession(store, int(self._session_id))
+                session_id = store.session(int(self._session_id)).id
+            self._session_id = session_id
+            self.session_ready.emit(session_id)
+            if self._cancelled:
+                store.set_status(session_id, "cancelled")
+                return
+            last_id = max((t.id for t in store.trials(session_id)), default=0)
             with self._lock:
-                self._session = session
-                self._session_id = session.session_id
-                if self._cancelled:
-                    session.cancel()
-                elif self._paused:
-                    session.pause()
-            self.session_ready.emit(session.session_id)
-            for trial in session.run():
-                self.n_yielded += 1
-                self.trial_done.emit(trial)
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "core.cli", "tune", "--resume", str(session_id),
+                     "--db", str(self._db_path), "--json"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, bufsize=1)
+            reader = threading.Thread(target=self._read_stderr, args=(self._proc, stderr_lines), daemon=True)
+            reader.start()
+            while True:
+                done = self._proc.poll() is not None
+                for trial in store.trials(session_id, since_id=last_id):
+                    last_id = trial.id
+                    self.n_yielded += 1
+                    self.trial_done.emit(trial)
+                if done:
+                    break
+                time.sleep(self.POLL_S)
+            reader.join(timeout=5)
+            if self._proc.returncode not in (0, 130, -signal.SIGTERM):
+                message = next((line for line in reversed(stderr_lines) if line.strip()), "")
+                message = message.removeprefix("tunelab: error: ") or (
+                    f"the tuning process ended with exit code {self._proc.returncode}")
+                self.failed.emit(message, "".join(stderr_lines[-40:]))
         except BaseException as exc:  # noqa: BLE001 - everything becomes a message, never a crash
             self.failed.emit(*describe_error(exc))
         finally:
-            with self._lock:
-                self._session = None
+            if self._proc is not None and self._proc.poll() is None:
+                self._proc.terminate()
+                self._proc.wait(timeout=60)
             if store is not None:
                 store.close()
+
+    def _read_stderr(self, proc: subprocess.Popen, lines: list[str]) -> None:
+        from core.cli import CONTROL_READY
+
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if CONTROL_READY in line and not self._ready.is_set():
+                with self._lock:
+                    self._ready.set()
+                    # What the GUI asked for while the child was starting.
+                    if self._cancelled:
+                        os.kill(proc.pid, signal.SIGTERM)
+                    elif self._paused:
+                        os.kill(proc.pid, signal.SIGUSR1)
 
 
 class CallWorker(QThread):

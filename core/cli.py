@@ -16,6 +16,7 @@ from typing import Any
 from core.errors import StoreError, TunelabError
 
 EXIT_BAD_INPUT = 2
+CONTROL_READY = "control signals ready (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -250,6 +251,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         session = create_session(store, spec)
         print(f"session {session.session_id}: {spec.workload} on {session.target.description}, "
               f"{spec.space_kind} space of {session.space.size:,} configs, tuner {spec.tuner}", file=sys.stderr)
+    _control_by_signals(session)
     record = store.session(session.session_id)
     progress = _Progress(record.trials_budget, record.n_trials)
     done, failed, best = record.n_trials, record.n_failed, record.best_ms
@@ -278,6 +280,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"session {record.id} {record.status}: {record.n_trials} trials ({record.n_failed} failed), "
               f"best {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s")
     return 130 if interrupted else 0
+
+
+def _control_by_signals(session: Any) -> None:
+    """Let another process steer this session (the desktop app runs sessions as `tunelab tune`
+    child processes): SIGUSR1 pauses, SIGUSR2 resumes, SIGTERM stops after the current batch."""
+    import signal
+
+    if not hasattr(signal, "SIGUSR1"):  # not POSIX
+        return
+    signal.signal(signal.SIGUSR1, lambda *_: session.pause())
+    signal.signal(signal.SIGUSR2, lambda *_: session.resume())
+    signal.signal(signal.SIGTERM, lambda *_: session.cancel())
+    # Until this line a signal would kill the process: a controller waits for it.
+    print(f"session {session.session_id}: {CONTROL_READY}", file=sys.stderr, flush=True)
 
 
 def _replace(spec: Any, **changes: Any) -> Any:

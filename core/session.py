@@ -271,7 +271,7 @@ class TuningSession:
                 if self._cancel.is_set():
                     final_status = "cancelled"
                     break
-        except GeneratorExit:
+        except (GeneratorExit, KeyboardInterrupt):
             # The consumer stopped iterating (a GUI closing, Ctrl-C in the CLI): not a crash.
             final_status = "cancelled"
             raise
