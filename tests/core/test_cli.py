@@ -130,3 +130,37 @@ def test_gui_without_a_display_says_so(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "core.cli"], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "no display" in proc.stderr
+
+
+def test_signals_steer_a_running_tune(tmp_path):
+    """The desktop app runs sessions as child processes: SIGUSR1 pauses, SIGTERM stops after a batch."""
+    import signal
+    import time
+
+    from core.cli import CONTROL_READY
+    from core.store import Store
+
+    db = tmp_path / "steer.sqlite"
+    env = dict(os.environ, TUNELAB_DB=str(db))
+    proc = subprocess.Popen([sys.executable, "-m", "core.cli", "tune", "gemm", "--shape", "M=32,N=32,K=32",
+                             "--trials", "64", "--batch", "2", "--target", "llvm", "--tuner", "random",
+                             "--number", "1", "--repeat", "2", "--cooldown", "0", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    for line in proc.stderr:
+        if CONTROL_READY in line:
+            break
+    proc.send_signal(signal.SIGUSR1)  # pause
+    time.sleep(3)
+    with Store(db) as store:
+        paused_at = store.session(1).n_trials
+        assert store.session(1).status == "paused"
+    time.sleep(2)
+    with Store(db) as store:
+        assert store.session(1).n_trials == paused_at  # nothing measured while paused
+    proc.send_signal(signal.SIGUSR2)  # resume
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)  # stop after the current batch
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    doc = json.loads(out)
+    assert doc["status"] == "cancelled" and paused_at <= doc["trials"] < 64
