@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -27,6 +29,30 @@ class GrowingColumns:
             self._data[name][self.n] = values[name]
         self.n += 1
 
+    def _reserve(self, n: int) -> None:
+        if n <= self.capacity:
+            return
+        capacity = self.capacity
+        while capacity < n:
+            capacity *= 2
+        for name, column in self._data.items():
+            grown = np.empty(capacity, dtype=np.float64)
+            grown[: self.n] = column[: self.n]
+            self._data[name] = grown
+
+    def extend(self, **values) -> None:
+        """Append many rows at once: one equal-length sequence per column."""
+        arrays = {name: np.asarray(values[name], dtype=np.float64) for name in self._names}
+        k = len(arrays[self._names[0]])
+        if any(len(a) != k for a in arrays.values()):
+            raise ValueError("extend needs columns of equal length")
+        if k == 0:
+            return
+        self._reserve(self.n + k)
+        for name, column in arrays.items():
+            self._data[name][self.n: self.n + k] = column
+        self.n += k
+
     def col(self, name: str) -> np.ndarray:
         return self._data[name][: self.n]
 
@@ -35,3 +61,18 @@ class GrowingColumns:
 
     def __len__(self) -> int:
         return self.n
+
+
+def decimate(candidates: np.ndarray, cap: int, keep: np.ndarray | None = None) -> np.ndarray:
+    """At most about `cap` of the sorted positions `candidates`, plus every position in `keep`.
+
+    The thinning is deterministic and stable as data grows: it keeps the positions that are a
+    multiple of a power-of-two stride, so a point drawn once stays drawn until the stride doubles.
+    """
+    candidates = np.asarray(candidates, dtype=np.int64)
+    if len(candidates) > cap > 0:
+        stride = 1 << max(0, math.ceil(math.log2(len(candidates) / cap)))
+        candidates = candidates[candidates % stride == 0]
+    if keep is not None and len(keep):
+        candidates = np.union1d(candidates, np.asarray(keep, dtype=np.int64))
+    return candidates

@@ -4,6 +4,10 @@ and where the model is wrong (core.bias's table: per shape, knob value, tile siz
 Predictions are made before each candidate is measured, so what is shown is out-of-sample. The bias
 table can pool several sessions (the ones ticked in Compare, or every session of the workload): their
 trials join the scatter in grey, and picking a group highlights its trials in both plots.
+
+With many trials the predicted-vs-measured scatter becomes a density image (a 2-D histogram in
+log-log coordinates) and the per-trial markers are thinned to a stable subset; the summary
+(Spearman ρ, median errors) is computed once per change of the data, not per redraw.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from app.bias_table import BiasTable, bias_job
-from app.buffers import GrowingColumns
+from app.buffers import GrowingColumns, decimate
 from app.log_axis import log_axes
 from app.worker import CallWorker, keep_alive
 from core.costmodel import spearman
@@ -28,6 +32,30 @@ BIAS_MS = 2000  # while trials arrive, the bias table is recomputed at most this
 POINT_BRUSH = (42, 111, 219, 170)
 CONTEXT_BRUSH = (128, 134, 139, 90)
 HIGHLIGHT_PEN = "#e37400"
+SCATTER_CAP = 5000  # above this many pairs: a density image instead of the scatter; markers thinned
+DENSITY_BINS = 160  # per axis of the density image
+RECENT = 256  # the latest trials' residual markers are always drawn
+DENSITY_LOW = np.array([205, 220, 245], dtype=np.float64)  # one trial per cell
+DENSITY_HIGH = np.array([13, 52, 140], dtype=np.float64)  # the densest cell
+
+
+def density_rgba(x: np.ndarray, y: np.ndarray, bins: int = DENSITY_BINS):
+    """An RGBA image (row-major: [y, x]) of a 2-D histogram of (x, y) and its rectangle (x0, y0, w, h).
+
+    Empty cells are transparent; the colour goes from light to dark blue with log(count)."""
+    x0, x1 = float(x.min()), float(x.max())
+    y0, y1 = float(y.min()), float(y.max())
+    w, h = max(x1 - x0, 1e-9), max(y1 - y0, 1e-9)
+    x0, y0, w, h = x0 - 0.01 * w, y0 - 0.01 * h, 1.02 * w, 1.02 * h
+    ix = np.minimum(((x - x0) * (bins / w)).astype(np.int64), bins - 1)
+    iy = np.minimum(((y - y0) * (bins / h)).astype(np.int64), bins - 1)
+    counts = np.bincount(iy * bins + ix, minlength=bins * bins).reshape(bins, bins)
+    t = np.log1p(counts) / math.log1p(max(int(counts.max()), 1))
+    t = np.where(counts > 0, 0.15 + 0.85 * t, 0.0)
+    rgba = np.empty((bins, bins, 4), dtype=np.uint8)
+    rgba[..., :3] = (DENSITY_LOW + t[..., None] * (DENSITY_HIGH - DENSITY_LOW)).astype(np.uint8)
+    rgba[..., 3] = np.where(counts > 0, 235, 0)
+    return rgba, (x0, y0, w, h)
 
 
 class CostModelView(QWidget):
@@ -45,6 +73,9 @@ class CostModelView(QWidget):
         self._bias_again = False
         self._bias_stale = False
         self._points: dict[int, tuple] = {}
+        self._n_highlighted = 0
+        self._summary_key: tuple | None = None
+        self._summary_text = ""
 
         self.summary = QLabel("No session selected.")
         self.summary.setObjectName("costmodel_summary")
@@ -62,8 +93,15 @@ class CostModelView(QWidget):
         self.scatter_plot.showGrid(x=True, y=True, alpha=0.25)
         self.scatter = self.scatter_plot.plot(pen=None, symbol="o", symbolSize=7, symbolPen=None,
                                               symbolBrush=POINT_BRUSH)
+        # Many trials: their density instead (view coordinates are log10 ms, as the axes are log).
+        self.density = pg.ImageItem(axisOrder="row-major")
+        self.density.setZValue(-2)
+        self.density.hide()
+        self.scatter_plot.addItem(self.density)
         # In log-log coordinates y = x is still the 45-degree line through the origin.
-        self.identity = pg.InfiniteLine(pos=(0, 0), angle=45, pen=pg.mkPen("#5f6368", style=Qt.PenStyle.DashLine))
+        self.identity = pg.InfiniteLine(pos=(0, 0), angle=45,
+                                        pen=pg.mkPen("#3c4043", width=1.5, style=Qt.PenStyle.DashLine))
+        self.identity.setZValue(5)  # above the density image
         self.scatter_plot.addItem(self.identity, ignoreBounds=True)
         # Other pooled sessions' trials (grey, behind) and the picked bias group's trials (on top).
         self.context_scatter = self.scatter_plot.plot(pen=None, symbol="o", symbolSize=6, symbolPen=None,
@@ -79,10 +117,16 @@ class CostModelView(QWidget):
         self.residual_plot.getAxis("left").enableAutoSIPrefix(False)
         self.residual_plot.showGrid(x=True, y=True, alpha=0.25)
         self.residual_plot.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#5f6368")), ignoreBounds=True)
-        self.residual_plot.setDownsampling(mode="peak")
+        self.residual_plot.setDownsampling(auto=True, mode="peak")
         self.residual_plot.setClipToView(True)
         self.residuals = self.residual_plot.plot(pen=pg.mkPen((42, 111, 219, 90)), symbol="o", symbolSize=5,
                                                  symbolPen=None, symbolBrush=POINT_BRUSH)
+        self.residuals.setSkipFiniteCheck(True)
+        # With many trials the line above is drawn downsampled and without markers; these are a thinned set.
+        self.residual_points = self.residual_plot.plot(pen=None, symbol="o", symbolSize=5, symbolPen=None,
+                                                       symbolBrush=POINT_BRUSH)
+        self.residual_points.setDownsampling(ds=1, auto=False)
+        self.residual_points.setSkipFiniteCheck(True)
         self.residual_highlight = self.residual_plot.plot(pen=None, symbol="o", symbolSize=10, symbolBrush=None,
                                                           symbolPen=pg.mkPen(HIGHLIGHT_PEN, width=2))
         self.residual_highlight.setZValue(10)
@@ -128,15 +172,28 @@ class CostModelView(QWidget):
     def exportable(self):
         return self.layout_widget.scene()
 
-    def set_session(self, session_id: int | None) -> None:
+    def set_session(self, session, trials: list | None = None) -> None:
+        """Show a session (its id or its SessionRecord; None for none). `trials`, when given, are the
+        session's trials already read (in id order), so they are not read from the store again."""
+        self._redraw_timer.stop()
+        session_id = getattr(session, "id", session)
         self.session_id = session_id
         self._last_id = 0
         self._pairs.clear()
         self._rounds = []
         self._highlighted = set()
         self._points = {}
+        self._summary_key = None
         self.context_scatter.setData([], [])
-        self.poll()
+        if trials is not None and session_id is not None:
+            try:
+                self._rounds = self._store.rounds(session_id)
+            except TunelabError as exc:
+                self.summary.setText(str(exc))
+            self._add(trials)
+        else:
+            self.poll()
+        self._redraw_timer.stop()  # exactly one redraw, now
         self._on_redraw()
         self._request_bias()
 
@@ -177,17 +234,26 @@ class CostModelView(QWidget):
         except TunelabError as exc:
             self.summary.setText(str(exc))
             return 0
-        predicted = False
-        for t in trials:
-            if t.ok and t.predicted_ms is not None and t.latency_ms and t.predicted_ms > 0:
-                self._pairs.append(index=t.index, measured=t.latency_ms, predicted=t.predicted_ms, id=t.id)
-                predicted = True
-            self._last_id = t.id
+        predicted = self._add(trials)
         if trials and not self._redraw_timer.isActive():
             self._redraw_timer.start()
         if predicted and not self._bias_timer.isActive():
             self._bias_timer.start()
         return len(trials)
+
+    def _add(self, trials: list) -> bool:
+        """Keep the trials' (measured, predicted) pairs; True when any was added."""
+        trials = [t for t in trials if t.id > self._last_id]
+        if not trials:
+            return False
+        self._last_id = trials[-1].id
+        rows = [(t.index, t.latency_ms, t.predicted_ms, t.id) for t in trials
+                if t.ok and t.predicted_ms is not None and t.latency_ms and t.predicted_ms > 0]
+        if not rows:
+            return False
+        a = np.array(rows, dtype=np.float64)
+        self._pairs.extend(index=a[:, 0], measured=a[:, 1], predicted=a[:, 2], id=a[:, 3])
+        return True
 
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
@@ -244,6 +310,8 @@ class CostModelView(QWidget):
     def _draw_context(self, report: dict) -> None:
         self._points = report.get("points") or {}
         others = [(m, p) for sid, m, p, _ in self._points.values() if sid != self.session_id]
+        if len(others) > SCATTER_CAP:
+            others = [others[i] for i in decimate(np.arange(len(others)), SCATTER_CAP)]
         self.context_scatter.setData([m for m, _ in others], [p for _, p in others])
         self._draw_highlight()
 
@@ -253,17 +321,24 @@ class CostModelView(QWidget):
 
     @property
     def n_highlighted(self) -> int:
-        x = self.highlight.xData
-        return 0 if x is None else len(x)
+        """The picked group's trials in the scatter (all of them, also when fewer are drawn)."""
+        return self._n_highlighted
 
     def _draw_highlight(self) -> None:
-        hits = [self._points[t] for t in self._highlighted if t in self._points]
+        hits = [self._points[t] for t in sorted(self._highlighted) if t in self._points]
+        self._n_highlighted = len(hits)
+        if len(hits) > SCATTER_CAP:
+            hits = [hits[i] for i in decimate(np.arange(len(hits)), SCATTER_CAP)]
         self.highlight.setData([m for _, m, _, _ in hits], [p for _, _, p, _ in hits])
+        if not self._highlighted:
+            self.residual_highlight.setData([], [])
+            return
         ids = self._pairs.col("id")
-        mine = np.isin(ids, np.fromiter(self._highlighted, dtype=np.float64)) if self._highlighted else \
-            np.zeros(len(ids), dtype=bool)
-        measured, predicted = self._pairs.col("measured")[mine], self._pairs.col("predicted")[mine]
-        self.residual_highlight.setData(self._pairs.col("index")[mine], 100.0 * (predicted - measured) / measured)
+        rows = np.flatnonzero(np.isin(ids, np.fromiter(self._highlighted, dtype=np.float64)))
+        if len(rows) > SCATTER_CAP:
+            rows = rows[decimate(np.arange(len(rows)), SCATTER_CAP)]
+        measured, predicted = self._pairs.col("measured")[rows], self._pairs.col("predicted")[rows]
+        self.residual_highlight.setData(self._pairs.col("index")[rows], 100.0 * (predicted - measured) / measured)
 
     def _on_redraw(self) -> None:
         # A hidden view only remembers that it is behind: drawing is the GUI thread's one real cost.
@@ -272,9 +347,27 @@ class CostModelView(QWidget):
             return
         self._stale = False
         measured, predicted = self._pairs.col("measured"), self._pairs.col("predicted")
-        self.scatter.setData(measured, predicted)
-        residual = 100.0 * (predicted - measured) / measured if len(measured) else np.empty(0)
-        self.residuals.setData(self._pairs.col("index"), residual)
+        index = self._pairs.col("index")
+        n = len(measured)
+        residual = 100.0 * (predicted - measured) / measured if n else np.empty(0)
+        if n > SCATTER_CAP:
+            self.scatter.setData([], [])
+            rgba, rect = density_rgba(np.log10(measured), np.log10(predicted))
+            self.density.setImage(rgba, autoLevels=False)
+            self.density.setRect(*rect)
+            self.density.show()
+            # The residual line is downsampled by pyqtgraph; its markers are a thinned, stable subset.
+            self.residuals.setSymbol(None)
+            self.residuals.setData(index, residual)
+            rows = decimate(np.arange(n), SCATTER_CAP, np.arange(max(0, n - RECENT), n))
+            self.residual_points.setData(index[rows], residual[rows])
+        else:
+            self.density.hide()
+            self.density.clear()
+            self.scatter.setData(measured, predicted)
+            self.residuals.setSymbol("o")
+            self.residuals.setData(index, residual)
+            self.residual_points.setData([], [])
         self._draw_highlight()
         rounds = [r for r in self._rounds if r.spearman is not None and math.isfinite(r.spearman)]
         self.rank_bars.setOpts(x=[r.round for r in rounds], height=[r.spearman for r in rounds], width=0.7)
@@ -294,9 +387,13 @@ class CostModelView(QWidget):
             self.summary.setText(f"<b>Session {self.session_id}</b> · no predictions yet: the cost model "
                                  "predicts once enough trials are measured to train it (from the second round on).")
             return
-        rho = spearman(list(self._pairs.col("predicted")), list(self._pairs.col("measured")))
-        rho_text = "—" if rho is None else f"{rho:.2f}"
-        self.summary.setText(
-            f"<b>Session {self.session_id}</b> · {n} trials predicted before they were measured · "
-            f"Spearman ρ overall {rho_text} · median |error| {float(np.median(np.abs(residual))):.0f}% · "
-            f"bias (median error) {float(np.median(residual)):+.0f}%")
+        key = (self.session_id, n, self._last_id)
+        if key != self._summary_key:  # Spearman and the medians only when the data changed
+            rho = spearman(self._pairs.col("predicted"), self._pairs.col("measured"))
+            rho_text = "—" if rho is None else f"{rho:.2f}"
+            self._summary_text = (
+                f"<b>Session {self.session_id}</b> · {n} trials predicted before they were measured · "
+                f"Spearman ρ overall {rho_text} · median |error| {float(np.median(np.abs(residual))):.0f}% · "
+                f"bias (median error) {float(np.median(residual)):+.0f}%")
+            self._summary_key = key
+        self.summary.setText(self._summary_text)

@@ -3,6 +3,10 @@
 It follows one session through the store (`trials(id, since_id=last)`), so a session tuned by
 another process updates it just as this window's own worker does. New trials go into growing
 NumPy buffers; the curves are redrawn from a timer, never once per trial.
+
+At 100k trials drawing is what costs: the per-trial scatters draw a deterministic subset (at most
+`SCATTER_CAP` points of the visible range, always with the improvements and the latest trials), and
+the best-so-far curves hold only the improvement points, drawn as steps.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from app.buffers import GrowingColumns
+from app.buffers import GrowingColumns, decimate
 from app.formatting import fmt_gflops, fmt_ms, gflops
 from app.log_axis import log_axes
 from core.errors import TunelabError
@@ -25,6 +29,9 @@ OK_BRUSH = (42, 111, 219, 170)
 FAILED_PEN = "#d93025"
 BEST_PEN = "#1e8e3e"
 GFLOPS_PEN = "#e37400"
+SCATTER_CAP = 5000  # trial markers drawn at most (plus the kept ones), over the visible trial range
+FAILED_CAP = 1000  # failed-trial markers drawn at most
+RECENT = 256  # the latest trials are always drawn
 
 
 class LivePlot(QWidget):
@@ -41,15 +48,18 @@ class LivePlot(QWidget):
         self._last_id = 0
         self._ok = GrowingColumns("index", "latency", "id")
         self._failed = GrowingColumns("index", "id")
-        self._best = GrowingColumns("index", "latency", "gflops")
+        # Only the improvements (each a new best so far); "pos" is the row in _ok.
+        self._best = GrowingColumns("index", "latency", "gflops", "pos")
         self._best_ms: float | None = None
         self._best_index: int | None = None
+        self._last_index: float | None = None
+        self._drawn_key: tuple | None = None
         self.redraws = 0
 
         pg.setConfigOptions(antialias=True)
         self.plot_widget = pg.PlotWidget(background="w", axisItems=log_axes("left"))
         self.plot_item = item = self.plot_widget.getPlotItem()
-        item.setDownsampling(mode="peak")
+        item.setDownsampling(auto=True, mode="peak")
         item.setClipToView(True)
         item.showGrid(x=True, y=True, alpha=0.25)
         item.setLabel("bottom", "Trial")
@@ -64,6 +74,9 @@ class LivePlot(QWidget):
         self.best_curve = item.plot(pen=pg.mkPen(BEST_PEN, width=2.5), stepMode="right", name="best so far")
         for curve in (self.ok_curve, self.failed_curve, self.best_curve):
             curve.setSkipFiniteCheck(True)
+        # Peak downsampling would turn a scatter into min/max pairs: the scatters are thinned here instead.
+        for curve in (self.ok_curve, self.failed_curve):
+            curve.setDownsampling(ds=1, auto=False)
         self.ok_curve.sigPointsClicked.connect(self._on_points_clicked)
         self.failed_curve.sigPointsClicked.connect(self._on_points_clicked)
 
@@ -79,6 +92,9 @@ class LivePlot(QWidget):
         self.gflops_curve = pg.PlotDataItem(pen=pg.mkPen(GFLOPS_PEN, width=2, style=Qt.PenStyle.DashLine),
                                             stepMode="right")
         self.gflops_curve.setSkipFiniteCheck(True)
+        # Its own ViewBox: PlotItem's downsampling settings do not reach it. Not clipped to the view: it
+        # holds only the improvements, and clipping would make its axis range follow the zoom.
+        self.gflops_curve.setDownsampling(auto=True, method="peak")
         self.gflops_view.addItem(self.gflops_curve)
         self.legend.addItem(self.gflops_curve, "best GFLOP/s (right axis)")
         item.vb.sigResized.connect(self._sync_views)
@@ -103,6 +119,12 @@ class LivePlot(QWidget):
         self._redraw_timer.setSingleShot(True)
         self._redraw_timer.setInterval(redraw_ms)
         self._redraw_timer.timeout.connect(self._on_redraw)
+        # Zooming or panning redraws the thinned scatters for the new range (coalesced).
+        self._points_timer = QTimer(self)
+        self._points_timer.setSingleShot(True)
+        self._points_timer.setInterval(40)
+        self._points_timer.timeout.connect(self._on_range_changed)
+        item.vb.sigXRangeChanged.connect(self._on_x_range)
 
     # ---- public --------------------------------------------------------------------------------
     @property
@@ -116,20 +138,33 @@ class LivePlot(QWidget):
     def exportable(self):
         return self.plot_widget.scene()
 
-    def set_session(self, session_id: int | None) -> None:
+    def set_session(self, session, trials: list | None = None) -> None:
+        """Follow a session (its id or its SessionRecord; None for none). `trials`, when given, are
+        the session's trials already read (in id order), so the store is not read again."""
+        self._redraw_timer.stop()
+        session_id = getattr(session, "id", session)
         self.session_id = session_id
         self._last_id = 0
         for columns in (self._ok, self._failed, self._best):
             columns.clear()
-        self._best_ms = self._best_index = None
+        self._best_ms = self._best_index = self._last_index = None
+        self._drawn_key = None
         self._flops = 0.0
         if session_id is not None:
-            try:
-                self._flops = self._store.session(session_id).flops
-            except TunelabError as exc:
-                self.failed.emit(str(exc))
-                self.session_id = None
-        self.poll()
+            flops = getattr(session, "flops", None)
+            if flops is not None:
+                self._flops = flops
+            else:
+                try:
+                    self._flops = self._store.session(session_id).flops
+                except TunelabError as exc:
+                    self.failed.emit(str(exc))
+                    self.session_id = None
+        if trials is not None and self.session_id is not None:
+            self._add(trials)
+        else:
+            self.poll()
+        self._redraw_timer.stop()  # exactly one redraw, now
         self._on_redraw()
 
     def poll(self) -> int:
@@ -141,21 +176,38 @@ class LivePlot(QWidget):
         except TunelabError as exc:
             self.failed.emit(str(exc))
             return 0
-        for t in trials:
-            if t.ok and t.latency_ms is not None and t.latency_ms > 0:
-                self._ok.append(index=t.index, latency=t.latency_ms, id=t.id)
-                if self._best_ms is None or t.latency_ms < self._best_ms:
-                    self._best_ms, self._best_index = t.latency_ms, t.index
-            else:
-                self._failed.append(index=t.index, id=t.id)
-            if self._best_ms is not None:
-                self._best.append(index=t.index, latency=self._best_ms,
-                                  gflops=gflops(self._flops, self._best_ms) or math.nan)
-            self._last_id = t.id
+        self._add(trials)
         if trials:
             if not self._redraw_timer.isActive():
                 self._redraw_timer.start()
         return len(trials)
+
+    def _add(self, trials: list) -> None:
+        trials = [t for t in trials if t.id > self._last_id]
+        if not trials:
+            return
+        ok = [(t.index, t.latency_ms, t.id) for t in trials
+              if t.ok and t.latency_ms is not None and t.latency_ms > 0]
+        failed = [(t.index, t.id) for t in trials
+                  if not (t.ok and t.latency_ms is not None and t.latency_ms > 0)]
+        if failed:
+            f = np.array(failed, dtype=np.float64)
+            self._failed.extend(index=f[:, 0], id=f[:, 1])
+        if ok:
+            o = np.array(ok, dtype=np.float64)
+            index, latency = o[:, 0], o[:, 1]
+            first_pos = len(self._ok)
+            self._ok.extend(index=index, latency=latency, id=o[:, 2])
+            # A new best is strictly better than every earlier one (the first of equal latencies wins).
+            before = np.minimum.accumulate(np.r_[math.inf if self._best_ms is None else self._best_ms, latency])[:-1]
+            new = np.flatnonzero(latency < before)
+            if len(new):
+                best = latency[new]
+                gf = np.array([gflops(self._flops, float(ms)) or math.nan for ms in best])
+                self._best.extend(index=index[new], latency=best, gflops=gf, pos=first_pos + new)
+                self._best_ms, self._best_index = float(best[-1]), int(index[new[-1]])
+        self._last_index = float(trials[-1].index)
+        self._last_id = trials[-1].id
 
     # ---- drawing -------------------------------------------------------------------------------
     def showEvent(self, event) -> None:  # noqa: N802
@@ -170,17 +222,57 @@ class LivePlot(QWidget):
             return
         self._stale = False
         self.redraws += 1
+        self._drawn_key = None
+        self._draw_points()
+        # The best so far as steps through its improvements, held to the latest trial.
+        bx, by, bg = self._best.col("index"), self._best.col("latency"), self._best.col("gflops")
+        if len(bx) and self._last_index is not None and self._last_index > bx[-1]:
+            bx, by, bg = np.r_[bx, self._last_index], np.r_[by, by[-1]], np.r_[bg, bg[-1]]
+        self.best_curve.setData(bx, by)
+        self.gflops_curve.setData(bx, bg)
+        self._update_title()
+
+    def _visible(self, x: np.ndarray) -> np.ndarray:
+        """Rows of `x` inside the trial range shown (all of them while the view follows the data)."""
+        vb = self.plot_item.vb
+        if vb.autoRangeEnabled()[0] or not len(x):
+            return np.arange(len(x))
+        lo, hi = vb.viewRange()[0]
+        pad = 0.02 * (hi - lo)
+        return np.flatnonzero((x >= lo - pad) & (x <= hi + pad))
+
+    def _draw_points(self) -> None:
+        """The per-trial markers: every one when they are few, else a stable subset of those in view."""
+        vb = self.plot_item.vb
+        key = (len(self._ok), len(self._failed), self.log_check.isChecked(),
+               None if vb.autoRangeEnabled()[0] else tuple(vb.viewRange()[0]))
+        if key == self._drawn_key:
+            return
+        self._drawn_key = key
         ok_x, ok_y = self._ok.col("index"), self._ok.col("latency")
-        self.ok_curve.setData(ok_x, ok_y)
-        self.best_curve.setData(self._best.col("index"), self._best.col("latency"))
-        self.gflops_curve.setData(self._best.col("index"), self._best.col("gflops"))
+        n = len(ok_x)
+        if n > SCATTER_CAP:
+            keep = np.r_[self._best.col("pos").astype(np.int64), np.arange(max(0, n - RECENT), n)]
+            rows = decimate(self._visible(ok_x), SCATTER_CAP, keep)
+            self.ok_curve.setData(ok_x[rows], ok_y[rows])
+        else:
+            self.ok_curve.setData(ok_x, ok_y)
         failed_x = self._failed.col("index")
         if len(failed_x):
-            top = float(ok_y.max()) * 1.6 if len(ok_y) else 1.0
+            if len(failed_x) > FAILED_CAP:
+                m = len(failed_x)
+                failed_x = failed_x[decimate(self._visible(failed_x), FAILED_CAP, np.arange(max(0, m - 16), m))]
+            top = float(ok_y.max()) * 1.6 if n else 1.0
             self.failed_curve.setData(failed_x, np.full(len(failed_x), top))
         else:
             self.failed_curve.setData([], [])
-        self._update_title()
+
+    def _on_x_range(self, *_: object) -> None:
+        self._points_timer.start()
+
+    def _on_range_changed(self) -> None:
+        if self.isVisible() and not self._stale:
+            self._draw_points()
 
     def _update_title(self) -> None:
         if self.session_id is None:

@@ -150,15 +150,11 @@ class CostModel:
 
 def _average_ranks(x: np.ndarray) -> np.ndarray:
     """Ranks 1..n with ties given the mean of the ranks they span."""
-    order = np.argsort(x, kind="stable")
-    sorted_x = x[order]
-    # Start index of each run of equal values in the sorted array.
-    starts = np.flatnonzero(np.r_[True, sorted_x[1:] != sorted_x[:-1]])
-    ends = np.r_[starts[1:], len(x)]
-    avg = (starts + ends + 1) / 2.0  # mean of ranks starts+1 .. ends
-    ranks = np.empty(len(x))
-    ranks[order] = np.repeat(avg, ends - starts)
-    return ranks
+    # Each distinct value spans the ranks ends - counts + 1 .. ends of the sorted array.
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    avg = (2 * ends - counts + 1) / 2.0
+    return avg[inverse.reshape(-1)].astype(np.float64)
 
 
 def spearman(a: Sequence[float | None] | np.ndarray, b: Sequence[float | None] | np.ndarray) -> float | None:
