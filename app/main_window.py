@@ -310,7 +310,15 @@ class MainWindow(QMainWindow):
     # ---- views ---------------------------------------------------------------------------------
     def _on_session_selected(self, session_id: int) -> None:
         self.session_id = None if session_id < 0 else session_id
-        for view in (self.live, self.costmodel, self.trials, self.hardware, self.validation, self.run_bar):
+        record = trials = None
+        if self.session_id is not None:
+            # One read of the trials shared by every view that shows them (a 100k-trial session
+            # takes about a second to read).
+            record = self.browser.record(self.session_id) or self.store.session(self.session_id)
+            trials = self.store.trials(self.session_id)
+        for view in (self.live, self.costmodel, self.trials):
+            view.set_session(record, trials=trials)
+        for view in (self.hardware, self.validation, self.run_bar):
             view.set_session(self.session_id)
         if self.session_id is not None and not self.compare.checked():
             self.compare.set_checked([self.session_id])

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import csv
 import json
+from operator import attrgetter
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import (
+    QAbstractProxyModel,
     QAbstractTableModel,
+    QItemSelection,
+    QItemSelectionModel,
     QModelIndex,
     QPersistentModelIndex,
-    QSortFilterProxyModel,
     Qt,
     Signal,
 )
@@ -42,18 +46,82 @@ NUMERIC = {0, 1, 2, 4, 5, 6, 7}
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 CSV_FIELDS = ("id", "index", "round", "status", "latency_ms", "mean_ms", "std_ms", "min_ms", "max_ms",
               "predicted_ms", "build_s", "run_s", "started_at", "finished_at", "config", "error")
+_INT_FIELDS = {0: "id", 1: "index", 2: "round"}
+_FLOAT_FIELDS = {4: "latency_ms", 5: "mean_ms", 6: "std_ms", 7: "predicted_ms"}
+_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+_FILTER_SEP = "\x1f"  # between the columns of a row's filter text: no typed filter contains it
+
+
+def _config_of(t: TrialRecord) -> dict:
+    """The trial's config as a dict (decoded here when a store hands it over as JSON text)."""
+    config = t.config
+    if isinstance(config, (str, bytes)):
+        config = json.loads(config)
+    return config
+
+
+_SCALARS = frozenset((int, str, bool, float))
+
+
+class _SummaryCache:
+    """`config_summary` for many configs: the `key=value` pieces are cached by (key, type, value)
+    (lists and the like by their repr), so a row costs a few dict look-ups instead of formatting
+    every value again."""
+
+    def __init__(self) -> None:
+        self._pieces: dict[tuple, str] = {}
+
+    def __call__(self, config: dict) -> str:
+        return self.many([config])[0]
+
+    def many(self, configs) -> list[str]:
+        pieces = self._pieces
+        get = pieces.get
+        out = []
+        for config in configs:
+            if len(config) == 2 and "sketch" in config and "decisions" in config:
+                out.append(config_summary(config))
+                continue
+            parts = []
+            for k, v in config.items():
+                cls = v.__class__
+                key = (k, cls, v) if cls in _SCALARS else (k, cls, repr(v))
+                piece = get(key)
+                if piece is None:
+                    piece = pieces[key] = config_summary({k: v})
+                parts.append(piece)
+            out.append(" ".join(parts))
+        return out
 
 
 class TrialTableModel(QAbstractTableModel):
-    """Trials as rows; `append` adds newly stored ones at the end (no reset, selection kept)."""
+    """Trials as rows, in id order; `append` adds newly stored ones at the end (no reset, selection kept).
+
+    Sorting and filtering happen on NumPy arrays the model caches per column (`sort_order`,
+    `filter_mask`), built on first use and extended on appends; display text is made only for the
+    rows a view asks for (the config summary and the error's first line are cached per row).
+    """
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self._rows: list[TrialRecord] = []
+        self._clear_caches()
+
+    def _clear_caches(self) -> None:
+        self._summaries: list[str | None] = []  # config_summary per row, made on demand
+        self._num_keys: dict[int, np.ndarray] = {}  # numeric sort keys per column
+        self._str_keys: dict[int, list[str]] = {}  # string sort keys per column
+        self._ranks: dict[int, np.ndarray] = {}  # string columns' keys as ranks (argsort-able)
+        self._filter_text: list[str] | None = None  # lowercase display text of every column, per row
+        self._id_rows: dict[int, int] | None = None
+        self._summary = _SummaryCache()
+        self._first_lines: dict[str, str] = {}
 
     def set_trials(self, trials: list[TrialRecord]) -> None:
         self.beginResetModel()
         self._rows = list(trials)
+        self._clear_caches()
+        self._summaries = [None] * len(self._rows)
         self.endResetModel()
 
     def append(self, trials: list[TrialRecord]) -> None:
@@ -62,14 +130,137 @@ class TrialTableModel(QAbstractTableModel):
         first = len(self._rows)
         self.beginInsertRows(QModelIndex(), first, first + len(trials) - 1)
         self._rows.extend(trials)
+        self._summaries.extend([None] * len(trials))
+        self._extend_caches(first)
         self.endInsertRows()
 
+    def _extend_caches(self, first: int) -> None:
+        new = self._rows[first:]
+        for col, keys in list(self._num_keys.items()):
+            self._num_keys[col] = np.concatenate((keys, self._numeric_keys(col, new)))
+        for col, keys in self._str_keys.items():
+            keys.extend(self._string_keys(col, first, len(self._rows)))
+            self._ranks.pop(col, None)
+        if self._filter_text is not None:
+            self._filter_text.extend(self._filter_texts(first, len(self._rows)))
+        if self._id_rows is not None:
+            self._id_rows.update((t.id, first + i) for i, t in enumerate(new))
+
+    # ---- rows ----------------------------------------------------------------------------------
     def trial(self, row: int) -> TrialRecord:
         return self._rows[row]
 
-    def row_of(self, trial_id: int) -> int | None:
-        return next((i for i, t in enumerate(self._rows) if t.id == trial_id), None)
+    def trials(self) -> list[TrialRecord]:
+        return self._rows
 
+    def row_of(self, trial_id: int) -> int | None:
+        if self._id_rows is None:
+            self._id_rows = {t.id: i for i, t in enumerate(self._rows)}
+        return self._id_rows.get(trial_id)
+
+    def summary(self, row: int) -> str:
+        text = self._summaries[row]
+        if text is None:
+            text = self._summaries[row] = self._summary(_config_of(self._rows[row]))
+        return text
+
+    def summaries(self, first: int, last: int) -> list[str]:
+        """The config summaries of rows first..last-1 (made, in one go, for those not made yet)."""
+        cached = self._summaries[first:last]
+        missing = [i for i, s in enumerate(cached) if s is None]
+        if missing:
+            made = self._summary.many(_config_of(self._rows[first + i]) for i in missing)
+            for i, text in zip(missing, made, strict=True):
+                cached[i] = self._summaries[first + i] = text
+        return cached
+
+    def error_line(self, row: int) -> str:
+        error = self._rows[row].error
+        if not error:
+            return ""
+        line = self._first_lines.get(error)
+        if line is None:
+            line = self._first_lines[error] = first_line(error)
+        return line
+
+    def display_text(self, row: int, col: int) -> str:
+        if col == 8:
+            return self.summary(row)
+        if col == 9:
+            return self.error_line(row)
+        t = self._rows[row]
+        if col in _FLOAT_FIELDS:
+            return fmt_ms(getattr(t, _FLOAT_FIELDS[col]))
+        if col == 3:
+            return t.status
+        return str(getattr(t, _INT_FIELDS[col]))
+
+    # ---- sorting and filtering -----------------------------------------------------------------
+    @staticmethod
+    def _numeric_keys(col: int, rows: list[TrialRecord]) -> np.ndarray:
+        if col in _INT_FIELDS:
+            return np.fromiter(map(attrgetter(_INT_FIELDS[col]), rows), dtype=np.int64, count=len(rows))
+        # None -> NaN (NumPy's float conversion), which sorts last.
+        return np.array(list(map(attrgetter(_FLOAT_FIELDS[col]), rows)), dtype=np.float64).reshape(len(rows))
+
+    def _string_keys(self, col: int, first: int, last: int) -> list[str]:
+        rows = self._rows[first:last]
+        if col == 3:
+            return [t.status for t in rows]
+        if col == 8:
+            return self.summaries(first, last)
+        return [t.error or "" for t in rows]
+
+    def sort_keys(self, col: int) -> np.ndarray:
+        """Column `col`'s sort keys for every row: numbers (NaN for none) or string ranks."""
+        if col in _INT_FIELDS or col in _FLOAT_FIELDS:
+            keys = self._num_keys.get(col)
+            if keys is None:
+                keys = self._num_keys[col] = self._numeric_keys(col, self._rows)
+            return keys
+        ranks = self._ranks.get(col)
+        if ranks is None:
+            strings = self._str_keys.get(col)
+            if strings is None:
+                strings = self._str_keys[col] = self._string_keys(col, 0, len(self._rows))
+            rank = {s: i for i, s in enumerate(sorted(set(strings)))}
+            ranks = self._ranks[col] = np.fromiter(map(rank.__getitem__, strings), dtype=np.int64,
+                                                    count=len(strings))
+        return ranks
+
+    def sort_order(self, col: int, order: Qt.SortOrder) -> np.ndarray:
+        """Row numbers in the order of column `col` (stable; rows without a value last either way)."""
+        if col < 0 or col >= len(COLUMNS):
+            return np.arange(len(self._rows), dtype=np.int64)
+        keys = self.sort_keys(col)
+        if order == Qt.SortOrder.AscendingOrder:
+            return np.argsort(keys, kind="stable")
+        if keys.dtype.kind == "f":
+            return np.argsort(-keys, kind="stable")  # NaN stays NaN: last
+        # Stable descending: sort the reversed keys ascending, then reverse (ties keep row order).
+        n = len(keys)
+        return (n - 1 - np.argsort(keys[::-1], kind="stable"))[::-1]
+
+    def _filter_texts(self, first: int, last: int) -> list[str]:
+        rows = self._rows[first:last]
+        cols = [list(map(str, map(attrgetter(_INT_FIELDS[c]), rows))) for c in (0, 1, 2)]
+        cols.append([t.status for t in rows])
+        cols += [list(map(fmt_ms, map(attrgetter(_FLOAT_FIELDS[c]), rows))) for c in (4, 5, 6, 7)]
+        cols.append(self.summaries(first, last))
+        cols.append([self.error_line(r) if t.error else "" for r, t in enumerate(rows, first)])
+        sep = _FILTER_SEP
+        return [sep.join(parts).lower() for parts in zip(*cols, strict=True)]
+
+    def filter_mask(self, text: str) -> np.ndarray | None:
+        """Which rows show `text` (case-insensitive) in some column; None: every row (empty text)."""
+        if not text:
+            return None
+        if self._filter_text is None:
+            self._filter_text = self._filter_texts(0, len(self._rows))
+        needle = text.lower()
+        return np.fromiter((needle in s for s in self._filter_text), dtype=bool, count=len(self._filter_text))
+
+    # ---- Qt model ------------------------------------------------------------------------------
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
         return 0 if parent.isValid() else len(self._rows)
 
@@ -84,44 +275,227 @@ class TrialTableModel(QAbstractTableModel):
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
             return None
-        t = self._rows[index.row()]
-        col = index.column()
+        return self.data_at(index.row(), index.column(), role)
+
+    def data_at(self, row: int, col: int, role: int):
         if role == Qt.ItemDataRole.DisplayRole:
-            return display(t, col)
+            return self.display_text(row, col)
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            return _RIGHT if col in NUMERIC else None
+        if role == Qt.ItemDataRole.ForegroundRole:
+            return _RED if col in (3, 9) and not self._rows[row].ok else None
+        if role == Qt.ItemDataRole.ToolTipRole:
+            t = self._rows[row]
+            if col == 9 and t.error:
+                return t.error[:2000]
+            if col == 8:
+                return json.dumps(_config_of(t), indent=1)
+            return None
         if role == SORT_ROLE:
-            return sort_key(t, col)
-        if role == Qt.ItemDataRole.TextAlignmentRole and col in NUMERIC:
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        if role == Qt.ItemDataRole.ForegroundRole and not t.ok and col in (3, 9):
-            return QBrush(QColor("#d93025"))
-        if role == Qt.ItemDataRole.ToolTipRole and col == 9 and t.error:
-            return t.error[:2000]
-        if role == Qt.ItemDataRole.ToolTipRole and col == 8:
-            return json.dumps(t.config, indent=1)
+            return sort_key(self._rows[row], col)
         return None
 
 
+_RED = QBrush(QColor("#d93025"))
+
+
+class TrialSortFilterProxy(QAbstractProxyModel):
+    """The model's rows filtered and sorted: a row permutation (NumPy) over the source, rebuilt by
+    `sort` (a header click) and `setFilterFixedString`, and kept up to date on appends.
+
+    Sorting keeps the selection (persistent indexes are moved); a filter change resets the view
+    (the table restores what is still visible). Stands in for QSortFilterProxyModel, whose
+    per-comparison `data()` calls made sorting 100,000 rows take tens of seconds."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self._model: TrialTableModel | None = None
+        self._sort_column = -1
+        self._sort_order = Qt.SortOrder.AscendingOrder
+        self._filter = ""
+        self._order = np.zeros(0, dtype=np.int64)  # every source row, sorted
+        self._perm = np.zeros(0, dtype=np.int64)  # proxy row -> source row (sorted, filtered)
+        self._inverse = np.zeros(0, dtype=np.int64)  # source row -> proxy row, -1 when filtered out
+
+    def setSourceModel(self, model: TrialTableModel) -> None:  # noqa: N802
+        if self._model is not None:
+            self._model.modelAboutToBeReset.disconnect(self.beginResetModel)
+            self._model.modelReset.disconnect(self._on_source_reset)
+            self._model.rowsInserted.disconnect(self._on_rows_inserted)
+        self.beginResetModel()
+        super().setSourceModel(model)
+        self._model = model
+        model.modelAboutToBeReset.connect(self.beginResetModel)
+        model.modelReset.connect(self._on_source_reset)
+        model.rowsInserted.connect(self._on_rows_inserted)
+        self._rebuild()
+        self.endResetModel()
+
+    # ---- the permutation -----------------------------------------------------------------------
+    def _rebuild(self) -> None:
+        n = 0 if self._model is None else self._model.rowCount()
+        self._order = (np.arange(n, dtype=np.int64) if self._model is None
+                       else self._model.sort_order(self._sort_column, self._sort_order))
+        self._apply_filter()
+
+    def _apply_filter(self) -> None:
+        mask = None if self._model is None else self._model.filter_mask(self._filter)
+        self._perm = self._order if mask is None else self._order[mask[self._order]]
+        self._update_inverse()
+
+    def _update_inverse(self) -> None:
+        n = len(self._order)
+        self._inverse = np.full(n, -1, dtype=np.int64)
+        self._inverse[self._perm] = np.arange(len(self._perm), dtype=np.int64)
+
+    def _on_source_reset(self) -> None:
+        self._rebuild()
+        self.endResetModel()
+
+    def _on_rows_inserted(self, parent: QModelIndex, first: int, last: int) -> None:
+        if parent.isValid() or self._model is None:
+            return
+        new = np.arange(first, last + 1, dtype=np.int64)
+        mask = self._model.filter_mask(self._filter)
+        shown = new if mask is None else new[mask[first:last + 1]]
+        # First as rows at the end (in id order), then moved into place if the sort says so.
+        self._order = np.concatenate((self._order, new))
+        if len(shown):
+            end = len(self._perm)
+            self.beginInsertRows(QModelIndex(), end, end + len(shown) - 1)
+            self._perm = np.concatenate((self._perm, shown))
+            self._inverse = np.concatenate((self._inverse, np.full(len(new), -1, dtype=np.int64)))
+            self._inverse[shown] = np.arange(end, end + len(shown), dtype=np.int64)
+            self.endInsertRows()
+        else:
+            self._inverse = np.concatenate((self._inverse, np.full(len(new), -1, dtype=np.int64)))
+        if self._sort_column >= 0:
+            order = self._model.sort_order(self._sort_column, self._sort_order)
+            if not np.array_equal(order, self._order):
+                self._relayout(order)
+
+    def _relayout(self, order: np.ndarray) -> None:
+        """Re-order the rows as `order` says, moving persistent indexes (selection, current)."""
+        self.layoutAboutToBeChanged.emit()
+        old = self.persistentIndexList()
+        sources = [int(self._perm[i.row()]) for i in old]
+        self._order = order
+        self._apply_filter()
+        new = []
+        for index, src in zip(old, sources, strict=True):
+            row = int(self._inverse[src])
+            new.append(self.createIndex(row, index.column()) if row >= 0 else QModelIndex())
+        self.changePersistentIndexList(old, new)
+        self.layoutChanged.emit()
+
+    # ---- sorting and filtering (QSortFilterProxyModel's names) ---------------------------------
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        self._sort_column, self._sort_order = column, order
+        if self._model is None:
+            return
+        self._relayout(self._model.sort_order(column, order))
+
+    def sortColumn(self) -> int:  # noqa: N802
+        return self._sort_column
+
+    def sortOrder(self) -> Qt.SortOrder:  # noqa: N802
+        return self._sort_order
+
+    def setFilterFixedString(self, text: str) -> None:  # noqa: N802
+        if text == self._filter:
+            return
+        self.beginResetModel()
+        self._filter = text
+        self._apply_filter()
+        self.endResetModel()
+
+    def filterText(self) -> str:  # noqa: N802
+        return self._filter
+
+    def mapped_rows(self, source_rows: np.ndarray) -> np.ndarray:
+        """The proxy rows of `source_rows` that are shown."""
+        rows = self._inverse[source_rows[source_rows < len(self._inverse)]]
+        return rows[rows >= 0]
+
+    def source_rows(self) -> np.ndarray:
+        """The source row of every proxy row, in order."""
+        return self._perm
+
+    # ---- Qt proxy ------------------------------------------------------------------------------
+    def mapToSource(self, index: QModelIndex | QPersistentModelIndex) -> QModelIndex:  # noqa: N802
+        if self._model is None or not index.isValid() or index.row() >= len(self._perm):
+            return QModelIndex()
+        return self._model.index(int(self._perm[index.row()]), index.column())
+
+    def mapFromSource(self, index: QModelIndex | QPersistentModelIndex) -> QModelIndex:  # noqa: N802
+        if not index.isValid() or index.row() >= len(self._inverse):
+            return QModelIndex()
+        row = int(self._inverse[index.row()])
+        return QModelIndex() if row < 0 else self.createIndex(row, index.column())
+
+    def index(self, row: int, column: int, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> QModelIndex:  # noqa: B008
+        if parent.isValid() or not (0 <= row < len(self._perm) and 0 <= column < len(COLUMNS)):
+            return QModelIndex()
+        return self.createIndex(row, column)
+
+    def parent(self, _index: QModelIndex | QPersistentModelIndex = QModelIndex()) -> QModelIndex:  # noqa: B008
+        return QModelIndex()
+
+    def sibling(self, row: int, column: int, _index: QModelIndex | QPersistentModelIndex) -> QModelIndex:
+        return self.index(row, column)
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self._perm)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def hasChildren(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> bool:  # noqa: B008, N802
+        return not parent.isValid() and len(self._perm) > 0
+
+    def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(COLUMNS):
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
+        if self._model is None or not index.isValid() or index.row() >= len(self._perm):
+            return None
+        return self._model.data_at(int(self._perm[index.row()]), index.column(), role)
+
+
 def display(t: TrialRecord, col: int) -> str:
+    if col == 8:
+        return config_summary(_config_of(t))
     values = (str(t.id), str(t.index), str(t.round), t.status, fmt_ms(t.latency_ms), fmt_ms(t.mean_ms),
-              fmt_ms(t.std_ms), fmt_ms(t.predicted_ms), config_summary(t.config), first_line(t.error))
+              fmt_ms(t.std_ms), fmt_ms(t.predicted_ms), "", first_line(t.error))
     return values[col]
 
 
 def sort_key(t: TrialRecord, col: int):
+    """One cell's sort key (the model sorts whole columns with `TrialTableModel.sort_keys`)."""
     inf = float("inf")
-
-    def num(v: float | None) -> float:
+    if col in _INT_FIELDS:
+        return getattr(t, _INT_FIELDS[col])
+    if col in _FLOAT_FIELDS:
+        v = getattr(t, _FLOAT_FIELDS[col])
         return inf if v is None else float(v)
-
-    keys = (t.id, t.index, t.round, t.status, num(t.latency_ms), num(t.mean_ms), num(t.std_ms),
-            num(t.predicted_ms), config_summary(t.config), t.error or "")
-    return keys[col]
+    if col == 3:
+        return t.status
+    if col == 8:
+        return config_summary(_config_of(t))
+    return t.error or ""
 
 
 def csv_row(t: TrialRecord) -> list:
     return [t.id, t.index, t.round, t.status, t.latency_ms, t.mean_ms, t.std_ms, t.min_ms, t.max_ms,
             t.predicted_ms, t.build_s, t.run_s, t.started_at, t.finished_at,
-            json.dumps(t.config, separators=(",", ":")), t.error or ""]
+            json.dumps(_config_of(t), separators=(",", ":")), t.error or ""]
 
 
 class TrialsTable(QWidget):
@@ -135,11 +509,8 @@ class TrialsTable(QWidget):
         self.session_id: int | None = None
         self._last_id = 0
         self.model = TrialTableModel(self)
-        self.proxy = QSortFilterProxyModel(self)
+        self.proxy = TrialSortFilterProxy(self)
         self.proxy.setSourceModel(self.model)
-        self.proxy.setSortRole(SORT_ROLE)
-        self.proxy.setFilterKeyColumn(-1)
-        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
 
         self.filter_edit = QLineEdit()
         self.filter_edit.setPlaceholderText("Filter: any text in any column (status, knob value, error…)")
@@ -204,12 +575,22 @@ class TrialsTable(QWidget):
         self._update_count()
 
     # ---- reading -------------------------------------------------------------------------------
-    def set_session(self, session_id: int | None) -> None:
+    def set_session(self, session_id, trials: list[TrialRecord] | None = None) -> None:
+        """Show session `session_id` (an id, a record with `.id`, or None); `trials`: its trials as
+        already read (in id order), so that the store is not read again."""
+        if session_id is not None and not isinstance(session_id, int):
+            session_id = session_id.id
         self.session_id = session_id
         self._last_id = 0
-        self.model.set_trials([])
         self._show_details(None)
-        self.poll()
+        if session_id is None or trials is None:
+            self.model.set_trials([])
+            self.poll()
+            return
+        self.model.set_trials(trials)
+        if trials:
+            self._last_id = max(trials[-1].id, self._last_id)
+        self._update_count()
 
     def poll(self) -> int:
         if self.session_id is None:
@@ -221,7 +602,10 @@ class TrialsTable(QWidget):
             return 0
         if trials:
             self._last_id = trials[-1].id
-            self.model.append(trials)
+            if self.model.rowCount():
+                self.model.append(trials)
+            else:
+                self.model.set_trials(trials)
             self._update_count()
         return len(trials)
 
@@ -242,16 +626,17 @@ class TrialsTable(QWidget):
 
     def visible_trials(self) -> list[TrialRecord]:
         """The rows as shown: filtered and sorted."""
-        return [self.model.trial(self.proxy.mapToSource(self.proxy.index(r, 0)).row())
-                for r in range(self.proxy.rowCount())]
+        rows = self.model.trials()
+        return [rows[r] for r in self.proxy.source_rows().tolist()]
 
     # ---- copy and export -----------------------------------------------------------------------
     def selection_text(self) -> str:
         rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
         lines = ["\t".join(COLUMNS)]
+        source = self.proxy.source_rows()
         for r in rows:
-            t = self.model.trial(self.proxy.mapToSource(self.proxy.index(r, 0)).row())
-            lines.append("\t".join(display(t, c) for c in range(len(COLUMNS))))
+            row = int(source[r])
+            lines.append("\t".join(self.model.display_text(row, c) for c in range(len(COLUMNS))))
         return "\n".join(lines)
 
     def copy_selection(self) -> None:
@@ -278,12 +663,39 @@ class TrialsTable(QWidget):
         trial_id = self.selected_trial()
         if trial_id is not None:
             row = self.model.row_of(trial_id)
-            QGuiApplication.clipboard().setText(json.dumps(self.model.trial(row).config, indent=2))
+            QGuiApplication.clipboard().setText(json.dumps(_config_of(self.model.trial(row)), indent=2))
 
     # ---- slots ---------------------------------------------------------------------------------
     def _on_filter_changed(self, text: str) -> None:
+        # The proxy resets on a filter change; keep the selected trials that stay visible.
+        selection = self.table.selectionModel()
+        source = self.proxy.source_rows()
+        selected = np.unique(source[[i.row() for i in selection.selectedRows()]]) if selection.hasSelection() \
+            else np.zeros(0, dtype=np.int64)
+        current = self.selected_trial()
         self.proxy.setFilterFixedString(text)
+        self._restore_selection(selected, current)
         self._update_count()
+
+    def _restore_selection(self, source_rows: np.ndarray, current_id: int | None) -> None:
+        selection_model = self.table.selectionModel()
+        rows = np.sort(self.proxy.mapped_rows(source_rows))
+        if len(rows):
+            selection = QItemSelection()
+            breaks = np.flatnonzero(np.diff(rows) != 1)
+            starts = np.concatenate(([0], breaks + 1))
+            ends = np.concatenate((breaks, [len(rows) - 1]))
+            last = len(COLUMNS) - 1
+            for s, e in zip(rows[starts].tolist(), rows[ends].tolist(), strict=True):
+                selection.select(self.proxy.index(s, 0), self.proxy.index(e, last))
+            selection_model.select(selection, QItemSelectionModel.SelectionFlag.ClearAndSelect)
+        row = None if current_id is None else self.model.row_of(current_id)
+        index = QModelIndex() if row is None else self.proxy.mapFromSource(self.model.index(row, 0))
+        if index.isValid():
+            selection_model.setCurrentIndex(index, QItemSelectionModel.SelectionFlag.NoUpdate)
+        elif current_id is not None:
+            self._show_details(None)
+            self.trial_selected.emit(-1)
 
     def _update_count(self) -> None:
         shown, total = self.proxy.rowCount(), self.model.rowCount()
@@ -309,7 +721,7 @@ class TrialsTable(QWidget):
             samples, note = [], str(exc)
         else:
             note = ""
-        self.config_text.setPlainText(json.dumps(trial.config, indent=2))
+        self.config_text.setPlainText(json.dumps(_config_of(trial), indent=2))
         lines = [f"trial {trial.id} (index {trial.index}, round {trial.round}) · {trial.status}", ""]
         if samples:
             lines.append(f"{len(samples)} samples (ms): median {fmt_ms(trial.latency_ms)}, mean {fmt_ms(trial.mean_ms)}, "

@@ -119,6 +119,35 @@ def test_trials_table_sorts_filters_shows_details_and_exports(qtbot, store, tmp_
     assert json.loads(rows[0]["config"])
 
 
+def test_trials_table_takes_read_trials_and_keeps_sort_and_selection_on_appends(qtbot, store_copy):
+    from core.records import NewTrial
+
+    record = _first(store_copy)
+    view = TrialsTable(store_copy)
+    qtbot.addWidget(view)
+    view.show()
+    view.set_session(record.id, trials=store_copy.trials(record.id))
+    assert view.model.rowCount() == 8
+    view.table.sortByColumn(COLUMNS.index("Latency ms"), Qt.SortOrder.DescendingOrder)
+    picked = view.visible_trials()[2].id
+    view.select_trial(picked)
+
+    now = time.time()
+    for i, (status, samples) in enumerate((("build_error", ()), ("ok", (1e-6, 1e-6, 1e-6)), ("ok", (1e6, 1e6, 1e6)))):
+        store_copy.add_trial(record.id, NewTrial(
+            round=9, config={"appended": i}, status=status, error="TVMError: boom" if not samples else None,
+            samples_ms=samples, predicted_ms=None, build_s=0.1, run_s=None, started_at=now, finished_at=now),
+            f"appended-{i}")
+    assert view.poll() == 3
+    latencies = [t.latency_ms for t in view.visible_trials()]
+    assert latencies[-1] is None  # failed last, in either order
+    assert latencies[:-1] == sorted(latencies[:-1], reverse=True) and latencies[0] > 1e5
+    assert view.selected_trial() == picked  # the sort moved the selection along
+
+    view.filter_edit.setText("APPENDED=")  # case-insensitive, over the config summary
+    assert view.proxy.rowCount() == 3 and "3 of 11 trials" in view.count_label.text()
+
+
 def test_compare_two_sessions(qtbot, store):
     records = store.sessions()
     view = CompareView(store)
