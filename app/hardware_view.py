@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -162,8 +163,12 @@ class HardwareView(QWidget):
     def exportable(self):
         return self.layout_widget.scene()
 
-    def set_session(self, session_id: int | None) -> None:
+    def set_session(self, session: Any, trials: list | None = None) -> None:
+        """Show a session (an id, a SessionRecord or None); `trials`, when given, is the main
+        window's one read of its trials, so this view does not read them again."""
+        session_id = getattr(session, "id", session)
         self.session_id = session_id
+        self._preread = trials
         self._samples.clear()
         self._trials.clear()
         self._last_t = 0.0
@@ -187,7 +192,9 @@ class HardwareView(QWidget):
             return 0
         try:
             samples = read_samples(self._store, self.session_id, self._last_t)
-            trials = self._store.trials(self.session_id, since_id=self._last_trial_id)
+            preread, self._preread = getattr(self, "_preread", None), None
+            trials = preread if preread is not None else self._store.trials(
+                self.session_id, since_id=self._last_trial_id)
         except TunelabError as exc:
             self.status.setText(str(exc))
             return 0

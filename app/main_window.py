@@ -316,10 +316,9 @@ class MainWindow(QMainWindow):
             # takes about a second to read).
             record = self.browser.record(self.session_id) or self.store.session(self.session_id)
             trials = self.store.trials(self.session_id)
-        for view in (self.live, self.costmodel, self.trials):
+        for view in (self.live, self.costmodel, self.trials, self.hardware, self.run_bar):
             view.set_session(record, trials=trials)
-        for view in (self.hardware, self.validation, self.run_bar):
-            view.set_session(self.session_id)
+        self.validation.set_session(self.session_id)
         if self.session_id is not None and not self.compare.checked():
             self.compare.set_checked([self.session_id])
         self.costmodel.set_compare_sessions(self.compare.checked())

@@ -3,6 +3,8 @@ buttons (enabled when this window is the one tuning it)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
 
@@ -63,10 +65,15 @@ class RunBar(QWidget):
     def eta(self) -> str:
         return self.eta_label.text()
 
-    def set_session(self, session_id: int | None) -> None:
-        self.session_id = session_id
+    def set_session(self, session: Any, trials: list | None = None) -> None:
+        """Show a session (an id, a SessionRecord or None); with the main window's read of its
+        `trials`, only their last finish times are kept for the ETA and nothing is read again."""
+        self.session_id = getattr(session, "id", session)
         self._last_id = 0
         self._finished = []
+        if trials:
+            self._last_id = trials[-1].id
+            self._finished = [t.finished_at for t in trials[-ETA_WINDOW:]]
         self.refresh()
 
     def refresh(self, note: str = "") -> None:
