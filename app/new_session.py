@@ -2,6 +2,12 @@
 
 With the defaults a session is two clicks from the main window: "New session", then "Start".
 The last options used are remembered (QSettings) and offered again.
+
+Besides the catalog workloads the workload list ends with "Custom TE file…": a person's own TE compute
+file (format: core.custom_workload), picked with a file dialog and loaded (and checked) at once. A file
+that does not load is one message in the dialog and Start stays disabled; one that loads shows its shape
+parameters, presets and dtypes like a catalog workload, and the spec carries its text (custom_source).
+The last custom file (and its folder) is remembered too, and loaded again the next time.
 """
 
 from __future__ import annotations
@@ -9,15 +15,17 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from functools import cache
+from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
+    QFileDialog,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -36,6 +44,12 @@ from core.records import MeasureOptions, SessionSpec
 from core.target import TargetInfo
 
 SETTINGS_KEY = "new_session/last"
+CUSTOM = "custom"  # core.workloads.CUSTOM_NAME: the workload list's "Custom TE file…" entry
+CUSTOM_DIR_KEY = "new_session/custom_dir"  # the folder the file dialog last picked a custom file in
+CUSTOM_FILE_KEY = "new_session/custom_file"  # the last custom file that loaded
+CUSTOM_FILTER = "Python files (*.py);;All files (*)"
+CUSTOM_HINT = ("Choose a Python file that defines PARAMS, compute() and reference() "
+               "(the format of `tunelab tune custom --custom FILE`).")
 TARGET_CHOICES = (("auto", "auto"), ("llvm", "CPU (llvm)"), ("cuda", "CUDA GPU"))
 SHAPE_MAX = 1 << 20
 PROBLEM_DEBOUNCE_MS = 200
@@ -90,6 +104,12 @@ class NewSessionDialog(QDialog):
         self._tuner_chosen = False
         self._problem_error: str | None = None
         self._target: TargetInfo | None = None
+        # The custom workload: the one loaded from custom_path (None: no file yet, or it did not load).
+        self._custom: Any = None
+        self._custom_source: str | None = None
+        self._custom_error: str | None = None
+        self.custom_path: str | None = None
+        self._catalog_index = 0  # the last catalog workload shown (picking no custom file goes back to it)
 
         self.tabs = QTabWidget()
         self.tabs.addTab(self._problem_page(), "Problem")
@@ -135,10 +155,27 @@ class NewSessionDialog(QDialog):
         self.workload_combo = QComboBox()
         for wl in self._workloads.values():
             self.workload_combo.addItem(f"{wl.name} — {wl.title}", wl.name)
+        self.workload_combo.insertSeparator(self.workload_combo.count())
+        self.workload_combo.addItem("Custom TE file…", CUSTOM)
+        self.workload_combo.setItemData(self.workload_combo.count() - 1, "Your own TE compute file: " + CUSTOM_HINT,
+                                        Qt.ItemDataRole.ToolTipRole)
         self.workload_combo.currentIndexChanged.connect(self._on_workload_changed)
         self.workload_doc = QLabel()
         self.workload_doc.setWordWrap(True)
         self.workload_doc.setProperty("role", "hint")
+        self.custom_path_edit = QLineEdit()
+        self.custom_path_edit.setObjectName("custom_path")
+        self.custom_path_edit.setReadOnly(True)
+        self.custom_path_edit.setPlaceholderText("no file chosen")
+        self.custom_button = QPushButton("Choose file…")
+        self.custom_button.setObjectName("custom_file_button")
+        self.custom_button.setToolTip("Pick (or pick again, after editing it) your TE workload file")
+        self.custom_button.clicked.connect(self.choose_custom_file)
+        self.custom_row = QWidget()
+        custom_layout = QHBoxLayout(self.custom_row)
+        custom_layout.setContentsMargins(0, 0, 0, 0)
+        custom_layout.addWidget(self.custom_path_edit, 1)
+        custom_layout.addWidget(self.custom_button)
         self.preset_combo = QComboBox()
         self.preset_combo.currentIndexChanged.connect(self._on_preset_changed)
         self.shape_box = QGroupBox("Shape")
@@ -157,6 +194,9 @@ class NewSessionDialog(QDialog):
         self.problem_error.setWordWrap(True)
         self.problem_error.hide()
         form.addRow("Workload", self.workload_combo)
+        form.addRow("File", self.custom_row)
+        form.setRowVisible(self.custom_row, False)
+        self._problem_form = form
         form.addRow("", self.workload_doc)
         form.addRow("Preset", self.preset_combo)
         form.addRow(self.shape_box)
@@ -263,7 +303,14 @@ class NewSessionDialog(QDialog):
 
     # ---- what the dialog holds -----------------------------------------------------------------
     @property
+    def is_custom(self) -> bool:
+        return self.workload_combo.currentData() == CUSTOM
+
+    @property
     def workload(self) -> Any:
+        """The chosen workload; for "Custom TE file…" the loaded one, None while no file has loaded."""
+        if self.is_custom:
+            return self._custom
         return self._workloads[self.workload_combo.currentData()]
 
     def shape(self) -> dict[str, int]:
@@ -276,8 +323,10 @@ class NewSessionDialog(QDialog):
             min_repeat_ms=self.min_repeat_spin.value(), warmup=self.warmup_spin.value(),
             timeout_s=float(self.timeout_spin.value()), cache_flush=self.flush_check.isChecked(),
             check_correctness=self.check_check.isChecked())
+        custom = self.is_custom
         return SessionSpec(
-            workload=self.workload.name, shape=self.shape(), dtype=self.dtype_combo.currentText(),
+            workload=CUSTOM if custom else self.workload.name, shape=self.shape(),
+            dtype=self.dtype_combo.currentText(), custom_source=self._custom_source if custom else None,
             target=self.target_combo.currentData(), space_kind=self.space_kind_combo.currentData(),
             space=self.space_editor.space_data(), tuner=self.tuner_combo.currentData(),
             trials=self.trials_spin.value(), batch=self.batch_spin.value(),
@@ -287,14 +336,86 @@ class NewSessionDialog(QDialog):
     def can_start(self) -> bool:
         return self.start_button.isEnabled()
 
+    # ---- the custom workload -------------------------------------------------------------------
+    def choose_custom_file(self) -> bool:
+        """Pick a custom TE workload file with a file dialog and load it; False when none was picked."""
+        folder = ""
+        if self._settings is not None:
+            folder = str(self._settings.value(CUSTOM_DIR_KEY, "") or "")
+        if not folder and self.custom_path:
+            folder = str(Path(self.custom_path).parent)
+        path, _ = QFileDialog.getOpenFileName(self, "Open a custom TE workload file", folder, CUSTOM_FILTER)
+        if not path:
+            return False
+        if self._settings is not None:
+            self._settings.setValue(CUSTOM_DIR_KEY, str(Path(path).parent))
+        self.load_custom_file(path)
+        return True
+
+    def load_custom_file(self, path: str, *, check_now: bool = True) -> bool:
+        """Load and check the custom workload file at `path` and show it (the workload list goes to
+        "Custom TE file…"). True when it loaded; else its error is shown and Start stays disabled.
+        `check_now` derives the space at once (no typing debounce: picking a file is one action)."""
+        from core.workloads import load_custom_workload
+
+        self.custom_path = str(path)
+        self._custom = self._custom_source = self._custom_error = None
+        try:
+            source = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self._custom_error = f"Cannot read {path}: {why}"
+        else:
+            try:
+                self._custom = load_custom_workload(source)
+                self._custom_source = source
+            except TunelabError as exc:
+                self._custom_error = f"{Path(path).name} does not load: {str(exc).removeprefix(CUSTOM + ': ')}"
+            except Exception as exc:  # noqa: BLE001 - whatever the person's file does is a message, not a crash
+                self._custom_error = f"{Path(path).name} does not load: {type(exc).__name__}: {exc}"
+        if self._custom is not None and self._settings is not None:
+            self._settings.setValue(CUSTOM_FILE_KEY, self.custom_path)
+        self.custom_path_edit.setText(self.custom_path)
+        self.custom_path_edit.setToolTip(self.custom_path)
+        index = self.workload_combo.findData(CUSTOM)
+        if self.workload_combo.currentIndex() != index:
+            self.workload_combo.blockSignals(True)
+            self.workload_combo.setCurrentIndex(index)
+            self.workload_combo.blockSignals(False)
+        self._show_workload()
+        if check_now:
+            self._on_problem_changed()
+        return self._custom is not None
+
     # ---- slots ---------------------------------------------------------------------------------
     def _on_workload_changed(self) -> None:
+        if self.is_custom and self._custom is None and self._custom_error is None:
+            # "Custom TE file…" with no file yet: ask for one; no file picked goes back to the catalog.
+            if not self.choose_custom_file():
+                self.workload_combo.blockSignals(True)
+                self.workload_combo.setCurrentIndex(self._catalog_index)
+                self.workload_combo.blockSignals(False)
+                self._show_workload()
+            return
+        self._show_workload()
+
+    def _show_workload(self) -> None:
+        """Fill the shape, preset and dtype fields from the chosen workload."""
+        custom = self.is_custom
+        if not custom:
+            self._catalog_index = self.workload_combo.currentIndex()
+        self._problem_form.setRowVisible(self.custom_row, custom)
         wl = self.workload
-        self.workload_doc.setText(wl.description)
+        if wl is None:
+            self.workload_doc.setText(CUSTOM_HINT)
+        elif custom:
+            self.workload_doc.setText(f"{wl.title}: {wl.description}")
+        else:
+            self.workload_doc.setText(wl.description)
         while self.shape_form.rowCount():
             self.shape_form.removeRow(0)
         self._shape_spins = {}
-        for p in wl.params:
+        for p in (wl.params if wl is not None else ()):
             spin = _spin(p.minimum, SHAPE_MAX, p.default, p.doc)
             spin.setObjectName(f"shape_{p.name}")
             spin.setMinimumWidth(120)
@@ -304,19 +425,19 @@ class NewSessionDialog(QDialog):
         self.preset_combo.blockSignals(True)
         self.preset_combo.clear()
         self.preset_combo.addItem("(custom)", None)
-        for name, shape in wl.presets.items():
+        for name, shape in (wl.presets.items() if wl is not None else ()):
             self.preset_combo.addItem(f"{name}  ({', '.join(f'{k}={v}' for k, v in shape.items())})", name)
         self.preset_combo.blockSignals(False)
         self.dtype_combo.blockSignals(True)
         self.dtype_combo.clear()
-        self.dtype_combo.addItems(list(wl.dtypes))
+        self.dtype_combo.addItems(list(wl.dtypes) if wl is not None else [])
         self.dtype_combo.blockSignals(False)
         self._match_preset()
         self._schedule_problem()
 
     def _on_preset_changed(self) -> None:
         name = self.preset_combo.currentData()
-        if name is None:
+        if name is None or self.workload is None:
             return
         for key, value in self.workload.presets[name].items():
             spin = self._shape_spins[key]
@@ -330,6 +451,8 @@ class NewSessionDialog(QDialog):
         self._schedule_problem()
 
     def _match_preset(self) -> None:
+        if self.workload is None:
+            return
         shape = self.shape()
         match = next((i for i in range(1, self.preset_combo.count())
                       if {**shape, **self.workload.presets[self.preset_combo.itemData(i)]} == shape), 0)
@@ -354,6 +477,8 @@ class NewSessionDialog(QDialog):
         if self._target is not None and not self._target.can_run:
             self._problem_error = f"{self._target.description}: kernels can be built here but not measured"
         shape = None
+        if self._problem_error is None and self.workload is None:
+            self._problem_error = self._custom_error or CUSTOM_HINT
         if self._problem_error is None:
             try:
                 shape = self.workload.parse_shape(self.shape())
@@ -408,7 +533,10 @@ class NewSessionDialog(QDialog):
     def _update_summary(self) -> None:
         size = self.space_editor.size()
         shape = ",".join(f"{k}={v}" for k, v in self.shape().items())
-        parts = [f"{self.workload.name} {shape} {self.dtype_combo.currentText()}",
+        wl = self.workload
+        what = "custom (no file)" if wl is None else (
+            f"custom ({Path(self.custom_path or '').name})" if self.is_custom else wl.name)
+        parts = [f"{what} {shape} {self.dtype_combo.currentText()}",
                  self._target.description if self._target else "no target",
                  f"{self.space_kind_combo.currentData()} space" + (f" of {size:,}" if size else ""),
                  f"{self.tuner_combo.currentData()}",
@@ -448,11 +576,17 @@ class NewSessionDialog(QDialog):
                 last = json.loads(str(self._settings.value(SETTINGS_KEY, "{}")))
             except (TypeError, ValueError):
                 last = {}
-        index = self.workload_combo.findData(last.get("workload", "gemm"))
-        self.workload_combo.blockSignals(True)
-        self.workload_combo.setCurrentIndex(max(index, 0))
-        self.workload_combo.blockSignals(False)
-        self._on_workload_changed()
+        workload = last.get("workload", "gemm")
+        custom_file = str(self._settings.value(CUSTOM_FILE_KEY, "") or "") if self._settings is not None else ""
+        if workload == CUSTOM and custom_file and Path(custom_file).is_file():
+            # the last custom file, read again (it may have been edited); checked once restored
+            self.load_custom_file(custom_file, check_now=False)
+        else:
+            index = self.workload_combo.findData(workload if workload in self._workloads else "gemm")
+            self.workload_combo.blockSignals(True)
+            self.workload_combo.setCurrentIndex(max(index, 0))
+            self.workload_combo.blockSignals(False)
+            self._show_workload()
         for key, value in (last.get("shape") or {}).items():
             if key in self._shape_spins and isinstance(value, int):
                 self._shape_spins[key].setValue(value)

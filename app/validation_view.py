@@ -75,6 +75,10 @@ def validation_job(store: Store, session_id: int, *, top_k: int, runs: int, shap
     The re-measurement is core.validate.validate_session (not stored by itself); the shapes are
     core.shapes.across_shapes with `on_row` forwarded, so rows appear as they are measured. The report
     then takes the shape rows (as validate_session(shapes=...) does) and is stored.
+
+    `is_cancelled` reaches the re-measurement too: a stop kills its worker processes at once (the result
+    is {"report": None, "across": None, "cancelled": True}). A stopped run stores nothing, also when the
+    stop came while the shapes were measured (its report is returned to show, without an "id").
     """
     record = store.session(session_id)
     shapes = (shapes or "").strip()
@@ -90,14 +94,18 @@ def validation_job(store: Store, session_id: int, *, top_k: int, runs: int, shap
     report = None
     if remeasure:
         try:
-            from core.validate import validate_session
+            from core.validate import ValidationCancelled, validate_session
         except ImportError as exc:
             raise TunelabError("this build of tunelab has no core.validate: only the shapes can be checked") from exc
         emit(("stage", f"Re-measuring the {top_k} fastest schedule(s) of session {session_id} in {runs} fresh "
                        "process(es)…"))
         which = {"task": task} if task else {}  # older core.validate: no tasks
-        report = validate_session(store, session_id, top_k=top_k, runs=runs, record=False, **which,
-                                  on_progress=lambda done, total, text: emit(("progress", done, total, text)))
+        try:
+            report = validate_session(store, session_id, top_k=top_k, runs=runs, record=False, **which,
+                                      on_progress=lambda done, total, text: emit(("progress", done, total, text)),
+                                      is_cancelled=is_cancelled)
+        except ValidationCancelled:
+            return {"report": None, "across": None, "cancelled": True}
         emit(("report", report))
     across = None
     cancelled = is_cancelled()
@@ -120,7 +128,7 @@ def validation_job(store: Store, session_id: int, *, top_k: int, runs: int, shap
         if across is not None:
             report["across_shapes"] = {k: v for k, v in across.items() if k != "rows"}
             report["shapes"] = across["rows"]
-        if callable(getattr(store, "add_validation", None)):
+        if not cancelled and callable(getattr(store, "add_validation", None)):
             report["id"] = store.add_validation(report)
     return {"report": report, "across": across, "cancelled": cancelled}
 
@@ -161,6 +169,7 @@ class ValidationView(QWidget):
         self.session_id: int | None = None
         self.worker: StreamWorker | None = None
         self._run_session: int | None = None
+        self._remeasuring = False
         self._rows: list[dict[str, Any]] = []
         self._n_shapes = 0
         self.report: dict[str, Any] | None = None
@@ -197,7 +206,9 @@ class ValidationView(QWidget):
         self.shapes_button.setToolTip("Carry the best schedule over to the shapes, without re-measuring")
         self.shapes_button.clicked.connect(lambda: self.start(remeasure=False))
         self.stop_button = QPushButton("Stop")
-        self.stop_button.setToolTip("Stop after the shape being measured (a re-measurement runs to its end)")
+        self.stop_button.setObjectName("stop_button")
+        self.stop_button.setToolTip("Stop: nothing of this run is stored (a re-measurement's worker processes "
+                                    "are killed at once; the shapes stop after the one being measured)")
         self.stop_button.clicked.connect(self.stop)
         controls = QHBoxLayout()
         controls.setContentsMargins(0, 0, 0, 0)
@@ -483,6 +494,7 @@ class ValidationView(QWidget):
             return None
         self._clear_results()
         self._run_session = self.session_id
+        self._remeasuring = remeasure
         worker = StreamWorker(self._store.path, validation_job, self.session_id, top_k=self.k_spin.value(),
                               runs=self.runs_spin.value(), shapes=shapes, remeasure=remeasure, task=self.task)
         worker.progress.connect(self._on_progress)
@@ -503,7 +515,7 @@ class ValidationView(QWidget):
     def stop(self) -> None:
         if self.worker is not None:
             self.worker.cancel()
-            self._set_stage(self.stage.text() + " — stopping after the current step…")
+            self._set_stage(self.stage.text() + " — stopping…")
             self._update_buttons()
 
     def _on_progress(self, item: tuple) -> None:
@@ -529,6 +541,9 @@ class ValidationView(QWidget):
             self._fill_shapes()
 
     def _on_done(self, result: dict[str, Any]) -> None:
+        if result.get("cancelled") and result.get("report") is None and result.get("across") is None:
+            self._show_stopped()
+            return
         if result.get("report") is not None:
             self._show_report(result["report"])
         across = result.get("across")
@@ -536,9 +551,21 @@ class ValidationView(QWidget):
             self.across = across
             self._rows = list(across["rows"])
             self._fill_shapes()
-        stopped = " (stopped)" if result.get("cancelled") else ""
         stored = (result.get("report") or {}).get("id") is not None
-        self._set_stage(f"Done{stopped}." + (" The validation is stored with the session." if stored else ""))
+        if result.get("cancelled"):
+            self._set_stage("Stopped." + (" Nothing was stored." if result.get("report") is not None else ""))
+        else:
+            self._set_stage("Done." + (" The validation is stored with the session." if stored else ""))
+
+    def _show_stopped(self) -> None:
+        """A run stopped before it had anything to keep: nothing is stored, the past runs are as they were."""
+        if self._remeasuring:
+            self.verdict_label.setText("Stopped")
+            self._style_verdict(None)
+            self.cause_label.setText("The re-measurement was stopped before it finished; nothing was stored. "
+                                     "Past validations are unchanged.")
+            self._set_figures("")
+        self._set_stage("Stopped.")
 
     def _on_failed(self, message: str, _details: str) -> None:
         self.last_error = message

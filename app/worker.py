@@ -66,6 +66,7 @@ class TuningWorker(QThread):
 
     session_ready = Signal(int)  # the session id, once it is stored
     trial_done = Signal(object)  # core.records.TrialRecord
+    stage = Signal(str)  # what the session does besides trials (e.g. confirming its winners), in words
     failed = Signal(str, str)  # message, details
 
     POLL_S = 0.1
@@ -170,11 +171,13 @@ class TuningWorker(QThread):
                 store.close()
 
     def _read_stderr(self, proc: subprocess.Popen, lines: list[str]) -> None:
-        from core.cli import CONTROL_READY
+        from core.cli import CONTROL_READY, STAGE_MARK
 
         assert proc.stderr is not None
         for line in proc.stderr:
             lines.append(line)
+            if line.startswith(STAGE_MARK):
+                self.stage.emit(line[len(STAGE_MARK):].strip())
             if CONTROL_READY in line and not self._ready.is_set():
                 with self._lock:
                     self._ready.set()

@@ -17,6 +17,7 @@ from core.errors import StoreError, TunelabError
 
 EXIT_BAD_INPUT = 2
 CONTROL_READY = "control signals ready (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop)"
+STAGE_MARK = "tunelab stage: "  # prefixes, on stderr, what a session does besides trials (a controller shows it)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--target-cv", type=float, default=0.05, help="sample on until the spread (CV) is this small")
     t.add_argument("--max-repeat", type=int, default=12, help="cap on samples per trial")
     t.add_argument("--cooldown", type=float, default=5.0, help="seconds to wait while the machine is hot or busy")
+    t.add_argument("--confirm-runs", type=int, default=3, metavar="N",
+                   help="when finished, re-measure the fastest trials in N fresh processes (0: off)")
+    t.add_argument("--confirm-top", type=int, default=3, metavar="K", help="how many of the fastest to confirm")
     t.add_argument("--custom", help="a Python file with a TE compute (workload custom)")
     t.add_argument("--name", default="")
     t.add_argument("--resume", type=int, default=None, metavar="SESSION", help="continue a stored session")
@@ -98,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--top", type=int, default=3, metavar="K", help="a session's K fastest trials (default 3)")
     v.add_argument("--shapes", default=None, help="also carry the best schedule to these shapes, e.g. M=16,32,64")
     v.add_argument("--task", type=int, default=0, help="which shape of a several-shape session (default 0, the first)")
+    v.add_argument("--against", choices=("confirmed", "session"), default="confirmed",
+                   help="judge a session's trials against their confirmed figures where they have one (default) "
+                        "or the figures the session measured")
     v.add_argument("--json", action="store_true")
     with_db(v)
     b = sub.add_parser("baseline", help="the session's operator through the vendor library (NumPy BLAS, cuBLAS)")
@@ -232,7 +239,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         measure = MeasureOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                                  warmup=args.warmup, timeout_s=args.timeout, cache_flush=args.cache_flush,
                                  check_correctness=not args.no_check, target_cv=args.target_cv,
-                                 max_repeat=args.max_repeat, cooldown_s=args.cooldown)
+                                 max_repeat=args.max_repeat, cooldown_s=args.cooldown,
+                                 confirm_runs=args.confirm_runs, confirm_top=args.confirm_top)
         shapes = [x for x in (args.shape or "").split(";") if x.strip()] or [None]
         spec = SessionSpec(workload="custom" if custom_source else args.workload, shape=shapes[0],  # type: ignore[arg-type]
                            shapes=tuple(shapes[1:]),
@@ -254,6 +262,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     _control_by_signals(session)
     record = store.session(session.session_id)
     progress = _Progress(record.trials_budget, record.n_trials)
+    session.on_stage.append(lambda text: print(f"\n{STAGE_MARK}{text}", file=sys.stderr, flush=True))
     done, failed, best = record.n_trials, record.n_failed, record.best_ms
     interrupted = False
     runner = session.run()
@@ -273,13 +282,25 @@ def cmd_tune(args: argparse.Namespace) -> int:
     summary = {"session_id": record.id, "status": record.status, "trials": record.n_trials,
                "measured": record.n_trials - record.n_failed, "failed": record.n_failed,
                "rejected": session.rejected, "best_ms": record.best_ms, "best_gflops": record.best_gflops,
-               "best_trial_id": record.best_trial_id, "target": record.target, "tuner": record.tuner}
+               "best_trial_id": record.best_trial_id, "target": record.target, "tuner": record.tuner,
+               "confirmations": [_confirmation_json(r) for r in session.confirmations]}
     if args.json:
         print(json.dumps(summary))
     else:
         print(f"session {record.id} {record.status}: {record.n_trials} trials ({record.n_failed} failed), "
               f"best {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s")
+        if session.confirmations:
+            from core.confirm import format_confirmations
+
+            print(format_confirmations(session.confirmations))
     return 130 if interrupted else 0
+
+
+def _confirmation_json(report: dict[str, Any]) -> dict[str, Any]:
+    return {"validation_id": report.get("id"), "task": report["source"].get("task", 0), "verdict": report["verdict"],
+            "runs": report["runs"], "schedules": [{k: s.get(k) for k in ("trial_id", "recorded_ms", "remeasured_ms",
+                                                                          "ratio", "cv", "runs", "verdict")}
+                                                   for s in report["schedules"]]}
 
 
 def _control_by_signals(session: Any) -> None:
@@ -326,6 +347,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     doc.update({"space_json": r.space, "tuner_options": r.tuner_options, "measure": r.measure,
                 "best_trial": _trial_json(store.trial(best.id)) if best else None,
                 "rounds": [{"round": x.round, "n": x.n, "spearman": x.spearman, "best_ms": x.best_ms} for x in rounds]})
+    from core.confirm import confirmations
+
+    confirmed = confirmations(store, args.session)
+    doc["confirmed"] = [{"trial_id": k, **{f: v[f] for f in ("median_ms", "session_ms", "runs", "cv", "verdict",
+                                                           "validation_id")}}
+                        for k, v in sorted(confirmed.items(), key=lambda kv: kv[1]["median_ms"])]
     if args.trials:
         doc["trials_list"] = [_trial_json(t) for t in store.trials(args.session, with_samples=True)]
     if args.json:
@@ -339,6 +366,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  best: trial {best.id}  median {_fmt(best.latency_ms)} ms (CV {_fmt(best_doc['cv'], 2)}, "
               f"IQR {_fmt(best_doc['iqr_ms'])} ms, {best_doc['outliers']} outliers)  "
               f"{_fmt(r.best_gflops)} GFLOP/s\n  config: {json.dumps(best.config)}")
+    for c in doc["confirmed"][:3]:
+        print(f"  confirmed: trial {c['trial_id']}  {_fmt(c['median_ms'])} ms in {c['runs']} fresh processes "
+              f"(session {_fmt(c['session_ms'])} ms)")
     if len(doc["tasks"]) > 1:
         for t in doc["tasks"]:
             print(f"  shape {t['shape']}: {t['trials']} trials, best {_fmt(t['best_ms'])} ms "
@@ -415,7 +445,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if isinstance(source, int):
         store = _open_store(args.db, create=False)
         report = validate_session(store, source, top_k=args.top, runs=args.repeats, shapes=args.shapes,
-                                  task=args.task, on_progress=_progress_line)
+                                  task=args.task, on_progress=_progress_line, against=args.against)
     else:
         if args.shapes is not None or args.task:
             raise TunelabError("--shapes and --task need a SESSION, not a schedule file")

@@ -34,6 +34,11 @@ class MeasureOptions:
     target_cv: float = 0.05
     max_repeat: int = 12
     cooldown_s: float = 5.0
+    # The winner's curse: the fastest of many noisy figures is biased low. A finished session
+    # re-measures its `confirm_top` fastest trials in `confirm_runs` fresh processes (core.confirm)
+    # and exports the confirmed figure; 0 turns it off.
+    confirm_runs: int = 3
+    confirm_top: int = 3
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -63,6 +63,9 @@ def validate_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetIn
     if (m.number < 1 or m.repeat < 1 or m.min_repeat_ms < 0 or m.warmup < 0 or m.timeout_s <= 0
             or m.target_cv < 0 or m.max_repeat < 1 or m.cooldown_s < 0):
         raise TunelabError("measurement options must be positive (number, repeat, max repeat >= 1; timeout > 0)")
+    if not 0 <= m.confirm_runs <= 32 or not 0 <= m.confirm_top <= 32:
+        raise TunelabError(f"confirmation needs 0..32 fresh processes and 0..32 schedules, not "
+                           f"{m.confirm_runs} and {m.confirm_top} (0 turns it off)")
     resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)
     space = make_space(workload, shape, dtype, target, spec.space_kind, spec.space)
     if space.size < 1:
@@ -157,6 +160,8 @@ class TuningSession:
         self.telemetry_status = ""
         self.rejected = 0  # configs the space could not turn into a legal schedule (never measured)
         self.on_trial: list[Callable[[TrialRecord], None]] = []
+        self.on_stage: list[Callable[[str], None]] = []  # what the session does besides trials, in words
+        self.confirmations: list[dict[str, Any]] = []  # the reports of core.confirm once finished
 
     # ---- control (safe from any thread) ---------------------------------------------------------
     def pause(self) -> None:
@@ -287,8 +292,27 @@ class TuningSession:
                 pass
             for task in tasks:
                 task.close()
+            if final_status == "finished":
+                self._confirm()
             if final_status != "crashed":
                 self.store.set_status(self.session_id, final_status)
+
+    def _stage(self, text: str) -> None:
+        for callback in self.on_stage:
+            callback(text)
+
+    def _confirm(self) -> None:
+        """Re-measure the winners in fresh processes (core.confirm); never changes how the session ended."""
+        from core.confirm import confirm_session
+        from core.validate import ValidationCancelled
+
+        try:
+            self.confirmations = confirm_session(self.store, self.session_id, is_cancelled=self._cancel.is_set,
+                                                 on_stage=self._stage)
+        except ValidationCancelled:
+            self._stage("confirmation stopped; the session's own figures stand")
+        except Exception as exc:  # a failed confirmation is reported, the tuned results are kept
+            self._stage(f"confirmation failed ({type(exc).__name__}: {exc}); the session's own figures stand")
 
     def _cool_down(self, sampler: Any, limit_s: float) -> str | None:
         """Wait (up to `limit_s`) while the machine is hot or busy; the reason if it stays so."""

@@ -24,7 +24,13 @@ exported ``*.schedule.json``. Either way:
      first-run JIT/allocation cost, ...);
    * ``regressed``: the re-measured median is slower than recorded by more than :data:`REGRESS_TOL` and
      the recorded figure lies outside the re-measured interquartile range, on a quiet machine; or the
-     schedule no longer builds, runs or gives the right answer.
+     schedule no longer builds, runs or gives the right answer. When the recorded figure is the
+     session's own and other trials of the session measured at or below the re-measured figure, it is
+     ``noisy`` instead, with the winner's curse as the cause: the fastest of several noisy figures is
+     biased low (see :mod:`core.confirm`).
+
+A session's trials that a confirmation (:mod:`core.confirm`) re-measured are judged against the
+confirmed figure, not the session's (``against="session"`` compares with the session's own).
 
 The report (a JSON-ready dict) is stored with :meth:`core.store.Store.add_validation` so the app can
 show it. Worker pipes use ``select``: POSIX only.
@@ -63,6 +69,7 @@ DEFAULT_TOP_K = 3
 NOISY_CV = 0.10  # coefficient of variation (samples, or per-run medians) above which runs disagree
 REGRESS_TOL = 0.10  # re-measured vs recorded median: beyond this (and outside the IQR) it changed
 DISTURBED_FRACTION = 0.25  # share of runs with another busy process / throttling that taints them
+MAX_RIVALS = 64  # the session's figures kept per schedule to recognise a winner's curse
 MIN_RUNS_TO_JUDGE = 3  # fewer runs can say "noisy" or "stable", never "regressed"
 FIRST_SAMPLE_RATIO = 1.3  # first timed sample of a process vs the rest: first-run cost leaking in
 POOL_SIZE = 8  # workers started (and importing TVM) together, before their measurements
@@ -71,9 +78,18 @@ RESULT_MARK = "TUNELAB-RESULT "
 MAX_NAMED = 6  # other processes named in a cause (the most often seen first)
 
 ProgressFn = Callable[[int, int, str], None]  # (runs done, runs in all, message)
+CancelFn = Callable[[], bool]  # true once the caller wants the validation stopped
+CANCEL_POLL_S = 0.1  # how often a wait on a worker looks at ``is_cancelled``
 
 _THERMAL = frozenset({"sw_thermal_slowdown", "hw_thermal_slowdown"})
 _POWER = frozenset({"sw_power_cap", "hw_power_brake_slowdown"})
+
+
+class ValidationCancelled(TunelabError):
+    """``is_cancelled()`` turned true: every worker process was killed and nothing was stored."""
+
+    def __init__(self, message: str = "the validation was stopped; nothing was stored") -> None:
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,11 @@ class _Item:
     recorded_samples_ms: tuple[float, ...]
     recorded_telemetry: dict[str, Any] | None
     schedule: Any  # tvm Schedule
+    # The session's own figure where `recorded_ms` is a fresh-process confirmation (core.confirm).
+    session_ms: float | None = None
+    # The session's figures of the other successful trials of its shape (fastest first, capped): when the
+    # recorded figure is the session's own, they tell a winner's curse from a regression.
+    rivals_ms: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,7 +126,8 @@ class _Problem:
 
 def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_K, runs: int = DEFAULT_RUNS,
                      options: MeasureOptions | None = None, shapes: str | None = None, task: int = 0,
-                     record: bool = True, on_progress: ProgressFn | None = None) -> dict[str, Any]:
+                     record: bool = True, on_progress: ProgressFn | None = None,
+                     is_cancelled: CancelFn | None = None, against: str = "confirmed") -> dict[str, Any]:
     """Re-measure the session's ``top_k`` fastest successful trials in ``runs`` fresh processes.
 
     A session that tunes several shapes is validated one shape (task) at a time: ``task`` is its index
@@ -117,6 +139,9 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
     ``shapes``: the session's own shape, from this validation). With ``record`` the report is stored
     (its ``id`` is set). Bad input (unknown session, no successful trial, a bad shape list, a target
     this machine cannot run) raises :class:`TunelabError` before anything is measured or stored.
+
+    ``is_cancelled`` (polled between worker runs and while waiting for a worker) stops the validation:
+    every worker process is killed, nothing is stored and :class:`ValidationCancelled` is raised.
     """
     _check_counts(top_k, runs)
     rec = store.session(session_id)  # before the (slow) TVM imports: bad input fails fast
@@ -156,23 +181,33 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
         space = space_for_task(rec, chosen)
     else:
         space = space_for_session(rec)
-    items = [_Item(label=f"trial {t.id}", trial_id=t.id, config=t.config, recorded_ms=t.latency_ms,
-                   recorded_samples_ms=tuple(t.samples_ms), recorded_telemetry=_compact_stamp(stamps.get(t.id)),
-                   schedule=space.schedule(t.config)) for t in trials[:top_k]]
+    if against not in ("confirmed", "session"):
+        raise TunelabError(f"validate against 'confirmed' or 'session' figures, not {against!r}")
+    confirmed = {}
+    if against == "confirmed":
+        from core.confirm import confirmations
+
+        confirmed = confirmations(store, session_id)
+    items = [_item_of(t, confirmed.get(t.id), _compact_stamp(stamps.get(t.id)), space,
+                      tuple(x.latency_ms for x in trials[:MAX_RIVALS + top_k] if x.id != t.id)[:MAX_RIVALS])
+             for t in trials[:top_k]]
     shape = dict(chosen.shape) if chosen is not None else dict(rec.shape)
     flops = float(chosen.flops) if chosen is not None else float(rec.flops)
     problem = _Problem(rec.workload, shape, rec.dtype, dict(rec.target), rec.custom_source, rec.seed, flops)
     opts = options or MeasureOptions.from_json(_known_options(rec.measure))
     source = {"kind": "session", "session_id": session_id, "name": rec.name, "top_k": top_k, "task": task}
-    report = _validate(problem, items, runs, opts, source, on_progress)
+    report = _validate(problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled)
     if shapes is not None:
         from core.shapes import across_shapes
 
+        _check_cancelled(is_cancelled)
         if on_progress is not None:
             on_progress(runs, runs, f"measuring the best schedule on the shapes {shapes}")
-        across = across_shapes(store, session_id, shapes, trial_id=items[0].trial_id, options=opts)
+        across = across_shapes(store, session_id, shapes, trial_id=items[0].trial_id, options=opts,
+                               on_row=lambda _row: _check_cancelled(is_cancelled))
         report["across_shapes"] = {k: v for k, v in across.items() if k != "rows"}
         report["shapes"] = across["rows"]
+    _check_cancelled(is_cancelled)
     if record:
         report["id"] = store.add_validation(report)
     return report
@@ -180,9 +215,11 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
 
 def validate_schedule_file(path: str | os.PathLike[str], *, store: Store | None = None, runs: int = DEFAULT_RUNS,
                            options: MeasureOptions | None = None,
-                           on_progress: ProgressFn | None = None) -> dict[str, Any]:
+                           on_progress: ProgressFn | None = None,
+                           is_cancelled: CancelFn | None = None) -> dict[str, Any]:
     """Re-measure an exported schedule (``*.schedule.json``) in ``runs`` fresh processes against the
-    statistics recorded in the file; stored in ``store`` when one is given."""
+    statistics recorded in the file; stored in ``store`` when one is given. ``is_cancelled`` stops it
+    as in :func:`validate_session` (:class:`ValidationCancelled`, nothing stored)."""
     from core.export import load_schedule_file, schedule_from_file
 
     _check_counts(1, runs)
@@ -205,10 +242,22 @@ def validate_schedule_file(path: str | os.PathLike[str], *, store: Store | None 
                        int(doc.get("seed", 0)), float(workload.flops(shape)))
     opts = options or MeasureOptions.from_json(_known_options(stats.get("measure") or {}))
     source = {"kind": "file", "path": str(Path(path).resolve()), "session": session}
-    report = _validate(problem, items, runs, opts, source, on_progress)
+    report = _validate(problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled)
+    _check_cancelled(is_cancelled)
     if store is not None:
         report["id"] = store.add_validation(report)
     return report
+
+
+def _item_of(trial: Any, confirmation: dict[str, Any] | None, stamp: dict[str, Any] | None, space: Any,
+             rivals_ms: tuple[float, ...]) -> _Item:
+    if confirmation is not None:  # judged against the confirmed figure: no selection bias to expect
+        return _Item(label=f"trial {trial.id}", trial_id=trial.id, config=trial.config,
+                     recorded_ms=confirmation["median_ms"], recorded_samples_ms=tuple(confirmation["samples_ms"]),
+                     recorded_telemetry=stamp, schedule=space.schedule(trial.config), session_ms=trial.latency_ms)
+    return _Item(label=f"trial {trial.id}", trial_id=trial.id, config=trial.config, recorded_ms=trial.latency_ms,
+                 recorded_samples_ms=tuple(trial.samples_ms), recorded_telemetry=stamp,
+                 schedule=space.schedule(trial.config), rivals_ms=rivals_ms)
 
 
 def parse_source(text: str) -> int | Path:
@@ -222,11 +271,13 @@ def format_report(report: dict[str, Any]) -> str:
     """The report as a few lines of text for people."""
     lines = [f"{report['verdict']}: {report['summary']}"]
     for s in report["schedules"]:
-        rec = _ms(s.get("recorded_ms"))
+        rec = _ms(s.get("recorded_ms")) + ("*" if s.get("recorded_kind") == "confirmed" else "")
         new = _ms(s.get("remeasured_ms"))
         cv = "-" if s.get("cv") is None else f"{100 * s['cv']:.1f}%"
         lines.append(f"  {s['label']:<28s} recorded {rec:>10s}  re-measured {new:>10s}  cv {cv:>6s}  "
                      f"runs {s['runs']}  {s['verdict']}" + (f" ({s['cause']})" if s.get("cause") else ""))
+    if any(s.get("recorded_kind") == "confirmed" for s in report["schedules"]):
+        lines.append("  * the figure a fresh-process confirmation gave when the session finished (tunelab show)")
     if report.get("ranking_holds") is not None:
         lines.append("  ranking " + ("holds" if report["ranking_holds"] else "does not hold") +
                      f": recorded {', '.join(report['recorded_order'])}; re-measured {', '.join(report['remeasured_order'])}")
@@ -255,16 +306,20 @@ def _compact_stamp(stamp: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _validate(problem: _Problem, items: list[_Item], runs: int, options: MeasureOptions,
-              source: dict[str, Any], on_progress: ProgressFn | None) -> dict[str, Any]:
+              source: dict[str, Any], on_progress: ProgressFn | None, *,
+              is_cancelled: CancelFn | None = None) -> dict[str, Any]:
     from core.telemetry import TelemetrySampler
 
+    _check_cancelled(is_cancelled)
     started = time.time()
     folder = Path(tempfile.mkdtemp(prefix="tunelab-validate-"))
     sampler = TelemetrySampler()
     try:
         job, build_errors = _prepare(problem, items, options, folder)
+        _check_cancelled(is_cancelled)
         sampler.start()
-        measurements = _run_workers(job, folder, len(items), runs, options, sampler, on_progress)
+        measurements = _run_workers(job, folder, len(items), runs, options, sampler, on_progress,
+                                    is_cancelled=is_cancelled)
         whole = sampler.summary_between(started, time.time())
     finally:
         sampler.stop()
@@ -318,10 +373,12 @@ def _prepare(problem: _Problem, items: list[_Item], options: MeasureOptions,
 
 
 def _run_workers(job: dict[str, Any], folder: Path, n_items: int, runs: int, options: MeasureOptions,
-                 sampler: Any, on_progress: ProgressFn | None) -> list[list[dict[str, Any]]]:
+                 sampler: Any, on_progress: ProgressFn | None, *,
+                 is_cancelled: CancelFn | None = None) -> list[list[dict[str, Any]]]:
     """``runs`` fresh worker processes, each measuring every schedule once (rotated order).
 
-    Returns one list per run with a measurement dict per schedule (index order)."""
+    Returns one list per run with a measurement dict per schedule (index order). Raises
+    :class:`ValidationCancelled` once ``is_cancelled()`` is true (every worker killed)."""
     out: list[list[dict[str, Any]]] = []
     names: dict[int, str] = {}
     timeout = 60.0 + options.timeout_s * n_items
@@ -330,14 +387,15 @@ def _run_workers(job: dict[str, Any], folder: Path, n_items: int, runs: int, opt
         batch = range(run, min(runs, run + POOL_SIZE))
         procs: dict[int, subprocess.Popen] = {}
         try:
+            _check_cancelled(is_cancelled)
             for r in batch:
                 procs[r] = _spawn(folder, r)
-            ready = {r: _wait_ready(proc, folder, r, timeout) for r, proc in procs.items()}
+            ready = {r: _wait_ready(proc, folder, r, timeout, is_cancelled) for r, proc in procs.items()}
             if run == 0:
                 _wait_settled(sampler)
             out.extend(_measure_batch(batch, procs, ready, n_items, runs, timeout, folder, sampler, names,
-                                      on_progress))
-        finally:  # an error or an interrupt leaves no worker behind
+                                      on_progress, is_cancelled=is_cancelled))
+        finally:  # an error, an interrupt or a cancel leaves no worker behind
             for proc in procs.values():
                 _kill(proc)
         run = batch.stop
@@ -346,13 +404,15 @@ def _run_workers(job: dict[str, Any], folder: Path, n_items: int, runs: int, opt
 
 def _measure_batch(batch: range, procs: dict[int, subprocess.Popen], ready: dict[int, str | None], n_items: int,
                    runs: int, timeout: float, folder: Path, sampler: Any, names: dict[int, str],
-                   on_progress: ProgressFn | None) -> list[list[dict[str, Any]]]:
+                   on_progress: ProgressFn | None, *,
+                   is_cancelled: CancelFn | None = None) -> list[list[dict[str, Any]]]:
     """Measure with a started batch of workers, one worker at a time; one list per run."""
     out = []
     for r in batch:
+        _check_cancelled(is_cancelled)
         order = [(r + j) % n_items for j in range(n_items)]
         if ready[r] is None:
-            results = _talk(procs[r], order, timeout, folder, r)
+            results = _talk(procs[r], order, timeout, folder, r, is_cancelled)
         else:
             results = {i: {"ok": False, "error": ready[r]} for i in order}
         per_item = []
@@ -403,18 +463,22 @@ def _stderr_tail(folder: Path, run: int) -> str:
     return _last_line(text)
 
 
-def _wait_ready(proc: subprocess.Popen, folder: Path, run: int, timeout: float) -> str | None:
-    """None once the worker says it is ready; else why it never did (and it is gone)."""
+def _wait_ready(proc: subprocess.Popen, folder: Path, run: int, timeout: float,
+                is_cancelled: CancelFn | None = None) -> str | None:
+    """None once the worker says it is ready; else why it never did (and it is gone). Raises
+    :class:`ValidationCancelled` once ``is_cancelled()`` is true (the caller kills the workers)."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     deadline = time.monotonic() + timeout
     buf = b""
     while b"\n" not in buf:
+        _check_cancelled(is_cancelled)
         left = deadline - time.monotonic()
         if left <= 0:
             _kill(proc)
             return f"the worker did not start within {timeout:.0f} s"
-        readable, _, _ = select.select([fd], [], [], left)
+        wait = left if is_cancelled is None else min(left, CANCEL_POLL_S)
+        readable, _, _ = select.select([fd], [], [], wait)
         if readable:
             chunk = os.read(fd, 4096)
             if not chunk:
@@ -424,13 +488,28 @@ def _wait_ready(proc: subprocess.Popen, folder: Path, run: int, timeout: float) 
     return None
 
 
-def _talk(proc: subprocess.Popen, order: list[int], timeout: float, folder: Path, run: int) -> dict[int, dict]:
-    """Send the worker its order, wait for its results (index -> measurement)."""
-    try:
-        stdout, _ = proc.communicate((json.dumps(order) + "\n").encode(), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        return {i: {"ok": False, "error": f"timeout: the worker was killed after {timeout:.0f} s"} for i in order}
+def _talk(proc: subprocess.Popen, order: list[int], timeout: float, folder: Path, run: int,
+          is_cancelled: CancelFn | None = None) -> dict[int, dict]:
+    """Send the worker its order, wait for its results (index -> measurement). Raises
+    :class:`ValidationCancelled` (the worker killed) once ``is_cancelled()`` is true."""
+    deadline = time.monotonic() + timeout
+    message: bytes | None = (json.dumps(order) + "\n").encode()
+    while True:
+        left = deadline - time.monotonic()
+        wait = left if is_cancelled is None else min(left, CANCEL_POLL_S)
+        try:
+            # communicate() may be called again after a timeout (output is kept), without the input
+            stdout, _ = proc.communicate(message, timeout=max(wait, 0.0))
+            break
+        except subprocess.TimeoutExpired:
+            message = None
+            if is_cancelled is not None and is_cancelled():
+                _kill(proc)
+                raise ValidationCancelled() from None
+            if time.monotonic() >= deadline:
+                _kill(proc)
+                return {i: {"ok": False, "error": f"timeout: the worker was killed after {timeout:.0f} s"}
+                        for i in order}
     for line in stdout.decode(errors="replace").splitlines():
         if line.startswith(RESULT_MARK):
             doc = json.loads(line[len(RESULT_MARK):])
@@ -438,6 +517,11 @@ def _talk(proc: subprocess.Popen, order: list[int], timeout: float, folder: Path
     why = f"the worker died (code {proc.returncode})"
     tail = _stderr_tail(folder, run)
     return {i: {"ok": False, "error": why + (f": {tail}" if tail else "")} for i in order}
+
+
+def _check_cancelled(is_cancelled: CancelFn | None) -> None:
+    if is_cancelled is not None and is_cancelled():
+        raise ValidationCancelled()
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -526,6 +610,9 @@ def _judge(item: _Item, ms: list[dict[str, Any]], build_error: str | None, probl
     entry: dict[str, Any] = {
         "label": item.label, "trial_id": item.trial_id, "config": item.config,
         "recorded_ms": recorded, "recorded_samples_ms": list(item.recorded_samples_ms),
+        "recorded_kind": "confirmed" if item.session_ms is not None else "session", "session_ms": item.session_ms,
+        # other trials the session measured at or below this schedule's re-measured figure
+        "rivals": (sum(1 for x in item.rivals_ms if x <= remeasured) if remeasured is not None else None),
         "recorded_telemetry": item.recorded_telemetry,
         "remeasured_ms": remeasured, "ratio": ratio,
         "mean_ms": statistics.fmean(samples) if samples else None,
@@ -576,6 +663,12 @@ def _verdict(e: dict[str, Any], windows: list[dict[str, Any]], names: dict[int, 
     if deviates and e["runs"] < MIN_RUNS_TO_JUDGE:
         return "noisy", (f"re-measured {_ms(e['remeasured_ms'])} vs {_ms(recorded)} recorded, but {e['runs']} run(s) "
                          f"are too few to tell a change from noise (use {MIN_RUNS_TO_JUDGE} or more)")
+    if deviates and ratio > 1 and e.get("rivals"):
+        n = e["rivals"]
+        return "noisy", (f"winner's curse: the session's figure {_ms(recorded)} was the luckiest of close rivals — "
+                         f"{n} other trial(s) of the session measured at or below the {_ms(e['remeasured_ms'])} "
+                         f"re-measured here ({_pct(ratio - 1)} slower), and the fastest of several noisy figures "
+                         "is biased low; the re-measured figure is the one to trust")
     if deviates and ratio > 1:
         return "regressed", (f"re-measured median {_ms(e['remeasured_ms'])} is {_pct(ratio - 1)} slower than the "
                              f"recorded {_ms(recorded)}, outside the re-measured IQR "

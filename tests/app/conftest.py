@@ -21,7 +21,7 @@ from core.store import Store  # noqa: E402
 
 # No cool-down wait before a batch: on a shared test machine another process is nearly always busy, and
 # waiting up to 5 s per batch would only slow the suite (the trials are stamped either way).
-SMALL_MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0)
+SMALL_MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0)
 
 
 def small_spec(**changes) -> SessionSpec:

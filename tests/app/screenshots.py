@@ -25,7 +25,7 @@ def make_store(path: Path) -> None:
     from core.session import create_session
     from core.store import Store
 
-    measure = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=0)
+    measure = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=0, confirm_runs=2)
     base = dict(workload="gemm", shape={"M": 64, "N": 64, "K": 64}, target="llvm", space_kind="template",
                 batch=8, measure=measure)
     store = Store(path)

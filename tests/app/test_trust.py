@@ -152,6 +152,57 @@ def test_validation_panel_verdict_and_across_shapes(qtbot, store_copy):
     assert view.verdict.lower() == report["verdict"] and view.shape_table.rowCount() == 4
 
 
+def _validate_workers() -> list:
+    """Our descendant processes that are validation workers (python -m core.validate --worker JOB)."""
+    import psutil
+
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cmd = child.cmdline()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            continue
+        if "core.validate" in cmd and "--worker" in cmd:
+            out.append(child)
+    return out
+
+
+@pytest.mark.skipif(not validate_available(), reason="this build has no core.validate")
+def test_stop_ends_a_running_validation_at_once_and_stores_nothing(qtbot, store_copy):
+    import time
+
+    from core.validate import validate_session
+
+    sid = _random_session(store_copy)
+    past = validate_session(store_copy, sid, top_k=1, runs=1)  # a past validation, which must stay as it is
+    view = ValidationView(store_copy)
+    qtbot.addWidget(view)
+    view.show()
+    view.set_session(sid)
+    assert view.past_table.rowCount() == 1
+    view.k_spin.setValue(3)
+    view.runs_spin.setValue(30)  # would take minutes to the end
+    events = []
+    worker = view.start(remeasure=True)
+    worker.progress.connect(lambda item: events.append(item[0]))
+    qtbot.waitUntil(lambda: "progress" in events, timeout=120_000)  # the first fresh-process run is done
+    assert view.running and view.stop_button.isEnabled() and _validate_workers()
+    t0 = time.monotonic()
+    view.stop_button.click()
+    assert not view.stop_button.isEnabled()
+    qtbot.waitUntil(lambda: not view.running, timeout=10_000)
+    took = time.monotonic() - t0
+    assert took < 10, took
+    assert events.count("progress") < 30 and "report" not in events
+    assert view.last_error == ""
+    assert view.stage.text() == "Stopped." and view.verdict == "Stopped"
+    assert "nothing was stored" in view.cause_label.text()
+    assert _validate_workers() == []  # every worker process was killed
+    assert [v["id"] for v in store_copy.validations(sid)] == [past["id"]]  # nothing stored
+    assert view.past_table.rowCount() == 1
+    assert view.validate_button.isEnabled()
+
+
 def test_validation_panel_reports_bad_shapes(qtbot, store_copy):
     view = ValidationView(store_copy)
     qtbot.addWidget(view)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from core.records import MeasureOptions, SessionSpec
 
-FAST_MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, warmup=1, timeout_s=30, cooldown_s=0.5)
+FAST_MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, warmup=1, timeout_s=30, cooldown_s=0.5,
+                              confirm_runs=0)  # core.confirm has its own tests
 
 
 def small_spec(**changes) -> SessionSpec:

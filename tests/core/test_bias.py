@@ -227,7 +227,7 @@ def test_a_session_with_several_shapes_is_grouped_per_shape(tmp_path):
         session = create_session(store, SessionSpec(
             workload="gemm", shape={"M": 32, "N": 32, "K": 32}, shapes=({"M": 16, "N": 32, "K": 32},),
             target="llvm", tuner="xgb", trials=16, batch=4,
-            measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0)))
+            measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0)))
         list(session.run())
         report = bias_report(store, [session.session_id])
     shapes = {g["label"] for g in report["groups"] if g["dimension"] == "shape"}

@@ -29,10 +29,10 @@ def digest(path) -> str:
 def tuned_db(tmp_path_factory):
     db = tmp_path_factory.mktemp("cli") / "cli.sqlite"
     runs = []
-    for tuner in ("xgb", "random"):
+    for tuner, confirm in (("xgb", []), ("random", ["--confirm-runs", "0"])):  # the first one confirms (default)
         proc = tunelab("tune", "gemm", "--shape", "M=32,N=32,K=32", "--trials", "6", "--batch", "3",
                        "--target", "llvm", "--tuner", tuner, "--number", "1", "--repeat", "2",
-                       "--min-repeat-ms", "1", "--json", db=db)
+                       "--min-repeat-ms", "1", *confirm, "--json", db=db)
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs.append((proc.stdout, proc.stderr))
     return db, runs
@@ -46,6 +46,12 @@ def test_tune_json_and_progress(tuned_db):
     assert doc["measured"] + doc["failed"] == 6
     assert doc["best_ms"] > 0 and doc["best_gflops"] > 0
     assert "ETA" in stderr and "6/6 trials" in stderr
+    # finished: the 3 fastest were re-measured in 3 fresh processes and stored as a validation
+    assert "confirming the 3 fastest schedule(s) in 3 fresh processes" in stderr
+    (confirmation,) = doc["confirmations"]
+    assert confirmation["runs"] == 3 and len(confirmation["schedules"]) == 3 and confirmation["validation_id"]
+    assert all(s["remeasured_ms"] > 0 for s in confirmation["schedules"])
+    assert json.loads(runs[1][0])["confirmations"] == []
 
 
 def test_sessions_show_compare(tuned_db):
@@ -54,6 +60,9 @@ def test_sessions_show_compare(tuned_db):
     assert [(s["id"], s["status"]) for s in sessions] == [(2, "finished"), (1, "finished")]
     show = json.loads(tunelab("show", "1", "--json", "--trials", db=db).stdout)
     assert show["id"] == 1 and len(show["trials_list"]) == 6 and show["best_trial"]["config"]
+    assert len(show["confirmed"]) == 3 and all(c["runs"] == 3 for c in show["confirmed"])
+    assert json.loads(tunelab("show", "2", "--json", db=db).stdout)["confirmed"] == []
+    assert "confirmed: trial" in tunelab("show", "1", db=db).stdout
     table = tunelab("sessions", db=db).stdout
     assert "finished" in table and "gemm" in table
     cmp = json.loads(tunelab("compare", "1", "2", "--json", db=db).stdout)

@@ -103,7 +103,7 @@ def test_wrong_kernel_is_a_failed_trial_and_the_session_goes_on(store):
 
 
 def test_timeout_is_a_failed_trial(store):
-    measure = MeasureOptions(number=3, repeat=3, min_repeat_ms=0, timeout_s=1.0, check_correctness=False)
+    measure = MeasureOptions(number=3, repeat=3, min_repeat_ms=0, timeout_s=1.0, check_correctness=False, confirm_runs=0)
     session = create_session(store, small_spec(shape={"M": 2048, "N": 2048, "K": 2048}, tuner="grid",
                                                trials=1, batch=1, measure=measure))
     [trial] = list(session.run())
@@ -213,7 +213,7 @@ def test_export_rejects_bad_requests(finished_session, tmp_path):
 
 @pytest.mark.parametrize(("target_cv", "expected"), [(0.0, 9), (10.0, 3)])
 def test_repeats_adapt_to_the_spread(store, target_cv, expected):
-    measure = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, target_cv=target_cv, max_repeat=9, cooldown_s=0)
+    measure = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, target_cv=target_cv, max_repeat=9, cooldown_s=0, confirm_runs=0)
     session = create_session(store, small_spec(trials=2, batch=2, measure=measure))
     trials = list(session.run())
     assert [len(t.samples_ms) for t in trials] == [expected, expected]
@@ -234,7 +234,7 @@ def test_busy_neighbour_is_waited_for_then_marked(store):
     pid = start_neighbour()
     try:
         time.sleep(0.5)
-        measure = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=1.5)
+        measure = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=1.5, confirm_runs=0)
         session = create_session(store, small_spec(trials=2, batch=2, measure=measure))
         trials = list(session.run())
     finally:

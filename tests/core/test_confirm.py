@@ -1,0 +1,129 @@
+"""core.confirm: a finished session re-measures its winners in fresh processes, and exports state the
+confirmed figure. Real TVM sessions, real worker processes, a real store."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import replace
+
+import psutil
+import pytest
+from specs import small_spec
+
+from core.confirm import CONFIRM_PURPOSE, confirm_session, confirmations
+from core.errors import TunelabError
+from core.export import export_trial
+from core.records import MeasureOptions
+from core.session import create_session
+from core.store import Store
+from core.validate import validate_session
+
+pytestmark = pytest.mark.slow
+
+CONFIRMING = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=0, confirm_runs=2, confirm_top=2)
+
+
+def _workers() -> list[psutil.Process]:
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "core.validate" in " ".join(child.cmdline()):
+                out.append(child)
+        except psutil.Error:
+            pass
+    return out
+
+
+def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path):
+    store = Store(tmp_path / "t.sqlite")
+    # two shapes (tasks): each gets its own confirmation
+    spec = small_spec(shape={"M": 64, "N": 64, "K": 64}, shapes=({"M": 32, "N": 64, "K": 64},), trials=8, batch=4,
+                      measure=CONFIRMING)
+    session = create_session(store, spec)
+    stages: list[str] = []
+    session.on_stage.append(stages.append)
+    trials = list(session.run())
+    sid = session.session_id
+    assert store.session(sid).status == "finished"
+    assert len(session.confirmations) == 2 and len(stages) == 2 and "2 fresh processes" in stages[0]
+    stored = store.validations(sid)
+    assert len(stored) == 2
+    for report in session.confirmations:
+        assert report["source"]["purpose"] == CONFIRM_PURPOSE and report["runs"] == 2
+        assert len(report["schedules"]) == 2
+        full = store.validation(report["id"])
+        assert full["source"]["purpose"] == CONFIRM_PURPOSE
+    # the two confirmed trials of each task are its two fastest by the session's figures
+    tasks = store.tasks(sid)
+    confirmed = confirmations(store, sid)
+    assert len(confirmed) == 4
+    for task in tasks:
+        ok = sorted((t for t in trials if t.ok and t.task_id == task.id), key=lambda t: (t.latency_ms, t.id))
+        assert {t.id for t in ok[:2]} <= set(confirmed)
+    for trial_id, c in confirmed.items():
+        assert c["runs"] == 2 and len(c["samples_ms"]) >= 2 * 3
+        assert c["median_ms"] == pytest.approx(statistics.median(c["samples_ms"]))
+        assert c["session_ms"] == pytest.approx(store.trial(trial_id).latency_ms)
+
+    # a later validation judges confirmed trials against their confirmed figures (or the session's, if asked)
+    report = validate_session(store, sid, top_k=2, runs=1, record=False)
+    for entry in report["schedules"]:
+        assert entry["recorded_kind"] == "confirmed"
+        assert entry["recorded_ms"] == pytest.approx(confirmed[entry["trial_id"]]["median_ms"])
+        assert entry["session_ms"] == pytest.approx(store.trial(entry["trial_id"]).latency_ms)
+    report = validate_session(store, sid, top_k=1, runs=1, record=False, against="session")
+    assert report["schedules"][0]["recorded_kind"] == "session" and report["schedules"][0]["session_ms"] is None
+    with pytest.raises(TunelabError, match="against"):
+        validate_session(store, sid, against="luck")
+
+    # the export names the fastest confirmed trial of the primary shape and states its confirmed figure
+    written = export_trial(store, sid, out_dir=tmp_path / "out", formats=("schedule", "database"))
+    doc = json.loads(open(written["schedule"]).read())
+    primary = [k for k in confirmed if store.trial(k).task_id == tasks[0].id]
+    best = min(primary, key=lambda k: (confirmed[k]["median_ms"], k))
+    assert doc["session"]["trial_id"] == best
+    stats = doc["stats"]
+    assert stats["source"] == "confirmed" and stats["median_ms"] == pytest.approx(confirmed[best]["median_ms"])
+    assert stats["session_median_ms"] == pytest.approx(store.trial(best).latency_ms)
+    assert stats["samples_ms"] == confirmed[best]["samples_ms"]
+    assert stats["session_samples_ms"] == store.samples(best)
+    assert stats["confirmed"]["runs"] == 2
+    record = json.loads(open(f"{written['database']}/database_tuning_record.json").readline())
+    assert record[1][1][0] == pytest.approx(confirmed[best]["median_ms"] * 1e-3)
+    # a chosen trial that was never confirmed keeps the session's figure
+    unconfirmed = next(t for t in trials if t.ok and t.id not in confirmed and t.task_id == tasks[0].id)
+    doc = json.loads(open(export_trial(store, sid, unconfirmed.id, out_dir=tmp_path / "o2",
+                                       formats=("schedule",))["schedule"]).read())
+    assert doc["stats"]["source"] == "session" and doc["stats"]["median_ms"] == unconfirmed.latency_ms
+    assert not _workers()
+    store.close()
+
+
+def test_confirmation_off_and_bad_counts(tmp_path):
+    store = Store(tmp_path / "t.sqlite")
+    session = create_session(store, small_spec(trials=4, measure=replace(CONFIRMING, confirm_runs=0)))
+    list(session.run())
+    assert session.confirmations == [] and store.validations(session.session_id) == []
+    assert confirm_session(store, session.session_id) == []  # the session's own options: off
+    before = store.sessions()
+    for bad in (dict(confirm_runs=-1), dict(confirm_top=-2), dict(confirm_runs=100)):
+        with pytest.raises(TunelabError, match="confirmation needs"):
+            create_session(store, small_spec(measure=replace(CONFIRMING, **bad)))
+    assert store.sessions() == before
+    store.close()
+
+
+def test_cancel_during_confirmation_keeps_the_session_finished(tmp_path):
+    store = Store(tmp_path / "t.sqlite")
+    session = create_session(store, small_spec(trials=4, measure=replace(CONFIRMING, confirm_runs=4)))
+    # the stage callback runs just before the fresh processes start: stop there
+    session.on_stage.append(lambda text: session.cancel() if text.startswith("confirming") else None)
+    stages: list[str] = []
+    session.on_stage.append(stages.append)
+    list(session.run())
+    assert store.session(session.session_id).status == "finished"
+    assert session.confirmations == [] and store.validations(session.session_id) == []
+    assert stages[-1].startswith("confirmation stopped")
+    assert not _workers()
+    store.close()
