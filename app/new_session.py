@@ -285,11 +285,18 @@ class NewSessionDialog(QDialog):
         self.flush_check.setChecked(defaults.cache_flush)
         self.check_check = QCheckBox("Check each kernel's result against NumPy")
         self.check_check.setChecked(defaults.check_correctness)
+        self.confirm_spin = _spin(0, 32, defaults.confirm_runs,
+                                  "When tuning finishes, re-measure the fastest trials in this many fresh processes: "
+                                  "the fastest of many noisy figures is biased low (the winner's curse), so exports "
+                                  "state the confirmed figure. 0 turns it off.")
+        self.confirm_spin.setSpecialValueText("off")
+        self.confirm_spin.setSuffix(" processes")
         measure.addRow("Number", self.number_spin)
         measure.addRow("Repeat", self.repeat_spin)
         measure.addRow("Min repeat", self.min_repeat_spin)
         measure.addRow("Warm-up runs", self.warmup_spin)
         measure.addRow("Timeout", self.timeout_spin)
+        measure.addRow("Confirm best in", self.confirm_spin)
         measure.addRow(self.flush_check)
         measure.addRow(self.check_check)
         right = QVBoxLayout()
@@ -322,7 +329,7 @@ class NewSessionDialog(QDialog):
             number=self.number_spin.value(), repeat=self.repeat_spin.value(),
             min_repeat_ms=self.min_repeat_spin.value(), warmup=self.warmup_spin.value(),
             timeout_s=float(self.timeout_spin.value()), cache_flush=self.flush_check.isChecked(),
-            check_correctness=self.check_check.isChecked())
+            check_correctness=self.check_check.isChecked(), confirm_runs=self.confirm_spin.value())
         custom = self.is_custom
         return SessionSpec(
             workload=CUSTOM if custom else self.workload.name, shape=self.shape(),
@@ -605,7 +612,8 @@ class NewSessionDialog(QDialog):
             self.early_spin.setValue(last["early_stop"])
         m = last.get("measure") or {}
         for spin, key in ((self.number_spin, "number"), (self.repeat_spin, "repeat"),
-                          (self.min_repeat_spin, "min_repeat_ms"), (self.warmup_spin, "warmup")):
+                          (self.min_repeat_spin, "min_repeat_ms"), (self.warmup_spin, "warmup"),
+                          (self.confirm_spin, "confirm_runs")):
             if isinstance(m.get(key), int):
                 spin.setValue(m[key])
         if isinstance(m.get("timeout_s"), int | float):

@@ -166,6 +166,7 @@ class ValidationView(QWidget):
     def __init__(self, store: Store, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._store = store
+        self._purposes: dict[int, str | None] = {}  # stored validation id -> why it was made (see _purpose)
         self.session_id: int | None = None
         self.worker: StreamWorker | None = None
         self._run_session: int | None = None
@@ -447,7 +448,10 @@ class ValidationView(QWidget):
         for row, run in enumerate(self.past_runs):
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.get("created_at") or 0))
             k = len(run.get("results") or [])
-            values = (when, str(run.get("verdict")), f"top {k} × {run.get('runs')}", str(run.get("summary") or ""))
+            what = f"top {k} × {run.get('runs')}"
+            if self._purpose(run) == "confirm":  # core.confirm: done by the session itself when it finished
+                what = f"confirmation: {what}"
+            values = (when, str(run.get("verdict")), what, str(run.get("summary") or ""))
             for col, text in enumerate(values):
                 item = QTableWidgetItem(text)
                 item.setToolTip(str(run.get("summary") or ""))
@@ -456,6 +460,16 @@ class ValidationView(QWidget):
                     item.setForeground(QColor(color))
                 table.setItem(row, col, item)
         table.blockSignals(False)
+
+    def _purpose(self, run: dict[str, Any]) -> str | None:
+        """Why a stored validation was made ("confirm" for a session's own confirmation); cached per id."""
+        cache = self._purposes
+        if run["id"] not in cache:
+            try:
+                cache[run["id"]] = (self._store.validation(run["id"]).get("source") or {}).get("purpose")
+            except TunelabError:
+                cache[run["id"]] = None
+        return cache[run["id"]]
 
     def _on_past_selected(self) -> None:
         rows = {i.row() for i in self.past_table.selectedIndexes()}

@@ -107,3 +107,10 @@ def test_last_options_are_remembered(qtbot, settings):
     assert second.trials_spin.value() == 12
     assert second.repeat_spin.value() == 5
     assert second.tuner_combo.currentData() == "random"
+
+
+def test_confirmation_is_on_by_default_and_can_be_turned_off(qtbot, settings):
+    dialog = _dialog(qtbot, settings)
+    assert dialog.confirm_spin.value() == 3 and dialog.spec().measure.confirm_runs == 3
+    dialog.confirm_spin.setValue(0)
+    assert dialog.confirm_spin.text() == "off" and dialog.spec().measure.confirm_runs == 0

@@ -271,3 +271,16 @@ def test_validation_panel_picks_a_shape_of_a_multi_shape_session(qtbot, xgb_stor
     qtbot.waitUntil(lambda: not view.running, timeout=10_000)
     view.set_session(_random_session(store))
     assert not view.task_combo.isVisible()
+
+
+def test_validation_panel_labels_the_sessions_own_confirmation(qtbot, store_copy):
+    from core.confirm import confirm_session
+
+    sid = _random_session(store_copy)
+    (report,) = confirm_session(store_copy, sid, top_k=2, runs=1)
+    view = ValidationView(store_copy)
+    qtbot.addWidget(view)
+    view.set_session(sid)
+    assert view.past_table.rowCount() == 1
+    assert view.past_table.item(0, 2).text() == "confirmation: top 2 × 1"
+    assert view.past_table.item(0, 1).text() == report["verdict"]
