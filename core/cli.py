@@ -209,7 +209,7 @@ class _Progress:
 def cmd_tune(args: argparse.Namespace) -> int:
     from core.records import MeasureOptions, SessionSpec
     from core.session import TuningSession, create_session, validate_spec
-    from core.tuners.registry import recommend_tuner
+    from core.tuners.registry import get_tuner_class, recommend_tuner, resolve_options
 
     if args.resume is not None:
         store = _open_store(args.db, create=False)
@@ -252,11 +252,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
             from core.workloads import get_workload
 
             spec = _replace(spec, dtype=get_workload(spec.workload, custom_source).dtypes[0])
-        *_, space = validate_spec(spec)  # all input checked before the store is opened or created
+        validated = validate_spec(spec)  # all input checked before the store is opened or created
+        space = validated[-1]
         if args.tuner is None:
             spec = _replace(spec, tuner=recommend_tuner(space.kind, space.size))
+            resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)  # options checked for that tuner
         store = _open_store(args.db, create=True)
-        session = create_session(store, spec)
+        session = create_session(store, spec, validated=validated)
         print(f"session {session.session_id}: {spec.workload} on {session.target.description}, "
               f"{spec.space_kind} space of {session.space.size:,} configs, tuner {spec.tuner}", file=sys.stderr)
     _control_by_signals(session)

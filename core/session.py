@@ -94,11 +94,13 @@ def task_space(workload: Any, shape: dict[str, int], dtype: str, target: TargetI
         raise SpaceError(f"for shape {_shape_text(shape)}: {exc}") from None
 
 
-def create_session(store: Store, spec: SessionSpec) -> TuningSession:
-    """Validate a spec, store a new session and return it ready to run."""
+def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None = None) -> TuningSession:
+    """Validate a spec, store a new session and return it ready to run. ``validated`` is what
+    :func:`validate_spec` already returned for this very spec (the CLI checks input before it opens
+    the store), so the space is not built twice."""
     import tvm
 
-    workload, shape, dtype, target, space = validate_spec(spec)
+    workload, shape, dtype, target, space = validated if validated is not None else validate_spec(spec)
     if not target.can_run:
         raise TargetError(f"{target.description}: kernels for this target can be built here but not measured")
     others = extra_shapes(workload, shape, spec.shapes)
