@@ -7,7 +7,9 @@ exported ``*.schedule.json``. Either way:
    the workload's inputs and NumPy reference are written beside them as ``.npy`` files.
 2. ``runs`` worker processes (``python -m core.validate --worker JOB``, TVM's runtime library only)
    each load every library afresh, run it on those inputs, check the output and time it with
-   ``time_evaluator`` using the session's measurement options. The schedules are interleaved:
+   ``time_evaluator`` using the session's measurement options, with the buffers placed as the
+   session placed them (:mod:`core.placement`; on a CPU each is timed a second time with every buffer
+   at the same page offset, which tells how placement-sensitive it is). The schedules are interleaved:
    every process measures all of them, one after another, the starting one rotating from process to
    process (A B C, B C A, C A B, ...), so slow drift of the machine hits all of them alike. Workers are
    started (and import TVM) in a batch before any of the batch's measurements, one worker measures at
@@ -58,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core.errors import TunelabError
+from core.placement import DEFAULT_LAYOUT, LAYOUTS, placed_tensors
 from core.records import MeasureOptions
 
 if TYPE_CHECKING:
@@ -69,6 +72,7 @@ DEFAULT_TOP_K = 3
 NOISY_CV = 0.10  # coefficient of variation (samples, or per-run medians) above which runs disagree
 REGRESS_TOL = 0.10  # re-measured vs recorded median: beyond this (and outside the IQR) it changed
 DISTURBED_FRACTION = 0.25  # share of runs with another busy process / throttling that taints them
+PLACEMENT_TOL = 0.05  # a kernel slower than this with its buffers placed otherwise is placement-sensitive
 MAX_RIVALS = 64  # the session's figures kept per schedule to recognise a winner's curse
 MIN_RUNS_TO_JUDGE = 3  # fewer runs can say "noisy" or "stable", never "regressed"
 FIRST_SAMPLE_RATIO = 1.3  # first timed sample of a process vs the rest: first-run cost leaking in
@@ -276,6 +280,8 @@ def format_report(report: dict[str, Any]) -> str:
         cv = "-" if s.get("cv") is None else f"{100 * s['cv']:.1f}%"
         lines.append(f"  {s['label']:<28s} recorded {rec:>10s}  re-measured {new:>10s}  cv {cv:>6s}  "
                      f"runs {s['runs']}  {s['verdict']}" + (f" ({s['cause']})" if s.get("cause") else ""))
+        if s.get("placement_ratio") is not None and s["placement_ratio"] > 1 + PLACEMENT_TOL:
+            lines.append(f"    {_placement_text(s)}")
     if any(s.get("recorded_kind") == "confirmed" for s in report["schedules"]):
         lines.append("  * the figure a fresh-process confirmation gave when the session finished (tunelab show)")
     if report.get("ranking_holds") is not None:
@@ -285,6 +291,11 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------------ the run
+
+
+def _placement_text(s: dict[str, Any]) -> str:
+    return (f"placement-sensitive: {_pct(s['placement_ratio'] - 1)} slower ({_ms(s['layout_ms']['aligned'])}) with "
+            "every buffer at the same page offset, as large allocations often are (cache-set conflicts)")
 
 
 def _check_counts(top_k: int, runs: int) -> None:
@@ -367,7 +378,9 @@ def _prepare(problem: _Problem, items: list[_Item], options: MeasureOptions,
     job = {"device": target.device_type, "inputs": paths, "expected": str(folder / "expected.npy"),
            "rtol": rtol, "atol": atol, "check": options.check_correctness, "number": options.number,
            "repeat": options.repeat, "min_repeat_ms": options.min_repeat_ms, "warmup": options.warmup,
-           "cache_flush": options.cache_flush, "items": job_items}
+           "cache_flush": options.cache_flush, "items": job_items,
+           # the recorded layout first (its figure is the verdict's), then the worst case (core.placement)
+           "layouts": list(LAYOUTS) if target.device_type == "cpu" else [DEFAULT_LAYOUT]}
     (folder / "job.json").write_text(json.dumps(job))
     return job, errors
 
@@ -605,6 +618,13 @@ def _judge(item: _Item, ms: list[dict[str, Any]], build_error: str | None, probl
     cold = [m["cold_ms"] for m in ok if m.get("cold_ms") is not None]
     recorded = item.recorded_ms
     ratio = remeasured / recorded if remeasured is not None and recorded else None
+    by_layout: dict[str, list[float]] = {}
+    for m in ok:
+        for layout, value in (m.get("layout_ms") or {}).items():
+            by_layout.setdefault(layout, []).append(value)
+    layout_ms = {layout: float(statistics.median(values)) for layout, values in by_layout.items()}
+    placement_ratio = (layout_ms["aligned"] / layout_ms[DEFAULT_LAYOUT]
+                       if "aligned" in layout_ms and layout_ms.get(DEFAULT_LAYOUT) else None)
     quiet = [m for m in ok if m.get("telemetry") and _quiet(m["telemetry"])]
     quiet_ms = _median([x for m in quiet for x in m["samples_ms"]])
     entry: dict[str, Any] = {
@@ -624,6 +644,8 @@ def _judge(item: _Item, ms: list[dict[str, Any]], build_error: str | None, probl
         "quiet_ratio": quiet_ms / recorded if quiet_ms is not None and recorded else None,
         "run_medians_ms": run_medians, "samples_ms": samples,
         "cold_ms": _median(cold), "first_sample_ratio": _median(first_ratios),
+        # per buffer layout (core.placement): the median of the runs' medians, and aligned / staggered
+        "layout_ms": layout_ms, "placement_ratio": placement_ratio,
         "gflops": problem.flops / (remeasured * 1e-3) / 1e9 if remeasured else None,
         "throttled": throttled_runs > 0,
         "busy_fraction": busy_runs / n_win if n_win else 0.0,
@@ -758,11 +780,14 @@ def _summarize(problem: _Problem, schedules: list[dict[str, Any]], runs: int, op
             summary += "; but the ranking changed"
     else:
         summary = f"{lead['cause']}; {figure}" if lead is best else f"{lead['label']}: {lead['cause']}; {figure}"
+    if best.get("placement_ratio") is not None and best["placement_ratio"] > 1 + PLACEMENT_TOL:
+        summary += f"; {_placement_text(best)}"
     return {
         "source": source, "workload": problem.workload, "shape": problem.shape, "dtype": problem.dtype,
         "target": problem.target, "verdict": verdict, "cause": lead["cause"], "summary": summary,
         "recorded_ms": best["recorded_ms"], "remeasured_ms": best["remeasured_ms"], "cv": best["cv"],
         "runs": best["runs"], "throttled": any(s["throttled"] for s in schedules),
+        "placement_ratio": best.get("placement_ratio"),
         **ranking,
         "options": {**options.to_json(), "runs": runs},
         "telemetry": {k: whole.get(k) for k in ("n", "cpu_load_mean", "cpu_freq_mhz", "cpu_temp_c", "gpu_temp_c",
@@ -855,8 +880,9 @@ def _worker_measure(tvm: Any, dev: Any, job: dict[str, Any], item: dict[str, Any
         entry = getattr(lib, "entry_name", None) or "main"
         func = lib[entry]
         load_ms = (time.perf_counter() - t) * 1e3
-        args = [tvm.runtime.tensor(x, dev) for x in inputs]
-        args += [tvm.runtime.tensor(np.zeros(shape, dtype=dtype), dev) for shape, dtype in item["outputs"]]
+        layouts = job.get("layouts") or [DEFAULT_LAYOUT]
+        arrays = [*inputs, *(np.zeros(shape, dtype=dtype) for shape, dtype in item["outputs"])]
+        args = placed_tensors(arrays, dev, layouts[0])
         t = time.perf_counter()
         func(*args)  # the cold call: module init, thread pool start, first-touch allocation
         dev.sync()
@@ -878,8 +904,14 @@ def _worker_measure(tvm: Any, dev: Any, job: dict[str, Any], item: dict[str, Any
         t0 = time.time()
         res = timer(*args)
         t1 = time.time()
+        layout_ms = {layouts[0]: float(statistics.median(res.results)) * 1e3}
+        for layout in layouts[1:]:  # the same kernel with its buffers placed otherwise: placement sensitivity
+            other = placed_tensors(arrays, dev, layout)
+            func(*other)
+            dev.sync()
+            layout_ms[layout] = float(statistics.median(timer(*other).results)) * 1e3
         return {"ok": True, "error": None, "samples_ms": [float(x) * 1e3 for x in res.results],
-                "load_ms": load_ms, "cold_ms": cold_ms, "t0": t0, "t1": t1}
+                "layout_ms": layout_ms, "load_ms": load_ms, "cold_ms": cold_ms, "t0": t0, "t1": t1}
     except Exception as exc:  # a crash of one kernel is reported, the others still run
         return {"ok": False, "error": f"run error: {_error_text(exc)}"}
 

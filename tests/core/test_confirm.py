@@ -72,6 +72,9 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
         assert entry["recorded_kind"] == "confirmed"
         assert entry["recorded_ms"] == pytest.approx(confirmed[entry["trial_id"]]["median_ms"])
         assert entry["session_ms"] == pytest.approx(store.trial(entry["trial_id"]).latency_ms)
+        # each worker also timed the kernel with every buffer at the same page offset (core.placement)
+        assert set(entry["layout_ms"]) == {"staggered", "aligned"} and entry["placement_ratio"] > 0
+        assert entry["layout_ms"]["staggered"] == pytest.approx(entry["remeasured_ms"], rel=0.5)
     report = validate_session(store, sid, top_k=1, runs=1, record=False, against="session")
     assert report["schedules"][0]["recorded_kind"] == "session" and report["schedules"][0]["session_ms"] is None
     with pytest.raises(TunelabError, match="against"):
