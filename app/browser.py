@@ -84,9 +84,12 @@ class SessionTableModel(QAbstractTableModel):
 
     def set_sessions(self, records: list[SessionRecord]) -> None:
         if [r.id for r in records] == [r.id for r in self._rows]:
-            self._rows = list(records)
-            if self._rows:
-                self.dataChanged.emit(self.index(0, 0), self.index(len(self._rows) - 1, len(COLUMNS) - 1))
+            # Same sessions: only the rows whose record changed are announced (and repainted).
+            old, self._rows = self._rows, list(records)
+            last = len(COLUMNS) - 1
+            for row, (before, now) in enumerate(zip(old, self._rows, strict=True)):
+                if before != now:
+                    self.dataChanged.emit(self.index(row, 0), self.index(row, last))
             return
         self.beginResetModel()
         self._rows = list(records)
@@ -217,16 +220,25 @@ class SessionBrowser(QWidget):
             watcher = StoreWatcher(store, parent=self)
             watcher.start()
         self.watcher = watcher
-        watcher.sessions_changed.connect(self.refresh)
-        self.refresh()
+        # The watcher's read of the sessions is shared (the main window's Compare and run bar use it).
+        watcher.sessions_changed.connect(self._on_sessions_changed)
+        watcher.failed.connect(self.summary.setText)
+        self._show(watcher.sessions())
 
     # ---- reading -------------------------------------------------------------------------------
     def refresh(self) -> None:
+        """Read every session again (the watcher only re-reads those that changed)."""
         try:
             records = self._store.sessions()
         except TunelabError as exc:
             self.summary.setText(str(exc))
             return
+        self._show(records)
+
+    def _on_sessions_changed(self) -> None:
+        self._show(self.watcher.sessions())
+
+    def _show(self, records: list[SessionRecord]) -> None:
         selected = self._selected
         self.model.set_sessions(records)
         if selected is not None and self.selected_session() != selected:
@@ -253,8 +265,9 @@ class SessionBrowser(QWidget):
 
     def select_session(self, session_id: int, emit: bool = True) -> None:
         row = self.model.row_of(session_id)
-        if row is None:
-            self.refresh()
+        if row is None:  # a session created a moment ago: the watcher reads just what is new
+            self.watcher.poll()
+            self._show(self.watcher.sessions())
             row = self.model.row_of(session_id)
             if row is None:
                 return
@@ -271,7 +284,10 @@ class SessionBrowser(QWidget):
     def set_active_session(self, session_id: int | None) -> None:
         """The session this window's worker is tuning (not offered for Resume)."""
         self.model.active_session = session_id
-        self.refresh()
+        self._show(self.watcher.sessions())
+        n = self.model.rowCount()
+        if n:  # the status column says "(here)" for it
+            self.model.dataChanged.emit(self.model.index(0, 2), self.model.index(n - 1, 2))
 
     # ---- slots ---------------------------------------------------------------------------------
     def _on_selection_changed(self, *_: object) -> None:

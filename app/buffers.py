@@ -1,10 +1,59 @@
-"""Preallocated, growing NumPy columns for plots (pyqtgraph's scrollingPlots pattern: double when full)."""
+"""Preallocated, growing NumPy columns for plots (pyqtgraph's scrollingPlots pattern: double when full),
+and the trial batches the views share: `Store.trial_columns`'s dict of one NumPy array per field."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
+
+from core.records import TRIAL_STATUSES, TrialRecord
+from core.store import TRIAL_COLUMNS
+
+TrialColumns = dict[str, np.ndarray]  # as Store.trial_columns returns them
+_INT_FIELDS = ("id", "index", "round")
+_FLOAT_FIELDS = ("latency_ms", "mean_ms", "std_ms", "predicted_ms", "started_at", "finished_at")
+
+
+def columns_of(trials: Sequence[TrialRecord]) -> TrialColumns:
+    """TrialRecords (in id order) as the columns `Store.trial_columns` gives for them."""
+    n = len(trials)
+    out: TrialColumns = {}
+    for name in _INT_FIELDS:
+        out[name] = np.fromiter((getattr(t, name) for t in trials), dtype=np.int64, count=n)
+    status = {s: i for i, s in enumerate(TRIAL_STATUSES)}
+    out["status"] = np.fromiter((status.get(t.status, -1) for t in trials), dtype=np.int8, count=n)
+    out["ok"] = out["status"] == status["ok"]
+    for name in _FLOAT_FIELDS:  # None -> NaN
+        out[name] = np.array([getattr(t, name) for t in trials], dtype=np.float64).reshape(n)
+    out["task_id"] = np.fromiter((-1 if t.task_id is None else t.task_id for t in trials), dtype=np.int64,
+                                 count=n)
+    error = np.full(n, None, dtype=object)
+    error[:] = [t.error for t in trials]
+    out["error"] = error
+    return {name: out[name] for name in TRIAL_COLUMNS}
+
+
+def n_rows(columns: TrialColumns | None) -> int:
+    return 0 if not columns else len(columns["id"])
+
+
+def rows_after(columns: TrialColumns, last_id: int) -> TrialColumns:
+    """The rows with an id above `last_id` (a view may be handed a batch it partly holds already)."""
+    ids = columns["id"]
+    if not len(ids) or ids[0] > last_id:
+        return columns
+    start = int(np.searchsorted(ids, last_id, side="right"))  # ids ascend
+    return {name: column[start:] for name, column in columns.items()}
+
+
+def concat_columns(a: TrialColumns, b: TrialColumns) -> TrialColumns:
+    if not n_rows(a):
+        return b
+    if not n_rows(b):
+        return a
+    return {name: np.concatenate((a[name], b[name])) for name in a}
 
 
 class GrowingColumns:

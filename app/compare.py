@@ -36,19 +36,14 @@ DIFF_BRUSH = QBrush(QColor("#fff4d6"))
 
 def best_so_far(store: Store, session_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(trial index, seconds since the first trial started, best latency so far) from the first ok trial on."""
-    trials = store.trials(session_id)
-    if not trials:
+    c = store.trial_columns(session_id)  # columns: no record (or config) per trial
+    if not len(c["id"]):
         return np.empty(0), np.empty(0), np.empty(0)
-    t0 = min(t.started_at for t in trials)
-    xs, ts, ys, best = [], [], [], None
-    for t in trials:
-        if t.ok and t.latency_ms is not None and (best is None or t.latency_ms < best):
-            best = t.latency_ms
-        if best is not None:
-            xs.append(t.index)
-            ts.append(t.finished_at - t0)
-            ys.append(best)
-    return np.asarray(xs, float), np.asarray(ts, float), np.asarray(ys, float)
+    t0 = float(c["started_at"].min())
+    latency = np.where(c["ok"] & np.isfinite(c["latency_ms"]), c["latency_ms"], np.inf)
+    best = np.minimum.accumulate(latency)
+    keep = np.isfinite(best)
+    return (c["index"][keep].astype(np.float64), c["finished_at"][keep] - t0, best[keep])
 
 
 def summary_rows(records: list[SessionRecord]) -> list[tuple[str, list[str]]]:
@@ -180,31 +175,49 @@ class CompareView(QWidget):
         self.session_list.blockSignals(False)
         self.refresh()
 
-    def refresh_sessions(self) -> None:
-        """Re-read the session list (keeping what is ticked)."""
-        try:
-            records = self._store.sessions()
-        except TunelabError as exc:
-            self.diff_label.setText(str(exc))
-            return
+    def refresh_sessions(self, records: list[SessionRecord] | None = None) -> None:
+        """Re-read the session list (keeping what is ticked); `records`: the sessions as already
+        read (the store watcher's), so they are not read again."""
+        if records is None:
+            try:
+                records = self._store.sessions()
+            except TunelabError as exc:
+                self.diff_label.setText(str(exc))
+                return
         listed = [(r.id, r.name, r.tuner, r.space_kind, r.status, r.n_trials) for r in records]
         if listed == self._listed:
             return
         changed = {row[0] for row in set(listed) ^ set(self._listed)}
+        same_sessions = [row[0] for row in listed] == [row[0] for row in self._listed]
         self._listed = listed
         checked = set(self.checked())
         self.session_list.blockSignals(True)
-        self.session_list.clear()
-        for r in records:
-            item = QListWidgetItem(f"#{r.id} {r.name}\n    {r.tuner} · {r.space_kind} · {r.status} · {r.n_trials} trials")
-            item.setToolTip(f"#{r.id} {r.name}: {r.tuner}, {r.status}")
-            item.setData(Qt.ItemDataRole.UserRole, r.id)
-            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            item.setCheckState(Qt.CheckState.Checked if r.id in checked else Qt.CheckState.Unchecked)
-            self.session_list.addItem(item)
+        if same_sessions:  # while one tunes: only its item's text changes (no rebuild, no flicker)
+            for i, r in enumerate(records):
+                if r.id in changed:
+                    item = self.session_list.item(i)
+                    item.setText(self._item_text(r))
+                    item.setToolTip(self._item_tip(r))
+        else:
+            self.session_list.clear()
+            for r in records:
+                item = QListWidgetItem(self._item_text(r))
+                item.setToolTip(self._item_tip(r))
+                item.setData(Qt.ItemDataRole.UserRole, r.id)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+                item.setCheckState(Qt.CheckState.Checked if r.id in checked else Qt.CheckState.Unchecked)
+                self.session_list.addItem(item)
         self.session_list.blockSignals(False)
         if changed & checked:
             self.refresh()  # a ticked session gained trials or changed status
+
+    @staticmethod
+    def _item_text(r: SessionRecord) -> str:
+        return f"#{r.id} {r.name}\n    {r.tuner} · {r.space_kind} · {r.status} · {r.n_trials} trials"
+
+    @staticmethod
+    def _item_tip(r: SessionRecord) -> str:
+        return f"#{r.id} {r.name}: {r.tuner}, {r.status}"
 
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)

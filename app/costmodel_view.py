@@ -20,7 +20,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from app.bias_table import BiasTable, bias_job
-from app.buffers import GrowingColumns, decimate
+from app.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
 from app.log_axis import log_axes
 from app.worker import CallWorker, keep_alive
 from core.costmodel import spearman
@@ -172,9 +172,10 @@ class CostModelView(QWidget):
     def exportable(self):
         return self.layout_widget.scene()
 
-    def set_session(self, session, trials: list | None = None) -> None:
-        """Show a session (its id or its SessionRecord; None for none). `trials`, when given, are the
-        session's trials already read (in id order), so they are not read from the store again."""
+    def set_session(self, session, trials: list | None = None, columns: TrialColumns | None = None) -> None:
+        """Show a session (its id or its SessionRecord; None for none). `columns` (what
+        `Store.trial_columns` returns) or `trials` (TrialRecords), when given, are the session's
+        trials already read, in id order, so they are not read from the store again."""
         self._redraw_timer.stop()
         session_id = getattr(session, "id", session)
         self.session_id = session_id
@@ -185,12 +186,14 @@ class CostModelView(QWidget):
         self._points = {}
         self._summary_key = None
         self.context_scatter.setData([], [])
-        if trials is not None and session_id is not None:
+        if columns is None and trials is not None:
+            columns = columns_of(trials)
+        if columns is not None and session_id is not None:
             try:
                 self._rounds = self._store.rounds(session_id)
             except TunelabError as exc:
                 self.summary.setText(str(exc))
-            self._add(trials)
+            self._add(columns)
         else:
             self.poll()
         self._redraw_timer.stop()  # exactly one redraw, now
@@ -228,31 +231,44 @@ class CostModelView(QWidget):
         if self.session_id is None:
             return 0
         try:
-            trials = self._store.trials(self.session_id, since_id=self._last_id)
-            if trials or not self._rounds:
+            columns = self._store.trial_columns(self.session_id, since_id=self._last_id)
+        except TunelabError as exc:
+            self.summary.setText(str(exc))
+            return 0
+        return self.add(columns)
+
+    def add(self, columns: TrialColumns) -> int:
+        """Take newly stored trials of the shown session (the main window reads them once for every
+        view); returns how many were new here. The redraw and the bias table follow from timers."""
+        if self.session_id is None:
+            return 0
+        n = n_rows(rows_after(columns, self._last_id))
+        try:
+            if n or not self._rounds:
                 self._rounds = self._store.rounds(self.session_id)
         except TunelabError as exc:
             self.summary.setText(str(exc))
             return 0
-        predicted = self._add(trials)
-        if trials and not self._redraw_timer.isActive():
+        predicted = self._add(columns)
+        if n and not self._redraw_timer.isActive():
             self._redraw_timer.start()
         if predicted and not self._bias_timer.isActive():
             self._bias_timer.start()
-        return len(trials)
+        return n
 
-    def _add(self, trials: list) -> bool:
+    def _add(self, columns: TrialColumns) -> bool:
         """Keep the trials' (measured, predicted) pairs; True when any was added."""
-        trials = [t for t in trials if t.id > self._last_id]
-        if not trials:
+        c = rows_after(columns, self._last_id)
+        if not n_rows(c):
             return False
-        self._last_id = trials[-1].id
-        rows = [(t.index, t.latency_ms, t.predicted_ms, t.id) for t in trials
-                if t.ok and t.predicted_ms is not None and t.latency_ms and t.predicted_ms > 0]
-        if not rows:
+        self._last_id = int(c["id"][-1])
+        measured, predicted = c["latency_ms"], c["predicted_ms"]
+        with np.errstate(invalid="ignore"):  # NaN (none) compares false
+            keep = c["ok"] & (predicted > 0) & np.isfinite(measured) & (measured != 0)
+        if not keep.any():
             return False
-        a = np.array(rows, dtype=np.float64)
-        self._pairs.extend(index=a[:, 0], measured=a[:, 1], predicted=a[:, 2], id=a[:, 3])
+        self._pairs.extend(index=c["index"][keep], measured=measured[keep], predicted=predicted[keep],
+                           id=c["id"][keep])
         return True
 
     def showEvent(self, event) -> None:  # noqa: N802

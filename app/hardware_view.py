@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.buffers import GrowingColumns
+from app.buffers import GrowingColumns, TrialColumns, columns_of, n_rows, rows_after
 from app.log_axis import log_axes
 from app.telemetry_source import (
     FIELDS,
@@ -85,8 +85,9 @@ class HardwareView(QWidget):
         self._last_t = 0.0
         self._last_trial_id = 0
         self._samples = GrowingColumns("t", "throttled", *FIELDS)
-        self._trials = GrowingColumns("t", "latency")
-        self._trial_info: dict[int, tuple[int, float, float, float]] = {}  # id -> index, start, end, latency
+        # One row per trial in id order: "t" (= "end") and "start" in seconds since the session was
+        # created, latency NaN when it failed. Ids ascend, so a trial's row is a binary search.
+        self._trials = GrowingColumns("id", "index", "start", "t", "latency")
         self._plots: dict[str, pg.PlotItem] = {}
         self._curves: dict[str, pg.PlotDataItem] = {}
         self._regions: list[pg.LinearRegionItem] = []
@@ -163,18 +164,20 @@ class HardwareView(QWidget):
     def exportable(self):
         return self.layout_widget.scene()
 
-    def set_session(self, session: Any, trials: list | None = None) -> None:
-        """Show a session (an id, a SessionRecord or None); `trials`, when given, is the main
-        window's one read of its trials, so this view does not read them again."""
+    def set_session(self, session: Any, trials: list | None = None,
+                    columns: TrialColumns | None = None) -> None:
+        """Show a session (an id, a SessionRecord or None); `columns` (what `Store.trial_columns`
+        returns) or `trials`, when given, are the main window's one read of its trials, so this view
+        does not read them again."""
         session_id = getattr(session, "id", session)
         self.session_id = session_id
-        self._preread = trials
+        if columns is None and trials is not None:
+            columns = columns_of(trials)
         self._samples.clear()
         self._trials.clear()
         self._last_t = 0.0
         self._last_trial_id = 0
         self._t0 = 0.0
-        self._trial_info = {}
         self.disturbed = []
         self._stamps_dirty = True
         self._stamps_at = -1e9
@@ -184,17 +187,25 @@ class HardwareView(QWidget):
             except TunelabError as exc:
                 self.status.setText(str(exc))
                 self.session_id = None
-        self.poll()
+        self._read(columns)
         self._on_redraw()
 
     def poll(self) -> int:
+        """Read the telemetry and the trials stored since the last poll; returns the new samples."""
+        return self._read(None)
+
+    def add(self, columns: TrialColumns) -> int:
+        """Take newly stored trials (the main window's one read for every view) and read the new
+        telemetry samples; returns how many samples were new."""
+        return self._read(columns)
+
+    def _read(self, columns: TrialColumns | None) -> int:
         if self.session_id is None:
             return 0
         try:
             samples = read_samples(self._store, self.session_id, self._last_t)
-            preread, self._preread = getattr(self, "_preread", None), None
-            trials = preread if preread is not None else self._store.trials(
-                self.session_id, since_id=self._last_trial_id)
+            if columns is None:
+                columns = self._store.trial_columns(self.session_id, since_id=self._last_trial_id)
         except TunelabError as exc:
             self.status.setText(str(exc))
             return 0
@@ -203,14 +214,14 @@ class HardwareView(QWidget):
             values = {f: (math.nan if (v := getattr(s, f, None)) is None else float(v)) for f in FIELDS}
             self._samples.append(t=s.t - self._t0, throttled=float(is_throttled(s)), **values)
             self._last_t = s.t
-        for t in trials:
-            latency = t.latency_ms if t.ok and t.latency_ms else math.nan
-            self._trials.append(t=t.finished_at - self._t0, latency=latency)
-            self._trial_info[t.id] = (t.index, t.started_at - self._t0, t.finished_at - self._t0, latency)
-            self._last_trial_id = t.id
-        if trials:
+        c = rows_after(columns, self._last_trial_id)
+        if n_rows(c):
+            latency = np.where(c["ok"] & (c["latency_ms"] != 0), c["latency_ms"], math.nan)
+            self._trials.extend(id=c["id"], index=c["index"], start=c["started_at"] - self._t0,
+                                t=c["finished_at"] - self._t0, latency=latency)
+            self._last_trial_id = int(c["id"][-1])
             self._stamps_dirty = True
-        if (samples or trials) and not self._redraw_timer.isActive():
+        if (samples or n_rows(c)) and not self._redraw_timer.isActive():
             self._redraw_timer.start()
         return len(samples or ())
 
@@ -291,12 +302,15 @@ class HardwareView(QWidget):
             self.disturbed_label.setText(str(exc))
             return
         out = []
+        ids = self._trials.col("id")
         for trial_id, stamp in sorted((stamps or {}).items()):
-            info = self._trial_info.get(trial_id)
+            row = int(np.searchsorted(ids, trial_id))
             what = disturbance(stamp)
-            if info is None or what is None:
+            if row >= len(ids) or ids[row] != trial_id or what is None:
                 continue
-            index, start, end, latency = info
+            col = self._trials.col
+            index, start, end, latency = (int(col("index")[row]), float(col("start")[row]),
+                                          float(col("t")[row]), float(col("latency")[row]))
             out.append({"trial_id": trial_id, "index": index, "start": start, "end": end, "latency": latency,
                         **what})
         self.disturbed = out
@@ -326,7 +340,7 @@ class HardwareView(QWidget):
 
     def _update_disturbed(self) -> None:
         summary = self.disturbed_summary()
-        n_trials = len(self._trial_info)
+        n_trials = len(self._trials)
         if summary:
             self.disturbed_label.setText(f"{summary} — shaded on the time axis and ringed in the trials panel "
                                          f"(hover for details); {len(self.disturbed)} of {n_trials} trials are listed below.")
@@ -366,8 +380,9 @@ class HardwareView(QWidget):
         # Spans: runs of consecutive disturbed trials with the same cause, widened to stay visible.
         t = self._trials.col("t")
         width = max(0.004 * float(t.max() - t.min()) if len(t) else 0.0, 0.05)
-        order = sorted(self._trial_info.values())
-        position = {index: i for i, (index, *_rest) in enumerate(order)}
+        # Each disturbed trial's position among all trials in index order (consecutive: one span).
+        by_index = np.sort(self._trials.col("index"))
+        position = {d["index"]: int(np.searchsorted(by_index, d["index"])) for d in self.disturbed}
         spans: list[list[dict]] = []
         for d in sorted(self.disturbed, key=lambda d: d["index"]):
             last = spans[-1][-1] if spans else None

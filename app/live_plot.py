@@ -15,12 +15,12 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QLineF, Qt, QTimer, Signal
+from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from app.buffers import GrowingColumns, decimate
+from app.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
 from app.formatting import fmt_gflops, fmt_ms, gflops
-from app.log_axis import log_axes
+from app.log_axis import LogAxis
 from core.errors import TunelabError
 from core.store import Store
 
@@ -32,6 +32,38 @@ GFLOPS_PEN = "#e37400"
 SCATTER_CAP = 5000  # trial markers drawn at most (plus the kept ones), over the visible trial range
 FAILED_CAP = 1000  # failed-trial markers drawn at most
 RECENT = 256  # the latest trials are always drawn
+
+
+def _draw_axis_picture(axis: pg.AxisItem, p, axis_spec, tick_specs, text_specs) -> None:
+    """pyqtgraph's AxisItem.drawPicture, with the tick (and grid) lines drawn in one call per pen.
+
+    The grid lines cross the whole plot; drawn one call each, an axis took 2-4 ms of every paint
+    while a session tunes (the trial axis changes with every batch)."""
+    p.setRenderHint(p.RenderHint.Antialiasing, False)
+    p.setRenderHint(p.RenderHint.TextAntialiasing, True)
+    pen, p1, p2 = axis_spec
+    p.setPen(pen)
+    p.drawLine(p1, p2)
+    groups: dict[int, tuple] = {}  # in the order the levels come (major first), as pyqtgraph draws them
+    for pen, p1, p2 in tick_specs:
+        groups.setdefault(id(pen), (pen, []))[1].append(QLineF(p1, p2))
+    for pen, lines in groups.values():
+        p.setPen(pen)
+        p.drawLines(lines)
+    if axis.style["tickFont"] is not None:
+        p.setFont(axis.style["tickFont"])
+    p.setPen(axis.textPen())
+    p.setClipRect(axis.boundingRect().toAlignedRect())
+    for rect, flags, text in text_specs:
+        p.drawText(rect, int(flags), text)
+
+
+class _Axis(pg.AxisItem):
+    drawPicture = _draw_axis_picture  # noqa: N815 - pyqtgraph's name
+
+
+class _LogAxis(LogAxis):
+    drawPicture = _draw_axis_picture  # noqa: N815 - pyqtgraph's name
 
 
 class LivePlot(QWidget):
@@ -57,7 +89,8 @@ class LivePlot(QWidget):
         self.redraws = 0
 
         pg.setConfigOptions(antialias=True)
-        self.plot_widget = pg.PlotWidget(background="w", axisItems=log_axes("left"))
+        self.plot_widget = pg.PlotWidget(background="w", axisItems={
+            "left": _LogAxis("left"), "bottom": _Axis("bottom"), "right": _Axis("right")})
         self.plot_item = item = self.plot_widget.getPlotItem()
         item.setDownsampling(auto=True, mode="peak")
         item.setClipToView(True)
@@ -88,6 +121,7 @@ class LivePlot(QWidget):
         right.linkToView(self.gflops_view)
         right.setLabel("Best GFLOP/s", color=GFLOPS_PEN)
         right.enableAutoSIPrefix(False)
+        right.setGrid(False)  # the latency axis has the grid; a second one (GFLOP/s) only cluttered it
         self.gflops_view.setXLink(item)
         self.gflops_curve = pg.PlotDataItem(pen=pg.mkPen(GFLOPS_PEN, width=2, style=Qt.PenStyle.DashLine),
                                             stepMode="right")
@@ -99,6 +133,10 @@ class LivePlot(QWidget):
         self.legend.addItem(self.gflops_curve, "best GFLOP/s (right axis)")
         item.vb.sigResized.connect(self._sync_views)
         self._set_log(True)
+        # While a session tunes, each new batch repaints the plot; an axis whose range did not change
+        # (and the legend) is then drawn from a cached pixmap instead of replaying its ticks and text.
+        for part in (*(item.getAxis(side) for side in ("left", "bottom", "right")), self.legend):
+            part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
         self.title = QLabel("No session selected.")
         self.title.setObjectName("live_title")
@@ -138,15 +176,16 @@ class LivePlot(QWidget):
     def exportable(self):
         return self.plot_widget.scene()
 
-    def set_session(self, session, trials: list | None = None) -> None:
-        """Follow a session (its id or its SessionRecord; None for none). `trials`, when given, are
-        the session's trials already read (in id order), so the store is not read again."""
+    def set_session(self, session, trials: list | None = None, columns: TrialColumns | None = None) -> None:
+        """Follow a session (its id or its SessionRecord; None for none). `columns` (what
+        `Store.trial_columns` returns) or `trials` (TrialRecords), when given, are the session's
+        trials already read, in id order, so the store is not read again."""
         self._redraw_timer.stop()
         session_id = getattr(session, "id", session)
         self.session_id = session_id
         self._last_id = 0
-        for columns in (self._ok, self._failed, self._best):
-            columns.clear()
+        for buffer in (self._ok, self._failed, self._best):
+            buffer.clear()
         self._best_ms = self._best_index = self._last_index = None
         self._drawn_key = None
         self._flops = 0.0
@@ -160,8 +199,10 @@ class LivePlot(QWidget):
                 except TunelabError as exc:
                     self.failed.emit(str(exc))
                     self.session_id = None
-        if trials is not None and self.session_id is not None:
-            self._add(trials)
+        if columns is None and trials is not None:
+            columns = columns_of(trials)
+        if columns is not None and self.session_id is not None:
+            self._add(columns)
         else:
             self.poll()
         self._redraw_timer.stop()  # exactly one redraw, now
@@ -172,42 +213,49 @@ class LivePlot(QWidget):
         if self.session_id is None:
             return 0
         try:
-            trials = self._store.trials(self.session_id, since_id=self._last_id)
+            columns = self._store.trial_columns(self.session_id, since_id=self._last_id)
         except TunelabError as exc:
             self.failed.emit(str(exc))
             return 0
-        self._add(trials)
-        if trials:
-            if not self._redraw_timer.isActive():
-                self._redraw_timer.start()
-        return len(trials)
+        return self.add(columns)
 
-    def _add(self, trials: list) -> None:
-        trials = [t for t in trials if t.id > self._last_id]
-        if not trials:
-            return
-        ok = [(t.index, t.latency_ms, t.id) for t in trials
-              if t.ok and t.latency_ms is not None and t.latency_ms > 0]
-        failed = [(t.index, t.id) for t in trials
-                  if not (t.ok and t.latency_ms is not None and t.latency_ms > 0)]
-        if failed:
-            f = np.array(failed, dtype=np.float64)
-            self._failed.extend(index=f[:, 0], id=f[:, 1])
-        if ok:
-            o = np.array(ok, dtype=np.float64)
-            index, latency = o[:, 0], o[:, 1]
+    def add(self, columns: TrialColumns) -> int:
+        """Take newly stored trials of the followed session (the main window reads them once for
+        every view); a redraw follows from the timer. Returns how many were new here."""
+        if self.session_id is None:
+            return 0
+        n = self._add(columns)
+        if n and not self._redraw_timer.isActive():
+            self._redraw_timer.start()
+        return n
+
+    def _add(self, columns: TrialColumns) -> int:
+        c = rows_after(columns, self._last_id)
+        n = n_rows(c)
+        if not n:
+            return 0
+        latency = c["latency_ms"]
+        with np.errstate(invalid="ignore"):
+            good = c["ok"] & (latency > 0)  # NaN (no latency) compares false
+        index = c["index"].astype(np.float64)
+        ids = c["id"].astype(np.float64)
+        if not good.all():
+            self._failed.extend(index=index[~good], id=ids[~good])
+        if good.any():
+            index, latency = index[good], latency[good]
             first_pos = len(self._ok)
-            self._ok.extend(index=index, latency=latency, id=o[:, 2])
+            self._ok.extend(index=index, latency=latency, id=ids[good])
             # A new best is strictly better than every earlier one (the first of equal latencies wins).
             before = np.minimum.accumulate(np.r_[math.inf if self._best_ms is None else self._best_ms, latency])[:-1]
             new = np.flatnonzero(latency < before)
             if len(new):
                 best = latency[new]
-                gf = np.array([gflops(self._flops, float(ms)) or math.nan for ms in best])
+                gf = self._flops / (best * 1e-3) / 1e9 if self._flops else np.full(len(best), math.nan)
                 self._best.extend(index=index[new], latency=best, gflops=gf, pos=first_pos + new)
                 self._best_ms, self._best_index = float(best[-1]), int(index[new[-1]])
-        self._last_index = float(trials[-1].index)
-        self._last_id = trials[-1].id
+        self._last_index = float(c["index"][-1])
+        self._last_id = int(c["id"][-1])
+        return n
 
     # ---- drawing -------------------------------------------------------------------------------
     def showEvent(self, event) -> None:  # noqa: N802
@@ -231,6 +279,10 @@ class LivePlot(QWidget):
         self.best_curve.setData(bx, by)
         self.gflops_curve.setData(bx, bg)
         self._update_title()
+        # Settle the auto-ranges now. Left to the paint, they change the axes during it, and the
+        # axes then ask for a second full paint (10-20 ms of the GUI thread per new batch).
+        self.plot_item.vb.prepareForPaint()
+        self.gflops_view.prepareForPaint()
 
     def _visible(self, x: np.ndarray) -> np.ndarray:
         """Rows of `x` inside the trial range shown (all of them while the view follows the data)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QDialog,
@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.browser import SessionBrowser, is_resumable
+from app.buffers import n_rows
 from app.compare import CompareView
 from app.costmodel_view import CostModelView
 from app.export_dialog import ExportDialog, export_formats
@@ -49,10 +50,18 @@ def _export(store: Store, session_id: int, trial_id: int | None, out_dir: str, f
 
 
 def _probe_target(_store: Store) -> str:
-    # Also warms the TVM import so that the New-session dialog opens at once.
+    # Also warms the TVM import so that the New-session dialog opens at once, and the tuning loop's
+    # (1-2 s of imports): the first session's worker thread would otherwise import it while the
+    # session starts, holding the GIL in stretches that stall the GUI thread for 0.1-0.6 s.
     from core.target import resolve_target
 
-    return resolve_target("auto").description
+    description = resolve_target("auto").description
+    import core.session  # noqa: F401
+
+    return description
+
+
+RUN_BAR_MS = 150  # a batch's trial reports refresh the run bar once
 
 
 class MainWindow(QMainWindow):
@@ -66,6 +75,8 @@ class MainWindow(QMainWindow):
         self._probe: CallWorker | None = None
         self._close_pending = False
         self.session_id: int | None = None
+        self._last_trial_id = 0  # the shown session's trials are read up to here
+        self._shown_paused = False
         self.setWindowTitle(f"tunelab — {store.path.name}")
         self.setWindowIcon(icon("tunelab"))
 
@@ -110,6 +121,12 @@ class MainWindow(QMainWindow):
         self.tabs.currentChanged.connect(self._update_actions)
 
         self.run_bar = RunBar(store, self.pause_action, self.stop_action)
+        # The worker reports each trial, a batch's worth at once: the run bar (a store read and a
+        # repaint) is refreshed once for them, a moment later, not once per trial.
+        self._run_bar_timer = QTimer(self)
+        self._run_bar_timer.setSingleShot(True)
+        self._run_bar_timer.setInterval(RUN_BAR_MS)
+        self._run_bar_timer.timeout.connect(lambda: self.run_bar.refresh(note=self._run_note()))
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -191,9 +208,11 @@ class MainWindow(QMainWindow):
         self.resume_action.setEnabled(not running and record is not None and is_resumable(record))
         self.pause_action.setEnabled(bool(ours) and not self.worker.cancelled)
         self.stop_action.setEnabled(bool(ours) and not self.worker.cancelled)
-        paused = running and self.worker.paused
-        self.pause_action.setText("Resume tuning" if paused else "Pause")
-        self.pause_action.setIcon(icon("resume" if paused else "pause"))
+        paused = bool(running and self.worker.paused)
+        if paused != self._shown_paused:  # (a new icon each time would repaint the toolbar each time)
+            self._shown_paused = paused
+            self.pause_action.setText("Resume tuning" if paused else "Pause")
+            self.pause_action.setIcon(icon("resume" if paused else "pause"))
         self.export_action.setEnabled(record is not None and record.best_trial_id is not None
                                       and self.export_worker is None)
         self.save_plot_action.setEnabled(hasattr(self.tabs.currentWidget(), "exportable"))
@@ -255,7 +274,11 @@ class MainWindow(QMainWindow):
 
     def _on_trial_done(self, trial) -> None:
         if trial.session_id == self.session_id:
-            self.run_bar.refresh(note=self._run_note())
+            self._schedule_run_bar()
+
+    def _schedule_run_bar(self) -> None:
+        if not self._run_bar_timer.isActive():
+            self._run_bar_timer.start()
 
     def _run_note(self) -> str:
         w = self.worker
@@ -310,14 +333,17 @@ class MainWindow(QMainWindow):
     # ---- views ---------------------------------------------------------------------------------
     def _on_session_selected(self, session_id: int) -> None:
         self.session_id = None if session_id < 0 else session_id
-        record = trials = None
+        record = columns = None
+        self._last_trial_id = 0
         if self.session_id is not None:
-            # One read of the trials shared by every view that shows them (a 100k-trial session
-            # takes about a second to read).
+            # One read of the trials, as NumPy columns, shared by every view that shows them (no
+            # record or config per trial: the trials table decodes a config when it shows the row).
             record = self.browser.record(self.session_id) or self.store.session(self.session_id)
-            trials = self.store.trials(self.session_id)
+            columns = self.store.trial_columns(self.session_id)
+            if n_rows(columns):
+                self._last_trial_id = int(columns["id"][-1])
         for view in (self.live, self.costmodel, self.trials, self.hardware, self.run_bar):
-            view.set_session(record, trials=trials)
+            view.set_session(record, columns=columns)
         self.validation.set_session(self.session_id)
         if self.session_id is not None and not self.compare.checked():
             self.compare.set_checked([self.session_id])
@@ -325,13 +351,28 @@ class MainWindow(QMainWindow):
         self._update_actions()
 
     def _on_trials_added(self, _max_id: int) -> None:
-        for view in (self.live, self.costmodel, self.trials, self.hardware):
-            view.poll()
-        self.run_bar.refresh(note=self._run_note())
+        if self.session_id is None:
+            return
+        # The new trials of the shown session, read once for every view.
+        try:
+            batch = self.store.trial_columns(self.session_id, since_id=self._last_trial_id)
+        except TunelabError as exc:
+            self._on_error(str(exc))
+            return
+        if not n_rows(batch):
+            self.hardware.add(batch)  # its telemetry may still have grown
+            return
+        self._last_trial_id = int(batch["id"][-1])
+        for view in (self.live, self.costmodel, self.trials, self.hardware, self.run_bar):
+            view.add(batch)
+        self._schedule_run_bar()
 
     def _on_sessions_changed(self) -> None:
-        self.compare.refresh_sessions()
-        self.run_bar.refresh(note=self._run_note())
+        # The watcher's read, shared; the run bar only when its session is among those that changed.
+        self.compare.refresh_sessions(self.watcher.sessions())
+        changed = self.watcher.changed_ids
+        if self.session_id is not None and (changed is None or self.session_id in changed):
+            self.run_bar.refresh(note=self._run_note(), record=self.watcher.session(self.session_id))
         self._update_actions()
 
     def _on_trial_clicked(self, trial_id: int) -> None:

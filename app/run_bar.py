@@ -8,6 +8,7 @@ from typing import Any
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
 
+from app.buffers import TrialColumns, columns_of, n_rows, rows_after
 from app.formatting import fmt_duration
 from app.session_figures import SessionFigures
 from core.errors import TunelabError
@@ -65,18 +66,32 @@ class RunBar(QWidget):
     def eta(self) -> str:
         return self.eta_label.text()
 
-    def set_session(self, session: Any, trials: list | None = None) -> None:
+    def set_session(self, session: Any, trials: list | None = None,
+                    columns: TrialColumns | None = None) -> None:
         """Show a session (an id, a SessionRecord or None); with the main window's read of its
-        `trials`, only their last finish times are kept for the ETA and nothing is read again."""
+        trials (`columns` as `Store.trial_columns` gives them, or `trials`), only their last finish
+        times are kept for the ETA and nothing is read again."""
         self.session_id = getattr(session, "id", session)
         self._last_id = 0
         self._finished = []
-        if trials:
-            self._last_id = trials[-1].id
-            self._finished = [t.finished_at for t in trials[-ETA_WINDOW:]]
-        self.refresh()
+        if columns is None and trials:
+            columns = columns_of(trials)
+        if n_rows(columns):
+            self._last_id = int(columns["id"][-1])
+            self._finished = columns["finished_at"][-ETA_WINDOW:].tolist()
+        self.refresh(record=session if isinstance(session, SessionRecord) else None)
 
-    def refresh(self, note: str = "") -> None:
+    def add(self, columns: TrialColumns) -> None:
+        """Take newly stored trials (the main window's one read): their finish times for the ETA."""
+        c = rows_after(columns, self._last_id)
+        if n_rows(c):
+            self._last_id = int(c["id"][-1])
+            self._finished.extend(c["finished_at"][-ETA_WINDOW:].tolist())
+            del self._finished[:-ETA_WINDOW]
+
+    def refresh(self, note: str = "", record: SessionRecord | None = None) -> None:
+        """Show the session's progress again; `record`, when given, is a fresh read of it (the
+        store watcher's), so it is not read again."""
         if self.session_id is None:
             self.figures.set_record(None)
             self.label.setText("No session selected.")
@@ -85,15 +100,12 @@ class RunBar(QWidget):
             self.eta_label.setText("")
             return
         try:
-            record = self._store.session(self.session_id)
-            trials = self._store.trials(self.session_id, since_id=self._last_id)
+            if record is None or record.id != self.session_id:
+                record = self._store.session(self.session_id)
+            self.add(self._store.trial_columns(self.session_id, since_id=self._last_id))
         except TunelabError as exc:
             self.label.setText(str(exc))
             return
-        if trials:
-            self._last_id = trials[-1].id
-            self._finished.extend(t.finished_at for t in trials)
-            del self._finished[:-ETA_WINDOW]
         self._show(record, note)
 
     def _show(self, r: SessionRecord, note: str) -> None:

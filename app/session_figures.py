@@ -69,6 +69,7 @@ class SessionFigures(QLabel):
         self._figures: dict[str, Any] | None = None
         self._worker: CallWorker | None = None
         self._best: tuple[float | None, float | None, str] = (None, None, "")
+        self._single_task: dict[int, bool] = {}
         self._available = figures_available()
         self.setTextFormat(Qt.TextFormat.RichText)
         self.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
@@ -86,6 +87,10 @@ class SessionFigures(QLabel):
     def _primary(self, record: SessionRecord) -> tuple[float | None, float | None, str]:
         """(best ms, best GFLOP/s, shape text) of the session's primary shape: a session that tunes
         several shapes has a best per shape, and the baseline and the roofline are the primary one's."""
+        # A session's tasks are fixed when it is created: once it is known to have one, the
+        # per-task read (four look-ups per task) is skipped on every later refresh.
+        if self._single_task.get(record.id):
+            return record.best_ms, record.best_gflops, ""
         try:
             tasks = self._store.tasks(record.id) if hasattr(self._store, "tasks") else []
         except TunelabError:
@@ -93,6 +98,7 @@ class SessionFigures(QLabel):
         if len(tasks) > 1:
             t = tasks[0]
             return t.best_ms, t.best_gflops, ",".join(f"{k}={v}" for k, v in t.shape.items())
+        self._single_task[record.id] = True
         return record.best_ms, record.best_gflops, ""
 
     def set_record(self, record: SessionRecord | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-from operator import attrgetter
+import math
 from pathlib import Path
 
 import numpy as np
@@ -36,9 +36,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.buffers import TrialColumns, columns_of, concat_columns, n_rows, rows_after
 from app.formatting import config_summary, first_line, fmt_ms
 from core.errors import TunelabError
-from core.records import TrialRecord
+from core.records import TRIAL_STATUSES, Config, TrialRecord
 from core.store import Store
 
 COLUMNS = ("ID", "Index", "Round", "Status", "Latency ms", "Mean ms", "Std ms", "Predicted ms", "Config", "Error")
@@ -49,6 +50,7 @@ CSV_FIELDS = ("id", "index", "round", "status", "latency_ms", "mean_ms", "std_ms
 _INT_FIELDS = {0: "id", 1: "index", 2: "round"}
 _FLOAT_FIELDS = {4: "latency_ms", 5: "mean_ms", 6: "std_ms", 7: "predicted_ms"}
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+CONFIG_PREFETCH = 96  # configs the proxy reads at once: about two screens of rows, in its order
 _FILTER_SEP = "\x1f"  # between the columns of a row's filter text: no typed filter contains it
 
 
@@ -95,73 +97,182 @@ class _SummaryCache:
 
 
 class TrialTableModel(QAbstractTableModel):
-    """Trials as rows, in id order; `append` adds newly stored ones at the end (no reset, selection kept).
+    """Trials as rows, in id order; `append_columns` adds newly stored ones at the end (no reset,
+    selection kept).
 
-    Sorting and filtering happen on NumPy arrays the model caches per column (`sort_order`,
-    `filter_mask`), built on first use and extended on appends; display text is made only for the
-    rows a view asks for (the config summary and the error's first line are cached per row).
+    The rows are the columns `Store.trial_columns` reads (NumPy arrays, no record per trial), so a
+    100,000-trial session loads in a few milliseconds. A config is decoded only when its row is
+    shown (a block of rows at a time, through `Store.trial_configs`), or for every row the first time
+    the table is sorted or filtered by config. Sorting and filtering happen on NumPy arrays
+    (`sort_order`, `filter_mask`); display text is made only for the rows a view asks for (the config
+    summary and the error's first line are cached per row).
     """
 
-    def __init__(self, parent=None) -> None:
+    CONFIG_BLOCK = 64  # configs read at once for the rows around one asked for by its row number
+
+    def __init__(self, parent=None, store: Store | None = None) -> None:
         super().__init__(parent)
-        self._rows: list[TrialRecord] = []
+        self._store = store
+        self._session_id: int | None = None
+        self._cols: TrialColumns = columns_of([])
+        self._records: list[TrialRecord] = []  # rows 0..len-1 as records, when they were handed over
+        self._configs: list[Config | None] = []  # decoded on demand
         self._clear_caches()
 
     def _clear_caches(self) -> None:
-        self._summaries: list[str | None] = []  # config_summary per row, made on demand
-        self._num_keys: dict[int, np.ndarray] = {}  # numeric sort keys per column
+        self._summaries: list[str | None] = [None] * self.rowCount()  # config_summary per row, on demand
         self._str_keys: dict[int, list[str]] = {}  # string sort keys per column
         self._ranks: dict[int, np.ndarray] = {}  # string columns' keys as ranks (argsort-able)
         self._filter_text: list[str] | None = None  # lowercase display text of every column, per row
-        self._id_rows: dict[int, int] | None = None
         self._summary = _SummaryCache()
         self._first_lines: dict[str, str] = {}
 
-    def set_trials(self, trials: list[TrialRecord]) -> None:
+    def set_columns(self, columns: TrialColumns, session_id: int | None = None,
+                    records: list[TrialRecord] | None = None) -> None:
+        """Show these trials (`Store.trial_columns` of session `session_id`); `records`, when the
+        caller has them, are the same trials as TrialRecords (their configs are then not read)."""
         self.beginResetModel()
-        self._rows = list(trials)
+        self._session_id = session_id
+        self._cols = columns
+        self._records = list(records) if records is not None else []
+        self._configs = [_config_of(t) for t in self._records]
+        self._configs += [None] * (n_rows(columns) - len(self._records))
         self._clear_caches()
-        self._summaries = [None] * len(self._rows)
         self.endResetModel()
 
-    def append(self, trials: list[TrialRecord]) -> None:
-        if not trials:
+    def set_trials(self, trials: list[TrialRecord]) -> None:
+        self.set_columns(columns_of(trials), trials[0].session_id if trials else None, trials)
+
+    def append_columns(self, columns: TrialColumns, records: list[TrialRecord] | None = None) -> None:
+        n = n_rows(columns)
+        if not n:
             return
-        first = len(self._rows)
-        self.beginInsertRows(QModelIndex(), first, first + len(trials) - 1)
-        self._rows.extend(trials)
-        self._summaries.extend([None] * len(trials))
+        first = self.rowCount()
+        self.beginInsertRows(QModelIndex(), first, first + n - 1)
+        self._cols = concat_columns(self._cols, columns)
+        if records is not None and len(self._records) == first:
+            self._records.extend(records)
+            self._configs.extend(_config_of(t) for t in records)
+        else:
+            self._configs.extend([None] * n)
+        self._summaries.extend([None] * n)
         self._extend_caches(first)
         self.endInsertRows()
 
+    def append(self, trials: list[TrialRecord]) -> None:
+        if trials:
+            if self._session_id is None:
+                self._session_id = trials[0].session_id
+            self.append_columns(columns_of(trials), trials)
+
     def _extend_caches(self, first: int) -> None:
-        new = self._rows[first:]
-        for col, keys in list(self._num_keys.items()):
-            self._num_keys[col] = np.concatenate((keys, self._numeric_keys(col, new)))
+        last = self.rowCount()
         for col, keys in self._str_keys.items():
-            keys.extend(self._string_keys(col, first, len(self._rows)))
+            keys.extend(self._string_keys(col, first, last))
             self._ranks.pop(col, None)
         if self._filter_text is not None:
-            self._filter_text.extend(self._filter_texts(first, len(self._rows)))
-        if self._id_rows is not None:
-            self._id_rows.update((t.id, first + i) for i, t in enumerate(new))
+            self._filter_text.extend(self._filter_texts(first, last))
 
     # ---- rows ----------------------------------------------------------------------------------
+    def column(self, name: str) -> np.ndarray:
+        """One field of every row (a `Store.trial_columns` name)."""
+        return self._cols[name]
+
+    def trial_id(self, row: int) -> int:
+        return int(self._cols["id"][row])
+
     def trial(self, row: int) -> TrialRecord:
-        return self._rows[row]
+        """Row `row` as a full record (read from the store, with its samples, unless handed over)."""
+        if row < len(self._records):
+            return self._records[row]
+        if self._store is not None:
+            try:
+                return self._store.trial(self.trial_id(row))
+            except TunelabError:
+                pass
+        return self._record_of(row)
 
     def trials(self) -> list[TrialRecord]:
-        return self._rows
+        """Every row as a record (one read of the session when they were not handed over)."""
+        n = self.rowCount()
+        if len(self._records) == n:
+            return list(self._records)
+        read: dict[int, TrialRecord] = {}
+        if self._store is not None and self._session_id is not None:
+            try:
+                read = {t.id: t for t in self._store.trials(self._session_id)}
+            except TunelabError:
+                read = {}
+        ids = self._cols["id"].tolist()
+        return [self._records[r] if r < len(self._records) else read.get(ids[r]) or self._record_of(r)
+                for r in range(n)]
+
+    def _record_of(self, row: int) -> TrialRecord:
+        """A record made from the columns alone (fields they lack are None)."""
+        c = self._cols
+
+        def number(name: str) -> float | None:
+            v = float(c[name][row])
+            return None if math.isnan(v) else v
+
+        task = int(c["task_id"][row])
+        return TrialRecord(
+            id=self.trial_id(row), session_id=self._session_id or 0, index=int(c["index"][row]),
+            round=int(c["round"][row]), config=self.config(row), status=self.status(row),
+            error=c["error"][row], latency_ms=number("latency_ms"), mean_ms=number("mean_ms"),
+            std_ms=number("std_ms"), min_ms=None, max_ms=None, predicted_ms=number("predicted_ms"),
+            build_s=None, run_s=None, started_at=float(c["started_at"][row]),
+            finished_at=float(c["finished_at"][row]), trace_json=None, task_id=None if task < 0 else task)
 
     def row_of(self, trial_id: int) -> int | None:
-        if self._id_rows is None:
-            self._id_rows = {t.id: i for i, t in enumerate(self._rows)}
-        return self._id_rows.get(trial_id)
+        ids = self._cols["id"]  # ascending
+        row = int(np.searchsorted(ids, trial_id))
+        return row if row < len(ids) and ids[row] == trial_id else None
+
+    def status(self, row: int) -> str:
+        code = int(self._cols["status"][row])
+        return TRIAL_STATUSES[code] if 0 <= code < len(TRIAL_STATUSES) else "?"
+
+    def is_ok(self, row: int) -> bool:
+        return bool(self._cols["ok"][row])
+
+    def config(self, row: int) -> Config:
+        config = self._configs[row]
+        if config is None:
+            block = self.CONFIG_BLOCK
+            first = row - row % block
+            self._load_configs(first, min(first + block, self.rowCount()))
+            config = self._configs[row]
+        return config if config is not None else {}
+
+    def _load_configs(self, first: int, last: int) -> None:
+        """Decode the configs of rows first..last-1 that are not decoded yet (one store read)."""
+        self.load_configs(range(first, last))
+
+    def has_config(self, row: int) -> bool:
+        return self._configs[row] is not None
+
+    def load_configs(self, rows) -> None:
+        """Decode the configs of these rows that are not decoded yet, in one store read (the proxy
+        asks for the rows it is about to show, in its sorted order)."""
+        missing = [r for r in rows if self._configs[r] is None]
+        if not missing or self._store is None or self._session_id is None:
+            return
+        ids = self._cols["id"]
+        try:
+            if len(missing) > len(ids) // 2:  # most of the session: one scan beats a list of ids
+                read = self._store.trial_configs(self._session_id)
+            else:
+                read = self._store.trial_configs(self._session_id, ids[missing].tolist())
+        except TunelabError:
+            return
+        for r in missing:
+            self._configs[r] = read.get(int(ids[r]))
 
     def summary(self, row: int) -> str:
         text = self._summaries[row]
         if text is None:
-            text = self._summaries[row] = self._summary(_config_of(self._rows[row]))
+            text = self._summaries[row] = self._summary(self.config(row))
         return text
 
     def summaries(self, first: int, last: int) -> list[str]:
@@ -169,13 +280,17 @@ class TrialTableModel(QAbstractTableModel):
         cached = self._summaries[first:last]
         missing = [i for i, s in enumerate(cached) if s is None]
         if missing:
-            made = self._summary.many(_config_of(self._rows[first + i]) for i in missing)
+            self._load_configs(first + missing[0], first + missing[-1] + 1)
+            made = self._summary.many(self._configs[first + i] or {} for i in missing)
             for i, text in zip(missing, made, strict=True):
                 cached[i] = self._summaries[first + i] = text
         return cached
 
+    def error(self, row: int) -> str | None:
+        return self._cols["error"][row]
+
     def error_line(self, row: int) -> str:
-        error = self._rows[row].error
+        error = self._cols["error"][row]
         if not error:
             return ""
         line = self._first_lines.get(error)
@@ -188,41 +303,31 @@ class TrialTableModel(QAbstractTableModel):
             return self.summary(row)
         if col == 9:
             return self.error_line(row)
-        t = self._rows[row]
         if col in _FLOAT_FIELDS:
-            return fmt_ms(getattr(t, _FLOAT_FIELDS[col]))
+            return fmt_ms(float(self._cols[_FLOAT_FIELDS[col]][row]))
         if col == 3:
-            return t.status
-        return str(getattr(t, _INT_FIELDS[col]))
+            return self.status(row)
+        return str(int(self._cols[_INT_FIELDS[col]][row]))
 
     # ---- sorting and filtering -----------------------------------------------------------------
-    @staticmethod
-    def _numeric_keys(col: int, rows: list[TrialRecord]) -> np.ndarray:
-        if col in _INT_FIELDS:
-            return np.fromiter(map(attrgetter(_INT_FIELDS[col]), rows), dtype=np.int64, count=len(rows))
-        # None -> NaN (NumPy's float conversion), which sorts last.
-        return np.array(list(map(attrgetter(_FLOAT_FIELDS[col]), rows)), dtype=np.float64).reshape(len(rows))
-
     def _string_keys(self, col: int, first: int, last: int) -> list[str]:
-        rows = self._rows[first:last]
         if col == 3:
-            return [t.status for t in rows]
+            return [self.status(r) for r in range(first, last)]
         if col == 8:
             return self.summaries(first, last)
-        return [t.error or "" for t in rows]
+        return [e or "" for e in self._cols["error"][first:last].tolist()]
 
     def sort_keys(self, col: int) -> np.ndarray:
         """Column `col`'s sort keys for every row: numbers (NaN for none) or string ranks."""
-        if col in _INT_FIELDS or col in _FLOAT_FIELDS:
-            keys = self._num_keys.get(col)
-            if keys is None:
-                keys = self._num_keys[col] = self._numeric_keys(col, self._rows)
-            return keys
+        if col in _INT_FIELDS:
+            return self._cols[_INT_FIELDS[col]]
+        if col in _FLOAT_FIELDS:
+            return self._cols[_FLOAT_FIELDS[col]]  # NaN (none) sorts last
         ranks = self._ranks.get(col)
         if ranks is None:
             strings = self._str_keys.get(col)
             if strings is None:
-                strings = self._str_keys[col] = self._string_keys(col, 0, len(self._rows))
+                strings = self._str_keys[col] = self._string_keys(col, 0, self.rowCount())
             rank = {s: i for i, s in enumerate(sorted(set(strings)))}
             ranks = self._ranks[col] = np.fromiter(map(rank.__getitem__, strings), dtype=np.int64,
                                                     count=len(strings))
@@ -231,7 +336,7 @@ class TrialTableModel(QAbstractTableModel):
     def sort_order(self, col: int, order: Qt.SortOrder) -> np.ndarray:
         """Row numbers in the order of column `col` (stable; rows without a value last either way)."""
         if col < 0 or col >= len(COLUMNS):
-            return np.arange(len(self._rows), dtype=np.int64)
+            return np.arange(self.rowCount(), dtype=np.int64)
         keys = self.sort_keys(col)
         if order == Qt.SortOrder.AscendingOrder:
             return np.argsort(keys, kind="stable")
@@ -242,12 +347,12 @@ class TrialTableModel(QAbstractTableModel):
         return (n - 1 - np.argsort(keys[::-1], kind="stable"))[::-1]
 
     def _filter_texts(self, first: int, last: int) -> list[str]:
-        rows = self._rows[first:last]
-        cols = [list(map(str, map(attrgetter(_INT_FIELDS[c]), rows))) for c in (0, 1, 2)]
-        cols.append([t.status for t in rows])
-        cols += [list(map(fmt_ms, map(attrgetter(_FLOAT_FIELDS[c]), rows))) for c in (4, 5, 6, 7)]
+        c = self._cols
+        cols = [list(map(str, c[_INT_FIELDS[k]][first:last].tolist())) for k in (0, 1, 2)]
+        cols.append([self.status(r) for r in range(first, last)])
+        cols += [list(map(fmt_ms, c[_FLOAT_FIELDS[k]][first:last].tolist())) for k in (4, 5, 6, 7)]
         cols.append(self.summaries(first, last))
-        cols.append([self.error_line(r) if t.error else "" for r, t in enumerate(rows, first)])
+        cols.append([self.error_line(r) for r in range(first, last)])
         sep = _FILTER_SEP
         return [sep.join(parts).lower() for parts in zip(*cols, strict=True)]
 
@@ -256,13 +361,13 @@ class TrialTableModel(QAbstractTableModel):
         if not text:
             return None
         if self._filter_text is None:
-            self._filter_text = self._filter_texts(0, len(self._rows))
+            self._filter_text = self._filter_texts(0, self.rowCount())
         needle = text.lower()
         return np.fromiter((needle in s for s in self._filter_text), dtype=bool, count=len(self._filter_text))
 
     # ---- Qt model ------------------------------------------------------------------------------
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self._rows)
+        return 0 if parent.isValid() else len(self._cols["id"])
 
     def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
         return 0 if parent.isValid() else len(COLUMNS)
@@ -283,16 +388,21 @@ class TrialTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.TextAlignmentRole:
             return _RIGHT if col in NUMERIC else None
         if role == Qt.ItemDataRole.ForegroundRole:
-            return _RED if col in (3, 9) and not self._rows[row].ok else None
+            return _RED if col in (3, 9) and not self.is_ok(row) else None
         if role == Qt.ItemDataRole.ToolTipRole:
-            t = self._rows[row]
-            if col == 9 and t.error:
-                return t.error[:2000]
+            error = self.error(row)
+            if col == 9 and error:
+                return error[:2000]
             if col == 8:
-                return json.dumps(_config_of(t), indent=1)
+                return json.dumps(self.config(row), indent=1)
             return None
         if role == SORT_ROLE:
-            return sort_key(self._rows[row], col)
+            if col in _INT_FIELDS:
+                return int(self._cols[_INT_FIELDS[col]][row])
+            if col in _FLOAT_FIELDS:
+                v = float(self._cols[_FLOAT_FIELDS[col]][row])
+                return float("inf") if math.isnan(v) else v
+            return self.summary(row) if col == 8 else self._string_keys(col, row, row + 1)[0]
         return None
 
 
@@ -466,7 +576,12 @@ class TrialSortFilterProxy(QAbstractProxyModel):
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
         if self._model is None or not index.isValid() or index.row() >= len(self._perm):
             return None
-        return self._model.data_at(int(self._perm[index.row()]), index.column(), role)
+        row = int(self._perm[index.row()])
+        if index.column() == 8 and not self._model.has_config(row):
+            # The config column of a row not read yet: read it with the rows shown after it (in this
+            # order, which after a sort is scattered over the session) in one go.
+            self._model.load_configs(self._perm[index.row(): index.row() + CONFIG_PREFETCH].tolist())
+        return self._model.data_at(row, index.column(), role)
 
 
 def display(t: TrialRecord, col: int) -> str:
@@ -508,7 +623,7 @@ class TrialsTable(QWidget):
         self._store = store
         self.session_id: int | None = None
         self._last_id = 0
-        self.model = TrialTableModel(self)
+        self.model = TrialTableModel(self, store)
         self.proxy = TrialSortFilterProxy(self)
         self.proxy.setSourceModel(self.model)
 
@@ -575,39 +690,51 @@ class TrialsTable(QWidget):
         self._update_count()
 
     # ---- reading -------------------------------------------------------------------------------
-    def set_session(self, session_id, trials: list[TrialRecord] | None = None) -> None:
-        """Show session `session_id` (an id, a record with `.id`, or None); `trials`: its trials as
-        already read (in id order), so that the store is not read again."""
+    def set_session(self, session_id, trials: list[TrialRecord] | None = None,
+                    columns: TrialColumns | None = None) -> None:
+        """Show session `session_id` (an id, a record with `.id`, or None); `columns` (what
+        `Store.trial_columns` returns) or `trials` (TrialRecords): its trials as already read (in id
+        order), so that the store is not read again."""
         if session_id is not None and not isinstance(session_id, int):
             session_id = session_id.id
         self.session_id = session_id
         self._last_id = 0
         self._show_details(None)
-        if session_id is None or trials is None:
-            self.model.set_trials([])
+        if session_id is None:
+            self.model.set_columns(columns_of([]))
+        elif columns is not None:
+            self.model.set_columns(columns, session_id)
+        elif trials is not None:
+            self.model.set_columns(columns_of(trials), session_id, trials)
+        else:
+            self.model.set_columns(columns_of([]), session_id)
             self.poll()
             return
-        self.model.set_trials(trials)
-        if trials:
-            self._last_id = max(trials[-1].id, self._last_id)
+        if self.model.rowCount():
+            self._last_id = self.model.trial_id(self.model.rowCount() - 1)
         self._update_count()
 
     def poll(self) -> int:
         if self.session_id is None:
             return 0
         try:
-            trials = self._store.trials(self.session_id, since_id=self._last_id)
+            columns = self._store.trial_columns(self.session_id, since_id=self._last_id)
         except TunelabError as exc:
             self.count_label.setText(str(exc))
             return 0
-        if trials:
-            self._last_id = trials[-1].id
-            if self.model.rowCount():
-                self.model.append(trials)
-            else:
-                self.model.set_trials(trials)
+        return self.add(columns)
+
+    def add(self, columns: TrialColumns) -> int:
+        """Append newly stored trials (the main window reads them once for every view)."""
+        if self.session_id is None:
+            return 0
+        new = rows_after(columns, self._last_id)
+        n = n_rows(new)
+        if n:
+            self._last_id = int(new["id"][-1])
+            self.model.append_columns(new)
             self._update_count()
-        return len(trials)
+        return n
 
     def select_trial(self, trial_id: int) -> None:
         row = self.model.row_of(trial_id)
@@ -622,7 +749,7 @@ class TrialsTable(QWidget):
         index = self.table.selectionModel().currentIndex()
         if not index.isValid():
             return None
-        return self.model.trial(self.proxy.mapToSource(index).row()).id
+        return self.model.trial_id(self.proxy.mapToSource(index).row())
 
     def visible_trials(self) -> list[TrialRecord]:
         """The rows as shown: filtered and sorted."""
@@ -663,7 +790,7 @@ class TrialsTable(QWidget):
         trial_id = self.selected_trial()
         if trial_id is not None:
             row = self.model.row_of(trial_id)
-            QGuiApplication.clipboard().setText(json.dumps(_config_of(self.model.trial(row)), indent=2))
+            QGuiApplication.clipboard().setText(json.dumps(self.model.config(row), indent=2))
 
     # ---- slots ---------------------------------------------------------------------------------
     def _on_filter_changed(self, text: str) -> None:

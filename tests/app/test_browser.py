@@ -68,3 +68,39 @@ def test_crashed_session_says_so_and_offers_resume(qtbot, store_copy):
     qtbot.waitUntil(lambda: _cell(browser, row, "Status") == "finished", timeout=3000)
     assert not browser.resume_button.isEnabled()
     watcher.stop()
+
+
+def test_watcher_rereads_only_the_sessions_that_changed(qtbot, store_copy):
+    import time
+
+    from core.records import NewTrial
+
+    older, newer = sorted(r.id for r in store_copy.sessions())
+    watcher = StoreWatcher(store_copy, interval_ms=50)
+    browser = SessionBrowser(store_copy, watcher)
+    qtbot.addWidget(browser)
+    assert watcher.sessions() == store_copy.sessions()
+    with qtbot.waitSignal(watcher.sessions_changed):  # the first read's news, told on the next turn
+        pass
+    assert watcher.changed_ids is None  # (everything)
+    now = time.time()
+    store_copy.add_trial(older, NewTrial(round=9, config={"new": 1}, status="ok", error=None, samples_ms=(1e-6,),
+                                         predicted_ms=None, build_s=0.1, run_s=0.1, started_at=now,
+                                         finished_at=now), "new-1")
+    with qtbot.waitSignal(watcher.sessions_changed):
+        watcher.poll()
+    assert watcher.changed_ids == {older}  # the other session was not read again
+    assert watcher.sessions() == store_copy.sessions()
+    row = next(r for r in range(browser.proxy.rowCount()) if int(_cell(browser, r, "ID")) == older)
+    assert _cell(browser, row, "Trials") == "9 / 8" and float(_cell(browser, row, "Best ms")) == 1e-6
+
+    time.sleep(0.01)
+    store_copy.heartbeat(newer)  # a write to the session row
+    with qtbot.waitSignal(watcher.sessions_changed):
+        watcher.poll()
+    assert watcher.changed_ids == {newer}
+    store_copy.delete_session(newer)
+    with qtbot.waitSignal(watcher.sessions_changed):
+        watcher.poll()
+    assert watcher.changed_ids == {newer} and [r.id for r in watcher.sessions()] == [older]
+    assert browser.proxy.rowCount() == 1

@@ -224,3 +224,98 @@ def test_plots_save_as_png_and_svg(qtbot, store, tmp_path):
     svg = save_plot(view.exportable(), tmp_path / "live.svg")
     assert png.stat().st_size > 5000
     assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
+
+
+def _add_trials(store, session_id, n_ok=2, n_failed=1, tag="extra"):
+    """Store a few more trials (ok and failed) in a session, as a tuning process would."""
+    from core.records import NewTrial
+
+    now = time.time()
+    for i in range(n_ok + n_failed):
+        ok = i < n_ok
+        store.add_trial(session_id, NewTrial(
+            round=99, config={tag: i}, status="ok" if ok else "run_error", error=None if ok else "boom\nTVMError",
+            samples_ms=(0.5 + i, 0.6 + i, 0.7 + i) if ok else (), predicted_ms=0.55 + i if ok else None,
+            build_s=0.1, run_s=0.1, started_at=now, finished_at=now + 0.01 * i), f"{tag}-{i}")
+
+
+def test_trials_table_from_columns_shows_what_it_shows_from_records(qtbot, store_copy):
+    record = _first(store_copy)
+    _add_trials(store_copy, record.id)  # failed trials too
+    records = store_copy.trials(record.id)
+    from_columns, from_records = TrialsTable(store_copy), TrialsTable(store_copy)
+    for view in (from_columns, from_records):
+        qtbot.addWidget(view)
+        view.show()
+    from_columns.set_session(record.id)  # reads Store.trial_columns; configs only when shown
+    from_records.set_session(record.id, trials=records)
+    a, b = from_columns.model, from_records.model
+    assert a.rowCount() == b.rowCount() == len(records) == 11
+    for row in range(len(records)):
+        for col in range(len(COLUMNS)):
+            assert a.display_text(row, col) == b.display_text(row, col), (row, col)
+            for role in (Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.ForegroundRole):
+                assert a.data(a.index(row, col), role) == b.data(b.index(row, col), role)
+    for col in range(len(COLUMNS)):
+        for order in (Qt.SortOrder.AscendingOrder, Qt.SortOrder.DescendingOrder):
+            np.testing.assert_array_equal(a.sort_order(col, order), b.sort_order(col, order))
+    for text in ("unroll=", "run_error", "tvmerror", "extra="):
+        np.testing.assert_array_equal(a.filter_mask(text), b.filter_mask(text))
+    assert from_columns.visible_trials() == records
+    fresh = TrialsTable(store_copy)  # no config read yet: sorted, the proxy reads the shown rows' configs
+    qtbot.addWidget(fresh)
+    fresh.set_session(record.id)
+    for view in (fresh, from_records):
+        view.table.sortByColumn(COLUMNS.index("Latency ms"), Qt.SortOrder.DescendingOrder)
+    shown = [[view.proxy.data(view.proxy.index(r, c)) for r in range(len(records)) for c in range(len(COLUMNS))]
+             for view in (fresh, from_records)]
+    assert shown[0] == shown[1]
+    full = a.trial(a.row_of(records[-1].id))  # the full record, read when it is needed
+    assert full.id == records[-1].id and full.config == records[-1].config and full.error == records[-1].error
+
+
+def test_views_take_one_shared_read_and_follow_new_trials(qtbot, store_copy):
+    from PySide6.QtGui import QAction
+
+    from app.run_bar import RunBar
+
+    record = _first(store_copy)
+    _add_trials(store_copy, record.id, tag="before")
+    columns = store_copy.trial_columns(record.id)
+    live, own_live = LivePlot(store_copy, redraw_ms=10), LivePlot(store_copy, redraw_ms=10)
+    cost, own_cost = CostModelView(store_copy, redraw_ms=10), CostModelView(store_copy, redraw_ms=10)
+    hardware = HardwareView(store_copy, redraw_ms=10)
+    table = TrialsTable(store_copy)
+    run_bar = RunBar(store_copy, QAction("Pause"), QAction("Stop"))
+    for view in (live, own_live, cost, own_cost, hardware, table, run_bar):
+        qtbot.addWidget(view)
+        view.show()
+    for view in (live, cost, hardware, table, run_bar):
+        view.set_session(record, columns=columns)
+    own_live.set_session(record.id)
+    own_cost.set_session(record.id)
+    assert live.n_trials == own_live.n_trials == 11 and live.n_failed == own_live.n_failed == 1
+    for a, b in ((live.ok_curve, own_live.ok_curve), (live.best_curve, own_live.best_curve),
+                 (live.failed_curve, own_live.failed_curve), (cost.scatter, own_cost.scatter)):
+        for x, y in zip(a.getData(), b.getData(), strict=True):
+            np.testing.assert_array_equal(x, y)
+    assert cost.n_pairs == own_cost.n_pairs and live.title.text() == own_live.title.text()
+    assert len(hardware._trials) == table.model.rowCount() == 11
+
+    # New trials: the main window reads them once and hands the batch to every view.
+    last = int(columns["id"][-1])
+    _add_trials(store_copy, record.id, n_ok=3, n_failed=2, tag="after")
+    batch = store_copy.trial_columns(record.id, since_id=last)
+    assert len(batch["id"]) == 5
+    for view in (live, cost, hardware, table, run_bar):
+        view.add(batch)
+        view.add(batch)  # handed twice (or partly held already): nothing is counted twice
+    own_live.poll()
+    own_cost.poll()
+    assert live.n_trials == own_live.n_trials == 16 and live.n_failed == own_live.n_failed == 3
+    assert cost.n_pairs == own_cost.n_pairs
+    assert table.model.rowCount() == len(hardware._trials) == 16
+    assert [t.id for t in table.visible_trials()] == [t.id for t in store_copy.trials(record.id)]
+    qtbot.waitUntil(lambda: live.redraws >= 2 and own_live.redraws >= 2, timeout=3000)
+    np.testing.assert_array_equal(live.ok_curve.getData()[1], own_live.ok_curve.getData()[1])
+    assert run_bar._finished[-1] == float(batch["finished_at"][-1])

@@ -156,6 +156,82 @@ def test_trials_roundtrip_with_samples_and_statistics(store: Store) -> None:
     assert rec.best_gflops == pytest.approx(rec.flops / 0.5e-3 / 1e9)
 
 
+def _assert_columns_match(columns: dict, trials: list) -> None:
+    """Store.trial_columns holds, field by field, what Store.trials returns for the same trials."""
+    import math
+
+    import numpy as np
+
+    from core.records import TRIAL_STATUSES
+    from core.store import TRIAL_COLUMNS
+
+    assert tuple(columns) == TRIAL_COLUMNS
+    assert all(len(column) == len(trials) for column in columns.values())
+    assert columns["id"].dtype == np.int64 and columns["status"].dtype == np.int8
+    for row, t in enumerate(trials):
+        for name in ("id", "index", "round"):
+            assert int(columns[name][row]) == getattr(t, name)
+        assert TRIAL_STATUSES[columns["status"][row]] == t.status
+        assert bool(columns["ok"][row]) == t.ok
+        for name in ("latency_ms", "mean_ms", "std_ms", "predicted_ms", "started_at", "finished_at"):
+            value, expected = float(columns[name][row]), getattr(t, name)
+            assert math.isnan(value) if expected is None else value == expected, (name, row)
+        assert int(columns["task_id"][row]) == (-1 if t.task_id is None else t.task_id)
+        assert columns["error"][row] == t.error
+
+
+def test_trial_columns_match_trials_field_by_field(store: Store) -> None:
+    sid = new_session(store)
+    other = new_session(store, name="other")
+    added = []
+    for i in range(40):
+        status = ("ok", "build_error", "run_error", "timeout", "wrong_result")[i % 5] if i % 3 else "ok"
+        samples = () if status in ("build_error", "run_error", "timeout") else (1.0 + i, 2.0 + i, 0.5 * i + 1)
+        trial = make_trial(samples, status=status, round=i // 8, config={"i": i, "tile": [i, 2]})
+        if i % 7 == 0:  # no prediction (the first round's trials have none)
+            trial = NewTrial(**{**trial.__dict__, "predicted_ms": None})
+        if i % 11 == 0 and status == "ok":  # an ok trial may still carry a note in `error`
+            trial = NewTrial(**{**trial.__dict__, "error": "note"})
+        added.append(store.add_trial(sid, trial, f"k{i}"))
+        if i % 4 == 0:  # another session's trials interleave: never in this session's columns
+            store.add_trial(other, make_trial(config={"other": i}), f"o{i}")
+    trials = store.trials(sid)
+    assert [t.id for t in trials] == [t.id for t in added]
+    assert any(not t.ok for t in trials) and any(t.predicted_ms is None for t in trials)
+    assert any(t.latency_ms is None for t in trials) and any(t.ok and t.error for t in trials)
+    _assert_columns_match(store.trial_columns(sid), trials)
+    for since in (0, trials[0].id, trials[17].id, trials[-2].id, trials[-1].id, store.max_trial_id() + 5):
+        _assert_columns_match(store.trial_columns(sid, since_id=since), store.trials(sid, since_id=since))
+    empty = new_session(store, name="empty")
+    _assert_columns_match(store.trial_columns(empty), [])
+    with pytest.raises(StoreError):
+        store.trial_columns(99_999)
+
+    # Configs on demand: some or all of a session's, never another session's.
+    configs = store.trial_configs(sid)
+    assert configs == {t.id: t.config for t in trials}
+    some = [trials[3].id, trials[30].id]
+    assert store.trial_configs(sid, some) == {i: configs[i] for i in some}
+    other_id = store.trials(other)[0].id
+    assert store.trial_configs(sid, [other_id, trials[0].id]) == {trials[0].id: trials[0].config}
+    many = [t.id for t in trials] * 30  # more ids than one statement takes
+    assert store.trial_configs(sid, many) == configs
+
+
+def test_session_stamps_and_sessions_with_new_trials(store: Store) -> None:
+    a, b = new_session(store), new_session(store, name="b")
+    stamps = store.session_stamps()
+    assert set(stamps) == {a, b} and stamps[a] == store.session_updated_at(a)
+    first = store.add_trial(a, make_trial(config={"x": 1}), "x1")
+    assert store.sessions_with_trials_after(0) == {a}
+    store.add_trial(b, make_trial(config={"x": 2}), "x2")
+    assert store.sessions_with_trials_after(first.id) == {b}
+    assert store.sessions_with_trials_after(store.max_trial_id()) == set()
+    time.sleep(0.01)
+    store.heartbeat(b)
+    assert store.session_stamps()[b] > stamps[b] and store.session_stamps()[a] == stamps[a]
+
+
 def test_rounds_status_heartbeat_tuner_state_delete(store: Store) -> None:
     sid = new_session(store)
     other = new_session(store, name="second")
