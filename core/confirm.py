@@ -62,8 +62,9 @@ def confirm_session(store: Store, session_id: int, *, top_k: int | None = None, 
 
 def confirmations(store: Store, session_id: int) -> dict[int, dict[str, Any]]:
     """The latest confirmed figures of a session's trials, by trial id: ``median_ms``, ``samples_ms``,
-    ``runs``, ``cv``, ``run_cv``, ``verdict``, ``session_ms`` (the figure the session recorded) and
-    ``validation_id``. Trials never confirmed (or confirmed without a single timing) are absent."""
+    ``runs``, ``cv``, ``run_cv``, ``verdict``, ``session_ms`` (the figure the session recorded),
+    ``reference_ms`` (core.validate's reference kernel meanwhile) and ``validation_id``. Trials never
+    confirmed (or confirmed without a single timing) are absent."""
     found: dict[int, dict[str, Any]] = {}
     for entry in store.validations(session_id):  # newest first: the first figure seen for a trial wins
         report = store.validation(entry["id"])
@@ -76,7 +77,7 @@ def confirmations(store: Store, session_id: int) -> dict[int, dict[str, Any]]:
             found[trial_id] = {"median_ms": s["remeasured_ms"], "samples_ms": list(s.get("samples_ms") or []),
                                "runs": s.get("runs"), "cv": s.get("cv"), "run_cv": s.get("run_cv"),
                                "verdict": s.get("verdict"), "session_ms": s.get("recorded_ms"),
-                               "validation_id": entry["id"]}
+                               "reference_ms": s.get("reference_ms"), "validation_id": entry["id"]}
     return found
 
 

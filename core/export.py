@@ -96,6 +96,9 @@ def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, 
                  "measure": record.measure}
         if confirmation:
             stats["confirmed"] = {k: confirmation[k] for k in ("runs", "cv", "run_cv", "verdict", "validation_id")}
+            # the machine's speed then, by core.validate's reference kernel: a later re-measurement can
+            # tell the machine drifting from the schedule changing
+            stats["reference_ms"] = confirmation.get("reference_ms")
         doc = {
             "tunelab_schedule": SCHEDULE_FORMAT,
             "workload": record.workload, "shape": shape, "dtype": record.dtype,

@@ -72,6 +72,7 @@ DEFAULT_TOP_K = 3
 NOISY_CV = 0.10  # coefficient of variation (samples, or per-run medians) above which runs disagree
 REGRESS_TOL = 0.10  # re-measured vs recorded median: beyond this (and outside the IQR) it changed
 DISTURBED_FRACTION = 0.25  # share of runs with another busy process / throttling that taints them
+DRIFT_TOL = 0.03  # the reference kernel moved more than this since recording: the machine itself changed
 PLACEMENT_TOL = 0.05  # a kernel slower than this with its buffers placed otherwise is placement-sensitive
 MAX_RIVALS = 64  # the session's figures kept per schedule to recognise a winner's curse
 MIN_RUNS_TO_JUDGE = 3  # fewer runs can say "noisy" or "stable", never "regressed"
@@ -112,6 +113,8 @@ class _Item:
     # The session's figures of the other successful trials of its shape (fastest first, capped): when the
     # recorded figure is the session's own, they tell a winner's curse from a regression.
     rivals_ms: tuple[float, ...] = ()
+    # the reference kernel's time when `recorded_ms` was measured (a confirmation or an export), if known
+    recorded_reference_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -241,7 +244,7 @@ def validate_schedule_file(path: str | os.PathLike[str], *, store: Store | None 
     session = doc.get("session") or {}
     items = [_Item(label=Path(path).name, trial_id=session.get("trial_id"), config=doc.get("config"),
                    recorded_ms=stats.get("median_ms"), recorded_samples_ms=tuple(stats.get("samples_ms") or ()),
-                   recorded_telemetry=None, schedule=sch)]
+                   recorded_telemetry=None, schedule=sch, recorded_reference_ms=stats.get("reference_ms"))]
     problem = _Problem(doc["workload"], shape, doc["dtype"], dict(doc["target"]), doc.get("custom_source"),
                        int(doc.get("seed", 0)), float(workload.flops(shape)))
     opts = options or MeasureOptions.from_json(_known_options(stats.get("measure") or {}))
@@ -258,7 +261,8 @@ def _item_of(trial: Any, confirmation: dict[str, Any] | None, stamp: dict[str, A
     if confirmation is not None:  # judged against the confirmed figure: no selection bias to expect
         return _Item(label=f"trial {trial.id}", trial_id=trial.id, config=trial.config,
                      recorded_ms=confirmation["median_ms"], recorded_samples_ms=tuple(confirmation["samples_ms"]),
-                     recorded_telemetry=stamp, schedule=space.schedule(trial.config), session_ms=trial.latency_ms)
+                     recorded_telemetry=stamp, schedule=space.schedule(trial.config), session_ms=trial.latency_ms,
+                     recorded_reference_ms=confirmation.get("reference_ms"))
     return _Item(label=f"trial {trial.id}", trial_id=trial.id, config=trial.config, recorded_ms=trial.latency_ms,
                  recorded_samples_ms=tuple(trial.samples_ms), recorded_telemetry=stamp,
                  schedule=space.schedule(trial.config), rivals_ms=rivals_ms)
@@ -282,6 +286,8 @@ def format_report(report: dict[str, Any]) -> str:
                      f"runs {s['runs']}  {s['verdict']}" + (f" ({s['cause']})" if s.get("cause") else ""))
         if s.get("placement_ratio") is not None and s["placement_ratio"] > 1 + PLACEMENT_TOL:
             lines.append(f"    {_placement_text(s)}")
+        if s.get("machine_drift") is not None and abs(s["machine_drift"] - 1) > DRIFT_TOL:
+            lines.append(f"    {_drift_text(s)}")
     if any(s.get("recorded_kind") == "confirmed" for s in report["schedules"]):
         lines.append("  * the figure a fresh-process confirmation gave when the session finished (tunelab show)")
     if report.get("ranking_holds") is not None:
@@ -296,6 +302,13 @@ def format_report(report: dict[str, Any]) -> str:
 def _placement_text(s: dict[str, Any]) -> str:
     return (f"placement-sensitive: {_pct(s['placement_ratio'] - 1)} slower ({_ms(s['layout_ms']['aligned'])}) with "
             "every buffer at the same page offset, as large allocations often are (cache-set conflicts)")
+
+
+def _drift_text(s: dict[str, Any]) -> str:
+    drift = s["machine_drift"]
+    return (f"the machine was {_pct(abs(drift - 1))} {'slower' if drift > 1 else 'faster'} than at recording by the "
+            f"reference kernel ({_ms(s['reference_ms'])} vs {_ms(s['recorded_reference_ms'])}); "
+            f"{s['drift_corrected_ratio']:.2f}x recorded once that is taken out")
 
 
 def _check_counts(top_k: int, runs: int) -> None:
@@ -457,6 +470,8 @@ def _wait_settled(sampler: Any, limit_s: float = 10.0) -> None:
 def _worker_env() -> dict[str, str]:
     env = dict(os.environ)
     env["TVM_USE_RUNTIME_LIB"] = "1"  # the runtime alone: 0.5 s to import instead of 2.5 s
+    # the reference kernel's BLAS on one thread (TVM reads TVM_NUM_THREADS / OMP_NUM_THREADS, not these)
+    env["OPENBLAS_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1"
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
@@ -526,7 +541,7 @@ def _talk(proc: subprocess.Popen, order: list[int], timeout: float, folder: Path
     for line in stdout.decode(errors="replace").splitlines():
         if line.startswith(RESULT_MARK):
             doc = json.loads(line[len(RESULT_MARK):])
-            return {m["index"]: dict(m, pid=doc["pid"]) for m in doc["results"]}
+            return {m["index"]: dict(m, pid=doc["pid"], reference_ms=doc.get("reference_ms")) for m in doc["results"]}
     why = f"the worker died (code {proc.returncode})"
     tail = _stderr_tail(folder, run)
     return {i: {"ok": False, "error": why + (f": {tail}" if tail else "")} for i in order}
@@ -625,6 +640,9 @@ def _judge(item: _Item, ms: list[dict[str, Any]], build_error: str | None, probl
     layout_ms = {layout: float(statistics.median(values)) for layout, values in by_layout.items()}
     placement_ratio = (layout_ms["aligned"] / layout_ms[DEFAULT_LAYOUT]
                        if "aligned" in layout_ms and layout_ms.get(DEFAULT_LAYOUT) else None)
+    reference_ms = _median([m["reference_ms"] for m in ok if m.get("reference_ms")])
+    drift = (reference_ms / item.recorded_reference_ms
+             if reference_ms is not None and item.recorded_reference_ms else None)
     quiet = [m for m in ok if m.get("telemetry") and _quiet(m["telemetry"])]
     quiet_ms = _median([x for m in quiet for x in m["samples_ms"]])
     entry: dict[str, Any] = {
@@ -646,6 +664,9 @@ def _judge(item: _Item, ms: list[dict[str, Any]], build_error: str | None, probl
         "cold_ms": _median(cold), "first_sample_ratio": _median(first_ratios),
         # per buffer layout (core.placement): the median of the runs' medians, and aligned / staggered
         "layout_ms": layout_ms, "placement_ratio": placement_ratio,
+        # the reference kernel now and when the figure was recorded: > 1 means the machine itself is slower
+        "reference_ms": reference_ms, "recorded_reference_ms": item.recorded_reference_ms, "machine_drift": drift,
+        "drift_corrected_ratio": ratio / drift if ratio is not None and drift else None,
         "gflops": problem.flops / (remeasured * 1e-3) / 1e9 if remeasured else None,
         "throttled": throttled_runs > 0,
         "busy_fraction": busy_runs / n_win if n_win else 0.0,
@@ -685,6 +706,13 @@ def _verdict(e: dict[str, Any], windows: list[dict[str, Any]], names: dict[int, 
     if deviates and e["runs"] < MIN_RUNS_TO_JUDGE:
         return "noisy", (f"re-measured {_ms(e['remeasured_ms'])} vs {_ms(recorded)} recorded, but {e['runs']} run(s) "
                          f"are too few to tell a change from noise (use {MIN_RUNS_TO_JUDGE} or more)")
+    drift = e.get("machine_drift")
+    if (deviates and drift is not None and abs(drift - 1) > DRIFT_TOL
+            and abs(e["drift_corrected_ratio"] - 1) <= REGRESS_TOL):
+        return "noisy", (f"the machine itself was {_pct(abs(drift - 1))} {'slower' if drift > 1 else 'faster'} than when "
+                         f"the figure was recorded (a reference BLAS kernel moved by as much; other tenants of the host "
+                         f"or clock limits, which no process list shows): re-measured {_ms(e['remeasured_ms'])} vs "
+                         f"{_ms(recorded)} recorded is {e['drift_corrected_ratio']:.2f}x once that is taken out")
     if deviates and ratio > 1 and e.get("rivals"):
         n = e["rivals"]
         return "noisy", (f"winner's curse: the session's figure {_ms(recorded)} was the luckiest of close rivals — "
@@ -782,12 +810,15 @@ def _summarize(problem: _Problem, schedules: list[dict[str, Any]], runs: int, op
         summary = f"{lead['cause']}; {figure}" if lead is best else f"{lead['label']}: {lead['cause']}; {figure}"
     if best.get("placement_ratio") is not None and best["placement_ratio"] > 1 + PLACEMENT_TOL:
         summary += f"; {_placement_text(best)}"
+    if best.get("machine_drift") is not None and abs(best["machine_drift"] - 1) > DRIFT_TOL:
+        summary += f"; {_drift_text(best)}"
     return {
         "source": source, "workload": problem.workload, "shape": problem.shape, "dtype": problem.dtype,
         "target": problem.target, "verdict": verdict, "cause": lead["cause"], "summary": summary,
         "recorded_ms": best["recorded_ms"], "remeasured_ms": best["remeasured_ms"], "cv": best["cv"],
         "runs": best["runs"], "throttled": any(s["throttled"] for s in schedules),
-        "placement_ratio": best.get("placement_ratio"),
+        "placement_ratio": best.get("placement_ratio"), "machine_drift": best.get("machine_drift"),
+        "reference_ms": best.get("reference_ms"),
         **ranking,
         "options": {**options.to_json(), "runs": runs},
         "telemetry": {k: whole.get(k) for k in ("n", "cpu_load_mean", "cpu_freq_mhz", "cpu_temp_c", "gpu_temp_c",
@@ -862,14 +893,39 @@ def _worker(job_path: str) -> int:
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     order = json.loads(sys.stdin.readline())
+    # Before any kernel of ours: TVM's pool threads spin for a while after each parallel kernel.
+    reference_ms = reference_kernel_ms()
     results = []
     for index in order:
         result = _worker_measure(tvm, dev, job, job["items"][index], inputs, expected)
         result["index"] = index
         results.append(result)
-    sys.stdout.write(RESULT_MARK + json.dumps({"pid": os.getpid(), "results": results}) + "\n")
+    doc = {"pid": os.getpid(), "results": results, "reference_ms": reference_ms}
+    sys.stdout.write(RESULT_MARK + json.dumps(doc) + "\n")
     sys.stdout.flush()
     return 0
+
+
+def reference_kernel_ms(samples: int = 9, min_sample_ms: float = 10.0) -> float:
+    """The median time (ms) of a fixed reference kernel, NumPy's BLAS on a 256^3 float32 product (one
+    BLAS thread in a worker: two threads on a small product make a noisy ruler). Measured with every
+    validation run and confirmation, it tells "the machine got slower" (other tenants of a virtual
+    machine's host, clock limits: things no process list shows) from "the schedule got slower"."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
+    for _ in range(3):
+        a @ b
+    t = time.perf_counter()
+    a @ b
+    one = max(time.perf_counter() - t, 1e-6)
+    calls = max(1, int(min_sample_ms * 1e-3 / one))
+    times = []
+    for _ in range(samples):
+        t = time.perf_counter()
+        for _ in range(calls):
+            a @ b
+        times.append((time.perf_counter() - t) / calls * 1e3)
+    return float(statistics.median(times))
 
 
 def _worker_measure(tvm: Any, dev: Any, job: dict[str, Any], item: dict[str, Any], inputs: list[np.ndarray],

@@ -62,7 +62,7 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
         ok = sorted((t for t in trials if t.ok and t.task_id == task.id), key=lambda t: (t.latency_ms, t.id))
         assert {t.id for t in ok[:2]} <= set(confirmed)
     for trial_id, c in confirmed.items():
-        assert c["runs"] == 2 and len(c["samples_ms"]) >= 2 * 3
+        assert c["runs"] == 2 and len(c["samples_ms"]) >= 2 * 3 and c["reference_ms"] > 0
         assert c["median_ms"] == pytest.approx(statistics.median(c["samples_ms"]))
         assert c["session_ms"] == pytest.approx(store.trial(trial_id).latency_ms)
 
@@ -72,6 +72,7 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
         assert entry["recorded_kind"] == "confirmed"
         assert entry["recorded_ms"] == pytest.approx(confirmed[entry["trial_id"]]["median_ms"])
         assert entry["session_ms"] == pytest.approx(store.trial(entry["trial_id"]).latency_ms)
+        assert entry["machine_drift"] == pytest.approx(entry["reference_ms"] / entry["recorded_reference_ms"])
         # each worker also timed the kernel with every buffer at the same page offset (core.placement)
         assert set(entry["layout_ms"]) == {"staggered", "aligned"} and entry["placement_ratio"] > 0
         assert entry["layout_ms"]["staggered"] == pytest.approx(entry["remeasured_ms"], rel=0.5)
@@ -92,6 +93,7 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
     assert stats["samples_ms"] == confirmed[best]["samples_ms"]
     assert stats["session_samples_ms"] == store.samples(best)
     assert stats["confirmed"]["runs"] == 2
+    assert stats["reference_ms"] == confirmed[best]["reference_ms"]
     record = json.loads(open(f"{written['database']}/database_tuning_record.json").readline())
     assert record[1][1][0] == pytest.approx(confirmed[best]["median_ms"] * 1e-3)
     # a chosen trial that was never confirmed keeps the session's figure

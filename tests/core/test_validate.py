@@ -20,7 +20,7 @@ from core.export import export_trial
 from core.records import MeasureOptions, SessionSpec
 from core.session import create_session
 from core.store import Store
-from core.validate import VERDICTS, validate_schedule_file, validate_session
+from core.validate import DISTURBED_FRACTION, VERDICTS, validate_schedule_file, validate_session
 
 pytestmark = pytest.mark.slow
 
@@ -182,6 +182,14 @@ def test_winners_curse_is_told_from_a_regression():
     lucky = judge(rivals_ms=(0.72, 0.98, 1.0, 1.3))
     assert lucky["verdict"] == "noisy" and lucky["rivals"] == 3
     assert lucky["cause"].startswith("winner's curse") and "3 other trial(s)" in lucky["cause"]
+    # the reference kernel ran 30 % slower than when 0.75 ms was recorded: the machine moved, not the schedule
+    for r in runs:
+        r["reference_ms"] = 1.3
+    drifted = judge(recorded_ms=0.75, recorded_reference_ms=1.0)
+    assert drifted["machine_drift"] == pytest.approx(1.3) and drifted["verdict"] == "noisy"
+    assert drifted["cause"].startswith("the machine itself was 30% slower")
+    assert drifted["drift_corrected_ratio"] == pytest.approx(1.0 / 0.75 / 1.3)
+    assert judge(recorded_ms=0.75)["machine_drift"] is None  # no reference then: nothing to say
     confirmed = judge(recorded_ms=1.0, recorded_samples_ms=(1.0, 1.0), session_ms=0.70)
     assert confirmed["verdict"] == "stable" and confirmed["recorded_kind"] == "confirmed"
     assert confirmed["session_ms"] == 0.70
@@ -210,12 +218,16 @@ def test_exported_schedule_reproduces_within_5_percent(tmp_path):
           f"re-measured {s['remeasured_ms']:.4f} ms (ratio {s['ratio']:.4f}, cv {s['cv']:.4f}); "
           f"{s['quiet_runs']} quiet runs: {s['quiet_ms'] and round(s['quiet_ms'], 4)} ms "
           f"(ratio {s['quiet_ratio'] and round(s['quiet_ratio'], 4)}); busy pids {s['other_busy_pids']}; "
-          f"run medians {[round(x, 4) for x in s['run_medians_ms']]}")
+          f"run medians {[round(x, 4) for x in s['run_medians_ms']]}; machine drift {s['machine_drift']:.3f}")
     assert s["runs"] == 5 and s["errors"] == []
     assert stats["source"] == "confirmed" and s["recorded_ms"] == pytest.approx(stats["median_ms"])
+    assert stats["reference_ms"] > 0 and s["machine_drift"] == pytest.approx(s["reference_ms"] / stats["reference_ms"])
     assert report["source"]["kind"] == "file" and store.validations()[0]["schedule_file"] == report["source"]["path"]
     medians = s["run_medians_ms"]
-    quiet = not recording.get("other_busy_pids") and s["quiet_runs"] == s["runs"] and s["run_cv"] <= 0.025
+    # quiet: no other busy process then or now, runs that agree, and a machine as fast as when the figure was
+    # recorded (the reference kernel within 3 %: a virtual machine's host has other tenants no process list shows)
+    quiet = (not recording.get("other_busy_pids") and s["quiet_runs"] == s["runs"] and s["run_cv"] <= 0.025
+             and abs(s["machine_drift"] - 1) <= 0.03)
     if quiet:
         # The requirement. It used to miss by 8-13 % on quiet machines for two reasons, both fixed: the
         # session's best figure was the luckiest of close rivals (now confirmed in fresh processes, and
@@ -223,8 +235,8 @@ def test_exported_schedule_reproduces_within_5_percent(tmp_path):
         # measuring process's heap history (now placed on purpose: core.placement).
         assert abs(s["ratio"] - 1) <= 0.05, (s["ratio"], medians, report["cause"])
         assert report["verdict"] == "stable", (report["verdict"], report["cause"])
-    elif s["other_busy_pids"]:
-        # Another process was busy meanwhile: validate must not call it stable, and must name it.
+    elif s["busy_fraction"] >= DISTURBED_FRACTION:
+        # Another process was busy during many runs: validate must not call it stable, and must name it.
         assert report["verdict"] == "noisy" and "busy on the CPU" in report["cause"]
     else:
         # The runs disagree among themselves (cv > 2.5 %) with no busy process in sight. Seen on a
