@@ -52,7 +52,7 @@ VERDICT_STYLE = {  # verdict -> (headline, text colour, background)
 ROW_BRUSH = {"noisy": QBrush(QColor("#fef7e0")), "regressed": QBrush(QColor("#fce8e6"))}
 FALLS_OFF_BRUSH = QBrush(QColor("#fce8e6"))
 SCHEDULE_COLUMNS = ("Schedule", "Recorded ms", "Re-measured ms", "Ratio", "CV", "Runs", "Quiet runs", "Throttled",
-                    "Verdict", "Cause")
+                    "Placement", "Machine", "Verdict", "Cause")
 SHAPE_COLUMNS = ("Shape", "Status", "Latency ms", "GFLOP/s", "Tuned ms", "× tuned", "Falls off", "Why")
 PAST_COLUMNS = ("When", "Verdict", "Runs", "Summary")
 BAR_BRUSH = (42, 111, 219, 200)
@@ -148,6 +148,11 @@ def _ratio(value: float | None) -> str:
 
 def _pct(value: float | None) -> str:
     return "—" if value is None or not math.isfinite(value) else f"{100 * value:.1f}%"
+
+
+def _change(ratio: float | None) -> str:
+    """A ratio as a signed change: 1.12 -> "+12%"; None -> "—"."""
+    return "—" if ratio is None else f"{(ratio - 1) * 100:+.0f}%"
 
 
 def _varying_label(rows: list[dict[str, Any]]) -> list[str]:
@@ -642,14 +647,20 @@ class ValidationView(QWidget):
         table = self.schedule_table
         table.setRowCount(len(schedules))
         for row, s in enumerate(schedules):
-            values = (str(s.get("label")), fmt_ms(s.get("recorded_ms")), fmt_ms(s.get("remeasured_ms")),
-                      _ratio(s.get("ratio")), _pct(s.get("cv")),
+            confirmed = s.get("recorded_kind") == "confirmed"
+            values = (str(s.get("label")), fmt_ms(s.get("recorded_ms")) + (" *" if confirmed else ""),
+                      fmt_ms(s.get("remeasured_ms")), _ratio(s.get("ratio")), _pct(s.get("cv")),
                       f"{s.get('runs')} / {s.get('runs_tried', s.get('runs'))}", str(s.get("quiet_runs", "—")),
-                      "yes" if s.get("throttled") else "no", str(s.get("verdict")), str(s.get("cause") or ""))
+                      "yes" if s.get("throttled") else "no", _change(s.get("placement_ratio")),
+                      _change(s.get("machine_drift")), str(s.get("verdict")), str(s.get("cause") or ""))
+            tips = {1: "* confirmed in fresh processes when the session finished" if confirmed else
+                       "the figure the session measured",
+                    8: "how much slower with every buffer at the same page offset (core.placement)",
+                    9: "how much slower the machine itself was than at recording, by a reference kernel"}
             for col, text in enumerate(values):
                 item = QTableWidgetItem(text)
-                item.setToolTip(str(s.get("cause") or s.get("verdict")))
-                if 1 <= col <= 6:
+                item.setToolTip(tips.get(col) or str(s.get("cause") or s.get("verdict")))
+                if 1 <= col <= 9:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 brush = ROW_BRUSH.get(str(s.get("verdict")))
                 if brush is not None:

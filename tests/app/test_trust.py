@@ -134,6 +134,10 @@ def test_validation_panel_verdict_and_across_shapes(qtbot, store_copy):
     assert view.verdict in ("Stable", "Noisy", "Regressed")
     assert view.cause_label.text()
     assert view.schedule_table.rowCount() == 1
+    # on a CPU every worker also timed the aligned buffer layout: the placement column says by how much
+    placement = view.schedule_table.item(0, 8).text()
+    assert placement.endswith("%") and placement[0] in "+-" and view.report["schedules"][0]["placement_ratio"]
+    assert view.schedule_table.item(0, 9).text() == "—"  # the session's own figure: no reference kernel then
     assert events.count("row") == 4  # rows arrived one by one, as each shape was measured
     rows = view.shape_rows()
     assert [r["shape_text"] for r in rows] == [f"M={m},N=32,K=32" for m in (8, 16, 32, 64)]
