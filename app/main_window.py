@@ -50,15 +50,11 @@ def _export(store: Store, session_id: int, trial_id: int | None, out_dir: str, f
 
 
 def _probe_target(_store: Store) -> str:
-    # Also warms the TVM import so that the New-session dialog opens at once, and the tuning loop's
-    # (1-2 s of imports): the first session's worker thread would otherwise import it while the
-    # session starts, holding the GIL in stretches that stall the GUI thread for 0.1-0.6 s.
+    # Also warms the TVM import so that the New-session dialog opens at once. The tuning loop
+    # (core.session) is never imported here: sessions are created and tuned in a child process.
     from core.target import resolve_target
 
-    description = resolve_target("auto").description
-    import core.session  # noqa: F401
-
-    return description
+    return resolve_target("auto").description
 
 
 RUN_BAR_MS = 150  # a batch's trial reports refresh the run bar once
@@ -222,7 +218,7 @@ class MainWindow(QMainWindow):
         return NewSessionDialog(self.settings, self)
 
     def start_session(self, spec: SessionSpec) -> TuningWorker | None:
-        """Create and tune a session from `spec` in a worker thread."""
+        """Create and tune a session from `spec` in a child process (watched by a worker thread)."""
         return self._start_worker(TuningWorker(self.store.path, spec=spec, parent=self))
 
     def resume_session(self, session_id: int) -> TuningWorker | None:
@@ -237,9 +233,11 @@ class MainWindow(QMainWindow):
         self.worker = worker
         worker.session_ready.connect(self._on_session_ready)
         worker.trial_done.connect(self._on_trial_done)
+        worker.stage.connect(self._on_stage)
         worker.failed.connect(self._on_worker_failed)
         worker.finished.connect(self._on_worker_finished)
         self.message_bar.hide()
+        self.run_bar.clear_stage()
         worker.start()
         self._update_actions()
         return worker
@@ -307,6 +305,10 @@ class MainWindow(QMainWindow):
             self._update_actions()
             self.run_bar.refresh(note=self._run_note())
 
+    def _on_stage(self, text: str) -> None:
+        if self.worker is not None:
+            self.run_bar.set_stage(self.worker.session_id, text)
+
     def _on_worker_failed(self, message: str, details: str) -> None:
         self.message_bar.show_error(message, details)
 
@@ -316,6 +318,7 @@ class MainWindow(QMainWindow):
         if worker is not None:
             worker.deleteLater()
         self.browser.set_active_session(None)
+        self.run_bar.clear_stage()
         self.watcher.poll()
         if session_id is not None and self.message_bar.level != "error":
             try:

@@ -40,6 +40,11 @@ class RunBar(QWidget):
         self._finished: list[float] = []
         self.label = QLabel("No session selected.")
         self.label.setObjectName("run_label")
+        # What the tuning session does besides trials (confirming its winners), while it does it.
+        self.stage_label = QLabel()
+        self.stage_label.setObjectName("stage_label")
+        self.stage_label.setVisible(False)
+        self._stage: tuple[int | None, str] = (None, "")
         self.figures = SessionFigures(store)
         self.progress = QProgressBar()
         self.progress.setMinimumWidth(260)
@@ -55,6 +60,7 @@ class RunBar(QWidget):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 4)
         layout.addWidget(self.label, 1)
+        layout.addWidget(self.stage_label)
         layout.addWidget(self.figures)
         layout.addSpacing(12)
         layout.addWidget(self.progress)
@@ -65,6 +71,31 @@ class RunBar(QWidget):
     @property
     def eta(self) -> str:
         return self.eta_label.text()
+
+    @property
+    def stage(self) -> str:
+        """The stage text shown now ("" when none)."""
+        return self.stage_label.text() if not self.stage_label.isHidden() else ""
+
+    def set_stage(self, session_id: int | None, text: str) -> None:
+        """Show what `session_id`'s tuning does besides trials (e.g. "confirming the 3 fastest
+        schedule(s) in 3 fresh processes") while that session is shown; "" clears it."""
+        text = text.strip()
+        if text:
+            text = text[0].upper() + text[1:]
+            if text[-1] not in ".…!?)":
+                text += "…"
+        self._stage = (session_id, text)
+        self._show_stage()
+
+    def clear_stage(self) -> None:
+        self.set_stage(None, "")
+
+    def _show_stage(self) -> None:
+        sid, text = self._stage
+        shown = text if (text and sid is not None and sid == self.session_id) else ""
+        self.stage_label.setText(shown)
+        self.stage_label.setVisible(bool(shown))
 
     def set_session(self, session: Any, trials: list | None = None,
                     columns: TrialColumns | None = None) -> None:
@@ -79,6 +110,7 @@ class RunBar(QWidget):
         if n_rows(columns):
             self._last_id = int(columns["id"][-1])
             self._finished = columns["finished_at"][-ETA_WINDOW:].tolist()
+        self._show_stage()
         self.refresh(record=session if isinstance(session, SessionRecord) else None)
 
     def add(self, columns: TrialColumns) -> None:

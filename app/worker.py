@@ -7,10 +7,14 @@ Stopping is cooperative: pause / resume / cancel only set flags the core's loop 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -58,10 +62,12 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
 class TuningWorker(QThread):
     """Creates (from a spec) or resumes (from an id) one session and runs it to its end.
 
-    The tuning itself runs in a child process (`tunelab tune --resume ID`): building schedules,
-    extracting features and fitting models hold Python's GIL for long stretches, which in this
-    process would stall the GUI thread. This thread only creates the session, starts the child,
-    relays pause / resume / stop to it as signals and emits each trial the child stores.
+    Everything that needs TVM runs in a child process, `tunelab tune --spec FILE` for a new session
+    (the spec written to a temporary file) or `tunelab tune --resume ID`: importing the tuning loop,
+    building the search space, building schedules, extracting features and fitting models hold
+    Python's GIL for long stretches, which in this process would stall the GUI thread. This thread
+    starts the child, learns a new session's id from the child's "session N: <CONTROL_READY>" line
+    on stderr, relays pause / resume / stop to it as signals and emits each trial the child stores.
     """
 
     session_ready = Signal(int)  # the session id, once it is stored
@@ -80,7 +86,7 @@ class TuningWorker(QThread):
         self._spec = spec
         self._session_id = session_id
         self._proc: subprocess.Popen | None = None
-        self._ready = threading.Event()  # the child has installed its signal handlers
+        self._ready = threading.Event()  # the child has installed its signal handlers (and stored the session)
         self._lock = threading.Lock()
         self._paused = False
         self._cancelled = False
@@ -90,6 +96,7 @@ class TuningWorker(QThread):
     # ---- control (GUI thread) ------------------------------------------------------------------
     @property
     def session_id(self) -> int | None:
+        """The session's id; for a new session None until the child has stored it (`session_ready`)."""
         return self._session_id
 
     @property
@@ -117,47 +124,54 @@ class TuningWorker(QThread):
             self._signal(signal.SIGTERM)
 
     def _signal(self, signum: int) -> None:
-        """Send now if the child listens; otherwise `run` applies the flags once it does."""
+        """Send now if the child listens; otherwise `_read_stderr` applies the flags once it does."""
         if self._proc is not None and self._proc.poll() is None and self._ready.is_set():
             os.kill(self._proc.pid, signum)
 
     # ---- the thread ----------------------------------------------------------------------------
     def run(self) -> None:
         store: Store | None = None
+        spec_file: str | None = None
         stderr_lines: list[str] = []
         try:
-            from core.session import create_session
-
             store = Store(self._db_path)
-            if self._spec is not None:
-                session_id = create_session(store, self._spec).session_id
+            last_id = 0
+            if self._spec is None:
+                session_id = self._session_id = store.session(int(self._session_id)).id
+                self.session_ready.emit(session_id)
+                if self._cancelled:
+                    store.set_status(session_id, "cancelled")
+                    return
+                last_id = max((t.id for t in store.trials(session_id)), default=0)
+                what = ["--resume", str(session_id)]
             else:
-                session_id = store.session(int(self._session_id)).id
-            self._session_id = session_id
-            self.session_ready.emit(session_id)
-            if self._cancelled:
-                store.set_status(session_id, "cancelled")
-                return
-            last_id = max((t.id for t in store.trials(session_id)), default=0)
+                # The child checks the spec (a bad one exits 2 with one line, storing nothing) and
+                # creates the session; a cancel before it is ready still lets it store the session
+                # and end it as cancelled, as a cancel right after the start always did.
+                fd, spec_file = tempfile.mkstemp(prefix="tunelab-spec-", suffix=".json")
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(self._spec.to_json(), f)
+                what = ["--spec", spec_file]
             with self._lock:
                 self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "core.cli", "tune", "--resume", str(session_id),
-                     "--db", str(self._db_path), "--json"],
+                    [sys.executable, "-m", "core.cli", "tune", *what, "--db", str(self._db_path), "--json"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, bufsize=1)
             reader = threading.Thread(target=self._read_stderr, args=(self._proc, stderr_lines), daemon=True)
             reader.start()
             while True:
                 done = self._proc.poll() is not None
-                for trial in store.trials(session_id, since_id=last_id):
-                    last_id = trial.id
-                    self.n_yielded += 1
-                    self.trial_done.emit(trial)
+                if done:
+                    reader.join(timeout=5)  # every line read: the session id, the last stage, the error
+                if self._session_id is not None and (self._spec is None or self._ready.is_set()):
+                    for trial in store.trials(self._session_id, since_id=last_id):
+                        last_id = trial.id
+                        self.n_yielded += 1
+                        self.trial_done.emit(trial)
                 if done:
                     break
                 time.sleep(self.POLL_S)
-            reader.join(timeout=5)
             if self._proc.returncode not in (0, 130, -signal.SIGTERM):
-                message = next((line for line in reversed(stderr_lines) if line.strip()), "")
+                message = next((line for line in reversed(stderr_lines) if line.strip()), "").strip()
                 message = message.removeprefix("tunelab: error: ") or (
                     f"the tuning process ended with exit code {self._proc.returncode}")
                 self.failed.emit(message, "".join(stderr_lines[-40:]))
@@ -167,6 +181,9 @@ class TuningWorker(QThread):
             if self._proc is not None and self._proc.poll() is None:
                 self._proc.terminate()
                 self._proc.wait(timeout=60)
+            if spec_file is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(spec_file)
             if store is not None:
                 store.close()
 
@@ -179,13 +196,23 @@ class TuningWorker(QThread):
             if line.startswith(STAGE_MARK):
                 self.stage.emit(line[len(STAGE_MARK):].strip())
             if CONTROL_READY in line and not self._ready.is_set():
+                announce = self._spec is not None
+                found = _SESSION_LINE.match(line)
                 with self._lock:
+                    if announce and found is not None:
+                        # Before `_ready`: the run loop polls trials only after this, so
+                        # session_ready reaches the GUI before the first trial_done.
+                        self._session_id = int(found.group(1))
+                        self.session_ready.emit(self._session_id)
                     self._ready.set()
                     # What the GUI asked for while the child was starting.
                     if self._cancelled:
                         os.kill(proc.pid, signal.SIGTERM)
                     elif self._paused:
                         os.kill(proc.pid, signal.SIGUSR1)
+
+
+_SESSION_LINE = re.compile(r"\s*session (\d+): ")
 
 
 class CallWorker(QThread):

@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--custom", help="a Python file with a TE compute (workload custom)")
     t.add_argument("--name", default="")
     t.add_argument("--resume", type=int, default=None, metavar="SESSION", help="continue a stored session")
+    t.add_argument("--spec", metavar="FILE",
+                   help="a whole session as JSON (SessionSpec.to_json, what the desktop app writes) instead of "
+                        "the workload and the options above")
     t.add_argument("--json", action="store_true")
     with_db(t)
 
@@ -207,10 +210,11 @@ class _Progress:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from core.records import MeasureOptions, SessionSpec
     from core.session import TuningSession, create_session, validate_spec
     from core.tuners.registry import get_tuner_class, recommend_tuner, resolve_options
 
+    if args.spec is not None:
+        _check_spec_alone(args)
     if args.resume is not None:
         store = _open_store(args.db, create=False)
         session = TuningSession(store, args.resume)
@@ -218,43 +222,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if record.status == "finished" and record.n_trials >= record.trials_budget:
             raise TunelabError(f"session {args.resume} already finished its {record.trials_budget} trials")
     else:
-        if not args.workload:
-            raise TunelabError("tune needs a workload (see tunelab workloads)")
-        custom_source = None
-        if args.custom or args.workload == "custom":
-            if not args.custom:
-                raise TunelabError("workload custom needs --custom FILE")
-            try:
-                with open(args.custom) as f:
-                    custom_source = f.read()
-            except OSError as exc:
-                raise TunelabError(f"cannot read {args.custom}: {exc.strerror}") from None
-        space_data = None
-        if args.space_file:
-            try:
-                with open(args.space_file) as f:
-                    space_data = json.load(f)
-            except (OSError, json.JSONDecodeError) as exc:
-                raise TunelabError(f"cannot read space file {args.space_file}: {exc}") from None
-        measure = MeasureOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
-                                 warmup=args.warmup, timeout_s=args.timeout, cache_flush=args.cache_flush,
-                                 check_correctness=not args.no_check, target_cv=args.target_cv,
-                                 max_repeat=args.max_repeat, cooldown_s=args.cooldown,
-                                 confirm_runs=args.confirm_runs, confirm_top=args.confirm_top)
-        shapes = [x for x in (args.shape or "").split(";") if x.strip()] or [None]
-        spec = SessionSpec(workload="custom" if custom_source else args.workload, shape=shapes[0],  # type: ignore[arg-type]
-                           shapes=tuple(shapes[1:]),
-                           dtype=args.dtype or "", target=args.target, space_kind=args.space, space=space_data,
-                           tuner=args.tuner or "random", tuner_options=_options(args.tuner_option),
-                           trials=args.trials, batch=args.batch, early_stop=args.early_stop, seed=args.seed,
-                           measure=measure, name=args.name, custom_source=custom_source)
-        if not args.dtype:
+        spec = _load_spec(args.spec) if args.spec is not None else _spec_from_args(args)
+        if not spec.dtype:
             from core.workloads import get_workload
 
-            spec = _replace(spec, dtype=get_workload(spec.workload, custom_source).dtypes[0])
+            spec = _replace(spec, dtype=get_workload(spec.workload, spec.custom_source).dtypes[0])
         validated = validate_spec(spec)  # all input checked before the store is opened or created
         space = validated[-1]
-        if args.tuner is None:
+        if args.spec is None and args.tuner is None:
             spec = _replace(spec, tuner=recommend_tuner(space.kind, space.size))
             resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)  # options checked for that tuner
         store = _open_store(args.db, create=True)
@@ -296,6 +271,71 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
             print(format_confirmations(session.confirmations))
     return 130 if interrupted else 0
+
+
+def _spec_from_args(args: argparse.Namespace) -> Any:
+    """The SessionSpec the workload argument and the options describe (not checked yet)."""
+    from core.records import MeasureOptions, SessionSpec
+
+    if not args.workload:
+        raise TunelabError("tune needs a workload (see tunelab workloads)")
+    custom_source = None
+    if args.custom or args.workload == "custom":
+        if not args.custom:
+            raise TunelabError("workload custom needs --custom FILE")
+        try:
+            with open(args.custom) as f:
+                custom_source = f.read()
+        except OSError as exc:
+            raise TunelabError(f"cannot read {args.custom}: {exc.strerror}") from None
+    space_data = None
+    if args.space_file:
+        try:
+            with open(args.space_file) as f:
+                space_data = json.load(f)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise TunelabError(f"cannot read space file {args.space_file}: {exc}") from None
+    measure = MeasureOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                             warmup=args.warmup, timeout_s=args.timeout, cache_flush=args.cache_flush,
+                             check_correctness=not args.no_check, target_cv=args.target_cv,
+                             max_repeat=args.max_repeat, cooldown_s=args.cooldown,
+                             confirm_runs=args.confirm_runs, confirm_top=args.confirm_top)
+    shapes = [x for x in (args.shape or "").split(";") if x.strip()] or [None]
+    spec = SessionSpec(workload="custom" if custom_source else args.workload, shape=shapes[0],  # type: ignore[arg-type]
+                       shapes=tuple(shapes[1:]),
+                       dtype=args.dtype or "", target=args.target, space_kind=args.space, space=space_data,
+                       tuner=args.tuner or "random", tuner_options=_options(args.tuner_option),
+                       trials=args.trials, batch=args.batch, early_stop=args.early_stop, seed=args.seed,
+                       measure=measure, name=args.name, custom_source=custom_source)
+    return spec
+
+
+def _check_spec_alone(args: argparse.Namespace) -> None:
+    """--spec holds the whole session: a workload, --resume or another session option beside it would be
+    silently ignored, so it is an error."""
+    defaults = vars(_parser().parse_args(["tune"]))
+    given = [k for k, v in vars(args).items() if k not in ("command", "spec", "db", "json") and v != defaults.get(k)]
+    if given:
+        names = ["a workload argument" if k == "workload" else "--" + k.replace("_", "-") for k in given]
+        raise TunelabError(f"--spec FILE holds the whole session; it cannot be combined with {', '.join(names)}")
+
+
+def _load_spec(path: str) -> Any:
+    """The SessionSpec in a JSON file (`SessionSpec.to_json`); a missing file, bad JSON, an unknown key or a
+    value of the wrong type is a TunelabError (one line)."""
+    from core.records import SessionSpec
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise TunelabError(f"cannot read spec file {path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TunelabError(f"spec file {path} is not valid JSON: {exc}") from None
+    try:
+        return SessionSpec.from_json(data)
+    except TunelabError as exc:
+        raise TunelabError(f"spec file {path}: {exc}") from None
 
 
 def _confirmation_json(report: dict[str, Any]) -> dict[str, Any]:

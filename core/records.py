@@ -5,8 +5,11 @@ What the store returns is never changed by later writes (Optuna's rule): every r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from core.errors import TunelabError
 
 # A point in a search space: JSON-serialisable knob values.
 #   template space: {"tile_i": [8], "order": 2, "unroll": 64, ...}
@@ -69,6 +72,92 @@ class SessionSpec:
     name: str = ""
     custom_source: str | None = None  # text of a person's own TE expression file (workload "custom")
     shapes: tuple[dict[str, int], ...] = ()  # more shapes tuned in the same session (tasks), sharing the budget
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec as plain JSON values (what `tunelab tune --spec FILE` reads); `from_json` gives it back."""
+        data = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+        data["measure"] = self.measure.to_json()
+        data["shapes"] = [copy.deepcopy(s) for s in self.shapes]
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> SessionSpec:
+        """The spec `to_json` wrote. Unlike `MeasureOptions.from_json` (lenient: it reads stored rows
+        of older versions) this is strict: an unknown key or a value of the wrong type raises a
+        TunelabError naming it. A shape may also be written as the CLI takes it ("M=64,N=64" or a
+        preset name; null: the workload's defaults)."""
+        _check_keys(data, cls, "session spec", required=("workload", "shape"))
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            where = f"session spec: {name!r}"
+            if name == "measure":
+                _check_keys(value, MeasureOptions, "session spec: 'measure'")
+                values[name] = MeasureOptions(**{k: _checked(f"session spec: 'measure.{k}'", v, _MEASURE_TYPES[k])
+                                                 for k, v in value.items()})
+            elif name == "shapes":
+                if not isinstance(value, list | tuple):
+                    raise TunelabError(f"{where} must be a list of shapes, not {_type_name(value)}")
+                values[name] = tuple(_checked(f"{where}[{i}]", s, "shape_item") for i, s in enumerate(value))
+            else:
+                values[name] = _checked(where, value, _SPEC_TYPES[name])
+        return cls(**values)
+
+
+# The JSON types of SessionSpec's and MeasureOptions' fields, for `SessionSpec.from_json`.
+_SPEC_TYPES = {"workload": "str", "shape": "shape", "dtype": "str", "target": "str", "space_kind": "str",
+               "space": "dict?", "tuner": "str", "tuner_options": "dict", "trials": "int", "batch": "int",
+               "early_stop": "int?", "seed": "int", "name": "str", "custom_source": "str?"}
+_MEASURE_TYPES = {"number": "int", "repeat": "int", "min_repeat_ms": "int", "warmup": "int", "timeout_s": "float",
+                  "cache_flush": "bool", "check_correctness": "bool", "target_cv": "float", "max_repeat": "int",
+                  "cooldown_s": "float", "confirm_runs": "int", "confirm_top": "int"}
+_TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+               "dict": "an object", "shape": "an object of integers, a \"K=V,...\" string or null",
+               "shape_item": "an object of integers or a \"K=V,...\" string"}
+
+
+def _type_name(value: Any) -> str:
+    return {type(None): "null", bool: "true/false", int: "an integer", float: "a number", str: "a string",
+            list: "a list", tuple: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _check_keys(data: Any, cls: type, where: str, required: tuple[str, ...] = ()) -> None:
+    if not isinstance(data, dict):
+        raise TunelabError(f"{where} must be a JSON object, not {_type_name(data)}")
+    known = [f.name for f in fields(cls)]
+    unknown = [k for k in data if k not in known]
+    if unknown:
+        raise TunelabError(f"{where} has unknown key{'s' if len(unknown) > 1 else ''} "
+                           f"{', '.join(repr(k) for k in unknown)} (known: {', '.join(known)})")
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise TunelabError(f"{where} lacks {', '.join(repr(k) for k in missing)}")
+
+
+def _checked(where: str, value: Any, kind: str) -> Any:
+    """`value` if it is of `kind` (a float field takes an integer too, as a float); else a TunelabError."""
+    optional = kind.endswith("?")
+    kind = kind.rstrip("?")
+    ok: bool
+    if value is None:
+        ok = optional or kind == "shape"
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "float":
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind == "str":
+        ok = isinstance(value, str)
+    elif kind == "dict":
+        ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
+    else:  # a shape
+        ok = isinstance(value, str) or (isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in value.items()))
+    if not ok:
+        wanted = _TYPE_WORDS[kind] + (" or null" if optional else "")
+        raise TunelabError(f"{where} must be {wanted}, not {_type_name(value)}")
+    return copy.deepcopy(value)
 
 
 @dataclass(frozen=True)

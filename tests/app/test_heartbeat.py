@@ -1,4 +1,4 @@
-"""The GUI thread stays responsive while a session tunes in the worker thread."""
+"""The GUI thread stays responsive while a session is created and tuned (in the worker's child process)."""
 
 from __future__ import annotations
 

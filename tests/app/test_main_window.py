@@ -3,9 +3,14 @@ resume, stop, close while tuning, errors as messages, export, settings, shortcut
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QObject, QTimer, Slot
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -137,6 +142,91 @@ def test_closing_while_tuning_asks_and_stops_cooperatively(qtbot, store_copy, se
     _wait_idle(qtbot, window)
     qtbot.waitUntil(lambda: not window.isVisible(), timeout=5000)
     assert _record(window, session_id).status == "cancelled"
+
+
+def test_run_bar_shows_what_the_session_does_after_its_trials(qtbot, store_copy, settings, small_spec):
+    """A finished session confirms its winners in fresh processes (a real child process here); the
+    run bar says so while it happens and clears it when the run ends."""
+    window = _window(qtbot, store_copy, settings)
+    spec = small_spec(trials=4, batch=4, measure=replace(small_spec().measure, confirm_runs=1))
+    worker = window.start_session(spec)
+    seen: list[tuple[str, str, bool]] = []
+
+    class Recorder(QObject):  # runs on the GUI thread, after the main window's own slot for the signal
+        @Slot(str)
+        def take(self, text: str) -> None:
+            seen.append((text, window.run_bar.stage, window.run_bar.stage_label.isVisible()))
+
+    recorder = Recorder()
+    worker.stage.connect(recorder.take)
+    _wait_idle(qtbot, window)
+    record = _record(window, worker.session_id)
+    assert record.status == "finished" and record.n_trials == 4
+    assert seen, "no stage reported"
+    text, shown, visible = seen[0]
+    assert text.startswith("confirming the 3 fastest schedule") and "1 fresh process" in text
+    assert shown == text[0].upper() + text[1:] + "…" and visible
+    assert window.run_bar.stage == "" and not window.run_bar.stage_label.isVisible()  # cleared at the end
+
+
+NO_TUNING_LOOP_HERE = r"""
+import json, sys, time
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+from app.main_window import MainWindow
+from core.records import MeasureOptions, SessionSpec
+from core.store import Store
+
+app = QApplication([])
+store = Store(sys.argv[1])
+window = MainWindow(store, QSettings(sys.argv[2], QSettings.Format.IniFormat), poll_ms=100)  # probe included
+window.show()
+
+def wait(done, timeout=300):
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        app.processEvents()
+        time.sleep(0.01)
+
+wait(lambda: window._probe is None or not window._probe.isRunning())
+spec = SessionSpec(workload="gemm", shape={"M": 32, "N": 32, "K": 32}, target="llvm", space_kind="template",
+                   tuner="random", trials=4, batch=2,
+                   measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0))
+worker = window.start_session(spec)
+worker.cancel()  # at once: the child still stores the session, then ends it as cancelled
+wait(lambda: window.worker is None)
+sid = worker.session_id
+cancelled = store.session(sid).status
+window.resume_session(sid)
+wait(lambda: window.worker is None)
+record = store.session(sid)
+print(json.dumps({"imported": sorted(m for m in sys.modules if m == "core.session" or m.startswith("core.space")),
+                  "sid": sid, "shown": window.session_id, "cancelled": cancelled, "status": record.status,
+                  "trials": record.n_trials, "live": window.live.n_trials, "message": window.message_bar.text}))
+window.close()
+"""
+
+
+def test_starting_and_resuming_never_import_the_tuning_loop_into_the_gui(tmp_path):
+    """The GUI process does not import core.session (1.5 s of imports holding the GIL) nor build a search
+    space to start or resume a session: the child process does. Run in a fresh interpreter, as the app
+    runs (target probe included); this test process itself imported core.session long ago."""
+    script = tmp_path / "gui.py"
+    script.write_text(NO_TUNING_LOOP_HERE)
+    root = Path(__file__).resolve().parents[2]
+    temp = tmp_path / "tmp"  # where the worker writes the spec file for the child
+    temp.mkdir()
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", TMPDIR=str(temp),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "db.sqlite"), str(tmp_path / "s.ini")],
+                          capture_output=True, text=True, timeout=600, cwd=root, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert doc["imported"] == []
+    assert doc["sid"] == doc["shown"] == 1 and doc["cancelled"] == "cancelled"
+    assert doc["status"] == "finished" and doc["trials"] == doc["live"] == 4, doc
+    assert not list(temp.glob("tunelab-spec-*")), "the spec file was left behind"
 
 
 def test_core_errors_are_messages_not_crashes(qtbot, store_copy, settings, small_spec):

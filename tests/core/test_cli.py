@@ -173,3 +173,61 @@ def test_signals_steer_a_running_tune(tmp_path):
     assert proc.returncode == 0
     doc = json.loads(out)
     assert doc["status"] == "cancelled" and paused_at <= doc["trials"] < 64
+
+
+# ---- tune --spec FILE (what the desktop app runs) ------------------------------------------------
+def _spec_doc(**changes) -> dict:
+    from core.records import MeasureOptions, SessionSpec
+
+    values = dict(workload="gemm", shape={"M": 32, "N": 32, "K": 32}, target="llvm", space_kind="template",
+                  tuner="random", trials=4, batch=4,
+                  measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, confirm_runs=0))
+    values.update(changes)
+    return SessionSpec(**values).to_json()
+
+
+def test_tune_from_a_spec_file(tmp_path):
+    from core.cli import CONTROL_READY
+
+    spec_file = tmp_path / "spec.json"
+    doc = _spec_doc(name="from a file")
+    spec_file.write_text(json.dumps(doc))
+    db = tmp_path / "spec.sqlite"
+    proc = tunelab("tune", "--spec", str(spec_file), "--db", str(db), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["session_id"] == 1 and summary["status"] == "finished" and summary["trials"] == 4
+    assert summary["tuner"] == "random" and summary["confirmations"] == []
+    assert f"session 1: {CONTROL_READY}" in proc.stderr.splitlines()  # what the desktop app waits for
+    show = json.loads(tunelab("show", "1", "--json", "--db", str(db)).stdout)
+    assert show["name"] == "from a file" and show["budget"] == 4 and show["space"] == "template"
+    assert show["shape"] == {"M": 32, "N": 32, "K": 32} and show["target_kind"] == "llvm"
+    assert show["measure"] == doc["measure"]
+
+
+BAD_SPECS = [
+    ("bad JSON", "{not json", [], "is not valid JSON"),
+    ("unknown key", json.dumps({**_spec_doc(), "trails": 4}), [], "unknown key 'trails'"),
+    ("wrong type", json.dumps({**_spec_doc(), "batch": "4"}), [], "'batch' must be an integer"),
+    ("invalid shape", json.dumps(_spec_doc(shape={"M": 0, "N": 32, "K": 32})), [], "'M' must be at least 1"),
+    ("with --resume", json.dumps(_spec_doc()), ["--resume", "1"], "cannot be combined with --resume"),
+    ("with a workload", json.dumps(_spec_doc()), ["gemm"], "cannot be combined with a workload"),
+    ("with --trials", json.dumps(_spec_doc()), ["--trials", "9"], "cannot be combined with --trials"),
+]
+
+
+@pytest.mark.parametrize(("text", "extra", "message"), [b[1:] for b in BAD_SPECS], ids=[b[0] for b in BAD_SPECS])
+def test_bad_spec_exits_2_with_one_line_and_stores_nothing(tuned_db, tmp_path, text, extra, message):
+    db, _ = tuned_db
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(text)
+    before = digest(db)
+    for store in (db, tmp_path / "new.sqlite"):  # an existing store, and one that is not there yet
+        proc = tunelab("tune", *extra, "--spec", str(spec_file), "--db", str(store), "--json")
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tunelab: error:"), proc.stderr
+        assert message in lines[0]
+        assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert digest(db) == before
+    assert not (tmp_path / "new.sqlite").exists()
