@@ -35,12 +35,19 @@ DIFF_BRUSH = QBrush(QColor("#fff4d6"))
 
 
 def best_so_far(store: Store, session_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(trial index, seconds since the first trial started, best latency so far) from the first ok trial on."""
+    """(trial index, seconds since the first trial started, best latency so far) from the first ok trial on.
+
+    A session that tunes several shapes is drawn by its primary shape: the best of different shapes
+    mixed into one curve would jump to whichever shape is cheapest, not show tuning progress."""
     c = store.trial_columns(session_id)  # columns: no record (or config) per trial
     if not len(c["id"]):
         return np.empty(0), np.empty(0), np.empty(0)
     t0 = float(c["started_at"].min())
-    latency = np.where(c["ok"] & np.isfinite(c["latency_ms"]), c["latency_ms"], np.inf)
+    usable = c["ok"] & np.isfinite(c["latency_ms"])
+    tasks = store.tasks(session_id)
+    if len(tasks) > 1:
+        usable &= (c["task_id"] == tasks[0].id) | (c["task_id"] == -1)
+    latency = np.where(usable, c["latency_ms"], np.inf)
     best = np.minimum.accumulate(latency)
     keep = np.isfinite(best)
     return (c["index"][keep].astype(np.float64), c["finished_at"][keep] - t0, best[keep])

@@ -152,7 +152,10 @@ def _pct(value: float | None) -> str:
 
 def _change(ratio: float | None) -> str:
     """A ratio as a signed change: 1.12 -> "+12%"; None -> "—"."""
-    return "—" if ratio is None else f"{(ratio - 1) * 100:+.0f}%"
+    if ratio is None:
+        return "—"
+    percent = round((ratio - 1) * 100)
+    return f"{percent:+d}%" if percent else "0%"
 
 
 def _varying_label(rows: list[dict[str, Any]]) -> list[str]:

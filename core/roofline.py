@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 DTYPES = ("float32", "float64")
 BUDGET_S = 3.0  # the whole profile (all probes) stays under this
 PEAK_N = 1024  # matmul size for the compute probe (grown where a call is too short to time well)
+PEAK_PASSES = 2  # compute probes per dtype, interleaved; the best is kept
 STREAM_BYTES = 64 << 20  # bytes per array in the bandwidth probe (beyond any L3)
 PROFILE_VERSION = 1
 
@@ -189,10 +190,15 @@ def measure_machine_profile(target_kind: str = "llvm", dtypes: Sequence[str] = D
 
         cpu_dtypes = [d for d in dtypes if d != "float16"]
         deadline = started + budget_s * 0.6  # set-up, and each probe may overrun its share by one call
-        probes = {}
-        for i, d in enumerate(cpu_dtypes):
-            share = (deadline - time.perf_counter()) / (len(cpu_dtypes) - i + 1)
-            probes[d] = cpu_peak_gflops(d, max(share, 0.05))
+        # Two interleaved passes, the better of each kept: one pass in five came out at half the float32
+        # peak here (as if BLAS had one core), which would put tuned kernels "above the roofline".
+        probes: dict[str, dict[str, Any]] = {}
+        order = [d for _ in range(PEAK_PASSES) for d in cpu_dtypes]
+        for i, d in enumerate(order):
+            share = (deadline - time.perf_counter()) / (len(order) - i + 1)
+            probe = cpu_peak_gflops(d, max(share, 0.05))
+            if d not in probes or probe["gflops"] > probes[d]["gflops"]:
+                probes[d] = probe
         stream = cpu_bandwidth_gbs(max(deadline - time.perf_counter(), 0.1))
         info = blas_info()
         peaks = {d: p["gflops"] for d, p in probes.items()}

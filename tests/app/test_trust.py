@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 
+import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
@@ -288,3 +289,15 @@ def test_validation_panel_labels_the_sessions_own_confirmation(qtbot, store_copy
     assert view.past_table.rowCount() == 1
     assert view.past_table.item(0, 2).text() == "confirmation: top 2 × 1"
     assert view.past_table.item(0, 1).text() == report["verdict"]
+
+
+def test_compare_draws_a_multi_shape_session_by_its_primary_shape(xgb_store):
+    from app.compare import best_so_far
+
+    store, sid = xgb_store
+    primary, other = store.tasks(sid)
+    index, _, best = best_so_far(store, sid)
+    assert best[-1] == pytest.approx(primary.best_ms)  # not the (cheaper) M=16 shape's best
+    # the x axis still counts every trial of the shared budget: the curve stays flat over the other shape's
+    assert np.all(np.diff(best) <= 0) and best.min() == pytest.approx(primary.best_ms) and len(index) > 0
+    assert other.best_ms < primary.best_ms  # what mixing the shapes would have shown
