@@ -13,31 +13,15 @@ from PySide6.QtWidgets import QApplication, QFileDialog
 
 from app.main_window import MainWindow
 from app.new_session import CUSTOM_DIR_KEY, CUSTOM_FILE_KEY, NewSessionDialog
+from core.custom_workload import EXAMPLE_SOURCE
 
 TUNE_TIMEOUT_MS = 180_000
 
-ROW_SUM = textwrap.dedent('''\
-    """Row-wise sum of squares: B[i] = sum_k A[i, k] ** 2."""
-    PARAMS = {"M": 32, "N": 32}
-    DTYPES = ["float32", "float64"]
-    TITLE = "Row sum of squares"
-    PRESETS = {"tall": {"M": 64, "N": 16}}
-
-
-    def compute(M, N, dtype):
-        A = te.placeholder((M, N), dtype, name="A")
-        k = te.reduce_axis((0, N), name="k")
-        B = te.compute((M,), lambda i: te.sum(A[i, k] * A[i, k], axis=k), name="B")
-        return [A, B]
-
-
-    def reference(A, **shape):
-        return (A * A).sum(axis=1)
-
-
-    def flops(M, N):
-        return 2.0 * M * N
-''')
+# core.custom_workload's own example, made small, with two dtypes, a title and a preset
+ROW_SUM = EXAMPLE_SOURCE.replace('PARAMS = {"M": 256, "N": 256}\nDTYPES = ["float32"]\n',
+                                 'PARAMS = {"M": 32, "N": 32}\nDTYPES = ["float32", "float64"]\n'
+                                 'TITLE = "Row sum of squares"\nPRESETS = {"tall": {"M": 64, "N": 16}}\n')
+assert ROW_SUM != EXAMPLE_SOURCE
 
 BROKEN = textwrap.dedent('''\
     PARAMS = {"M": 32, "N": 32}

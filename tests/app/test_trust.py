@@ -18,6 +18,7 @@ from app.session_figures import SessionFigures, figures_available
 from app.validation_view import FALLS_OFF_BRUSH, ValidationView, validate_available
 from core.records import MeasureOptions
 from core.store import Store
+from core.validate import worker_processes
 
 
 @pytest.fixture
@@ -157,21 +158,6 @@ def test_validation_panel_verdict_and_across_shapes(qtbot, store_copy):
     assert view.verdict.lower() == report["verdict"] and view.shape_table.rowCount() == 4
 
 
-def _validate_workers() -> list:
-    """Our descendant processes that are validation workers (python -m core.validate --worker JOB)."""
-    import psutil
-
-    out = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            cmd = child.cmdline()
-        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-            continue
-        if "core.validate" in cmd and "--worker" in cmd:
-            out.append(child)
-    return out
-
-
 @pytest.mark.skipif(not validate_available(), reason="this build has no core.validate")
 def test_stop_ends_a_running_validation_at_once_and_stores_nothing(qtbot, store_copy):
     import time
@@ -191,7 +177,7 @@ def test_stop_ends_a_running_validation_at_once_and_stores_nothing(qtbot, store_
     worker = view.start(remeasure=True)
     worker.progress.connect(lambda item: events.append(item[0]))
     qtbot.waitUntil(lambda: "progress" in events, timeout=120_000)  # the first fresh-process run is done
-    assert view.running and view.stop_button.isEnabled() and _validate_workers()
+    assert view.running and view.stop_button.isEnabled() and worker_processes()
     t0 = time.monotonic()
     view.stop_button.click()
     assert not view.stop_button.isEnabled()
@@ -202,7 +188,7 @@ def test_stop_ends_a_running_validation_at_once_and_stores_nothing(qtbot, store_
     assert view.last_error == ""
     assert view.stage.text() == "Stopped." and view.verdict == "Stopped"
     assert "nothing was stored" in view.cause_label.text()
-    assert _validate_workers() == []  # every worker process was killed
+    assert worker_processes() == []  # every worker process was killed
     assert [v["id"] for v in store_copy.validations(sid)] == [past["id"]]  # nothing stored
     assert view.past_table.rowCount() == 1
     assert view.validate_button.isEnabled()

@@ -7,7 +7,6 @@ import json
 import statistics
 from dataclasses import replace
 
-import psutil
 import pytest
 from specs import small_spec
 
@@ -17,22 +16,11 @@ from core.export import export_trial
 from core.records import MeasureOptions
 from core.session import create_session
 from core.store import Store
-from core.validate import validate_session
+from core.validate import validate_session, worker_processes
 
 pytestmark = pytest.mark.slow
 
 CONFIRMING = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=0, confirm_runs=2, confirm_top=2)
-
-
-def _workers() -> list[psutil.Process]:
-    out = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "core.validate" in " ".join(child.cmdline()):
-                out.append(child)
-        except psutil.Error:
-            pass
-    return out
 
 
 def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path):
@@ -115,7 +103,7 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
     doc = json.loads(open(export_trial(store, sid, unconfirmed.id, out_dir=tmp_path / "o2",
                                        formats=("schedule",))["schedule"]).read())
     assert doc["stats"]["source"] == "session" and doc["stats"]["median_ms"] == unconfirmed.latency_ms
-    assert not _workers()
+    assert not worker_processes()
     store.close()
 
 
@@ -144,5 +132,5 @@ def test_cancel_during_confirmation_keeps_the_session_finished(tmp_path):
     assert store.session(session.session_id).status == "finished"
     assert session.confirmations == [] and store.validations(session.session_id) == []
     assert stages[-1].startswith("confirmation stopped")
-    assert not _workers()
+    assert not worker_processes()
     store.close()

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from core.store import Store
-from core.validate import ValidationCancelled, validate_session
+from core.validate import ValidationCancelled, validate_session, worker_processes
 
 pytestmark = pytest.mark.slow
 
@@ -23,19 +23,6 @@ def _copy(src, dst):
         a.close()
         b.close()
     return dst
-
-
-def _validate_workers() -> list[psutil.Process]:
-    """Our descendant processes that are validation workers (python -m core.validate --worker JOB)."""
-    out = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            cmd = child.cmdline()
-        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-            continue
-        if "core.validate" in cmd and "--worker" in cmd:
-            out.append(child)
-    return out
 
 
 def _rows(path) -> dict[str, int]:
@@ -58,7 +45,7 @@ def test_cancel_after_the_first_run_kills_every_worker_and_stores_nothing(finish
 
     def on_progress(done: int, total: int, _text: str) -> None:
         progress.append((done, total))
-        workers_seen.extend(p.pid for p in _validate_workers())
+        workers_seen.extend(p.pid for p in worker_processes())
         stop["asked"] = True  # stop after the first run
 
     def is_cancelled() -> bool:
@@ -71,7 +58,7 @@ def test_cancel_after_the_first_run_kills_every_worker_and_stores_nothing(finish
         elapsed = time.monotonic() - t0
         assert progress == [(1, 4)]  # the first run ended, then nothing more was measured
         assert workers_seen, "the batch's other workers were running when the first run ended"
-        assert _validate_workers() == []  # all killed (and reaped: no zombie either)
+        assert worker_processes() == []  # all killed (and reaped: no zombie either)
         assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
                        for pid in workers_seen)
         assert store.validations(sid) == []
@@ -91,7 +78,7 @@ def test_cancel_while_waiting_for_a_worker(finished_session, tmp_path):
 
     def is_cancelled() -> bool:
         # Asked once the workers exist (they are being started or measured): the wait must notice.
-        if "t" not in asked_at and _validate_workers():
+        if "t" not in asked_at and worker_processes():
             asked_at["t"] = time.monotonic()
         return "t" in asked_at
 
@@ -100,7 +87,7 @@ def test_cancel_while_waiting_for_a_worker(finished_session, tmp_path):
             validate_session(store, sid, top_k=1, runs=2, is_cancelled=is_cancelled)
         noticed = time.monotonic() - asked_at["t"]
         assert noticed < 5.0, noticed
-        assert _validate_workers() == []
+        assert worker_processes() == []
         assert store.validations(sid) == []
     finally:
         store.close()
