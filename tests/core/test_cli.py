@@ -100,16 +100,20 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize(("args", "message"), BAD)
-def test_bad_input_exits_2_with_one_line_and_changes_nothing(tuned_db, args, message):
-    db, _ = tuned_db
-    before = digest(db)
-    proc = tunelab(*args, db=db)
+def assert_one_line_error(proc, message: str) -> None:
+    """Bad input: exit 2, one stderr line that names the problem, no traceback, nothing on stdout."""
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tunelab: error:"), proc.stderr
     assert message in lines[0]
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+@pytest.mark.parametrize(("args", "message"), BAD)
+def test_bad_input_exits_2_with_one_line_and_changes_nothing(tuned_db, args, message):
+    db, _ = tuned_db
+    before = digest(db)
+    assert_one_line_error(tunelab(*args, db=db), message)
     assert digest(db) == before
 
 
@@ -223,11 +227,6 @@ def test_bad_spec_exits_2_with_one_line_and_stores_nothing(tuned_db, tmp_path, t
     spec_file.write_text(text)
     before = digest(db)
     for store in (db, tmp_path / "new.sqlite"):  # an existing store, and one that is not there yet
-        proc = tunelab("tune", *extra, "--spec", str(spec_file), "--db", str(store), "--json")
-        assert proc.returncode == 2
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("tunelab: error:"), proc.stderr
-        assert message in lines[0]
-        assert "Traceback" not in proc.stderr and proc.stdout == ""
+        assert_one_line_error(tunelab("tune", *extra, "--spec", str(spec_file), "--db", str(store), "--json"), message)
     assert digest(db) == before
     assert not (tmp_path / "new.sqlite").exists()
