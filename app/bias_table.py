@@ -2,13 +2,16 @@
 table under one plain-words sentence; flagged groups are highlighted, and picking a group says which
 trials it holds (the cost-model view highlights them in its plots).
 
-The report is computed in a worker thread (`bias_job`), which also splits a session that tunes
-several shapes (tasks) into one shape group per task.
+The report is computed in a child process (`bias_job`, `tunelab bias --by-task`), which also splits a
+session that tunes several shapes (tasks) into one shape group per task.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -27,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core.errors import TunelabError
 from core.store import Store
 
 FLAGGED_BRUSH = QBrush(QColor("#fde3e0"))
@@ -38,36 +42,19 @@ SCOPES = (("session", "This session"), ("compare", "Sessions ticked in Compare")
 
 
 def bias_job(store: Store, session_ids: list[int], k: int) -> dict[str, Any]:
-    """core.bias's report for `session_ids`, with a shape group per task of a multi-shape session, and
-    ``points``: trial id -> (session id, measured ms, predicted ms, shape label) for the plots."""
-    from core import bias
-    from core.workloads import format_shape
-
-    rows, counts = bias.collect_rows(store, session_ids)
-    tasks_of: dict[int, dict[int, Any]] = {}
-    for sid in dict.fromkeys(r["session_id"] for r in rows):
-        tasks = store.tasks(sid) if hasattr(store, "tasks") else []
-        if len(tasks) > 1:
-            by_id = {t.id: t for t in tasks}
-            tasks_of[sid] = {t.id: by_id.get(t.task_id) for t in store.trials(sid)}
-    records = {sid: store.session(sid) for sid in tasks_of}
-    for r in rows:
-        sid = r["session_id"]
-        r["sid"] = sid
-        task = tasks_of.get(sid, {}).get(r["trial_id"])
-        if task is None:
-            continue
-        base, own = format_shape(records[sid].shape), format_shape(task.shape)
-        r["shape_label"] = r["shape_label"].replace(base, own)
-        r["shape_key"] = r["shape_key"].replace(base, own)
-        # Rank statistics normalise per session; a task is a shape of its own, so normalise per task.
-        r["session_id"] = f"{sid}/{task.index}"
-    report = bias.analyze(rows, k=k)
-    counts["predicted"] = len(rows)
-    report["session_ids"] = list(dict.fromkeys(int(i) for i in session_ids))
-    report["counts"] = counts
-    report["points"] = {r["trial_id"]: (r["sid"], r["measured_ms"], r["predicted_ms"], r["shape_label"])
-                        for r in rows}
+    """core.bias's report by task, with the points for the plots (:func:`core.bias.bias_report_by_task`),
+    computed in a child process (``tunelab bias --by-task --json``): on 100k trials it is seconds of
+    Python that, in a thread of this process, held the GIL long enough to stall the GUI for 0.5 s."""
+    cmd = [sys.executable, "-m", "core.cli", "bias", *(str(i) for i in session_ids), "--top-k", str(k),
+           "--by-task", "--json", "--db", str(store.path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+        raise TunelabError((lines[-1] if lines else f"tunelab bias ended with exit code {proc.returncode}")
+                           .removeprefix("tunelab: error: "))
+    report = json.loads(proc.stdout)
+    # JSON made the trial ids strings and the tuples lists
+    report["points"] = {int(t): tuple(p) for t, p in (report.get("points") or {}).items()}
     return report
 
 

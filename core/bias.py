@@ -313,3 +313,34 @@ def bias_report(store: Any, session_ids: Sequence[int], *, k: int = DEFAULT_K) -
     report = analyze(rows, k=k)
     counts["predicted"] = len(rows)
     return {"session_ids": list(dict.fromkeys(int(i) for i in session_ids)), "counts": counts, **report}
+
+
+def bias_report_by_task(store: Any, session_ids: Sequence[int], *, k: int = DEFAULT_K) -> dict[str, Any]:
+    """:func:`bias_report` with a shape group per task of a multi-shape session, and ``points``: trial id
+    -> (session id, measured ms, predicted ms, shape label) for the desktop app's plots."""
+    rows, counts = collect_rows(store, session_ids)
+    tasks_of: dict[int, dict[int, Any]] = {}
+    for sid in dict.fromkeys(r["session_id"] for r in rows):
+        tasks = store.tasks(sid) if hasattr(store, "tasks") else []
+        if len(tasks) > 1:
+            by_id = {t.id: t for t in tasks}
+            tasks_of[sid] = {t.id: by_id.get(t.task_id) for t in store.trials(sid)}
+    records = {sid: store.session(sid) for sid in tasks_of}
+    for r in rows:
+        sid = r["session_id"]
+        r["sid"] = sid
+        task = tasks_of.get(sid, {}).get(r["trial_id"])
+        if task is None:
+            continue
+        base, own = format_shape(records[sid].shape), format_shape(task.shape)
+        r["shape_label"] = r["shape_label"].replace(base, own)
+        r["shape_key"] = r["shape_key"].replace(base, own)
+        # Rank statistics normalise per session; a task is a shape of its own, so normalise per task.
+        r["session_id"] = f"{sid}/{task.index}"
+    report = analyze(rows, k=k)
+    counts["predicted"] = len(rows)
+    report["session_ids"] = list(dict.fromkeys(int(i) for i in session_ids))
+    report["counts"] = counts
+    report["points"] = {r["trial_id"]: (r["sid"], r["measured_ms"], r["predicted_ms"], r["shape_label"])
+                        for r in rows}
+    return report

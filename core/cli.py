@@ -90,6 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bias", help="where the cost model is wrong: residuals per shape, knob region and sketch")
     b.add_argument("sessions", type=int, nargs="+")
     b.add_argument("--top-k", type=int, default=5)
+    b.add_argument("--by-task", action="store_true",
+                   help="a shape group per task of a several-shape session, and the points for plots (--json)")
     b.add_argument("--json", action="store_true")
     with_db(b)
     e = sub.add_parser("export", help="write the best (or a chosen) trial's schedule, TVMScript, library and database")
@@ -445,12 +447,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_bias(args: argparse.Namespace) -> int:
-    from core.bias import bias_report
+    from core.bias import bias_report, bias_report_by_task
 
     if args.top_k < 1:
         raise TunelabError("--top-k must be at least 1")
     store = _open_store(args.db, create=False)
-    report = bias_report(store, args.sessions, k=args.top_k)
+    report = (bias_report_by_task if args.by_task else bias_report)(store, args.sessions, k=args.top_k)
     if args.json:
         print(json.dumps(report, default=str))
         return 0

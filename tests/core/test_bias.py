@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -230,5 +233,15 @@ def test_a_session_with_several_shapes_is_grouped_per_shape(tmp_path):
             measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0)))
         list(session.run())
         report = bias_report(store, [session.session_id])
+        n_predicted = sum(1 for t in store.trials(session.session_id) if t.ok and t.predicted_ms is not None)
     shapes = {g["label"] for g in report["groups"] if g["dimension"] == "shape"}
     assert shapes == {"M=32,N=32,K=32", "M=16,N=32,K=32"}
+    # What the desktop app asks for, through the CLI in a child process: per task, with the plot points
+    proc = subprocess.run([sys.executable, "-m", "core.cli", "bias", str(session.session_id), "--by-task", "--json",
+                           "--db", str(tmp_path / "multi.sqlite")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    by_task = json.loads(proc.stdout)
+    assert {g["label"] for g in by_task["groups"] if g["dimension"] == "shape"} == shapes
+    assert len(by_task["points"]) == by_task["n"] == n_predicted
+    sid, measured, predicted, label = next(iter(by_task["points"].values()))
+    assert sid == session.session_id and measured > 0 and predicted > 0 and label in shapes
