@@ -7,7 +7,6 @@ import socket
 
 import psutil
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QModelIndex,
     QPersistentModelIndex,
     QSortFilterProxyModel,
@@ -30,6 +29,7 @@ from PySide6.QtWidgets import (
 from app.formatting import fmt_gflops, fmt_ms, fmt_shape
 from app.resources import icon
 from app.store_watcher import StoreWatcher
+from app.table_model import HeaderedTableModel
 from core.errors import TunelabError
 from core.records import SessionRecord
 from core.store import Store
@@ -74,8 +74,10 @@ def is_resumable(record: SessionRecord) -> bool:
     return not (record.status in ("paused", "created") and owned_by_live_process(record))
 
 
-class SessionTableModel(QAbstractTableModel):
+class SessionTableModel(HeaderedTableModel):
     """The store's sessions as rows; `set_sessions` replaces them with a fresh read."""
+
+    columns = COLUMNS
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -104,16 +106,8 @@ class SessionTableModel(QAbstractTableModel):
     def records(self) -> list[SessionRecord]:
         return list(self._rows)
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
-        return None
+    def n_rows(self) -> int:
+        return len(self._rows)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid():

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.following import behind_while_hidden
 from app.formatting import flatten_config, fmt_gflops, fmt_ms, fmt_shape
 from app.log_axis import log_axes
 from core.errors import TunelabError
@@ -234,10 +235,8 @@ class CompareView(QWidget):
     def refresh(self) -> None:
         """Redraw everything for the ticked sessions (after their trials changed); a hidden view
         only notes that it is behind and catches up when shown."""
-        if not self.isVisible():
-            self._stale = True
+        if behind_while_hidden(self):
             return
-        self._stale = False
         ids = sorted(self.checked())
         try:
             records = [self._store.session(i) for i in ids]

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from app.bias_table import BiasTable, bias_job
 from app.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
+from app.following import behind_while_hidden, read_new
 from app.log_axis import log_axes
 from app.worker import CallWorker, keep_alive
 from core.costmodel import spearman
@@ -228,14 +229,8 @@ class CostModelView(QWidget):
         return self._bias_worker is not None
 
     def poll(self) -> int:
-        if self.session_id is None:
-            return 0
-        try:
-            columns = self._store.trial_columns(self.session_id, since_id=self._last_id)
-        except TunelabError as exc:
-            self.summary.setText(str(exc))
-            return 0
-        return self.add(columns)
+        columns = read_new(self._store, self.session_id, self._last_id, self.summary.setText)
+        return 0 if columns is None else self.add(columns)
 
     def add(self, columns: TrialColumns) -> int:
         """Take newly stored trials of the shown session (the main window reads them once for every
@@ -357,11 +352,8 @@ class CostModelView(QWidget):
         self.residual_highlight.setData(self._pairs.col("index")[rows], 100.0 * (predicted - measured) / measured)
 
     def _on_redraw(self) -> None:
-        # A hidden view only remembers that it is behind: drawing is the GUI thread's one real cost.
-        if not self.isVisible():
-            self._stale = True
+        if behind_while_hidden(self):
             return
-        self._stale = False
         measured, predicted = self._pairs.col("measured"), self._pairs.col("predicted")
         index = self._pairs.col("index")
         n = len(measured)

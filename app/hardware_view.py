@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.buffers import GrowingColumns, TrialColumns, columns_of, n_rows, rows_after
+from app.following import behind_while_hidden
 from app.log_axis import log_axes
 from app.telemetry_source import (
     FIELDS,
@@ -249,11 +250,8 @@ class HardwareView(QWidget):
             self._on_redraw()
 
     def _on_redraw(self) -> None:
-        # A hidden view only remembers that it is behind: drawing is the GUI thread's one real cost.
-        if not self.isVisible():
-            self._stale = True
+        if behind_while_hidden(self):
             return
-        self._stale = False
         if self._stamps_dirty:
             # Every stamp is re-read (the store has no "since"): at most every STAMPS_MS while following.
             wait = self._stamps_at + STAMPS_MS / 1000 - time.monotonic()

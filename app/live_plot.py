@@ -19,6 +19,7 @@ from PySide6.QtCore import QLineF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
+from app.following import behind_while_hidden, read_new
 from app.formatting import fmt_gflops, fmt_ms, gflops
 from app.log_axis import LogAxis
 from core.errors import TunelabError
@@ -210,14 +211,8 @@ class LivePlot(QWidget):
 
     def poll(self) -> int:
         """Read the followed session's trials stored since the last poll; returns how many."""
-        if self.session_id is None:
-            return 0
-        try:
-            columns = self._store.trial_columns(self.session_id, since_id=self._last_id)
-        except TunelabError as exc:
-            self.failed.emit(str(exc))
-            return 0
-        return self.add(columns)
+        columns = read_new(self._store, self.session_id, self._last_id, self.failed.emit)
+        return 0 if columns is None else self.add(columns)
 
     def add(self, columns: TrialColumns) -> int:
         """Take newly stored trials of the followed session (the main window reads them once for
@@ -264,11 +259,8 @@ class LivePlot(QWidget):
             self._on_redraw()
 
     def _on_redraw(self) -> None:
-        # A hidden view only remembers that it is behind: drawing is the GUI thread's one real cost.
-        if not self.isVisible():
-            self._stale = True
+        if behind_while_hidden(self):
             return
-        self._stale = False
         self.redraws += 1
         self._drawn_key = None
         self._draw_points()

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import (
     QAbstractProxyModel,
-    QAbstractTableModel,
     QItemSelection,
     QItemSelectionModel,
     QModelIndex,
@@ -37,7 +36,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.buffers import TrialColumns, columns_of, concat_columns, n_rows, rows_after
+from app.following import read_new
 from app.formatting import config_summary, first_line, fmt_ms
+from app.table_model import HeaderedTableModel
 from core.errors import TunelabError
 from core.records import TRIAL_STATUSES, Config, TrialRecord
 from core.store import Store
@@ -96,7 +97,7 @@ class _SummaryCache:
         return out
 
 
-class TrialTableModel(QAbstractTableModel):
+class TrialTableModel(HeaderedTableModel):
     """Trials as rows, in id order; `append_columns` adds newly stored ones at the end (no reset,
     selection kept).
 
@@ -107,6 +108,8 @@ class TrialTableModel(QAbstractTableModel):
     (`sort_order`, `filter_mask`); display text is made only for the rows a view asks for (the config
     summary and the error's first line are cached per row).
     """
+
+    columns = COLUMNS
 
     CONFIG_BLOCK = 64  # configs read at once for the rows around one asked for by its row number
 
@@ -366,16 +369,8 @@ class TrialTableModel(QAbstractTableModel):
         return np.fromiter((needle in s for s in self._filter_text), dtype=bool, count=len(self._filter_text))
 
     # ---- Qt model ------------------------------------------------------------------------------
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self._cols["id"])
-
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
-        return None
+    def n_rows(self) -> int:
+        return len(self._cols["id"])
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
@@ -715,14 +710,8 @@ class TrialsTable(QWidget):
         self._update_count()
 
     def poll(self) -> int:
-        if self.session_id is None:
-            return 0
-        try:
-            columns = self._store.trial_columns(self.session_id, since_id=self._last_id)
-        except TunelabError as exc:
-            self.count_label.setText(str(exc))
-            return 0
-        return self.add(columns)
+        columns = read_new(self._store, self.session_id, self._last_id, self.count_label.setText)
+        return 0 if columns is None else self.add(columns)
 
     def add(self, columns: TrialColumns) -> int:
         """Append newly stored trials (the main window reads them once for every view)."""
