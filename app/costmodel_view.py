@@ -287,6 +287,8 @@ class CostModelView(QWidget):
         if self._bias_worker is not None:
             self._bias_again = True
             return
+        if (self.bias.report or {}).get("session_ids") != ids:  # what is shown is about other sessions
+            self.bias.show_message("Working out where the cost model is wrong…")
         worker = CallWorker(self._store.path, bias_job, ids, self.bias.k)
         worker.succeeded.connect(self._on_bias_done)
         worker.failed.connect(self._on_bias_failed)

@@ -41,6 +41,9 @@ def test_bias_table_shows_shapes_and_highlights_flagged_groups(qtbot, xgb_store)
     view.resize(1200, 800)
     view.show()
     view.set_session(sid)
+    # computed in a child process; meanwhile the sentence says so (not a stale "No session selected.")
+    qtbot.waitUntil(lambda: view.bias_running, timeout=5_000)
+    assert view.bias.summary.text() == "Working out where the cost model is wrong…"
     qtbot.waitUntil(lambda: not view.bias_running and view.bias.report is not None, timeout=30_000)
 
     report = view.bias.report
