@@ -238,6 +238,12 @@ def test_exported_schedule_reproduces_within_5_percent(tmp_path):
     elif s["busy_fraction"] >= DISTURBED_FRACTION:
         # Another process was busy during many runs: validate must not call it stable, and must name it.
         assert report["verdict"] == "noisy" and "busy on the CPU" in report["cause"]
+    elif abs(s["machine_drift"] - 1) > 0.03:
+        # The machine itself was faster or slower than when the figure was recorded (the reference kernel
+        # moved; seen on CI: 3.7 % faster, the schedule 7.4 % faster). What must not be called stable is a
+        # schedule that moved beyond 5 % once the machine's own drift is taken out.
+        assert abs(s["drift_corrected_ratio"] - 1) <= 0.05 or report["verdict"] != "stable", (
+            s["drift_corrected_ratio"], medians, report["verdict"], report["cause"])
     else:
         # The runs disagree among themselves (cv > 2.5 %) with no busy process in sight. Seen on a
         # clean CI run: every fresh-process median 8-25 % above the session's figure. Whatever the
