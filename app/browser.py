@@ -51,7 +51,9 @@ def target_text(record: SessionRecord) -> str:
     t = record.target
     if record.target_kind == "cuda":
         return f"CUDA {t.get('arch', '')}".strip()
-    return f"CPU {t.get('mcpu', '')}".strip()
+    from core.target import describe_target_json
+
+    return describe_target_json(t)  # the mcpu actually used and its ISA level
 
 
 def status_text(record: SessionRecord) -> str:

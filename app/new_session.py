@@ -481,6 +481,7 @@ class NewSessionDialog(QDialog):
             self._problem_error = str(exc)
         auto = detected_target("auto")
         self.target_label.setText(auto.description)
+        self.target_label.setToolTip(auto.note or "LLVM's host CPU name; this host can execute its instruction sets")
         if self._target is not None and not self._target.can_run:
             self._problem_error = f"{self._target.description}: kernels can be built here but not measured"
         shape = None

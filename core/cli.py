@@ -238,6 +238,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         session = create_session(store, spec, validated=validated)
         print(f"session {session.session_id}: {spec.workload} on {session.target.description}, "
               f"{spec.space_kind} space of {session.space.size:,} configs, tuner {spec.tuner}", file=sys.stderr)
+        if session.target.note:
+            print(f"note: {session.target.note}", file=sys.stderr)
     _control_by_signals(session)
     record = store.session(session.session_id)
     progress = _Progress(record.trials_budget, record.n_trials)

@@ -102,7 +102,11 @@ def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None =
 
     workload, shape, dtype, target, space = validated if validated is not None else validate_spec(spec)
     if not target.can_run:
-        raise TargetError(f"{target.description}: kernels for this target can be built here but not measured")
+        raise TargetError(f"{target.description}: kernels for this target can be built here but not measured"
+                          + (f" ({target.why_not})" if target.why_not else ""))
+    from core.selfcheck import self_check
+
+    self_check(target)  # a target whose kernels die here is refused before anything is stored
     others = extra_shapes(workload, shape, spec.shapes)
     other_spaces = [task_space(workload, s, dtype, target, spec.space_kind, spec.space) for s in others]
     name = spec.name or f"{workload.name} {_shape_text(shape)}" + (f" +{len(others)} shapes" if others else "")
@@ -194,7 +198,11 @@ class TuningSession:
 
         record = self.store.session(self.session_id)
         if not self.target.can_run:
-            raise TargetError(f"{self.target.description}: this machine cannot run kernels for the session's target")
+            raise TargetError(f"{self.target.description}: this machine cannot run kernels for the session's target"
+                              + (f" ({self.target.why_not})" if self.target.why_not else ""))
+        from core.selfcheck import self_check
+
+        self_check(self.target)  # before the first batch (cached per target and machine)
         options = MeasureOptions.from_json(record.measure)
         history = self.store.trials(self.session_id)
         task_records = self.store.tasks(self.session_id)

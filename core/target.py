@@ -1,12 +1,15 @@
 """What `--target auto|llvm|cuda|<json>` means on this machine.
 
-`auto` picks CUDA when a GPU is usable, else the CPU. A CPU target always carries `mcpu` from
-LLVM's host detection and the real core count: without `mcpu` TVM emits generic x86-64 code,
-about 3x slower (TVM_NOTES.md section 0).
+`auto` picks CUDA when a GPU is usable, else the CPU. A CPU target always carries an `mcpu` and
+the real core count: without `mcpu` TVM emits generic x86-64 code, about 3x slower. The `mcpu` is
+one whose instruction sets this host can execute (core.host_cpu), not merely the CPU's name: a VM
+that masks AVX-512 on a `znver4` would otherwise run kernels that die of SIGILL. An `mcpu` a person
+types is checked the same way, and a stored target this host cannot execute is marked so.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -31,8 +34,10 @@ class TargetInfo:
     kind: str  # "llvm" | "cuda"
     json: dict[str, Any]  # the TVM target as a JSON dict
     device_type: str  # "cpu" | "cuda" (MetaSchedule RunnerInput.device_type)
-    description: str  # for people: "CPU znver4, 2 cores" / "CUDA NVIDIA H200 (sm_90)"
+    description: str  # for people: "CPU znver2 · AVX2+FMA, 2 cores" / "CUDA NVIDIA H200 (sm_90)"
     can_run: bool  # False: kernels can be built (and compiled with nvcc) but not run here
+    why_not: str = ""  # when can_run is False: why, in words
+    note: str = ""  # how the target was chosen when it differs from the obvious (host name masked)
 
     def tvm_target(self) -> Any:
         import tvm
@@ -65,12 +70,48 @@ def cuda_available() -> bool:
 
 
 def llvm_target() -> TargetInfo:
-    from tvm.target import codegen
+    """The CPU target for this host: an `mcpu` (and `mattr`) it can execute, and its cores."""
+    from core.host_cpu import choose_cpu, host_cpu
 
-    cpu = codegen.llvm_get_system_cpu()
+    choice = choose_cpu(host_cpu())
     cores = cpu_core_count()
-    target = {"kind": "llvm", "num-cores": cores, "mcpu": cpu}
-    return TargetInfo("llvm", target, "cpu", f"CPU {cpu}, {cores} cores", True)
+    target: dict[str, Any] = {"kind": "llvm", "num-cores": cores, "mcpu": choice.mcpu}
+    if choice.mattr:
+        target["mattr"] = list(choice.mattr)
+    return TargetInfo("llvm", target, "cpu", _cpu_description(choice.mcpu, choice.isa, cores), True,
+                      note=choice.note)
+
+
+def _cpu_description(mcpu: str, isa: str, cores: Any) -> str:
+    return f"CPU {mcpu} · {isa}, {cores} cores"
+
+
+def _mattr(data: dict[str, Any]) -> tuple[str, ...]:
+    mattr = data.get("mattr") or ()
+    if isinstance(mattr, str):
+        mattr = mattr.split(",")
+    return tuple(str(m).strip() for m in mattr if str(m).strip())
+
+
+def _llvm_runnable(data: dict[str, Any]) -> tuple[str, str]:
+    """(why this host cannot run kernels for an llvm target, or ""; its ISA level)."""
+    from core.host_cpu import host_cpu, isa_level, llvm_features, missing_features
+
+    host = host_cpu()
+    triple = str(data.get("mtriple") or "")
+    if triple and not triple.split("-")[0].replace("arm64", "aarch64").startswith(host.arch):
+        return f"kernels for {triple} cannot run on this {host.arch} host", triple.split("-")[0]
+    mcpu = str(data.get("mcpu") or "generic")
+    mattr = _mattr(data)
+    try:
+        missing = missing_features(mcpu, mattr, host)
+        isa = isa_level(llvm_features(mcpu, mattr, host.arch), host.arch)
+    except Exception as exc:  # TVM rejected the mcpu or mattr
+        return f"LLVM rejects mcpu {mcpu!r}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", "?"
+    if missing:
+        shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+        return (f"kernels built for {mcpu} need {shown}, which this CPU lacks (/proc/cpuinfo)"), isa
+    return "", isa
 
 
 def cuda_target(arch: str | None = None) -> TargetInfo:
@@ -90,7 +131,8 @@ def cuda_target(arch: str | None = None) -> TargetInfo:
         name = str(dev.device_name)
     if arch:
         target["arch"] = arch
-    return TargetInfo("cuda", target, "cuda", f"CUDA {name} ({target['arch']})", can_run)
+    why = "" if can_run else "no usable CUDA GPU on this machine"
+    return TargetInfo("cuda", target, "cuda", f"CUDA {name} ({target['arch']})", can_run, why)
 
 
 def resolve_target(spec: str | dict | None) -> TargetInfo:
@@ -113,18 +155,48 @@ def resolve_target(spec: str | dict | None) -> TargetInfo:
         raise TargetError("a JSON target needs \"kind\": \"llvm\" or \"cuda\"")
     base = llvm_target() if spec["kind"] == "llvm" else cuda_target()
     merged = {**base.json, **spec}
+    if base.kind == "llvm" and "mattr" in base.json and "mcpu" in spec and "mattr" not in spec:
+        del merged["mattr"]  # the detected mattr belongs to the detected mcpu, not to the one typed
     try:
         import tvm
 
         tvm.target.Target(merged)
     except Exception as exc:
         raise TargetError(f"TVM rejects target {json.dumps(spec)}: {str(exc).splitlines()[0]}") from None
-    return TargetInfo(base.kind, merged, base.device_type, base.description, base.can_run)
+    if base.kind == "cuda":
+        return TargetInfo(base.kind, merged, base.device_type, base.description, base.can_run)
+    from core.host_cpu import host_cpu, is_valid_cpu
+
+    mcpu = str(merged.get("mcpu") or "generic")
+    if mcpu != "generic" and not is_valid_cpu(mcpu, host_cpu().arch) and not merged.get("mtriple"):
+        raise TargetError(f"LLVM knows no CPU {mcpu!r} for this {host_cpu().arch} host; "
+                          f"leave mcpu out to use the detected {base.json['mcpu']}")
+    why_not, isa = _llvm_runnable(merged)
+    if why_not:
+        raise TargetError(f"{why_not}; leave mcpu out to use the detected {base.json['mcpu']} "
+                          f"or give an mattr that turns those off")
+    return TargetInfo("llvm", merged, "cpu", _cpu_description(mcpu, isa, merged.get("num-cores", "?")), True)
+
+
+@functools.lru_cache(maxsize=64)
+def _describe(text: str) -> str:
+    return target_from_json(json.loads(text)).description
+
+
+def describe_target_json(data: dict[str, Any]) -> str:
+    """A stored target in words, with its ISA level ("CPU znver2 · AVX2+FMA, 2 cores"); cached."""
+    try:
+        return _describe(json.dumps(data, sort_keys=True))
+    except Exception:  # a target this TVM cannot even parse is still shown by name
+        return f"{data.get('kind', '?')} {data.get('mcpu') or data.get('arch') or ''}".strip()
 
 
 def target_from_json(data: dict[str, Any]) -> TargetInfo:
     """Rebuild a TargetInfo from a stored target JSON (can_run re-checked on this machine)."""
     if data.get("kind") == "cuda":
         can_run = cuda_available()
-        return TargetInfo("cuda", dict(data), "cuda", f"CUDA ({data.get('arch')})", can_run)
-    return TargetInfo("llvm", dict(data), "cpu", f"CPU {data.get('mcpu', '?')}, {data.get('num-cores', '?')} cores", True)
+        why = "" if can_run else "no usable CUDA GPU on this machine"
+        return TargetInfo("cuda", dict(data), "cuda", f"CUDA ({data.get('arch')})", can_run, why)
+    why_not, isa = _llvm_runnable(data)
+    description = _cpu_description(str(data.get("mcpu") or "generic"), isa, data.get("num-cores", "?"))
+    return TargetInfo("llvm", dict(data), "cpu", description, not why_not, why_not)

@@ -167,8 +167,10 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
         from core.workloads import get_workload
 
         parse_shapes(get_workload(rec.workload, rec.custom_source), shapes, rec.shape)
-    if not target_from_json(rec.target).can_run:
-        raise TunelabError(f"session {session_id} was tuned for {rec.target_kind}, which cannot run on this machine")
+    rec_target = target_from_json(rec.target)
+    if not rec_target.can_run:
+        raise TunelabError(f"session {session_id} was tuned for {rec_target.description}, which cannot run on "
+                           f"this machine: {rec_target.why_not}")
     chosen = tasks[task] if tasks else None
 
     def of_task(t: Any) -> bool:  # a trial stored before sessions had tasks belongs to the primary shape
@@ -236,8 +238,10 @@ def validate_schedule_file(path: str | os.PathLike[str], *, store: Store | None 
     from core.workloads import get_workload
 
     doc, sch = schedule_from_file(path)
-    if not target_from_json(doc["target"]).can_run:
-        raise TunelabError(f"{path} was tuned for {doc['target'].get('kind')}, which cannot run on this machine")
+    doc_target = target_from_json(doc["target"])
+    if not doc_target.can_run:
+        raise TunelabError(f"{path} was tuned for {doc_target.description}, which cannot run on this machine: "
+                           f"{doc_target.why_not}")
     stats = doc.get("stats") or {}
     workload = get_workload(doc["workload"], doc.get("custom_source"))
     shape = {k: int(v) for k, v in doc["shape"].items()}
