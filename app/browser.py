@@ -36,11 +36,12 @@ from core.store import Store
 
 COLUMNS = ("ID", "Name", "Status", "Workload", "Target", "Tuner", "Trials", "Best ms", "GFLOP/s")
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-RESUMABLE = ("crashed", "cancelled", "paused", "created")
+RESUMABLE = ("crashed", "cancelled", "paused", "created", "failed")
 STATUS_COLOURS = {
     "running": "#1e8e3e",
     "paused": "#e37400",
     "crashed": "#d93025",
+    "failed": "#d93025",
     "cancelled": "#80868b",
     "created": "#80868b",
 }

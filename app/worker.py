@@ -172,7 +172,7 @@ class TuningWorker(QThread):
                 time.sleep(self.POLL_S)
             if self._proc.returncode not in (0, 130, -signal.SIGTERM):
                 message = next((line for line in reversed(stderr_lines) if line.strip()), "").strip()
-                message = message.removeprefix("tunelab: error: ") or (
+                message = message.removeprefix("tunelab: error: ").removeprefix("tunelab: ") or (
                     f"the tuning process ended with exit code {self._proc.returncode}")
                 self.failed.emit(message, "".join(stderr_lines[-40:]))
         except BaseException as exc:  # noqa: BLE001 - everything becomes a message, never a crash

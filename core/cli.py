@@ -66,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--confirm-runs", type=int, default=3, metavar="N",
                    help="when finished, re-measure the fastest trials in N fresh processes (0: off)")
     t.add_argument("--confirm-top", type=int, default=3, metavar="K", help="how many of the fastest to confirm")
+    t.add_argument("--fail-fast", type=int, default=16, metavar="N",
+                   help="stop (status failed, exit 1) when the first N trials all fail the same way (0: off)")
     t.add_argument("--custom", help="a Python file with a TE compute (workload custom)")
     t.add_argument("--name", default="")
     t.add_argument("--resume", type=int, default=None, metavar="SESSION", help="continue a stored session")
@@ -274,6 +276,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
             from core.confirm import format_confirmations
 
             print(format_confirmations(session.confirmations))
+    if record.status == "failed":
+        print(f"tunelab: session {record.id} failed: {record.error}", file=sys.stderr)
+        return 1
     return 130 if interrupted else 0
 
 
@@ -303,7 +308,8 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
                              warmup=args.warmup, timeout_s=args.timeout, cache_flush=args.cache_flush,
                              check_correctness=not args.no_check, target_cv=args.target_cv,
                              max_repeat=args.max_repeat, cooldown_s=args.cooldown,
-                             confirm_runs=args.confirm_runs, confirm_top=args.confirm_top)
+                             confirm_runs=args.confirm_runs, confirm_top=args.confirm_top,
+                             fail_fast=args.fail_fast)
     shapes = [x for x in (args.shape or "").split(";") if x.strip()] or [None]
     spec = SessionSpec(workload="custom" if custom_source else args.workload, shape=shapes[0],  # type: ignore[arg-type]
                        shapes=tuple(shapes[1:]),

@@ -6,7 +6,7 @@ signal and what it usually means instead of "Subprocess terminated".
 
 Planted faults: with ``TUNELAB_PLANT_FAULT=<kind>[@<where>]`` in the environment, a child that
 calls :func:`plant` at ``where`` (``selfcheck``, ``run``) commits that fault itself: ``sigill``,
-``sigsegv``, ``sigbus``, ``sigfpe``, ``hang``, ``oom``, ``wrong``. Tests use it so that a fault is
+``sigsegv``, ``sigbus``, ``sigfpe``, ``hang``, ``oom``, ``wrong``; ``kind@where/N`` on every N-th call. Tests use it so that a fault is
 planted on purpose on any machine, not found by luck on one.
 """
 
@@ -17,6 +17,7 @@ import signal
 import time
 
 PLANT_ENV = "TUNELAB_PLANT_FAULT"
+COUNTER_ENV = "TUNELAB_PLANT_COUNTER"
 
 SIGNAL_MEANINGS = {
     signal.SIGILL: "an instruction this CPU lacks: the target's mcpu or mattr implies an instruction set "
@@ -58,13 +59,37 @@ def planted(where: str) -> str | None:
     if not value:
         return None
     kind, _, at = value.partition("@")
+    at = at.partition("/")[0]
     return kind if not at or at == where else None
 
 
+def _counted(every: int) -> bool:
+    """True on every ``every``-th call, counted across processes in the file TUNELAB_PLANT_COUNTER."""
+    import fcntl
+
+    path = os.environ.get(COUNTER_ENV)
+    if not path or every <= 1:
+        return True
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        count = int(fh.read().strip() or 0) + 1
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(count))
+    return count % every == 0
+
+
 def plant(where: str) -> str | None:
-    """Commit the fault planted for ``where`` (most never return); 'wrong' is returned to the caller."""
+    """Commit the fault planted for ``where`` (most never return); 'wrong' is returned to the caller.
+
+    ``kind@where/N`` plants it on every N-th call only (counted in the file TUNELAB_PLANT_COUNTER),
+    so a session meets faulty and healthy kernels side by side."""
+    value = os.environ.get(PLANT_ENV, "").strip().lower()
+    at = value.partition("@")[2]
+    every = int(at.partition("/")[2] or 1) if at.partition("/")[2].isdigit() else 1
     kind = planted(where)
-    if kind is None:
+    if kind is None or not _counted(every):
         return None
     if kind in ("sigill", "sigsegv", "sigbus", "sigfpe", "sigabrt"):
         signum = getattr(signal, kind.upper())
@@ -75,7 +100,77 @@ def plant(where: str) -> str | None:
         while True:
             time.sleep(1)
     if kind == "oom":
+        import resource
+
+        # A memory limit of its own (1 GiB more than it has), so that the planted allocation fails
+        # here and never presses on the machine.
+        with open("/proc/self/statm") as fh:
+            have = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        before = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (have + (1 << 30), before[1]))
         hog = []
-        while True:  # a memory limit (RLIMIT_AS, a cgroup) stops this; nothing else should be asked to
-            hog.append(bytearray(256 << 20))
+        try:
+            while True:  # MemoryError ends this
+                hog.append(bytearray(256 << 20))
+        finally:
+            hog.clear()
+            resource.setrlimit(resource.RLIMIT_AS, before)
     return kind
+
+
+# ---- failure classes of trials ------------------------------------------------------------------------
+
+FAILURE_CLASSES = ("SIGILL", "SIGSEGV", "SIGBUS", "SIGKILL", "SIGFPE", "SIGABRT", "out of memory", "hang",
+                   "wrong result", "build error", "invalid schedule", "run error")
+
+
+def failure_class(status: str, error: str | None) -> str:
+    """The class a failed trial belongs to, for grouping and fail-fast ('SIGILL', 'hang', ...)."""
+    text = error or ""
+    for name in ("SIGILL", "SIGSEGV", "SIGBUS", "SIGKILL", "SIGFPE", "SIGABRT"):
+        if name in text:
+            return name
+    if "MemoryError" in text or "out of memory" in text.lower():
+        return "out of memory"
+    if status == "timeout":
+        return "hang"
+    if status == "wrong_result":
+        return "wrong result"
+    if status == "build_error":
+        return "build error"
+    if status == "invalid":
+        return "invalid schedule"
+    return "run error"
+
+
+def keep_worker_exit_status() -> None:
+    """Make TVM's worker pools say how a worker died instead of "Subprocess terminated".
+
+    `tvm.support.popen_pool.PopenWorker` kills a dead worker and reports only
+    ``ChildProcessError("Subprocess terminated")``: the exit status, which says SIGILL or SIGSEGV,
+    is thrown away. Both MetaSchedule's LocalRunner and the build pool go through it, so the
+    status is read here, before the kill, once per process.
+    """
+    import subprocess
+
+    from tvm.support import popen_pool
+
+    worker = popen_pool.PopenWorker
+    if getattr(worker, "_tunelab_exit_status", False):
+        return
+
+    def _child_process_error(self):  # noqa: ANN001, ANN202 - TVM's signature
+        code = None
+        proc = getattr(self, "_proc", None)
+        if proc is not None:
+            try:
+                code = proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:  # alive but its pipe broke: TVM kills it next
+                code = None
+        self.kill()
+        if code is None:
+            return ChildProcessError("worker stopped answering (killed)")
+        return ChildProcessError(f"the worker running the kernel {describe_exit(code)}")
+
+    worker._child_process_error = _child_process_error
+    worker._tunelab_exit_status = True

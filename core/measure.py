@@ -98,11 +98,16 @@ class Evaluate:
     def __call__(self, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list[list[Any]]) -> list[float]:
         from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
 
+        from core.faults import plant
+
+        fault = plant("run")  # a test hook: nothing happens unless TUNELAB_PLANT_FAULT names "run"
         args = repeated_args[0]
         func = rt_mod[rt_mod.entry_name]
         for _ in range(max(self.warmup, 1 if self.check else 0)):
             func(*args)
         device.sync()
+        if fault == "wrong":  # the kernel "computed" garbage
+            args[-1].copyfrom(np.full(tuple(args[-1].shape), 7.0, dtype=str(args[-1].dtype)))
         if self.check:
             _, expected = _inputs_and_reference(self.problem)
             got = args[-1].numpy()
@@ -133,6 +138,17 @@ def _classify(message: str) -> str:
     return "run_error"
 
 
+def _run_error_text(message: str, timeout_s: float) -> str:
+    """MetaSchedule's runner message in words: how the kernel failed, without the runner's preamble."""
+    text = message.strip()
+    if text.startswith("LocalRunner: Timeout"):
+        return f"hang: no result within {timeout_s:g} s (the worker was killed)"
+    text = text.removeprefix("LocalRunner: An exception occurred").strip()
+    if text in ("Subprocess terminated", ""):  # without core.faults' patch: the status is unknown
+        return "the worker running the kernel died (exit status unknown)"
+    return text
+
+
 def _short(message: str, limit: int = 2000) -> str:
     text = message.strip()
     return text if len(text) <= limit else text[:limit] + " ..."
@@ -145,6 +161,9 @@ class Measurer:
                  options: MeasureOptions, *, seed: int = 0, custom_source: str | None = None) -> None:
         from tvm.s_tir import meta_schedule as ms
 
+        from core.faults import keep_worker_exit_status
+
+        keep_worker_exit_status()  # a kernel that kills its worker is named by its signal
         self.target = target
         self.options = options
         self.problem = (workload.name if custom_source is None else "custom", tuple(sorted(shape.items())),
@@ -185,7 +204,8 @@ class Measurer:
                 shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
             t1 = time.time()
             if res.error_msg is not None:
-                results.append(MeasureResult(_classify(res.error_msg), _short(res.error_msg), (), build_s, t1 - t0, started, t1))
+                error = _short(_run_error_text(res.error_msg, self.options.timeout_s))
+                results.append(MeasureResult(_classify(res.error_msg), error, (), build_s, t1 - t0, started, t1))
             else:
                 samples = tuple(float(x) * 1e3 for x in res.run_secs)
                 results.append(MeasureResult("ok", None, samples, build_s, t1 - t0, started, t1))

@@ -16,7 +16,8 @@ from core.errors import TunelabError
 #   auto space:     {"sketch": 1, "decisions": [[4, 8, 16], 2, ...]}
 Config = dict[str, Any]
 
-SESSION_STATUSES = ("created", "running", "paused", "finished", "cancelled", "crashed")
+# "failed": stopped by fail-fast (its first trials all failed alike); resumable once the cause is fixed.
+SESSION_STATUSES = ("created", "running", "paused", "finished", "cancelled", "crashed", "failed")
 TRIAL_STATUSES = ("ok", "build_error", "run_error", "timeout", "wrong_result", "invalid")
 
 
@@ -42,6 +43,9 @@ class MeasureOptions:
     # and exports the confirmed figure; 0 turns it off.
     confirm_runs: int = 3
     confirm_top: int = 3
+    # Stop the session (status "failed") when its first `fail_fast` trials all failed with the same
+    # class (core.faults.failure_class); 0 turns it off.
+    fail_fast: int = 16
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -109,7 +113,8 @@ _SPEC_TYPES = {"workload": "str", "shape": "shape", "dtype": "str", "target": "s
                "early_stop": "int?", "seed": "int", "name": "str", "custom_source": "str?"}
 _MEASURE_TYPES = {"number": "int", "repeat": "int", "min_repeat_ms": "int", "warmup": "int", "timeout_s": "float",
                   "cache_flush": "bool", "check_correctness": "bool", "target_cv": "float", "max_repeat": "int",
-                  "cooldown_s": "float", "confirm_runs": "int", "confirm_top": "int"}
+                  "cooldown_s": "float", "confirm_runs": "int", "confirm_top": "int",
+                  "fail_fast": "int"}
 _TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
                "dict": "an object", "shape": "an object of integers, a \"K=V,...\" string or null",
                "shape_item": "an object of integers or a \"K=V,...\" string"}

@@ -63,6 +63,8 @@ def validate_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetIn
     if (m.number < 1 or m.repeat < 1 or m.min_repeat_ms < 0 or m.warmup < 0 or m.timeout_s <= 0
             or m.target_cv < 0 or m.max_repeat < 1 or m.cooldown_s < 0):
         raise TunelabError("measurement options must be positive (number, repeat, max repeat >= 1; timeout > 0)")
+    if m.fail_fast < 0:
+        raise TunelabError(f"fail-fast needs 0 (off) or a number of trials, not {m.fail_fast}")
     if not 0 <= m.confirm_runs <= 32 or not 0 <= m.confirm_top <= 32:
         raise TunelabError(f"confirmation needs 0..32 fresh processes and 0..32 schedules, not "
                            f"{m.confirm_runs} and {m.confirm_top} (0 turns it off)")
@@ -119,6 +121,22 @@ def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None =
                                       space_json=space_json, tvm_version=tvm.__version__,
                                       flops=float(workload.flops(shape)), tasks=tasks)
     return TuningSession(store, session_id, _prepared=(workload, shape, dtype, target, space))
+
+
+def _fail_fast_reason(tasks: list[Any], limit: int, before: int, after: int) -> str:
+    """Why the session should stop now, when its first `limit` trials all failed alike; else ""."""
+    from core.faults import failure_class
+
+    if limit <= 0 or not before < limit <= after:
+        return ""
+    trials = sorted((t for task in tasks for t in task.history), key=lambda t: t.id)[:limit]
+    if len(trials) < limit or any(t.ok for t in trials):
+        return ""
+    classes = {failure_class(t.status, t.error) for t in trials}
+    if len(classes) != 1:
+        return ""
+    sample = (trials[-1].error or trials[-1].status).strip().splitlines()[0][:300]
+    return f"the first {limit} trials all failed with {classes.pop()}: {sample}"
 
 
 def _shape_text(shape: dict[str, int]) -> str:
@@ -218,6 +236,10 @@ class TuningSession:
         round_index = (rounds[-1].round + 1) if rounds else (max((t.round for t in history), default=-1) + 1)
         n_done = len(history)
 
+        # Fail fast: the first `fail_fast` trials of a session all failing the same way (every kernel
+        # dies of SIGILL, every build fails) say the setup is wrong; the rest of the budget would
+        # only repeat it. Checked once, when the n-th trial arrives in this run.
+        fail_fast = options.fail_fast
         self.store.set_status(self.session_id, "running")
         # The sampler thread only reads the hardware; this thread writes its samples between
         # batches, so the session keeps a single writing connection.
@@ -283,6 +305,12 @@ class TuningSession:
                 telemetry_until = now
                 self.store.heartbeat(self.session_id)
                 round_index += 1
+                failing = _fail_fast_reason(tasks, fail_fast, n_done - len(trials), n_done)
+                if failing:
+                    final_status = "failed"
+                    self.store.set_status(self.session_id, "failed", error=failing)
+                    self._stage(f"stopped: {failing}")
+                    break
                 if self._cancel.is_set():
                     final_status = "cancelled"
                     break
@@ -304,7 +332,7 @@ class TuningSession:
                 task.close()
             if final_status == "finished":
                 self._confirm()
-            if final_status != "crashed":
+            if final_status not in ("crashed", "failed"):
                 self.store.set_status(self.session_id, final_status)
 
     def _stage(self, text: str) -> None:
