@@ -12,10 +12,13 @@ way (:func:`missing_features`).
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+LLVM_NAME_ENV = "TUNELAB_LLVM_HOST_CPU"
 
 # LLVM feature -> the Linux /proc/cpuinfo flag for it. Only instruction-set extensions a compiler
 # may emit in a kernel are listed: a feature outside this table (tuning hints such as
@@ -109,7 +112,10 @@ def host_cpu() -> HostCPU:
             flags = frozenset()
     arch = platform.machine().lower()
     arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
-    return HostCPU(arch, vendor, model or platform.processor(), flags, str(codegen.llvm_get_system_cpu()))
+    # LLVM_NAME_ENV replays what LLVM's host detection said on another machine (a test hook: a VM
+    # that reports znver4 while masking AVX-512), with this machine's real feature flags.
+    llvm_name = os.environ.get(LLVM_NAME_ENV) or str(codegen.llvm_get_system_cpu())
+    return HostCPU(arch, vendor, model or platform.processor(), flags, llvm_name)
 
 
 def _flag_table(arch: str) -> dict[str, str]:

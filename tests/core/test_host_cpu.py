@@ -178,3 +178,28 @@ def test_cli_refuses_an_mcpu_the_host_lacks_before_storing(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and mcpu in lines[0] and "lacks" in lines[0]
     assert not db.exists()
+
+
+@pytest.mark.slow
+def test_a_host_named_for_features_it_lacks_measures_every_trial(tmp_path):
+    """The bug as found: LLVM names the CPU znver4, the VM masks AVX-512. Replayed here with this
+    machine's real flags, the default session must measure every trial (none dies of SIGILL)."""
+    import os
+
+    from core.host_cpu import LLVM_NAME_ENV
+
+    host = host_cpu()
+    if host.arch != "x86_64" or "avx512f" in host.flags:
+        pytest.skip("needs an x86 host without AVX-512")
+    db = tmp_path / "t.sqlite"
+    env = dict(os.environ, **{LLVM_NAME_ENV: "znver4"})
+    proc = subprocess.run([sys.executable, "-m", "core.cli", "tune", "gemm", "--shape", "M=64,N=64,K=512",
+                           "--trials", "8", "--batch", "4", "--number", "1", "--repeat", "2", "--min-repeat-ms", "1",
+                           "--cooldown", "0", "--confirm-runs", "0", "--json", "--db", str(db)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["trials"] == 8 and doc["failed"] == 0, proc.stderr[-2000:]
+    assert doc["target"]["mcpu"] != "znver4"
+    assert "note: LLVM names this CPU znver4, but this host lacks its avx512" in proc.stderr
+    assert f"CPU {doc['target']['mcpu']} · AVX2+FMA" in proc.stderr
