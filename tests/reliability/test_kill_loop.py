@@ -18,7 +18,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "kill_loop.py"
 
 
 def test_twenty_kills_lose_nothing_and_measure_nothing_twice(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--kills", "20", "--trials", "40", "--seed", "3",
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--kills", "20", "--trials", "80", "--seed", "3",
                            "--db", str(tmp_path / "kill.sqlite")],
                           capture_output=True, text=True, timeout=1500)
     report = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -27,5 +27,5 @@ def test_twenty_kills_lose_nothing_and_measure_nothing_twice(tmp_path):
     assert report["trials_lost"] == 0 and report["rows_changed"] == 0, report
     assert report["duplicates"] == 0 and report["tuner_state_regressed"] == 0, report
     assert report["killed_by_us"] == 0, report  # no trial stored as the victim of a kill
-    assert report["trials"] == 40 and report["status"] == "finished", report
+    assert report["trials"] == 80 and report["status"] == "finished", report
     assert proc.returncode == 0
