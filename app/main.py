@@ -35,11 +35,10 @@ def main(db_path: str | None = None, argv: list[str] | None = None) -> int:
         return 2
     from PySide6.QtCore import QCoreApplication, QSettings
     from PySide6.QtWidgets import QApplication, QMessageBox
-
-    from app.main_window import MainWindow
-    from app.resources import icon, stylesheet
-    from core.errors import TunelabError
-    from core.store import Store, default_db_path
+    from tunelab.app.main_window import MainWindow
+    from tunelab.app.resources import icon, stylesheet
+    from tunelab.core.errors import TunelabError
+    from tunelab.core.store.database import Store, default_db_path
 
     QCoreApplication.setOrganizationName(APP_NAME)
     QCoreApplication.setApplicationName(APP_NAME)

@@ -21,31 +21,30 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
-
-from app.browser import SessionBrowser, is_resumable
-from app.buffers import n_rows
-from app.compare import CompareView
-from app.costmodel_view import CostModelView
-from app.export_dialog import ExportDialog, export_formats
-from app.formatting import fmt_gflops, fmt_ms
-from app.hardware_view import HardwareView
-from app.live_plot import LivePlot
-from app.message_bar import MessageBar
-from app.new_session import NewSessionDialog
-from app.plot_export import PLOT_FILTER, save_plot
-from app.resources import icon
-from app.run_bar import RunBar
-from app.store_watcher import StoreWatcher
-from app.trials_table import TrialsTable
-from app.validation_view import ValidationView
-from app.worker import CallWorker, TuningWorker, running_workers
-from core.errors import TunelabError
-from core.records import SessionSpec
-from core.store import Store
+from tunelab.app.dialogs.export_dialog import ExportDialog, export_formats
+from tunelab.app.dialogs.new_session import NewSessionDialog
+from tunelab.app.resources import icon
+from tunelab.app.views.browser import SessionBrowser, is_resumable
+from tunelab.app.views.compare import CompareView
+from tunelab.app.views.costmodel_view import CostModelView
+from tunelab.app.views.hardware_view import HardwareView
+from tunelab.app.views.live_plot import LivePlot
+from tunelab.app.views.trials_table import TrialsTable
+from tunelab.app.views.validation_view import ValidationView
+from tunelab.app.widgets.buffers import n_rows
+from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
+from tunelab.app.widgets.message_bar import MessageBar
+from tunelab.app.widgets.plot_export import PLOT_FILTER, save_plot
+from tunelab.app.widgets.run_bar import RunBar
+from tunelab.app.workers.store_watcher import StoreWatcher
+from tunelab.app.workers.worker import CallWorker, TuningWorker, running_workers
+from tunelab.core.errors import TunelabError
+from tunelab.core.records import SessionSpec
+from tunelab.core.store.database import Store
 
 
 def _export(store: Store, session_id: int, trial_id: int | None, out_dir: str, formats: tuple[str, ...]) -> dict:
-    from core.export import export_trial
+    from tunelab.core.export.files import export_trial
 
     return export_trial(store, session_id, trial_id, out_dir=out_dir, formats=formats)
 
@@ -67,8 +66,8 @@ def settle_heap(collect: bool = True) -> None:
 
 def _probe_target(_store: Store) -> str:
     # Also warms the TVM import so that the New-session dialog opens at once. The tuning loop
-    # (core.session) is never imported here: sessions are created and tuned in a child process.
-    from core.target import resolve_target
+    # (tunelab.core.session.loop) is never imported here: sessions are created and tuned in a child process.
+    from tunelab.core.target.info import resolve_target
 
     return resolve_target("auto").description
 
@@ -413,7 +412,7 @@ class MainWindow(QMainWindow):
         if self.session_id is None:
             return
         if export_formats() is None:
-            self.message_bar.show_error("Export is not available: this build of tunelab has no core.export.")
+            self.message_bar.show_error("Export is not available: this build of tunelab has no tunelab.core.export.files.")
             return
         record = self.browser.record(self.session_id) or self.store.session(self.session_id)
         if record.best_trial_id is None:

@@ -9,7 +9,7 @@ import copy
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from core.errors import TunelabError
+from tunelab.core.errors import TunelabError
 
 # A point in a search space: JSON-serialisable knob values.
 #   template space: {"tile_i": [8], "order": 2, "unroll": 64, ...}
@@ -39,12 +39,12 @@ class MeasureOptions:
     max_repeat: int = 12
     cooldown_s: float = 5.0
     # The winner's curse: the fastest of many noisy figures is biased low. A finished session
-    # re-measures its `confirm_top` fastest trials in `confirm_runs` fresh processes (core.confirm)
+    # re-measures its `confirm_top` fastest trials in `confirm_runs` fresh processes (tunelab.core.trust.confirm)
     # and exports the confirmed figure; 0 turns it off.
     confirm_runs: int = 3
     confirm_top: int = 3
     # Stop the session (status "failed") when its first `fail_fast` trials all failed with the same
-    # class (core.faults.failure_class); 0 turns it off.
+    # class (tunelab.core.faults.failure_class); 0 turns it off.
     fail_fast: int = 16
 
     def to_json(self) -> dict[str, Any]:

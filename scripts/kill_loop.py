@@ -55,7 +55,7 @@ def snapshot(db: Path) -> tuple[dict[int, tuple], dict[int, tuple], int | None, 
 
 
 def start(args: list[str], db: Path, log) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "core.cli", *args, "--db", str(db)],
+    return subprocess.Popen([sys.executable, "-m", "tunelab", *args, "--db", str(db)],
                             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
 
 

@@ -5,5 +5,5 @@ from __future__ import annotations
 import os
 import tempfile
 
-# The target self-check caches its passes (core.selfcheck); children started by tests inherit this.
+# The target self-check caches its passes (tunelab.core.target.selfcheck); children started by tests inherit this.
 os.environ.setdefault("TUNELAB_CACHE_DIR", tempfile.mkdtemp(prefix="tunelab-test-cache-"))

@@ -15,9 +15,8 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 from PySide6.QtCore import QSettings, QThreadPool  # noqa: E402
-
-from core.records import MeasureOptions, SessionSpec  # noqa: E402
-from core.store import Store  # noqa: E402
+from tunelab.core.records import MeasureOptions, SessionSpec  # noqa: E402
+from tunelab.core.store.database import Store  # noqa: E402
 
 # No cool-down wait before a batch: on a shared test machine another process is nearly always busy, and
 # waiting up to 5 s per batch would only slow the suite (the trials are stamped either way).
@@ -40,7 +39,7 @@ def _small_spec_fixture():
 @pytest.fixture(scope="session")
 def tuned_db(tmp_path_factory) -> Path:
     """A store holding two finished sessions (random and genetic tuners), tuned for real once per run."""
-    from core.session import create_session
+    from tunelab.core.session.loop import create_session
 
     path = tmp_path_factory.mktemp("store") / "tuned.sqlite"
     store = Store(path)
@@ -75,7 +74,7 @@ def xgb_db(tuned_db, tmp_path_factory) -> tuple[Path, int]:
     """The tuned store plus an xgb session tuning two shapes (tasks M=32 and M=16): 16 trials in batches
     of 4, so each task's second batch is predicted by its cost model before it is measured.
     Returns (path, the xgb session's id)."""
-    from core.session import create_session
+    from tunelab.core.session.loop import create_session
 
     path = copy_db(tuned_db, tmp_path_factory.mktemp("xgb") / "xgb.sqlite")
     store = Store(path)
@@ -123,7 +122,7 @@ def settings(tmp_path) -> QSettings:
 @pytest.fixture(autouse=True)
 def _no_leaked_threads(qapp):
     """Fail a test that leaves a worker QThread or a non-daemon Python thread running (napari's rule)."""
-    from app.worker import running_workers
+    from tunelab.app.workers.worker import running_workers
 
     before = {t.ident for t in threading.enumerate()}
     yield

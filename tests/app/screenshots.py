@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_store(path: Path) -> None:
-    from core.records import MeasureOptions, SessionSpec
-    from core.session import create_session
-    from core.store import Store
+    from tunelab.core.records import MeasureOptions, SessionSpec
+    from tunelab.core.session.loop import create_session
+    from tunelab.core.store.database import Store
 
     measure = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=0, confirm_runs=2)
     base = dict(workload="gemm", shape={"M": 64, "N": 64, "K": 64}, target="llvm", space_kind="template",
@@ -62,14 +62,14 @@ def make_store(path: Path) -> None:
         os.kill(pid, 9)
     first = min(r.id for r in store.sessions())
     try:
-        from core.validate import validate_session
+        from tunelab.core.trust.validate import validate_session
 
         validate_session(store, first, top_k=3, runs=3, shapes="M=16,32,64,128")
     except ImportError:
         pass
     try:
-        from core.baselines import baseline_for
-        from core.roofline import roofline_for
+        from tunelab.core.trust.baselines import baseline_for
+        from tunelab.core.trust.roofline import roofline_for
 
         baseline_for(store, store.session(first))
         roofline_for(store, store.session(first))
@@ -106,11 +106,10 @@ def main() -> int:
 
     from PySide6.QtCore import QSettings, Qt
     from PySide6.QtWidgets import QApplication
-
-    from app.main_window import MainWindow
-    from app.new_session import NewSessionDialog
-    from app.resources import stylesheet
-    from core.store import Store
+    from tunelab.app.dialogs.new_session import NewSessionDialog
+    from tunelab.app.main_window import MainWindow
+    from tunelab.app.resources import stylesheet
+    from tunelab.core.store.database import Store
 
     app = QApplication(sys.argv[:1])
     app.setStyleSheet(stylesheet())

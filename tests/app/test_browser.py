@@ -6,9 +6,8 @@ import subprocess
 import sys
 
 from PySide6.QtCore import Qt
-
-from app.browser import COLUMNS, SessionBrowser
-from app.store_watcher import StoreWatcher
+from tunelab.app.views.browser import COLUMNS, SessionBrowser
+from tunelab.app.workers.store_watcher import StoreWatcher
 
 
 def _cell(browser: SessionBrowser, row: int, column: str) -> str:
@@ -73,7 +72,7 @@ def test_crashed_session_says_so_and_offers_resume(qtbot, store_copy):
 def test_watcher_rereads_only_the_sessions_that_changed(qtbot, store_copy):
     import time
 
-    from core.records import NewTrial
+    from tunelab.core.records import NewTrial
 
     older, newer = sorted(r.id for r in store_copy.sessions())
     watcher = StoreWatcher(store_copy, interval_ms=50)

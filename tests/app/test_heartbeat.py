@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QTimer
-
-from app.main_window import MainWindow
+from tunelab.app.main_window import MainWindow
 
 TICK_MS = 10
 MAX_STALL_MS = 250  # robust on two busy cores; the measured figure is printed

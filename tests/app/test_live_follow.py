@@ -6,18 +6,18 @@ import subprocess
 import sys
 import textwrap
 
-from app.browser import SessionBrowser
-from app.live_plot import LivePlot
-from app.store_watcher import StoreWatcher
-from core.records import SessionSpec
+from tunelab.app.views.browser import SessionBrowser
+from tunelab.app.views.live_plot import LivePlot
+from tunelab.app.workers.store_watcher import StoreWatcher
+from tunelab.core.records import SessionSpec
 
 N_TRIALS = 24
 FAILED_EVERY = 6
 
 WRITER = textwrap.dedent("""
     import sys, time
-    from core.records import NewTrial
-    from core.store import Store
+    from tunelab.core.records import NewTrial
+    from tunelab.core.store.database import Store
     path, session_id, n, failed_every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     store = Store(path)
     store.set_status(session_id, "running")

@@ -13,11 +13,10 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Slot
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication, QMessageBox
-
-from app.main_window import MainWindow
-from app.new_session import NewSessionDialog
-from core.records import SessionRecord
-from core.store import Store
+from tunelab.app.dialogs.new_session import NewSessionDialog
+from tunelab.app.main_window import MainWindow
+from tunelab.core.records import SessionRecord
+from tunelab.core.store.database import Store
 
 TUNE_TIMEOUT_MS = 120_000
 
@@ -173,9 +172,9 @@ NO_TUNING_LOOP_HERE = r"""
 import json, sys, time
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
-from app.main_window import MainWindow
-from core.records import MeasureOptions, SessionSpec
-from core.store import Store
+from tunelab.app.main_window import MainWindow
+from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.store.database import Store
 
 app = QApplication([])
 store = Store(sys.argv[1])
@@ -201,7 +200,7 @@ cancelled = store.session(sid).status
 window.resume_session(sid)
 wait(lambda: window.worker is None)
 record = store.session(sid)
-print(json.dumps({"imported": sorted(m for m in sys.modules if m == "core.session" or m.startswith("core.space")),
+print(json.dumps({"imported": sorted(m for m in sys.modules if m == "tunelab.core.session.loop" or m.startswith("tunelab.core.search.space")),
                   "sid": sid, "shown": window.session_id, "cancelled": cancelled, "status": record.status,
                   "trials": record.n_trials, "live": window.live.n_trials, "message": window.message_bar.text}))
 window.close()
@@ -209,9 +208,9 @@ window.close()
 
 
 def test_starting_and_resuming_never_import_the_tuning_loop_into_the_gui(tmp_path):
-    """The GUI process does not import core.session (1.5 s of imports holding the GIL) nor build a search
+    """The GUI process does not import tunelab.core.session.loop (1.5 s of imports holding the GIL) nor build a search
     space to start or resume a session: the child process does. Run in a fresh interpreter, as the app
-    runs (target probe included); this test process itself imported core.session long ago."""
+    runs (target probe included); this test process itself imported tunelab.core.session.loop long ago."""
     script = tmp_path / "gui.py"
     script.write_text(NO_TUNING_LOOP_HERE)
     root = Path(__file__).resolve().parents[2]
@@ -264,7 +263,7 @@ def test_export_without_a_selection_is_disabled(qtbot, store, settings):
 
 
 def test_main_opens_the_window_on_the_given_store(qtbot, tuned_db, monkeypatch):
-    from app import main as app_main
+    from tunelab.app import main as app_main
 
     opened = []
 
@@ -280,7 +279,7 @@ def test_main_opens_the_window_on_the_given_store(qtbot, tuned_db, monkeypatch):
 
 
 def test_main_reports_a_store_it_cannot_open(qtbot, tmp_path, monkeypatch, capsys):
-    from app import main as app_main
+    from tunelab.app import main as app_main
 
     bad = tmp_path / "not-a-db.sqlite"
     bad.write_text("hello")

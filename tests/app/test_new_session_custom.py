@@ -10,14 +10,13 @@ import textwrap
 import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QFileDialog
-
-from app.main_window import MainWindow
-from app.new_session import CUSTOM_DIR_KEY, CUSTOM_FILE_KEY, NewSessionDialog
-from core.custom_workload import EXAMPLE_SOURCE
+from tunelab.app.dialogs.new_session import CUSTOM_DIR_KEY, CUSTOM_FILE_KEY, NewSessionDialog
+from tunelab.app.main_window import MainWindow
+from tunelab.core.workloads.custom import EXAMPLE_SOURCE
 
 TUNE_TIMEOUT_MS = 180_000
 
-# core.custom_workload's own example, made small, with two dtypes, a title and a preset
+# tunelab.core.workloads.custom's own example, made small, with two dtypes, a title and a preset
 ROW_SUM = EXAMPLE_SOURCE.replace('PARAMS = {"M": 256, "N": 256}\nDTYPES = ["float32"]\n',
                                  'PARAMS = {"M": 32, "N": 32}\nDTYPES = ["float32", "float64"]\n'
                                  'TITLE = "Row sum of squares"\nPRESETS = {"tall": {"M": 64, "N": 16}}\n')

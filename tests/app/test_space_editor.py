@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.new_session import NewSessionDialog
+from tunelab.app.dialogs.new_session import NewSessionDialog
 
 
 def _dialog(qtbot, settings) -> NewSessionDialog:
@@ -18,7 +18,7 @@ def _set_shape(dialog: NewSessionDialog, **shape: int) -> None:
 
 
 def test_defaults_can_start_and_recommend_a_tuner(qtbot, settings):
-    from core.tuners.registry import recommend_tuner
+    from tunelab.core.search.tuners.registry import recommend_tuner
 
     dialog = _dialog(qtbot, settings)
     assert dialog.can_start()

@@ -11,15 +11,14 @@ import subprocess
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-
-from app.bias_table import FLAGGED_BRUSH
-from app.costmodel_view import CostModelView
-from app.hardware_view import HardwareView
-from app.session_figures import SessionFigures, figures_available
-from app.validation_view import FALLS_OFF_BRUSH, ValidationView, validate_available
-from core.records import MeasureOptions
-from core.store import Store
-from core.validate import worker_processes
+from tunelab.app.views.bias_table import FLAGGED_BRUSH
+from tunelab.app.views.costmodel_view import CostModelView
+from tunelab.app.views.hardware_view import HardwareView
+from tunelab.app.views.session_figures import SessionFigures, figures_available
+from tunelab.app.views.validation_view import FALLS_OFF_BRUSH, ValidationView, validate_available
+from tunelab.core.records import MeasureOptions
+from tunelab.core.store.database import Store
+from tunelab.core.trust.validate import worker_processes
 
 
 @pytest.fixture
@@ -90,7 +89,7 @@ def _plant_neighbour() -> int:
 
 
 def test_hardware_view_marks_trials_measured_next_to_a_busy_neighbour(qtbot, store_copy, small_spec):
-    from core.session import create_session
+    from tunelab.core.session.loop import create_session
 
     pid = _plant_neighbour()
     try:
@@ -118,7 +117,7 @@ def test_hardware_view_marks_trials_measured_next_to_a_busy_neighbour(qtbot, sto
     assert "others" in view._plots  # the other-busy-processes panel
 
 
-@pytest.mark.skipif(not validate_available(), reason="this build has no core.validate")
+@pytest.mark.skipif(not validate_available(), reason="this build has no tunelab.core.trust.validate")
 def test_validation_panel_verdict_and_across_shapes(qtbot, store_copy):
     sid = _random_session(store_copy)
     view = ValidationView(store_copy)
@@ -162,11 +161,11 @@ def test_validation_panel_verdict_and_across_shapes(qtbot, store_copy):
     assert view.verdict.lower() == report["verdict"] and view.shape_table.rowCount() == 4
 
 
-@pytest.mark.skipif(not validate_available(), reason="this build has no core.validate")
+@pytest.mark.skipif(not validate_available(), reason="this build has no tunelab.core.trust.validate")
 def test_stop_ends_a_running_validation_at_once_and_stores_nothing(qtbot, store_copy):
     import time
 
-    from core.validate import validate_session
+    from tunelab.core.trust.validate import validate_session
 
     sid = _random_session(store_copy)
     past = validate_session(store_copy, sid, top_k=1, runs=1)  # a past validation, which must stay as it is
@@ -211,7 +210,7 @@ def test_validation_panel_reports_bad_shapes(qtbot, store_copy):
     assert "Validation failed" in view.stage.text() and view.verdict == "Not validated"
 
 
-@pytest.mark.skipif(not figures_available(), reason="this build has no core.baselines / core.roofline")
+@pytest.mark.skipif(not figures_available(), reason="this build has no tunelab.core.trust.baselines / tunelab.core.trust.roofline")
 def test_session_header_shows_x_of_vendor_and_roofline(qtbot, store_copy):
     record = store_copy.session(_random_session(store_copy))
     figures = SessionFigures(store_copy)
@@ -233,7 +232,7 @@ def test_session_header_shows_x_of_vendor_and_roofline(qtbot, store_copy):
 
 
 def test_main_window_has_validation_tab_and_pools_compare_ticks(qtbot, store, settings):
-    from app.main_window import MainWindow
+    from tunelab.app.main_window import MainWindow
 
     window = MainWindow(store, settings, poll_ms=50, probe_target=False)
     qtbot.addWidget(window)
@@ -269,7 +268,7 @@ def test_validation_panel_picks_a_shape_of_a_multi_shape_session(qtbot, xgb_stor
 
 
 def test_validation_panel_labels_the_sessions_own_confirmation(qtbot, store_copy):
-    from core.confirm import confirm_session
+    from tunelab.core.trust.confirm import confirm_session
 
     sid = _random_session(store_copy)
     (report,) = confirm_session(store_copy, sid, top_k=2, runs=1)
@@ -282,7 +281,7 @@ def test_validation_panel_labels_the_sessions_own_confirmation(qtbot, store_copy
 
 
 def test_compare_draws_a_multi_shape_session_by_its_primary_shape(xgb_store):
-    from app.compare import best_so_far
+    from tunelab.app.views.compare import best_so_far
 
     store, sid = xgb_store
     primary, other = store.tasks(sid)

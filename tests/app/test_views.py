@@ -9,13 +9,12 @@ import time
 import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
-
-from app.compare import CompareView
-from app.costmodel_view import CostModelView
-from app.hardware_view import HardwareView
-from app.live_plot import LivePlot
-from app.plot_export import save_plot
-from app.trials_table import COLUMNS, TrialsTable
+from tunelab.app.views.compare import CompareView
+from tunelab.app.views.costmodel_view import CostModelView
+from tunelab.app.views.hardware_view import HardwareView
+from tunelab.app.views.live_plot import LivePlot
+from tunelab.app.views.trials_table import COLUMNS, TrialsTable
+from tunelab.app.widgets.plot_export import save_plot
 
 
 def _first(store):
@@ -43,7 +42,7 @@ def test_live_plot_draws_every_trial(qtbot, store):
 
 
 def test_live_plot_marks_failed_trials_at_the_top(qtbot, store_copy):
-    from core.records import NewTrial
+    from tunelab.core.records import NewTrial
 
     record = _first(store_copy)
     now = time.time()
@@ -120,7 +119,7 @@ def test_trials_table_sorts_filters_shows_details_and_exports(qtbot, store, tmp_
 
 
 def test_trials_table_takes_read_trials_and_keeps_sort_and_selection_on_appends(qtbot, store_copy):
-    from core.records import NewTrial
+    from tunelab.core.records import NewTrial
 
     record = _first(store_copy)
     view = TrialsTable(store_copy)
@@ -173,7 +172,7 @@ def test_compare_two_sessions(qtbot, store):
 
 
 def test_hardware_view_without_telemetry_says_so(qtbot, store_copy):
-    from core.records import SessionSpec
+    from tunelab.core.records import SessionSpec
 
     # A session stored without any telemetry (as an older tunelab, or a CLI without a sampler, leaves it).
     session_id = store_copy.create_session(
@@ -185,14 +184,14 @@ def test_hardware_view_without_telemetry_says_so(qtbot, store_copy):
     view.set_session(session_id)
     assert view.stack.currentWidget() is view.empty
     assert f"No telemetry recorded for session {session_id}" in view.empty.text()
-    from app.telemetry_source import machine_gpu_status
+    from tunelab.app.workers.telemetry_source import machine_gpu_status
 
     if not machine_gpu_status()[0]:
         assert "No NVIDIA GPU here: CPU only" in view.empty.text()
 
 
 def test_hardware_view_plots_telemetry_and_throttling(qtbot, store_copy):
-    from core.telemetry import TelemetrySample
+    from tunelab.core.telemetry.sampler import TelemetrySample
 
     record = _first(store_copy)
     t0 = record.created_at
@@ -228,7 +227,7 @@ def test_plots_save_as_png_and_svg(qtbot, store, tmp_path):
 
 def _add_trials(store, session_id, n_ok=2, n_failed=1, tag="extra"):
     """Store a few more trials (ok and failed) in a session, as a tuning process would."""
-    from core.records import NewTrial
+    from tunelab.core.records import NewTrial
 
     now = time.time()
     for i in range(n_ok + n_failed):
@@ -276,8 +275,7 @@ def test_trials_table_from_columns_shows_what_it_shows_from_records(qtbot, store
 
 def test_views_take_one_shared_read_and_follow_new_trials(qtbot, store_copy):
     from PySide6.QtGui import QAction
-
-    from app.run_bar import RunBar
+    from tunelab.app.widgets.run_bar import RunBar
 
     record = _first(store_copy)
     _add_trials(store_copy, record.id, tag="before")

@@ -1,6 +1,6 @@
 """Builds the benchmarks' big store: one real GEMM 512^3 template session holding 100,000 trials.
 
-Everything is written through the real writer API (``core.session.create_session`` stores the
+Everything is written through the real writer API (``tunelab.core.session.loop.create_session`` stores the
 session from a real :class:`SessionSpec`; ``Store.add_trial`` stores each trial with its samples,
 ``Store.add_round`` each round), on one writing connection, exactly as a tuning session would.
 
@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from core.records import MeasureOptions, NewTrial, SessionSpec
-from core.space.base import config_key
-from core.store import Store
+from tunelab.core.records import MeasureOptions, NewTrial, SessionSpec
+from tunelab.core.search.space.base import config_key
+from tunelab.core.store.database import Store
 
 N_TRIALS = 100_000
 BATCH = 64
@@ -99,8 +98,8 @@ def _trials(space, flops: float, rng: np.random.Generator, t0: float):
 
 def build(path: str | os.PathLike[str], progress: bool = False) -> int:
     """Write the big session into a new store at `path`; return its session id."""
-    from core.costmodel import spearman
-    from core.session import create_session
+    from tunelab.core.search.costmodel import spearman
+    from tunelab.core.session.loop import create_session
 
     path = Path(path)
     store = Store(path)

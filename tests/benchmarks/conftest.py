@@ -24,8 +24,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
-
-from core.store import Store, schema_version  # noqa: E402
+from tunelab.core.store.database import Store, schema_version  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -130,7 +129,7 @@ def _check_read_back(path: Path, session_id: int) -> None:
 @pytest.fixture(scope="session")
 def styled_qapp(qapp):
     """pytest-qt's QApplication with the app's style sheet (what the real app paints with)."""
-    from app.resources import stylesheet
+    from tunelab.app.resources import stylesheet
 
     qapp.setStyleSheet(stylesheet())
     return qapp

@@ -19,10 +19,9 @@ import time
 
 import pytest
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
-
-from app.main_window import MainWindow
-from core.records import MeasureOptions, SessionSpec
-from core.store import Store
+from tunelab.app.main_window import MainWindow
+from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.store.database import Store
 
 N_TRIALS = 100_000
 OPEN_TARGET_MS = 2000.0
@@ -67,7 +66,7 @@ def paint_after(qapp, action, counter: PaintCounter) -> float:
 def wait_workers(qapp, timeout_s: float = 300.0) -> None:
     """Let background readers the views started (e.g. the cost-model view's bias table) finish, so
     that no thread left by one measurement runs into the next."""
-    from app.worker import running_workers
+    from tunelab.app.workers.worker import running_workers
 
     process_until(qapp, lambda: not running_workers(), timeout_s)
 
@@ -355,7 +354,7 @@ def test_store_trials_poll(benchmark, big, record, new):
 
 def test_store_watcher_poll(benchmark, styled_qapp, big, record):
     """What the GUI thread does every 500 ms whatever is shown: the StoreWatcher's check."""
-    from app.store_watcher import StoreWatcher
+    from tunelab.app.workers.store_watcher import StoreWatcher
 
     store, _ = big
     watcher = StoreWatcher(store)
@@ -410,7 +409,7 @@ def test_heartbeat_while_tuning(benchmark, qtbot, styled_qapp, tuning_store, set
     kind, store = tuning_store
     # The app's defaults: 500 ms store polling, and the target probe (it imports TVM to describe the
     # target; a person starts a session after it, since the New-session dialog shows its target). No
-    # warm-up of the tuning loop: the worker's child process imports core.session and creates each
+    # warm-up of the tuning loop: the worker's child process imports tunelab.core.session.loop and creates each
     # session (`tunelab tune --spec FILE`), so the first session's start is measured as a person meets it.
     window = MainWindow(store, settings)
     qtbot.addWidget(window)
@@ -445,7 +444,7 @@ def test_heartbeat_while_tuning(benchmark, qtbot, styled_qapp, tuning_store, set
         rounds.append(_gaps(ticks, cpu, events))
 
     benchmark.pedantic(tune, rounds=HEARTBEAT_ROUNDS, iterations=1)
-    tuning_loop_here = "core.session" in sys.modules  # only if this run built the big store (in-process)
+    tuning_loop_here = "tunelab.core.session.loop" in sys.modules  # only if this run built the big store (in-process)
     gaps = sorted(g for r in rounds for g in r["gaps"])
     worst = max(rounds, key=lambda r: r["worst_ms"])
     result = {
@@ -464,7 +463,7 @@ def test_heartbeat_while_tuning(benchmark, qtbot, styled_qapp, tuning_store, set
         STALL_TARGET_MS,
         note=f"worst gap per session {per_round} ms; the worst {worst['at_s']:.1f} s into its session, "
         f"nearest event: {worst['near']}; the GUI thread ran {worst['gui_cpu_ms']:.0f} ms of it "
-        "(the rest it waited for a core or the GIL); core.session imported in the GUI process: "
+        "(the rest it waited for a core or the GIL); tunelab.core.session.loop imported in the GUI process: "
         f"{'yes (the big store was built in this run)' if tuning_loop_here else 'no'}",
     )
     benchmark.extra_info.update(result)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 from specs import small_spec
-
-from core.store import Store
+from tunelab.core.store.database import Store
 
 
 @pytest.fixture
@@ -18,7 +17,7 @@ def store(tmp_path):
 @pytest.fixture(scope="session")
 def finished_session(tmp_path_factory):
     """One finished real LLVM session (GEMM 32^3, xgb, 8 trials) shared by read-only tests."""
-    from core.session import create_session
+    from tunelab.core.session.loop import create_session
 
     path = tmp_path_factory.mktemp("finished") / "tunelab.sqlite"
     s = Store(path)

@@ -14,11 +14,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
-
-from core.errors import SpaceError
-from core.records import Config, TrialRecord
-from core.space.base import SearchSpace, config_key
-from core.tuners.base import Observation, Tuner
+from tunelab.core.errors import SpaceError
+from tunelab.core.records import Config, TrialRecord
+from tunelab.core.search.space.base import SearchSpace, config_key
+from tunelab.core.search.tuners.base import Observation, Tuner
 
 
 class ToySpace(SearchSpace):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from core.records import MeasureOptions, SessionSpec
+from tunelab.core.records import MeasureOptions, SessionSpec
 
 FAST_MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, warmup=1, timeout_s=30, cooldown_s=0.5,
-                              confirm_runs=0)  # core.confirm has its own tests
+                              confirm_runs=0)  # tunelab.core.trust.confirm has its own tests
 
 
 def small_spec(**changes) -> SessionSpec:

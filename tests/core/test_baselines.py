@@ -8,12 +8,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from specs import small_spec
-
-from core.baselines import baseline_for, blas_info, measure_baseline, time_callable
-from core.records import MeasureOptions
-from core.session import create_session
-from core.store import Store
-from core.workloads import get_workload
+from tunelab.core.records import MeasureOptions
+from tunelab.core.session.loop import create_session
+from tunelab.core.store.database import Store
+from tunelab.core.trust.baselines import baseline_for, blas_info, measure_baseline, time_callable
+from tunelab.core.workloads.catalog import get_workload
 
 FAST = MeasureOptions(number=2, repeat=3, min_repeat_ms=5)
 CONV_SHAPE = {"N": 1, "C": 16, "H": 14, "W": 14, "K": 16, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1}

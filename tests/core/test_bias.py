@@ -11,8 +11,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from specs import small_spec
-
-from core.bias import (
+from tunelab.core.errors import StoreError, TunelabError
+from tunelab.core.records import TrialRecord
+from tunelab.core.search.costmodel import spearman, topk_recall
+from tunelab.core.store.database import Store
+from tunelab.core.trust.bias import (
     BIAS_LIMIT,
     RANK_MIN_N,
     analyze,
@@ -21,10 +24,6 @@ from core.bias import (
     regions,
     tile_bucket,
 )
-from core.costmodel import spearman, topk_recall
-from core.errors import StoreError, TunelabError
-from core.records import TrialRecord
-from core.store import Store
 
 
 def trial(tid, session_id, config, measured, predicted, status="ok", rnd=1):
@@ -187,7 +186,7 @@ def test_auto_sessions_group_by_sketch_and_bad_input():
 
 @pytest.mark.slow
 def test_bias_report_on_real_xgb_sessions(tmp_path):
-    from core.session import create_session
+    from tunelab.core.session.loop import create_session
 
     store = Store(tmp_path / "tunelab.sqlite")
     ids = []
@@ -221,10 +220,10 @@ def test_bias_report_on_real_xgb_sessions(tmp_path):
 
 
 def test_a_session_with_several_shapes_is_grouped_per_shape(tmp_path):
-    from core.bias import bias_report
-    from core.records import MeasureOptions, SessionSpec
-    from core.session import create_session
-    from core.store import Store
+    from tunelab.core.records import MeasureOptions, SessionSpec
+    from tunelab.core.session.loop import create_session
+    from tunelab.core.store.database import Store
+    from tunelab.core.trust.bias import bias_report
 
     with Store(tmp_path / "multi.sqlite") as store:
         session = create_session(store, SessionSpec(
@@ -237,7 +236,7 @@ def test_a_session_with_several_shapes_is_grouped_per_shape(tmp_path):
     shapes = {g["label"] for g in report["groups"] if g["dimension"] == "shape"}
     assert shapes == {"M=32,N=32,K=32", "M=16,N=32,K=32"}
     # What the desktop app asks for, through the CLI in a child process: per task, with the plot points
-    proc = subprocess.run([sys.executable, "-m", "core.cli", "bias", str(session.session_id), "--by-task", "--json",
+    proc = subprocess.run([sys.executable, "-m", "tunelab", "bias", str(session.session_id), "--by-task", "--json",
                            "--db", str(tmp_path / "multi.sqlite")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     by_task = json.loads(proc.stdout)

@@ -17,7 +17,7 @@ def tunelab(*args: str, db=None, timeout: float = 600) -> subprocess.CompletedPr
     env = dict(os.environ)
     if db is not None:
         env["TUNELAB_DB"] = str(db)
-    return subprocess.run([sys.executable, "-m", "core.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tunelab", *args], capture_output=True, text=True,
                           timeout=timeout, env=env)
 
 
@@ -140,7 +140,7 @@ def test_resume_unknown_session(tmp_path):
 def test_gui_without_a_display_says_so(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     env["TUNELAB_DB"] = str(tmp_path / "db.sqlite")
-    proc = subprocess.run([sys.executable, "-m", "core.cli"], capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run([sys.executable, "-m", "tunelab"], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "no display" in proc.stderr
 
@@ -150,12 +150,12 @@ def test_signals_steer_a_running_tune(tmp_path):
     import signal
     import time
 
-    from core.cli import CONTROL_READY
-    from core.store import Store
+    from tunelab.core.cli.main import CONTROL_READY
+    from tunelab.core.store.database import Store
 
     db = tmp_path / "steer.sqlite"
     env = dict(os.environ, TUNELAB_DB=str(db))
-    proc = subprocess.Popen([sys.executable, "-m", "core.cli", "tune", "gemm", "--shape", "M=32,N=32,K=32",
+    proc = subprocess.Popen([sys.executable, "-m", "tunelab", "tune", "gemm", "--shape", "M=32,N=32,K=32",
                              "--trials", "64", "--batch", "2", "--target", "llvm", "--tuner", "random",
                              "--number", "1", "--repeat", "2", "--cooldown", "0", "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -181,7 +181,7 @@ def test_signals_steer_a_running_tune(tmp_path):
 
 # ---- tune --spec FILE (what the desktop app runs) ------------------------------------------------
 def _spec_doc(**changes) -> dict:
-    from core.records import MeasureOptions, SessionSpec
+    from tunelab.core.records import MeasureOptions, SessionSpec
 
     values = dict(workload="gemm", shape={"M": 32, "N": 32, "K": 32}, target="llvm", space_kind="template",
                   tuner="random", trials=4, batch=4,
@@ -191,7 +191,7 @@ def _spec_doc(**changes) -> dict:
 
 
 def test_tune_from_a_spec_file(tmp_path):
-    from core.cli import CONTROL_READY
+    from tunelab.core.cli.main import CONTROL_READY
 
     spec_file = tmp_path / "spec.json"
     doc = _spec_doc(name="from a file")

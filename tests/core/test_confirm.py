@@ -1,4 +1,4 @@
-"""core.confirm: a finished session re-measures its winners in fresh processes, and exports state the
+"""tunelab.core.trust.confirm: a finished session re-measures its winners in fresh processes, and exports state the
 confirmed figure. Real TVM sessions, real worker processes, a real store."""
 
 from __future__ import annotations
@@ -9,14 +9,13 @@ from dataclasses import replace
 
 import pytest
 from specs import small_spec
-
-from core.confirm import CONFIRM_PURPOSE, confirm_session, confirmations
-from core.errors import TunelabError
-from core.export import export_trial
-from core.records import MeasureOptions
-from core.session import create_session
-from core.store import Store
-from core.validate import validate_session, worker_processes
+from tunelab.core.errors import TunelabError
+from tunelab.core.export.files import export_trial
+from tunelab.core.records import MeasureOptions
+from tunelab.core.session.loop import create_session
+from tunelab.core.store.database import Store
+from tunelab.core.trust.confirm import CONFIRM_PURPOSE, confirm_session, confirmations
+from tunelab.core.trust.validate import validate_session, worker_processes
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +60,7 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
         assert entry["recorded_ms"] == pytest.approx(confirmed[entry["trial_id"]]["median_ms"])
         assert entry["session_ms"] == pytest.approx(store.trial(entry["trial_id"]).latency_ms)
         assert entry["machine_drift"] == pytest.approx(entry["reference_ms"] / entry["recorded_reference_ms"])
-        # each worker also timed the kernel with every buffer at the same page offset (core.placement)
+        # each worker also timed the kernel with every buffer at the same page offset (tunelab.core.measure.placement)
         assert set(entry["layout_ms"]) == {"staggered", "aligned"} and entry["placement_ratio"] > 0
         assert entry["layout_ms"]["staggered"] == pytest.approx(entry["remeasured_ms"], rel=0.5)
     report = validate_session(store, sid, top_k=1, runs=1, record=False, against="session")
@@ -90,7 +89,7 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
     record = json.loads(open(f"{written['database']}/database_tuning_record.json").readline())
     assert record[1][1][0] == pytest.approx(confirmed[best]["median_ms"] * 1e-3)
     # the rule on given figures
-    from core.export import _chosen_best
+    from tunelab.core.export.files import _chosen_best
 
     other = next(k for k in primary if k != session_best)
     assert _chosen_best(store, tasks[0], {session_best: {"median_ms": 1.0}, other: {"median_ms": 0.97}}) == session_best

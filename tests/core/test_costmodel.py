@@ -4,8 +4,7 @@ import math
 
 import numpy as np
 import pytest
-
-from core.costmodel import CostModel, spearman, topk_recall
+from tunelab.core.search.costmodel import CostModel, spearman, topk_recall
 
 
 def synthetic(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

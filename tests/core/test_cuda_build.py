@@ -10,11 +10,10 @@ import shutil
 
 import numpy as np
 import pytest
-
-from core.session import make_space
-from core.space.tvm_context import InvalidSchedule
-from core.target import cuda_available, resolve_target
-from core.workloads import get_workload
+from tunelab.core.search.space.tvm_context import InvalidSchedule
+from tunelab.core.session.loop import make_space
+from tunelab.core.target.info import cuda_available, resolve_target
+from tunelab.core.workloads.catalog import get_workload
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")]
@@ -76,10 +75,10 @@ def test_template_rejects_too_many_threads():
 
 @pytest.mark.skipif(cuda_available(), reason="a GPU is present: CUDA sessions can run here")
 def test_cuda_session_without_gpu_is_refused_before_storing(tmp_path):
-    from core.errors import TargetError
-    from core.records import SessionSpec
-    from core.session import create_session
-    from core.store import Store
+    from tunelab.core.errors import TargetError
+    from tunelab.core.records import SessionSpec
+    from tunelab.core.session.loop import create_session
+    from tunelab.core.store.database import Store
 
     with Store(tmp_path / "db.sqlite") as store:
         with pytest.raises(TargetError, match="built here but not measured"):

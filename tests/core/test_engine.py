@@ -10,14 +10,13 @@ import textwrap
 import numpy as np
 import pytest
 from specs import small_spec
-
-from core.errors import SpaceError, TunelabError
-from core.export import build_schedule_file, export_trial, schedule_from_file
-from core.records import MeasureOptions
-from core.session import TuningSession, create_session
-from core.space.base import config_key
-from core.store import Store
-from core.tuners.registry import tuner_names
+from tunelab.core.errors import SpaceError, TunelabError
+from tunelab.core.export.files import build_schedule_file, export_trial, schedule_from_file
+from tunelab.core.records import MeasureOptions
+from tunelab.core.search.space.base import config_key
+from tunelab.core.search.tuners.registry import tuner_names
+from tunelab.core.session.loop import TuningSession, create_session
+from tunelab.core.store.database import Store
 
 pytestmark = pytest.mark.slow
 
@@ -112,7 +111,7 @@ def test_timeout_is_a_failed_trial(store):
 
 
 def test_bad_space_is_rejected_before_anything_is_stored(store):
-    from core.session import validate_spec
+    from tunelab.core.session.loop import validate_spec
 
     *_, space = validate_spec(small_spec())
     data = space.to_json()
@@ -135,7 +134,7 @@ def test_bad_spec_values(store):
 FRESH_PROCESS_CHECK = textwrap.dedent("""
     import json, sys, numpy as np, tvm
     from tvm.s_tir import meta_schedule as ms
-    from core.workloads import get_workload
+    from tunelab.core.workloads.catalog import get_workload
     out, so, db_dir, recorded_ms = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
     w = get_workload("gemm"); shape = {"M": 32, "N": 32, "K": 32}
     inputs = w.make_inputs(shape, "float32", 0); expected = w.reference(inputs, shape)
@@ -181,8 +180,7 @@ def test_export_loads_in_a_fresh_process_with_plain_tvm(finished_session, tmp_pa
 
 def test_schedule_file_builds_without_tuning(finished_session, tmp_path):
     import tvm
-
-    from core.workloads import get_workload
+    from tunelab.core.workloads.catalog import get_workload
 
     path, session_id = finished_session
     with Store(path) as store:
@@ -197,7 +195,7 @@ def test_schedule_file_builds_without_tuning(finished_session, tmp_path):
 
 
 def test_export_rejects_bad_requests(finished_session, tmp_path):
-    from core.errors import StoreError
+    from tunelab.core.errors import StoreError
 
     path, session_id = finished_session
     with Store(path) as store:

@@ -12,10 +12,16 @@ import sys
 from dataclasses import replace
 
 import pytest
-
-from core.errors import TargetError
-from core.host_cpu import HostCPU, choose_cpu, host_cpu, isa_level, llvm_features, missing_features
-from core.target import llvm_target, resolve_target, target_from_json
+from tunelab.core.errors import TargetError
+from tunelab.core.target.host_cpu import (
+    HostCPU,
+    choose_cpu,
+    host_cpu,
+    isa_level,
+    llvm_features,
+    missing_features,
+)
+from tunelab.core.target.info import llvm_target, resolve_target, target_from_json
 
 # An AMD EPYC VM whose hypervisor masks AVX-512 (and VAES): LLVM names it znver4 from CPUID.
 MASKED_ZEN4 = HostCPU("x86_64", "AuthenticAMD", "AMD EPYC 9R14", frozenset(
@@ -118,7 +124,7 @@ def test_stored_target_the_host_lacks_cannot_run_and_says_why():
 # ---- the self-check: real kernels in real child processes -------------------------------------------
 
 def test_self_check_passes_for_the_default_target_and_is_cached(monkeypatch, tmp_path):
-    from core import selfcheck
+    from tunelab.core.target import selfcheck
 
     monkeypatch.setenv(selfcheck.CACHE_ENV, str(tmp_path))
     target = llvm_target()
@@ -131,7 +137,7 @@ def test_self_check_passes_for_the_default_target_and_is_cached(monkeypatch, tmp
 
 
 def test_self_check_names_a_real_sigill():
-    from core.selfcheck import self_check
+    from tunelab.core.target.selfcheck import self_check
 
     host = host_cpu()
     if host.arch != "x86_64" or "avx512f" in host.flags:
@@ -147,8 +153,8 @@ def test_self_check_names_a_real_sigill():
 @pytest.mark.parametrize(("fault", "words"), [("sigill", "SIGILL"), ("sigsegv", "SIGSEGV"),
                                              ("wrong", "wrong results")])
 def test_self_check_names_planted_faults(monkeypatch, fault, words):
-    from core.faults import PLANT_ENV
-    from core.selfcheck import self_check
+    from tunelab.core.faults import PLANT_ENV
+    from tunelab.core.target.selfcheck import self_check
 
     monkeypatch.setenv(PLANT_ENV, f"{fault}@selfcheck")
     with pytest.raises(TargetError, match=words):
@@ -157,9 +163,8 @@ def test_self_check_names_planted_faults(monkeypatch, fault, words):
 
 def test_a_target_that_dies_here_starts_no_session(monkeypatch, store):
     from specs import small_spec
-
-    from core.faults import PLANT_ENV
-    from core.session import create_session
+    from tunelab.core.faults import PLANT_ENV
+    from tunelab.core.session.loop import create_session
 
     monkeypatch.setenv(PLANT_ENV, "sigill@selfcheck")
     with pytest.raises(TargetError, match="SIGILL"):
@@ -171,7 +176,7 @@ def test_a_target_that_dies_here_starts_no_session(monkeypatch, store):
 def test_cli_refuses_an_mcpu_the_host_lacks_before_storing(tmp_path):
     mcpu = _an_mcpu_this_host_lacks()
     db = tmp_path / "t.sqlite"
-    proc = subprocess.run([sys.executable, "-m", "core.cli", "tune", "gemm", "--shape", "M=32,N=32,K=32",
+    proc = subprocess.run([sys.executable, "-m", "tunelab", "tune", "gemm", "--shape", "M=32,N=32,K=32",
                            "--trials", "2", "--target", json.dumps({"kind": "llvm", "mcpu": mcpu}), "--db", str(db)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
@@ -186,14 +191,14 @@ def test_a_host_named_for_features_it_lacks_measures_every_trial(tmp_path):
     machine's real flags, the default session must measure every trial (none dies of SIGILL)."""
     import os
 
-    from core.host_cpu import LLVM_NAME_ENV
+    from tunelab.core.target.host_cpu import LLVM_NAME_ENV
 
     host = host_cpu()
     if host.arch != "x86_64" or "avx512f" in host.flags:
         pytest.skip("needs an x86 host without AVX-512")
     db = tmp_path / "t.sqlite"
     env = dict(os.environ, **{LLVM_NAME_ENV: "znver4"})
-    proc = subprocess.run([sys.executable, "-m", "core.cli", "tune", "gemm", "--shape", "M=64,N=64,K=512",
+    proc = subprocess.run([sys.executable, "-m", "tunelab", "tune", "gemm", "--shape", "M=64,N=64,K=512",
                            "--trials", "8", "--batch", "4", "--number", "1", "--repeat", "2", "--min-repeat-ms", "1",
                            "--cooldown", "0", "--confirm-runs", "0", "--json", "--db", str(db)],
                           capture_output=True, text=True, timeout=600, env=env)

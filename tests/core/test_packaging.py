@@ -47,7 +47,7 @@ def test_desktop_entry_has_what_a_launcher_needs() -> None:
     assert {"Development", "Science"} <= set(entry["Categories"].split(";"))
     assert entry["Comment"]
     scripts = PYPROJECT["project"]["scripts"]
-    assert scripts.get("tunelab") == "core.cli:main"
+    assert scripts.get("tunelab") == "tunelab.__main__:main"
 
 
 def test_desktop_entry_passes_desktop_file_validate() -> None:

@@ -1,11 +1,10 @@
-"""core.placement: buffers start where asked, hold the data, and a real kernel runs on them unchanged."""
+"""tunelab.core.measure.placement: buffers start where asked, hold the data, and a real kernel runs on them unchanged."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from core.placement import LAYOUTS, PAGE, page_offset, placed_copy, placed_tensors
+from tunelab.core.measure.placement import LAYOUTS, PAGE, page_offset, placed_copy, placed_tensors
 
 
 def test_offsets_and_copies():
@@ -26,10 +25,9 @@ def test_offsets_and_copies():
 
 def test_a_real_kernel_on_placed_buffers():
     import tvm
-
-    from core.measure import fast_build
-    from core.target import resolve_target
-    from core.workloads import get_workload
+    from tunelab.core.measure.runner import fast_build
+    from tunelab.core.target.info import resolve_target
+    from tunelab.core.workloads.catalog import get_workload
 
     gemm = get_workload("gemm")
     shape = {"M": 64, "N": 48, "K": 32}

@@ -6,9 +6,8 @@ import json
 from dataclasses import fields
 
 import pytest
-
-from core.errors import TunelabError
-from core.records import MeasureOptions, SessionSpec
+from tunelab.core.errors import TunelabError
+from tunelab.core.records import MeasureOptions, SessionSpec
 
 FULL = SessionSpec(
     workload="custom", shape={"M": 32, "N": 16, "K": 8}, dtype="float16", target='{"kind": "llvm"}',

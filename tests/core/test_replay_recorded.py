@@ -13,10 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from replay import ReplayRunner, tune
-
-from core.records import SessionSpec
-from core.session import validate_spec
-from core.tuners.registry import make_tuner, tuner_names
+from tunelab.core.records import SessionSpec
+from tunelab.core.search.tuners.registry import make_tuner, tuner_names
+from tunelab.core.session.loop import validate_spec
 
 RECORDING = Path(__file__).parent / "data" / "gemm64_grid_llvm.json"
 BUDGET = 64  # 11 % of the 576 configs

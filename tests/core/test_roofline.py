@@ -6,11 +6,10 @@ from dataclasses import replace
 
 import pytest
 from specs import small_spec
-
-from core.roofline import BUDGET_S, machine_profile, measure_machine_profile, roofline_for
-from core.session import create_session
-from core.store import Store
-from core.workloads import get_workload
+from tunelab.core.session.loop import create_session
+from tunelab.core.store.database import Store
+from tunelab.core.trust.roofline import BUDGET_S, machine_profile, measure_machine_profile, roofline_for
+from tunelab.core.workloads.catalog import get_workload
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,12 @@ import math
 import numpy as np
 import pytest
 from specs import FAST_MEASURE, small_spec
-
-from core.errors import StoreError, WorkloadError
-from core.shapes import (
+from tunelab.core.errors import StoreError, WorkloadError
+from tunelab.core.search.space.auto import AutoSpace
+from tunelab.core.search.space.template import TemplateSpace
+from tunelab.core.store.database import Store
+from tunelab.core.target.info import resolve_target
+from tunelab.core.trust.shapes import (
     MAX_RATIO,
     across_shapes,
     judge,
@@ -19,11 +22,7 @@ from core.shapes import (
     summarize,
     transfer_config,
 )
-from core.space.auto import AutoSpace
-from core.space.template import TemplateSpace
-from core.store import Store
-from core.target import resolve_target
-from core.workloads import get_workload
+from tunelab.core.workloads.catalog import get_workload
 
 GEMM = get_workload("gemm")
 BASE = {"M": 64, "N": 64, "K": 64}
@@ -188,7 +187,7 @@ def test_summary_names_the_shapes_that_fall_off():
 
 @pytest.mark.slow
 def test_across_shapes_on_real_sessions(tmp_path):
-    from core.session import create_session
+    from tunelab.core.session.loop import create_session
 
     store = Store(tmp_path / "tunelab.sqlite")
     source = create_session(store, small_spec(shape=BASE, tuner="random", trials=8, batch=8))

@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from core import store as store_module
-from core.errors import StoreError
-from core.records import MeasureOptions, NewTrial, SessionSpec
-from core.store import MIGRATIONS, Store, default_db_path
+import tunelab.core.store.database as store_module
+from tunelab.core.errors import StoreError
+from tunelab.core.records import MeasureOptions, NewTrial, SessionSpec
+from tunelab.core.store.database import MIGRATIONS, Store, default_db_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -161,9 +160,8 @@ def _assert_columns_match(columns: dict, trials: list) -> None:
     import math
 
     import numpy as np
-
-    from core.records import TRIAL_STATUSES
-    from core.store import TRIAL_COLUMNS
+    from tunelab.core.records import TRIAL_STATUSES
+    from tunelab.core.store.database import TRIAL_COLUMNS
 
     assert tuple(columns) == TRIAL_COLUMNS
     assert all(len(column) == len(trials) for column in columns.values())
@@ -476,7 +474,7 @@ def test_reopen_gives_a_store_for_another_thread(store: Store) -> None:
 
 READER = """
 import json, sys, time
-from core.store import Store
+from tunelab.core.store.database import Store
 
 path, sid, expected = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 store = Store(path, readonly=True)
@@ -537,7 +535,7 @@ def test_running_session_of_a_dead_process_reads_as_crashed(store: Store, db_pat
     done = run_python(
         """
         import os, sys
-        from core.store import Store
+        from tunelab.core.store.database import Store
         Store(sys.argv[1], create=False).set_status(int(sys.argv[2]), "running")
         print(os.getpid())
         """,

@@ -16,11 +16,10 @@ from pathlib import Path
 import psutil
 import pynvml
 import pytest
-
-from core.errors import StoreError
-from core.records import NewTrial, SessionSpec
-from core.store import MIGRATIONS, Store
-from core.telemetry import (
+from tunelab.core.errors import StoreError
+from tunelab.core.records import NewTrial, SessionSpec
+from tunelab.core.store.database import MIGRATIONS, Store
+from tunelab.core.telemetry.sampler import (
     NO_GPU,
     REPLAY_ENV,
     CpuReading,
@@ -480,7 +479,7 @@ def test_store_roundtrip_of_telemetry_and_trial_stamps(store: Store) -> None:
 
 
 def test_a_v1_database_gains_the_telemetry_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import core.store as store_module
+    import tunelab.core.store.database as store_module
 
     path = tmp_path / "old.sqlite"
     monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS[:1])

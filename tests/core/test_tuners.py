@@ -7,20 +7,20 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from core.costmodel import CostModel
-from core.errors import TunerError
-from core.records import Config
-from core.space.base import SearchSpace
-from core.tuners.base import Observation, Tuner
-from core.tuners.grid import GridTuner, IndexPermutation
-from core.tuners.registry import (
+from tunelab.core.errors import TunerError
+from tunelab.core.records import Config
+from tunelab.core.search.costmodel import CostModel
+from tunelab.core.search.space.base import SearchSpace
+from tunelab.core.search.tuners.base import Observation, Tuner
+from tunelab.core.search.tuners.grid import GridTuner, IndexPermutation
+from tunelab.core.search.tuners.registry import (
     TUNERS,
     get_tuner_class,
     make_tuner,
     recommend_tuner,
     tuner_names,
 )
+
 from tests.core.replay import ReplayRunner, gemm_replay, tiny_replay, tune
 
 CONTRACT_TUNERS = [name for name in tuner_names() if name != "evolutionary"]
@@ -60,7 +60,7 @@ def name(request) -> str:
 
 def test_registry_lists_every_strategy():
     assert tuner_names() == ["grid", "random", "genetic", "xgb", "evolutionary"]
-    assert TUNERS["evolutionary"] == "core.tuners.evolutionary:EvolutionaryTuner"
+    assert TUNERS["evolutionary"] == "tunelab.core.search.tuners.evolutionary:EvolutionaryTuner"
 
 
 def test_registered_class_matches_its_name(name):

@@ -8,9 +8,8 @@ import time
 
 import psutil
 import pytest
-
-from core.store import Store
-from core.validate import ValidationCancelled, validate_session, worker_processes
+from tunelab.core.store.database import Store
+from tunelab.core.trust.validate import ValidationCancelled, validate_session, worker_processes
 
 pytestmark = pytest.mark.slow
 

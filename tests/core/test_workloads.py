@@ -5,10 +5,16 @@ import json
 import numpy as np
 import pytest
 import tvm
+from tunelab.core.errors import WorkloadError
+from tunelab.core.workloads.catalog import (
+    WORKLOADS,
+    Param,
+    Workload,
+    get_workload,
+    list_workloads,
+    load_custom_workload,
+)
 from tvm.s_tir import Schedule
-
-from core.errors import WorkloadError
-from core.workloads import WORKLOADS, Param, Workload, get_workload, list_workloads, load_custom_workload
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 

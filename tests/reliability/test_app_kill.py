@@ -19,9 +19,9 @@ APP_TUNES = r"""
 import sys, time
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
-from app.main_window import MainWindow
-from core.records import MeasureOptions, SessionSpec
-from core.store import Store
+from tunelab.app.main_window import MainWindow
+from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.store.database import Store
 
 app = QApplication([])
 store = Store(sys.argv[1])
@@ -51,9 +51,8 @@ def _rows(db: Path) -> dict[int, tuple]:
 
 def test_killed_window_process_is_offered_resume_on_the_next_launch(qtbot, tmp_path):
     from PySide6.QtCore import QSettings
-
-    from app.main_window import MainWindow
-    from core.store import Store
+    from tunelab.app.main_window import MainWindow
+    from tunelab.core.store.database import Store
 
     db, ini = tmp_path / "app.sqlite", tmp_path / "s.ini"
     script = tmp_path / "app_tunes.py"

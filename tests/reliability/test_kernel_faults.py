@@ -1,6 +1,6 @@
 """A kernel's death, named: planted faults in the real runner's worker, fail-fast, and a real SIGILL.
 
-Faults are planted through core.faults' test hook inside MetaSchedule's real LocalRunner worker
+Faults are planted through tunelab.core.faults' test hook inside MetaSchedule's real LocalRunner worker
 (TUNELAB_PLANT_FAULT=kind@run/N: on every N-th kernel run), so each class is met on any machine.
 """
 
@@ -16,10 +16,9 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
 from specs import FAST_MEASURE, small_spec  # noqa: E402
-
-from core.faults import COUNTER_ENV, PLANT_ENV, failure_class  # noqa: E402
-from core.session import create_session  # noqa: E402
-from core.store import Store  # noqa: E402
+from tunelab.core.faults import COUNTER_ENV, PLANT_ENV, failure_class  # noqa: E402
+from tunelab.core.session.loop import create_session  # noqa: E402
+from tunelab.core.store.database import Store  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -96,7 +95,7 @@ def test_fail_fast_does_not_stop_mixed_failures(monkeypatch, tmp_path, store):
 def test_cli_fail_fast_exits_1_with_one_line(tmp_path):
     db = tmp_path / "t.sqlite"
     env = dict(os.environ, **{PLANT_ENV: "sigill@run"})
-    proc = subprocess.run([sys.executable, "-m", "core.cli", "tune", "gemm", "--shape", "M=32,N=32,K=32",
+    proc = subprocess.run([sys.executable, "-m", "tunelab", "tune", "gemm", "--shape", "M=32,N=32,K=32",
                            "--trials", "12", "--batch", "4", "--fail-fast", "4", "--number", "1", "--repeat", "2",
                            "--min-repeat-ms", "1", "--cooldown", "0", "--confirm-runs", "0", "--json", "--db", str(db)],
                           capture_output=True, text=True, timeout=600, env=env)
@@ -109,11 +108,11 @@ def test_cli_fail_fast_exits_1_with_one_line(tmp_path):
 
 def test_a_real_illegal_instruction_in_the_runner_is_named(store):
     """Not planted: a kernel built for an AVX-512 CPU on a host without it (as an unchecked target did)."""
-    from core.host_cpu import host_cpu
-    from core.measure import Measurer
-    from core.space.template import TemplateSpace
-    from core.target import llvm_target
-    from core.workloads import get_workload
+    from tunelab.core.measure.runner import Measurer
+    from tunelab.core.search.space.template import TemplateSpace
+    from tunelab.core.target.host_cpu import host_cpu
+    from tunelab.core.target.info import llvm_target
+    from tunelab.core.workloads.catalog import get_workload
 
     host = host_cpu()
     if host.arch != "x86_64" or "avx512f" in host.flags:

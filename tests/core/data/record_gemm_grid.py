@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.records import MeasureOptions, SessionSpec
-from core.session import create_session, validate_spec
-from core.store import Store
+from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.session.loop import create_session, validate_spec
+from tunelab.core.store.database import Store
 
 SHAPE = {"M": 64, "N": 64, "K": 64}
 KNOBS = {

@@ -1,0 +1,1 @@
+"""Dialogs: new session (with the search-space editor), export."""

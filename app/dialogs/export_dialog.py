@@ -1,0 +1,94 @@
+"""Choose what to export (the best or the selected trial), the formats and the folder."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+from tunelab.app.widgets.formatting import fmt_ms
+from tunelab.core.records import SessionRecord
+
+FORMAT_TEXT = {
+    "schedule": "Schedule file (*.schedule.json): config, trace, statistics",
+    "tvmscript": "Scheduled module as TVMScript (*.py)",
+    "library": "Compiled library (export_library, *.so)",
+    "database": "MetaSchedule JSON database (JSONDatabase + compile_tir)",
+}
+
+
+def export_formats() -> tuple[str, ...] | None:
+    """The formats tunelab.core.export.files offers; None when this build has no tunelab.core.export.files."""
+    try:
+        import tunelab.core.export.files as export
+    except ImportError:
+        return None
+    return tuple(getattr(export, "FORMATS", tuple(FORMAT_TEXT)))
+
+
+class ExportDialog(QDialog):
+    def __init__(self, record: SessionRecord, selected_trial: int | None, folder: str,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(f"Export from session {record.id}")
+        self.trial_combo = QComboBox()
+        self.trial_combo.addItem(f"Best trial (#{record.best_trial_id}, {fmt_ms(record.best_ms)} ms)", None)
+        if selected_trial is not None and selected_trial != record.best_trial_id:
+            self.trial_combo.addItem(f"Selected trial #{selected_trial}", selected_trial)
+            self.trial_combo.setCurrentIndex(1)
+        self.format_checks: dict[str, QCheckBox] = {}
+        formats_box = QVBoxLayout()
+        for name in export_formats() or tuple(FORMAT_TEXT):
+            check = QCheckBox(FORMAT_TEXT.get(name, name))
+            check.setChecked(True)
+            self.format_checks[name] = check
+            formats_box.addWidget(check)
+        self.folder_edit = QLineEdit(folder)
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._on_browse)
+        folder_row = QHBoxLayout()
+        folder_row.addWidget(self.folder_edit, 1)
+        folder_row.addWidget(browse)
+        form = QFormLayout()
+        form.addRow("Trial", self.trial_combo)
+        form.addRow("Formats", formats_box)
+        form.addRow("Folder", folder_row)
+        note = QLabel("The compiled library is built for the session's target; it loads on a machine like this one.")
+        note.setProperty("role", "hint")
+        note.setWordWrap(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Export")
+        buttons.accepted.connect(self._on_accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(note)
+        layout.addWidget(buttons)
+
+    def trial_id(self) -> int | None:
+        return self.trial_combo.currentData()
+
+    def formats(self) -> tuple[str, ...]:
+        return tuple(name for name, check in self.format_checks.items() if check.isChecked())
+
+    def folder(self) -> str:
+        return self.folder_edit.text().strip()
+
+    def _on_browse(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export into folder", self.folder())
+        if folder:
+            self.folder_edit.setText(folder)
+
+    def _on_accept(self) -> None:
+        if self.folder() and self.formats():
+            self.accept()

@@ -1,0 +1,636 @@
+"""The New-session dialog: problem, search space, tuner, measurement and budget -> a SessionSpec.
+
+With the defaults a session is two clicks from the main window: "New session", then "Start".
+The last options used are remembered (QSettings) and offered again.
+
+Besides the catalog workloads the workload list ends with "Custom TE file…": a person's own TE compute
+file (format: tunelab.core.workloads.custom), picked with a file dialog and loaded (and checked) at once. A file
+that does not load is one message in the dialog and Start stays disabled; one that loads shows its shape
+parameters, presets and dtypes like a catalog workload, and the spec carries its text (custom_source).
+The last custom file (and its folder) is remembered too, and loaded again the next time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+from tunelab.app.dialogs.space_editor import SpaceEditor
+from tunelab.core.errors import TunelabError
+from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.target.info import TargetInfo
+
+SETTINGS_KEY = "new_session/last"
+CUSTOM = "custom"  # tunelab.core.workloads.catalog.CUSTOM_NAME: the workload list's "Custom TE file…" entry
+CUSTOM_DIR_KEY = "new_session/custom_dir"  # the folder the file dialog last picked a custom file in
+CUSTOM_FILE_KEY = "new_session/custom_file"  # the last custom file that loaded
+CUSTOM_FILTER = "Python files (*.py);;All files (*)"
+CUSTOM_HINT = ("Choose a Python file that defines PARAMS, compute() and reference() "
+               "(the format of `tunelab tune custom --custom FILE`).")
+TARGET_CHOICES = (("auto", "auto"), ("llvm", "CPU (llvm)"), ("cuda", "CUDA GPU"))
+SHAPE_MAX = 1 << 20
+PROBLEM_DEBOUNCE_MS = 200
+# When the recommended strategy cannot be loaded here, the next best that can.
+FALLBACK_TUNERS = ("xgb", "genetic", "random", "grid")
+
+
+@cache
+def detected_target(choice: str) -> TargetInfo:
+    """resolve_target, once per choice (the CUDA probe and LLVM host detection are not free)."""
+    from tunelab.core.target.info import resolve_target
+
+    return resolve_target(choice)
+
+
+@cache
+def tuner_availability() -> dict[str, str | None]:
+    """Tuner name -> None when it loads here, else why not."""
+    from tunelab.core.search.tuners.registry import get_tuner_class, tuner_names
+
+    out: dict[str, str | None] = {}
+    for name in tuner_names():
+        try:
+            get_tuner_class(name)
+            out[name] = None
+        except TunelabError as exc:
+            out[name] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a broken optional strategy must not break the dialog
+            out[name] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def _spin(lo: int, hi: int, value: int, tip: str = "") -> QSpinBox:
+    spin = QSpinBox()
+    spin.setRange(lo, hi)
+    spin.setValue(value)
+    spin.setToolTip(tip)
+    spin.setGroupSeparatorShown(True)
+    return spin
+
+
+class NewSessionDialog(QDialog):
+    def __init__(self, settings: QSettings | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        from tunelab.core.workloads.catalog import list_workloads
+
+        self.setWindowTitle("New tuning session")
+        self.setMinimumSize(760, 620)
+        self._settings = settings
+        self._workloads = {w.name: w for w in list_workloads()}
+        self._shape_spins: dict[str, QSpinBox] = {}
+        self._tuner_chosen = False
+        self._problem_error: str | None = None
+        self._target: TargetInfo | None = None
+        # The custom workload: the one loaded from custom_path (None: no file yet, or it did not load).
+        self._custom: Any = None
+        self._custom_source: str | None = None
+        self._custom_error: str | None = None
+        self.custom_path: str | None = None
+        self._catalog_index = 0  # the last catalog workload shown (picking no custom file goes back to it)
+
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self._problem_page(), "Problem")
+        self.tabs.addTab(self._space_page(), "Search space")
+        self.tabs.addTab(self._tuning_page(), "Tuner, budget, measurement")
+
+        self.summary = QLabel()
+        self.summary.setProperty("role", "hint")
+        self.summary.setWordWrap(True)
+        self.error_label = QLabel()
+        self.error_label.setProperty("role", "error")
+        self.error_label.setWordWrap(True)
+        self.error_label.setObjectName("dialog_error")
+        self.error_label.hide()
+        self.buttons = QDialogButtonBox()
+        self.start_button = QPushButton("Start")
+        self.start_button.setObjectName("StartButton")
+        self.start_button.setDefault(True)
+        self.start_button.setAutoDefault(True)
+        self.buttons.addButton(self.start_button, QDialogButtonBox.ButtonRole.AcceptRole)
+        self.buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.accepted.connect(self._on_start)
+        self.buttons.rejected.connect(self.reject)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.tabs, 1)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.error_label)
+        layout.addWidget(self.buttons)
+
+        self._problem_timer = QTimer(self)
+        self._problem_timer.setSingleShot(True)
+        self._problem_timer.setInterval(PROBLEM_DEBOUNCE_MS)
+        self._problem_timer.timeout.connect(self._on_problem_changed)
+
+        self._restore()
+        self._on_problem_changed()
+
+    # ---- pages ---------------------------------------------------------------------------------
+    def _problem_page(self) -> QWidget:
+        page = QWidget()
+        form = QFormLayout(page)
+        self.workload_combo = QComboBox()
+        for wl in self._workloads.values():
+            self.workload_combo.addItem(f"{wl.name} — {wl.title}", wl.name)
+        self.workload_combo.insertSeparator(self.workload_combo.count())
+        self.workload_combo.addItem("Custom TE file…", CUSTOM)
+        self.workload_combo.setItemData(self.workload_combo.count() - 1, "Your own TE compute file: " + CUSTOM_HINT,
+                                        Qt.ItemDataRole.ToolTipRole)
+        self.workload_combo.currentIndexChanged.connect(self._on_workload_changed)
+        self.workload_doc = QLabel()
+        self.workload_doc.setWordWrap(True)
+        self.workload_doc.setProperty("role", "hint")
+        self.custom_path_edit = QLineEdit()
+        self.custom_path_edit.setObjectName("custom_path")
+        self.custom_path_edit.setReadOnly(True)
+        self.custom_path_edit.setPlaceholderText("no file chosen")
+        self.custom_button = QPushButton("Choose file…")
+        self.custom_button.setObjectName("custom_file_button")
+        self.custom_button.setToolTip("Pick (or pick again, after editing it) your TE workload file")
+        self.custom_button.clicked.connect(self.choose_custom_file)
+        self.custom_row = QWidget()
+        custom_layout = QHBoxLayout(self.custom_row)
+        custom_layout.setContentsMargins(0, 0, 0, 0)
+        custom_layout.addWidget(self.custom_path_edit, 1)
+        custom_layout.addWidget(self.custom_button)
+        self.preset_combo = QComboBox()
+        self.preset_combo.currentIndexChanged.connect(self._on_preset_changed)
+        self.shape_box = QGroupBox("Shape")
+        self.shape_form = QFormLayout(self.shape_box)
+        self.shape_form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
+        self.dtype_combo = QComboBox()
+        self.dtype_combo.currentIndexChanged.connect(self._schedule_problem)
+        self.target_combo = QComboBox()
+        for value, text in TARGET_CHOICES:
+            self.target_combo.addItem(text, value)
+        self.target_combo.currentIndexChanged.connect(self._on_problem_changed)
+        self.target_label = QLabel()
+        self.target_label.setObjectName("detected_target")
+        self.problem_error = QLabel()
+        self.problem_error.setProperty("role", "error")
+        self.problem_error.setWordWrap(True)
+        self.problem_error.hide()
+        form.addRow("Workload", self.workload_combo)
+        form.addRow("File", self.custom_row)
+        form.setRowVisible(self.custom_row, False)
+        self._problem_form = form
+        form.addRow("", self.workload_doc)
+        form.addRow("Preset", self.preset_combo)
+        form.addRow(self.shape_box)
+        form.addRow("Data type", self.dtype_combo)
+        form.addRow("Target", self.target_combo)
+        form.addRow("Detected", self.target_label)
+        form.addRow(self.problem_error)
+        return page
+
+    def _space_page(self) -> QWidget:
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Space"))
+        self.space_kind_combo = QComboBox()
+        self.space_kind_combo.addItem("template — explicit knobs (AutoTVM style)", "template")
+        self.space_kind_combo.addItem("auto — MetaSchedule sketch rules (Ansor style)", "auto")
+        self.space_kind_combo.currentIndexChanged.connect(self._on_problem_changed)
+        row.addWidget(self.space_kind_combo, 1)
+        layout.addLayout(row)
+        self.space_editor = SpaceEditor()
+        self.space_editor.changed.connect(self._on_space_changed)
+        layout.addWidget(self.space_editor, 1)
+        return page
+
+    def _tuning_page(self) -> QWidget:
+        page = QWidget()
+        layout = QHBoxLayout(page)
+        left = QVBoxLayout()
+        tuner_box = QGroupBox("Tuner")
+        tuner_form = QFormLayout(tuner_box)
+        self.tuner_combo = QComboBox()
+        for name, why in tuner_availability().items():
+            self.tuner_combo.addItem(name, name)
+            if why:
+                item = self.tuner_combo.model().item(self.tuner_combo.count() - 1)
+                item.setEnabled(False)
+                item.setToolTip(why)
+        self.tuner_combo.activated.connect(self._on_tuner_chosen)
+        self.tuner_hint = QLabel()
+        self.tuner_hint.setProperty("role", "hint")
+        self.tuner_hint.setWordWrap(True)
+        tuner_form.addRow("Strategy", self.tuner_combo)
+        tuner_form.addRow("", self.tuner_hint)
+        left.addWidget(tuner_box)
+
+        budget_box = QGroupBox("Budget")
+        budget = QFormLayout(budget_box)
+        self.trials_spin = _spin(1, 1_000_000, 64, "Trials to measure in all")
+        self.batch_spin = _spin(1, 4096, 8, "Candidates built and measured together per round")
+        self.early_check = QCheckBox("Stop after")
+        self.early_spin = _spin(1, 1_000_000, 64, "Trials in a row without a better one")
+        self.early_spin.setSuffix(" trials without improvement")
+        self.early_spin.setEnabled(False)
+        self.early_check.toggled.connect(self.early_spin.setEnabled)
+        early = QHBoxLayout()
+        early.addWidget(self.early_check)
+        early.addWidget(self.early_spin, 1)
+        self.seed_spin = _spin(0, 2**31 - 1, 0, "Random seed of the tuner and the inputs")
+        self.name_edit = QLineEdit()
+        self.name_edit.setPlaceholderText("automatic: workload and shape")
+        budget.addRow("Trials", self.trials_spin)
+        budget.addRow("Batch", self.batch_spin)
+        budget.addRow("Early stop", early)
+        budget.addRow("Seed", self.seed_spin)
+        budget.addRow("Name", self.name_edit)
+        left.addWidget(budget_box)
+        left.addStretch(1)
+
+        defaults = MeasureOptions()
+        measure_box = QGroupBox("Measurement")
+        measure = QFormLayout(measure_box)
+        self.number_spin = _spin(1, 100_000, defaults.number, "Runs averaged into one sample")
+        self.repeat_spin = _spin(1, 1000, defaults.repeat, "Samples kept per trial")
+        self.min_repeat_spin = _spin(0, 100_000, defaults.min_repeat_ms,
+                                     "Grow 'number' until one sample takes at least this long")
+        self.min_repeat_spin.setSuffix(" ms")
+        self.warmup_spin = _spin(0, 1000, defaults.warmup, "Untimed runs before timing")
+        self.timeout_spin = QDoubleSpinBox()
+        self.timeout_spin.setRange(0.5, 3600.0)
+        self.timeout_spin.setDecimals(1)
+        self.timeout_spin.setSuffix(" s")
+        self.timeout_spin.setValue(defaults.timeout_s)
+        self.timeout_spin.setToolTip("Per build and per run; a kernel that takes longer is a failed trial")
+        self.flush_check = QCheckBox("Flush CPU caches between samples")
+        self.flush_check.setChecked(defaults.cache_flush)
+        self.check_check = QCheckBox("Check each kernel's result against NumPy")
+        self.check_check.setChecked(defaults.check_correctness)
+        self.confirm_spin = _spin(0, 32, defaults.confirm_runs,
+                                  "When tuning finishes, re-measure the fastest trials in this many fresh processes: "
+                                  "the fastest of many noisy figures is biased low (the winner's curse), so exports "
+                                  "state the confirmed figure. 0 turns it off.")
+        self.confirm_spin.setSpecialValueText("off")
+        self.confirm_spin.setSuffix(" processes")
+        measure.addRow("Number", self.number_spin)
+        measure.addRow("Repeat", self.repeat_spin)
+        measure.addRow("Min repeat", self.min_repeat_spin)
+        measure.addRow("Warm-up runs", self.warmup_spin)
+        measure.addRow("Timeout", self.timeout_spin)
+        measure.addRow("Confirm best in", self.confirm_spin)
+        measure.addRow(self.flush_check)
+        measure.addRow(self.check_check)
+        right = QVBoxLayout()
+        right.addWidget(measure_box)
+        right.addStretch(1)
+        layout.addLayout(left, 1)
+        layout.addLayout(right, 1)
+        for w in (self.trials_spin, self.batch_spin, self.seed_spin):
+            w.valueChanged.connect(self._update_summary)
+        return page
+
+    # ---- what the dialog holds -----------------------------------------------------------------
+    @property
+    def is_custom(self) -> bool:
+        return self.workload_combo.currentData() == CUSTOM
+
+    @property
+    def workload(self) -> Any:
+        """The chosen workload; for "Custom TE file…" the loaded one, None while no file has loaded."""
+        if self.is_custom:
+            return self._custom
+        return self._workloads[self.workload_combo.currentData()]
+
+    def shape(self) -> dict[str, int]:
+        return {name: spin.value() for name, spin in self._shape_spins.items()}
+
+    def spec(self) -> SessionSpec:
+        """The session as the dialog shows it now."""
+        measure = MeasureOptions(
+            number=self.number_spin.value(), repeat=self.repeat_spin.value(),
+            min_repeat_ms=self.min_repeat_spin.value(), warmup=self.warmup_spin.value(),
+            timeout_s=float(self.timeout_spin.value()), cache_flush=self.flush_check.isChecked(),
+            check_correctness=self.check_check.isChecked(), confirm_runs=self.confirm_spin.value())
+        custom = self.is_custom
+        return SessionSpec(
+            workload=CUSTOM if custom else self.workload.name, shape=self.shape(),
+            dtype=self.dtype_combo.currentText(), custom_source=self._custom_source if custom else None,
+            target=self.target_combo.currentData(), space_kind=self.space_kind_combo.currentData(),
+            space=self.space_editor.space_data(), tuner=self.tuner_combo.currentData(),
+            trials=self.trials_spin.value(), batch=self.batch_spin.value(),
+            early_stop=self.early_spin.value() if self.early_check.isChecked() else None,
+            seed=self.seed_spin.value(), measure=measure, name=self.name_edit.text().strip())
+
+    def can_start(self) -> bool:
+        return self.start_button.isEnabled()
+
+    # ---- the custom workload -------------------------------------------------------------------
+    def choose_custom_file(self) -> bool:
+        """Pick a custom TE workload file with a file dialog and load it; False when none was picked."""
+        folder = ""
+        if self._settings is not None:
+            folder = str(self._settings.value(CUSTOM_DIR_KEY, "") or "")
+        if not folder and self.custom_path:
+            folder = str(Path(self.custom_path).parent)
+        path, _ = QFileDialog.getOpenFileName(self, "Open a custom TE workload file", folder, CUSTOM_FILTER)
+        if not path:
+            return False
+        if self._settings is not None:
+            self._settings.setValue(CUSTOM_DIR_KEY, str(Path(path).parent))
+        self.load_custom_file(path)
+        return True
+
+    def load_custom_file(self, path: str, *, check_now: bool = True) -> bool:
+        """Load and check the custom workload file at `path` and show it (the workload list goes to
+        "Custom TE file…"). True when it loaded; else its error is shown and Start stays disabled.
+        `check_now` derives the space at once (no typing debounce: picking a file is one action)."""
+        from tunelab.core.workloads.catalog import load_custom_workload
+
+        self.custom_path = str(path)
+        self._custom = self._custom_source = self._custom_error = None
+        try:
+            source = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self._custom_error = f"Cannot read {path}: {why}"
+        else:
+            try:
+                self._custom = load_custom_workload(source)
+                self._custom_source = source
+            except TunelabError as exc:
+                self._custom_error = f"{Path(path).name} does not load: {str(exc).removeprefix(CUSTOM + ': ')}"
+            except Exception as exc:  # noqa: BLE001 - whatever the person's file does is a message, not a crash
+                self._custom_error = f"{Path(path).name} does not load: {type(exc).__name__}: {exc}"
+        if self._custom is not None and self._settings is not None:
+            self._settings.setValue(CUSTOM_FILE_KEY, self.custom_path)
+        self.custom_path_edit.setText(self.custom_path)
+        self.custom_path_edit.setToolTip(self.custom_path)
+        index = self.workload_combo.findData(CUSTOM)
+        if self.workload_combo.currentIndex() != index:
+            self.workload_combo.blockSignals(True)
+            self.workload_combo.setCurrentIndex(index)
+            self.workload_combo.blockSignals(False)
+        self._show_workload()
+        if check_now:
+            self._on_problem_changed()
+        return self._custom is not None
+
+    # ---- slots ---------------------------------------------------------------------------------
+    def _on_workload_changed(self) -> None:
+        if self.is_custom and self._custom is None and self._custom_error is None:
+            # "Custom TE file…" with no file yet: ask for one; no file picked goes back to the catalog.
+            if not self.choose_custom_file():
+                self.workload_combo.blockSignals(True)
+                self.workload_combo.setCurrentIndex(self._catalog_index)
+                self.workload_combo.blockSignals(False)
+                self._show_workload()
+            return
+        self._show_workload()
+
+    def _show_workload(self) -> None:
+        """Fill the shape, preset and dtype fields from the chosen workload."""
+        custom = self.is_custom
+        if not custom:
+            self._catalog_index = self.workload_combo.currentIndex()
+        self._problem_form.setRowVisible(self.custom_row, custom)
+        wl = self.workload
+        if wl is None:
+            self.workload_doc.setText(CUSTOM_HINT)
+        elif custom:
+            self.workload_doc.setText(f"{wl.title}: {wl.description}")
+        else:
+            self.workload_doc.setText(wl.description)
+        while self.shape_form.rowCount():
+            self.shape_form.removeRow(0)
+        self._shape_spins = {}
+        for p in (wl.params if wl is not None else ()):
+            spin = _spin(p.minimum, SHAPE_MAX, p.default, p.doc)
+            spin.setObjectName(f"shape_{p.name}")
+            spin.setMinimumWidth(120)
+            spin.valueChanged.connect(self._on_shape_edited)
+            self._shape_spins[p.name] = spin
+            self.shape_form.addRow(p.name, spin)
+        self.preset_combo.blockSignals(True)
+        self.preset_combo.clear()
+        self.preset_combo.addItem("(custom)", None)
+        for name, shape in (wl.presets.items() if wl is not None else ()):
+            self.preset_combo.addItem(f"{name}  ({', '.join(f'{k}={v}' for k, v in shape.items())})", name)
+        self.preset_combo.blockSignals(False)
+        self.dtype_combo.blockSignals(True)
+        self.dtype_combo.clear()
+        self.dtype_combo.addItems(list(wl.dtypes) if wl is not None else [])
+        self.dtype_combo.blockSignals(False)
+        self._match_preset()
+        self._schedule_problem()
+
+    def _on_preset_changed(self) -> None:
+        name = self.preset_combo.currentData()
+        if name is None or self.workload is None:
+            return
+        for key, value in self.workload.presets[name].items():
+            spin = self._shape_spins[key]
+            spin.blockSignals(True)
+            spin.setValue(value)
+            spin.blockSignals(False)
+        self._schedule_problem()
+
+    def _on_shape_edited(self) -> None:
+        self._match_preset()
+        self._schedule_problem()
+
+    def _match_preset(self) -> None:
+        if self.workload is None:
+            return
+        shape = self.shape()
+        match = next((i for i in range(1, self.preset_combo.count())
+                      if {**shape, **self.workload.presets[self.preset_combo.itemData(i)]} == shape), 0)
+        self.preset_combo.blockSignals(True)
+        self.preset_combo.setCurrentIndex(match)
+        self.preset_combo.blockSignals(False)
+
+    def _schedule_problem(self) -> None:
+        self.start_button.setEnabled(False)
+        self._problem_timer.start()
+
+    def _on_problem_changed(self) -> None:
+        self._problem_timer.stop()
+        self._problem_error = None
+        try:
+            self._target = detected_target(self.target_combo.currentData())
+        except TunelabError as exc:
+            self._target = None
+            self._problem_error = str(exc)
+        auto = detected_target("auto")
+        self.target_label.setText(auto.description)
+        self.target_label.setToolTip(auto.note or "LLVM's host CPU name; this host can execute its instruction sets")
+        if self._target is not None and not self._target.can_run:
+            self._problem_error = f"{self._target.description}: kernels can be built here but not measured"
+        shape = None
+        if self._problem_error is None and self.workload is None:
+            self._problem_error = self._custom_error or CUSTOM_HINT
+        if self._problem_error is None:
+            try:
+                shape = self.workload.parse_shape(self.shape())
+            except TunelabError as exc:
+                self._problem_error = str(exc)
+        self.problem_error.setText(self._problem_error or "")
+        self.problem_error.setVisible(self._problem_error is not None)
+        if shape is not None and self._target is not None:
+            self.space_editor.set_problem(self.workload, shape, self.dtype_combo.currentText(), self._target,
+                                          self.space_kind_combo.currentData())
+        else:
+            self._update_state()
+
+    def _on_space_changed(self) -> None:
+        size = self.space_editor.size()
+        if size is not None:
+            self._recommend(size)
+        self._update_state()
+
+    def _recommend(self, size: int) -> None:
+        from tunelab.core.search.tuners.registry import recommend_tuner
+
+        kind = self.space_kind_combo.currentData()
+        recommended = recommend_tuner(kind, size)
+        available = tuner_availability()
+        usable = recommended if available.get(recommended) is None else next(
+            (t for t in FALLBACK_TUNERS if available.get(t) is None), recommended)
+        for i in range(self.tuner_combo.count()):
+            name = self.tuner_combo.itemData(i)
+            self.tuner_combo.setItemText(i, f"{name} (recommended)" if name == usable else name)
+        article = "an" if kind == "auto" else "a"
+        if usable == recommended:
+            self.tuner_hint.setText(f"Recommended for {article} {kind} space of {size:,} configs: {recommended}.")
+        else:
+            self.tuner_hint.setText(f"{recommended} suits {article} {kind} space of {size:,} configs but is not available "
+                                    f"here ({available[recommended]}); {usable} is the next best.")
+        if not self._tuner_chosen:
+            self.tuner_combo.setCurrentIndex(self.tuner_combo.findData(usable))
+
+    def _on_tuner_chosen(self) -> None:
+        self._tuner_chosen = True
+
+    def _update_state(self) -> None:
+        reason = self._problem_error or self.space_editor.error()
+        if reason is None and self.space_editor.is_pending():
+            reason = ""  # still deriving the auto space: not an error, but not ready either
+        self.error_label.setText(reason or "")
+        self.error_label.setVisible(bool(reason))
+        self.start_button.setEnabled(reason is None and self.space_editor.is_valid())
+        self._update_summary()
+
+    def _update_summary(self) -> None:
+        size = self.space_editor.size()
+        shape = ",".join(f"{k}={v}" for k, v in self.shape().items())
+        wl = self.workload
+        what = "custom (no file)" if wl is None else (
+            f"custom ({Path(self.custom_path or '').name})" if self.is_custom else wl.name)
+        parts = [f"{what} {shape} {self.dtype_combo.currentText()}",
+                 self._target.description if self._target else "no target",
+                 f"{self.space_kind_combo.currentData()} space" + (f" of {size:,}" if size else ""),
+                 f"{self.tuner_combo.currentData()}",
+                 f"{self.trials_spin.value()} trials in batches of {self.batch_spin.value()}"]
+        self.summary.setText(" · ".join(parts))
+
+    def _on_start(self) -> None:
+        if not self.start_button.isEnabled():
+            return
+        from tunelab.core.session.loop import validate_spec
+
+        spec = self.spec()
+        try:
+            validate_spec(spec)
+        except TunelabError as exc:
+            self.error_label.setText(str(exc))
+            self.error_label.show()
+            return
+        self._save(spec)
+        self.accept()
+
+    # ---- remembered options --------------------------------------------------------------------
+    def _save(self, spec: SessionSpec) -> None:
+        if self._settings is None:
+            return
+        data = asdict(spec)
+        data.pop("space", None)  # an edited space belongs to its problem; start from defaults next time
+        data.pop("custom_source", None)
+        data.pop("name", None)
+        data["tuner_chosen"] = self._tuner_chosen
+        self._settings.setValue(SETTINGS_KEY, json.dumps(data))
+
+    def _restore(self) -> None:
+        last: dict[str, Any] = {}
+        if self._settings is not None:
+            try:
+                last = json.loads(str(self._settings.value(SETTINGS_KEY, "{}")))
+            except (TypeError, ValueError):
+                last = {}
+        workload = last.get("workload", "gemm")
+        custom_file = str(self._settings.value(CUSTOM_FILE_KEY, "") or "") if self._settings is not None else ""
+        if workload == CUSTOM and custom_file and Path(custom_file).is_file():
+            # the last custom file, read again (it may have been edited); checked once restored
+            self.load_custom_file(custom_file, check_now=False)
+        else:
+            index = self.workload_combo.findData(workload if workload in self._workloads else "gemm")
+            self.workload_combo.blockSignals(True)
+            self.workload_combo.setCurrentIndex(max(index, 0))
+            self.workload_combo.blockSignals(False)
+            self._show_workload()
+        for key, value in (last.get("shape") or {}).items():
+            if key in self._shape_spins and isinstance(value, int):
+                self._shape_spins[key].setValue(value)
+        self._match_preset()
+        self._set_combo(self.dtype_combo, last.get("dtype"), text=True)
+        self._set_combo(self.target_combo, last.get("target"))
+        self._set_combo(self.space_kind_combo, last.get("space_kind"))
+        if last.get("tuner_chosen") and tuner_availability().get(last.get("tuner"), "missing") is None:
+            self._set_combo(self.tuner_combo, last.get("tuner"))
+            self._tuner_chosen = True
+        for spin, key in ((self.trials_spin, "trials"), (self.batch_spin, "batch"), (self.seed_spin, "seed")):
+            if isinstance(last.get(key), int):
+                spin.setValue(last[key])
+        if isinstance(last.get("early_stop"), int):
+            self.early_check.setChecked(True)
+            self.early_spin.setValue(last["early_stop"])
+        m = last.get("measure") or {}
+        for spin, key in ((self.number_spin, "number"), (self.repeat_spin, "repeat"),
+                          (self.min_repeat_spin, "min_repeat_ms"), (self.warmup_spin, "warmup"),
+                          (self.confirm_spin, "confirm_runs")):
+            if isinstance(m.get(key), int):
+                spin.setValue(m[key])
+        if isinstance(m.get("timeout_s"), int | float):
+            self.timeout_spin.setValue(float(m["timeout_s"]))
+        if isinstance(m.get("cache_flush"), bool):
+            self.flush_check.setChecked(m["cache_flush"])
+        if isinstance(m.get("check_correctness"), bool):
+            self.check_check.setChecked(m["check_correctness"])
+        self._problem_timer.stop()
+
+    @staticmethod
+    def _set_combo(combo: QComboBox, value: Any, text: bool = False) -> None:
+        if value is None:
+            return
+        index = combo.findText(value) if text else combo.findData(value)
+        if index >= 0:
+            combo.blockSignals(True)
+            combo.setCurrentIndex(index)
+            combo.blockSignals(False)
+

@@ -1,0 +1,249 @@
+"""Where the cost model is wrong: tunelab.core.trust.bias's groups (per shape, knob value, tile size, sketch) as a
+table under one plain-words sentence; flagged groups are highlighted, and picking a group says which
+trials it holds (the cost-model view highlights them in its plots).
+
+The report is computed in a child process (`bias_job`, `tunelab bias --by-task`), which also splits a
+session that tunes several shapes (tasks) into one shape group per task.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+from tunelab.core.errors import TunelabError
+from tunelab.core.store.database import Store
+
+FLAGGED_BRUSH = QBrush(QColor("#fde3e0"))
+SAME_AS_COLOR = QColor("#80868b")
+COLUMNS = ("Group", "n", "Model is off by", "Spread (σ of log)", "Spearman ρ", "Top-k recall", "What is wrong")
+DIMENSIONS = (("all", "overall"), ("shape", "shape"), ("knob", "knob"), ("tile", "tile"), ("sketch", "sketch"))
+SCOPES = (("session", "This session"), ("compare", "Sessions ticked in Compare"),
+          ("workload", "All sessions of this workload"))
+
+
+def bias_job(store: Store, session_ids: list[int], k: int) -> dict[str, Any]:
+    """tunelab.core.trust.bias's report by task, with the points for the plots (:func:`tunelab.core.trust.bias.bias_report_by_task`),
+    computed in a child process (``tunelab bias --by-task --json``): on 100k trials it is seconds of
+    Python that, in a thread of this process, held the GIL long enough to stall the GUI for 0.5 s."""
+    cmd = [sys.executable, "-m", "tunelab", "bias", *(str(i) for i in session_ids), "--top-k", str(k),
+           "--by-task", "--json", "--db", str(store.path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+        raise TunelabError((lines[-1] if lines else f"tunelab bias ended with exit code {proc.returncode}")
+                           .removeprefix("tunelab: error: "))
+    report = json.loads(proc.stdout)
+    # JSON made the trial ids strings and the tuples lists
+    report["points"] = {int(t): tuple(p) for t, p in (report.get("points") or {}).items()}
+    return report
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "—" if value is None or not math.isfinite(value) else format(value, fmt)
+
+
+def off_by(group: dict[str, Any]) -> str:
+    """'4.0× too fast' (the model under-predicts latency) / '1.5× too slow' / 'exact'."""
+    ratio = group.get("ratio")
+    if ratio is None or not math.isfinite(ratio) or ratio <= 0:
+        return "—"
+    if abs(math.log(ratio)) < 0.005:
+        return "exact"
+    if ratio < 1:
+        return f"{1 / ratio:.2f}× too fast"
+    return f"{ratio:.2f}× too slow"
+
+
+class BiasTable(QWidget):
+    """Summary sentence, scope / k pickers and the group table; `group_selected` carries trial ids."""
+
+    group_selected = Signal(list)  # trial ids of the picked group ([] when none)
+    scope_changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._report: dict[str, Any] | None = None
+        self._shown: list[dict[str, Any]] = []
+
+        self.summary = QLabel("No session selected.")
+        self.summary.setObjectName("bias_summary")
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.summary.setStyleSheet("font-size: 13px; padding: 4px 2px;")
+
+        self.scope_combo = QComboBox()
+        for key, text in SCOPES:
+            self.scope_combo.addItem(text, key)
+        self.scope_combo.setToolTip("Which sessions the bias table pools; sessions of other shapes give one "
+                                    "shape group each")
+        self.k_spin = QSpinBox()
+        self.k_spin.setRange(1, 50)
+        self.k_spin.setValue(5)
+        self.k_spin.setPrefix("top-k: ")
+        self.k_spin.setToolTip("k of the top-k recall: the share of the k fastest measured trials the model "
+                               "also ranks among its k fastest")
+        self.dimension_combo = QComboBox()
+        self.dimension_combo.addItem("Every group", "")
+        for key, text in DIMENSIONS[1:]:
+            self.dimension_combo.addItem(f"By {text}", key)
+        self.flagged_check = QCheckBox("Flagged only")
+        self.status = QLabel()
+        self.status.setProperty("role", "hint")
+        self.busy_label = QLabel("computing…")
+        self.busy_label.setProperty("role", "hint")
+        self.busy_label.hide()
+        self.scope_combo.currentIndexChanged.connect(lambda _i: self.scope_changed.emit())
+        self.k_spin.valueChanged.connect(lambda _v: self.scope_changed.emit())
+        self.dimension_combo.currentIndexChanged.connect(lambda _i: self._fill())
+        self.flagged_check.toggled.connect(lambda _on: self._fill())
+        controls = QHBoxLayout()
+        controls.setContentsMargins(0, 0, 0, 0)
+        controls.addWidget(QLabel("Bias over"))
+        controls.addWidget(self.scope_combo)
+        controls.addWidget(self.k_spin)
+        controls.addSpacing(12)
+        controls.addWidget(self.dimension_combo)
+        controls.addWidget(self.flagged_check)
+        controls.addStretch(1)
+        controls.addWidget(self.busy_label)
+        controls.addWidget(self.status)
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("bias_table")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
+        self.table.itemSelectionChanged.connect(self._on_selection)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.summary)
+        layout.addLayout(controls)
+        layout.addWidget(self.table, 1)
+
+    # ---- public --------------------------------------------------------------------------------
+    @property
+    def scope(self) -> str:
+        return str(self.scope_combo.currentData())
+
+    def set_scope(self, scope: str) -> None:
+        self.scope_combo.setCurrentIndex(max(0, self.scope_combo.findData(scope)))
+
+    @property
+    def k(self) -> int:
+        return self.k_spin.value()
+
+    @property
+    def report(self) -> dict[str, Any] | None:
+        return self._report
+
+    def groups(self) -> list[dict[str, Any]]:
+        """The groups as the table shows them, top to bottom."""
+        return list(self._shown)
+
+    def flagged_rows(self) -> list[int]:
+        return [i for i, g in enumerate(self._shown) if g["flagged"]]
+
+    def select_group(self, label: str, dimension: str | None = None) -> bool:
+        for i, g in enumerate(self._shown):
+            if g["label"] == label and (dimension is None or g["dimension"] == dimension):
+                self.table.selectRow(i)
+                return True
+        return False
+
+    def selected_group(self) -> dict[str, Any] | None:
+        rows = {i.row() for i in self.table.selectedIndexes()}
+        return self._shown[min(rows)] if rows else None
+
+    def show_message(self, text: str) -> None:
+        """No report (no session, an error, nothing predicted yet): the sentence says why."""
+        self._report = None
+        self.summary.setText(text)
+        self.status.setText("")
+        self._fill()
+
+    def set_busy(self, busy: bool) -> None:
+        self.busy_label.setVisible(busy)
+
+    def set_report(self, report: dict[str, Any]) -> None:
+        selected = self.selected_group()
+        self._report = report
+        counts = report.get("counts") or {}
+        sessions = report.get("session_ids") or []
+        where = f"session {sessions[0]}" if len(sessions) == 1 else f"{len(sessions)} sessions"
+        self.summary.setText(f"<b>Where the model is wrong</b> ({where}): {report['summary']}")
+        missing = counts.get("no_prediction", 0)
+        self.status.setText(f"{len(report['flagged'])} of {len(report['groups'])} groups flagged · "
+                            f"{counts.get('predicted', report.get('n', 0))} predicted trials"
+                            + (f" ({missing} measured before the model was trained)" if missing else ""))
+        self._fill()
+        if selected is not None:
+            self.select_group(selected["label"], selected["dimension"])
+
+    # ---- table ---------------------------------------------------------------------------------
+    def _fill(self) -> None:
+        groups = (self._report or {}).get("groups") or []
+        dimension = self.dimension_combo.currentData()
+        if dimension:
+            groups = [g for g in groups if g["dimension"] == dimension or g["dimension"] == "all"]
+        if self.flagged_check.isChecked():
+            groups = [g for g in groups if g["flagged"]]
+        self._shown = groups
+        self.table.blockSignals(True)
+        self.table.clearSelection()
+        self.table.setRowCount(len(groups))
+        bold = QFont()
+        bold.setBold(True)
+        for row, g in enumerate(groups):
+            name = "overall" if g["dimension"] == "all" else f"{g['dimension']}: {g['label']}"
+            recall = g.get("topk_recall")
+            values = (name, str(g["n"]), off_by(g), _num(g.get("residual_std"), ".2f"),
+                      _num(g.get("spearman"), ".2f"),
+                      "—" if recall is None else f"{recall:.2f} (k={g.get('k')})",
+                      g.get("words") or ("" if not g.get("same_as") else f"same trials as {g['same_as']}"))
+            tip = (f"{name}: {g['n']} trials · mean log residual {_num(g.get('residual_mean'), '+.3f')}"
+                   + (f"\n{g['words']}" if g.get("words") else "")
+                   + (f"\nHolds exactly the trials of {g['same_as']}." if g.get("same_as") else ""))
+            for col, text in enumerate(values):
+                item = QTableWidgetItem(text)
+                item.setToolTip(tip)
+                if col in (1, 3, 4, 5):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if g["flagged"]:
+                    item.setBackground(FLAGGED_BRUSH)
+                    if col in (0, 2, 6):
+                        item.setFont(bold)
+                elif g.get("same_as"):
+                    item.setForeground(SAME_AS_COLOR)
+                self.table.setItem(row, col, item)
+        self.table.blockSignals(False)
+        self.group_selected.emit([])
+
+    def _on_selection(self) -> None:
+        group = self.selected_group()
+        self.group_selected.emit([] if group is None else [t for t in group["trial_ids"] if t is not None])

@@ -1,0 +1,297 @@
+"""Compare sessions: best-so-far curves overlaid (vs trial and vs wall time), a summary side by side,
+and which knobs the best configs set differently."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+from tunelab.app.widgets.formatting import flatten_config, fmt_gflops, fmt_ms, fmt_shape
+from tunelab.app.widgets.log_axis import log_axes
+from tunelab.app.workers.following import behind_while_hidden
+from tunelab.core.errors import TunelabError
+from tunelab.core.records import SessionRecord
+from tunelab.core.store.database import Store
+
+PALETTE = ("#2a6fdb", "#e37400", "#1e8e3e", "#9334e6", "#d93025", "#12a4af", "#795548", "#f538a0")
+DIFF_BRUSH = QBrush(QColor("#fff4d6"))
+
+
+def best_so_far(store: Store, session_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(trial index, seconds since the first trial started, best latency so far) from the first ok trial on.
+
+    A session that tunes several shapes is drawn by its primary shape: the best of different shapes
+    mixed into one curve would jump to whichever shape is cheapest, not show tuning progress."""
+    c = store.trial_columns(session_id)  # columns: no record (or config) per trial
+    if not len(c["id"]):
+        return np.empty(0), np.empty(0), np.empty(0)
+    t0 = float(c["started_at"].min())
+    usable = c["ok"] & np.isfinite(c["latency_ms"])
+    tasks = store.tasks(session_id)
+    if len(tasks) > 1:
+        usable &= (c["task_id"] == tasks[0].id) | (c["task_id"] == -1)
+    latency = np.where(usable, c["latency_ms"], np.inf)
+    best = np.minimum.accumulate(latency)
+    keep = np.isfinite(best)
+    return (c["index"][keep].astype(np.float64), c["finished_at"][keep] - t0, best[keep])
+
+
+def summary_rows(records: list[SessionRecord]) -> list[tuple[str, list[str]]]:
+    base = records[0].best_ms if records else None
+
+    def speedup(r: SessionRecord) -> str:
+        if base is None or r.best_ms is None:
+            return "—"
+        return f"{base / r.best_ms:.2f}×"
+
+    return [
+        ("Name", [r.name for r in records]),
+        ("Status", [r.status for r in records]),
+        ("Workload", [f"{r.workload} {r.dtype}" for r in records]),
+        ("Shape", [fmt_shape(r.shape) for r in records]),
+        ("Target", [json.dumps(r.target, separators=(",", ":")) for r in records]),
+        ("Space", [f"{r.space_kind}" for r in records]),
+        ("Tuner", [r.tuner for r in records]),
+        ("Trials", [f"{r.n_trials} / {r.trials_budget} ({r.n_failed} failed)" for r in records]),
+        ("Best ms", [fmt_ms(r.best_ms) for r in records]),
+        ("Best GFLOP/s", [fmt_gflops(r.best_gflops) for r in records]),
+        (f"Speed-up vs #{records[0].id}" if records else "Speed-up", [speedup(r) for r in records]),
+        ("Best trial", ["—" if r.best_trial_id is None else str(r.best_trial_id) for r in records]),
+    ]
+
+
+def config_diff(configs: list[dict[str, Any] | None]) -> list[tuple[str, list[str], bool]]:
+    """(knob, value per session, differs) for the union of knobs, in first-seen order."""
+    flat = [flatten_config(c) if c is not None else {} for c in configs]
+    names: list[str] = []
+    for f in flat:
+        names.extend(k for k in f if k not in names)
+    rows = []
+    for name in names:
+        values = [json.dumps(f[name], separators=(",", ":")) if name in f else "—" for f in flat]
+        rows.append((name, values, len(set(values)) > 1))
+    return rows
+
+
+class CompareView(QWidget):
+    """Pick sessions in the list (checkboxes); everything on the right follows the checked ones."""
+
+    selection_changed = Signal(list)
+
+    def __init__(self, store: Store, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._store = store
+        self._stale = False
+        self._listed: list[tuple] = []
+        self.session_list = QListWidget()
+        self.session_list.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.session_list.itemChanged.connect(self._on_item_changed)
+        hint = QLabel("Tick two or more sessions.")
+        hint.setProperty("role", "hint")
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(hint)
+        left_layout.addWidget(self.session_list, 1)
+
+        self.curves_widget = pg.GraphicsLayoutWidget()
+        self.curves_widget.setBackground("w")
+        self.by_trial = self.curves_widget.addPlot(row=0, col=0, title="Best so far vs trial",
+                                                   axisItems=log_axes("left"))
+        self.by_time = self.curves_widget.addPlot(row=0, col=1, title="Best so far vs wall time",
+                                                  axisItems=log_axes("left"))
+        for plot, xlabel in ((self.by_trial, "Trial"), (self.by_time, "Seconds since the first trial")):
+            plot.setLabel("bottom", xlabel)
+            plot.setLabel("left", "Best latency (ms)")
+            plot.getAxis("left").enableAutoSIPrefix(False)
+            plot.setLogMode(y=True)
+            plot.showGrid(x=True, y=True, alpha=0.25)
+            plot.setDownsampling(mode="peak")
+            plot.setClipToView(True)
+        self.legend = self.by_trial.addLegend(offset=(-10, 10), labelTextColor="#202124", brush=(255, 255, 255, 210))
+
+        self.summary_table = QTableWidget()
+        self.diff_table = QTableWidget()
+        for table in (self.summary_table, self.diff_table):
+            table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+            table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+            table.setAlternatingRowColors(True)
+        self.diff_label = QLabel()
+        self.diff_label.setProperty("role", "hint")
+        diff_page = QWidget()
+        diff_layout = QVBoxLayout(diff_page)
+        diff_layout.setContentsMargins(0, 0, 0, 0)
+        diff_layout.addWidget(self.diff_label)
+        diff_layout.addWidget(self.diff_table, 1)
+        self.tables = QTabWidget()
+        self.tables.addTab(self.summary_table, "Summary")
+        self.tables.addTab(diff_page, "Best configs")
+
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.curves_widget)
+        right.addWidget(self.tables)
+        right.setStretchFactor(0, 1)
+        right.setStretchFactor(1, 1)
+        right.setSizes([330, 300])
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(left)
+        splitter.addWidget(right)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([300, 900])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(splitter)
+        self.refresh_sessions()
+
+    # ---- public --------------------------------------------------------------------------------
+    def exportable(self):
+        return self.curves_widget.scene()
+
+    def checked(self) -> list[int]:
+        out = []
+        for i in range(self.session_list.count()):
+            item = self.session_list.item(i)
+            if item.checkState() == Qt.CheckState.Checked:
+                out.append(int(item.data(Qt.ItemDataRole.UserRole)))
+        return out
+
+    def set_checked(self, session_ids: list[int]) -> None:
+        wanted = set(session_ids)
+        self.session_list.blockSignals(True)
+        for i in range(self.session_list.count()):
+            item = self.session_list.item(i)
+            on = int(item.data(Qt.ItemDataRole.UserRole)) in wanted
+            item.setCheckState(Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
+        self.session_list.blockSignals(False)
+        self.refresh()
+
+    def refresh_sessions(self, records: list[SessionRecord] | None = None) -> None:
+        """Re-read the session list (keeping what is ticked); `records`: the sessions as already
+        read (the store watcher's), so they are not read again."""
+        if records is None:
+            try:
+                records = self._store.sessions()
+            except TunelabError as exc:
+                self.diff_label.setText(str(exc))
+                return
+        listed = [(r.id, r.name, r.tuner, r.space_kind, r.status, r.n_trials) for r in records]
+        if listed == self._listed:
+            return
+        changed = {row[0] for row in set(listed) ^ set(self._listed)}
+        same_sessions = [row[0] for row in listed] == [row[0] for row in self._listed]
+        self._listed = listed
+        checked = set(self.checked())
+        self.session_list.blockSignals(True)
+        if same_sessions:  # while one tunes: only its item's text changes (no rebuild, no flicker)
+            for i, r in enumerate(records):
+                if r.id in changed:
+                    item = self.session_list.item(i)
+                    item.setText(self._item_text(r))
+                    item.setToolTip(self._item_tip(r))
+        else:
+            self.session_list.clear()
+            for r in records:
+                item = QListWidgetItem(self._item_text(r))
+                item.setToolTip(self._item_tip(r))
+                item.setData(Qt.ItemDataRole.UserRole, r.id)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+                item.setCheckState(Qt.CheckState.Checked if r.id in checked else Qt.CheckState.Unchecked)
+                self.session_list.addItem(item)
+        self.session_list.blockSignals(False)
+        if changed & checked:
+            self.refresh()  # a ticked session gained trials or changed status
+
+    @staticmethod
+    def _item_text(r: SessionRecord) -> str:
+        return f"#{r.id} {r.name}\n    {r.tuner} · {r.space_kind} · {r.status} · {r.n_trials} trials"
+
+    @staticmethod
+    def _item_tip(r: SessionRecord) -> str:
+        return f"#{r.id} {r.name}: {r.tuner}, {r.status}"
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._stale:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Redraw everything for the ticked sessions (after their trials changed); a hidden view
+        only notes that it is behind and catches up when shown."""
+        if behind_while_hidden(self):
+            return
+        ids = sorted(self.checked())
+        try:
+            records = [self._store.session(i) for i in ids]
+            curves = [best_so_far(self._store, i) for i in ids]
+            best = [self._store.best_trial(i) for i in ids]
+        except TunelabError as exc:
+            self.diff_label.setText(str(exc))
+            return
+        self._draw_curves(records, curves)
+        self._fill_summary(records)
+        self._fill_diff(records, [None if b is None else b.config for b in best])
+
+    # ---- drawing -------------------------------------------------------------------------------
+    def _draw_curves(self, records: list[SessionRecord], curves: list) -> None:
+        self.by_trial.clear()
+        self.by_time.clear()
+        self.legend.clear()
+        for i, (r, (x, t, y)) in enumerate(zip(records, curves, strict=True)):
+            pen = pg.mkPen(PALETTE[i % len(PALETTE)], width=2.5)
+            a = self.by_trial.plot(x, y, pen=pen, stepMode="right", name=f"#{r.id} {r.name} ({r.tuner})")
+            b = self.by_time.plot(t, y, pen=pen, stepMode="right")
+            for curve in (a, b):
+                curve.setSkipFiniteCheck(True)
+
+    def _fill_summary(self, records: list[SessionRecord]) -> None:
+        rows = summary_rows(records)
+        self.summary_table.clear()
+        self.summary_table.setColumnCount(len(records))
+        self.summary_table.setRowCount(len(rows))
+        self.summary_table.setHorizontalHeaderLabels([f"#{r.id}" for r in records])
+        self.summary_table.setVerticalHeaderLabels([name for name, _ in rows])
+        for row, (_, values) in enumerate(rows):
+            for col, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                item.setToolTip(value)
+                self.summary_table.setItem(row, col, item)
+
+    def _fill_diff(self, records: list[SessionRecord], configs: list[dict | None]) -> None:
+        rows = config_diff(configs)
+        self.diff_table.clear()
+        self.diff_table.setColumnCount(len(records))
+        self.diff_table.setRowCount(len(rows))
+        self.diff_table.setHorizontalHeaderLabels([f"#{r.id}" for r in records])
+        self.diff_table.setVerticalHeaderLabels([name for name, _, _ in rows])
+        for row, (_, values, differs) in enumerate(rows):
+            for col, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                if differs:
+                    item.setBackground(DIFF_BRUSH)
+                self.diff_table.setItem(row, col, item)
+        n_diff = sum(d for _, _, d in rows)
+        if len(records) < 2:
+            self.diff_label.setText("Tick two or more sessions to compare their best configs.")
+        else:
+            self.diff_label.setText(f"{n_diff} of {len(rows)} knobs differ between the best configs (highlighted).")
+
+    def _on_item_changed(self, _item: QListWidgetItem) -> None:
+        self.refresh()
+        self.selection_changed.emit(self.checked())

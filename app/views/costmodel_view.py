@@ -1,0 +1,408 @@
+"""The cost-model view: predicted vs measured latency, residual per trial, rank correlation per round,
+and where the model is wrong (tunelab.core.trust.bias's table: per shape, knob value, tile size, sketch).
+
+Predictions are made before each candidate is measured, so what is shown is out-of-sample. The bias
+table can pool several sessions (the ones ticked in Compare, or every session of the workload): their
+trials join the scatter in grey, and picking a group highlights its trials in both plots.
+
+With many trials the predicted-vs-measured scatter becomes a density image (a 2-D histogram in
+log-log coordinates) and the per-trial markers are thinned to a stable subset; the summary
+(Spearman ρ, median errors) is computed once per change of the data, not per redraw.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+from tunelab.app.views.bias_table import BiasTable, bias_job
+from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
+from tunelab.app.widgets.log_axis import log_axes
+from tunelab.app.workers.following import behind_while_hidden, read_new
+from tunelab.app.workers.worker import CallWorker, keep_alive
+from tunelab.core.errors import TunelabError
+from tunelab.core.search.costmodel import spearman
+from tunelab.core.store.database import Store
+
+REDRAW_MS = 300
+BIAS_MS = 2000  # while trials arrive, the bias table is recomputed at most this often
+POINT_BRUSH = (42, 111, 219, 170)
+CONTEXT_BRUSH = (128, 134, 139, 90)
+HIGHLIGHT_PEN = "#e37400"
+SCATTER_CAP = 5000  # above this many pairs: a density image instead of the scatter; markers thinned
+DENSITY_BINS = 160  # per axis of the density image
+RECENT = 256  # the latest trials' residual markers are always drawn
+DENSITY_LOW = np.array([205, 220, 245], dtype=np.float64)  # one trial per cell
+DENSITY_HIGH = np.array([13, 52, 140], dtype=np.float64)  # the densest cell
+
+
+def density_rgba(x: np.ndarray, y: np.ndarray, bins: int = DENSITY_BINS):
+    """An RGBA image (row-major: [y, x]) of a 2-D histogram of (x, y) and its rectangle (x0, y0, w, h).
+
+    Empty cells are transparent; the colour goes from light to dark blue with log(count)."""
+    x0, x1 = float(x.min()), float(x.max())
+    y0, y1 = float(y.min()), float(y.max())
+    w, h = max(x1 - x0, 1e-9), max(y1 - y0, 1e-9)
+    x0, y0, w, h = x0 - 0.01 * w, y0 - 0.01 * h, 1.02 * w, 1.02 * h
+    ix = np.minimum(((x - x0) * (bins / w)).astype(np.int64), bins - 1)
+    iy = np.minimum(((y - y0) * (bins / h)).astype(np.int64), bins - 1)
+    counts = np.bincount(iy * bins + ix, minlength=bins * bins).reshape(bins, bins)
+    t = np.log1p(counts) / math.log1p(max(int(counts.max()), 1))
+    t = np.where(counts > 0, 0.15 + 0.85 * t, 0.0)
+    rgba = np.empty((bins, bins, 4), dtype=np.uint8)
+    rgba[..., :3] = (DENSITY_LOW + t[..., None] * (DENSITY_HIGH - DENSITY_LOW)).astype(np.uint8)
+    rgba[..., 3] = np.where(counts > 0, 235, 0)
+    return rgba, (x0, y0, w, h)
+
+
+class CostModelView(QWidget):
+    def __init__(self, store: Store, redraw_ms: int = REDRAW_MS, bias_ms: int = BIAS_MS,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._store = store
+        self.session_id: int | None = None
+        self._last_id = 0
+        self._pairs = GrowingColumns("index", "measured", "predicted", "id")
+        self._rounds: list = []
+        self._compare_ids: list[int] = []
+        self._highlighted: set[int] = set()
+        self._bias_worker: CallWorker | None = None
+        self._bias_again = False
+        self._bias_stale = False
+        self._points: dict[int, tuple] = {}
+        self._n_highlighted = 0
+        self._summary_key: tuple | None = None
+        self._summary_text = ""
+
+        self.summary = QLabel("No session selected.")
+        self.summary.setObjectName("costmodel_summary")
+        self.summary.setWordWrap(True)
+        self.layout_widget = pg.GraphicsLayoutWidget()
+        self.layout_widget.setBackground("w")
+
+        self.scatter_plot = self.layout_widget.addPlot(row=0, col=0, rowspan=2, title="Predicted vs measured (ms)",
+                                                       axisItems=log_axes("bottom", "left"))
+        self.scatter_plot.setLabel("bottom", "Measured (ms)")
+        self.scatter_plot.setLabel("left", "Predicted (ms)")
+        self.scatter_plot.setLogMode(x=True, y=True)
+        for side in ("bottom", "left"):
+            self.scatter_plot.getAxis(side).enableAutoSIPrefix(False)
+        self.scatter_plot.showGrid(x=True, y=True, alpha=0.25)
+        self.scatter = self.scatter_plot.plot(pen=None, symbol="o", symbolSize=7, symbolPen=None,
+                                              symbolBrush=POINT_BRUSH)
+        # Many trials: their density instead (view coordinates are log10 ms, as the axes are log).
+        self.density = pg.ImageItem(axisOrder="row-major")
+        self.density.setZValue(-2)
+        self.density.hide()
+        self.scatter_plot.addItem(self.density)
+        # In log-log coordinates y = x is still the 45-degree line through the origin.
+        self.identity = pg.InfiniteLine(pos=(0, 0), angle=45,
+                                        pen=pg.mkPen("#3c4043", width=1.5, style=Qt.PenStyle.DashLine))
+        self.identity.setZValue(5)  # above the density image
+        self.scatter_plot.addItem(self.identity, ignoreBounds=True)
+        # Other pooled sessions' trials (grey, behind) and the picked bias group's trials (on top).
+        self.context_scatter = self.scatter_plot.plot(pen=None, symbol="o", symbolSize=6, symbolPen=None,
+                                                      symbolBrush=CONTEXT_BRUSH)
+        self.context_scatter.setZValue(-5)
+        self.highlight = self.scatter_plot.plot(pen=None, symbol="o", symbolSize=13, symbolBrush=None,
+                                                symbolPen=pg.mkPen(HIGHLIGHT_PEN, width=2.5))
+        self.highlight.setZValue(10)
+
+        self.residual_plot = self.layout_widget.addPlot(row=0, col=1, title="Prediction error per trial: (predicted − measured) / measured")
+        self.residual_plot.setLabel("bottom", "Trial")
+        self.residual_plot.setLabel("left", "Error (%)")
+        self.residual_plot.getAxis("left").enableAutoSIPrefix(False)
+        self.residual_plot.showGrid(x=True, y=True, alpha=0.25)
+        self.residual_plot.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#5f6368")), ignoreBounds=True)
+        self.residual_plot.setDownsampling(auto=True, mode="peak")
+        self.residual_plot.setClipToView(True)
+        self.residuals = self.residual_plot.plot(pen=pg.mkPen((42, 111, 219, 90)), symbol="o", symbolSize=5,
+                                                 symbolPen=None, symbolBrush=POINT_BRUSH)
+        self.residuals.setSkipFiniteCheck(True)
+        # With many trials the line above is drawn downsampled and without markers; these are a thinned set.
+        self.residual_points = self.residual_plot.plot(pen=None, symbol="o", symbolSize=5, symbolPen=None,
+                                                       symbolBrush=POINT_BRUSH)
+        self.residual_points.setDownsampling(ds=1, auto=False)
+        self.residual_points.setSkipFiniteCheck(True)
+        self.residual_highlight = self.residual_plot.plot(pen=None, symbol="o", symbolSize=10, symbolBrush=None,
+                                                          symbolPen=pg.mkPen(HIGHLIGHT_PEN, width=2))
+        self.residual_highlight.setZValue(10)
+
+        self.rank_plot = self.layout_widget.addPlot(row=1, col=1, title="Rank correlation per round (Spearman ρ)")
+        self.rank_plot.setLabel("bottom", "Round")
+        self.rank_plot.setLabel("left", "ρ")
+        self.rank_plot.setYRange(-1.05, 1.05)
+        self.rank_plot.showGrid(x=False, y=True, alpha=0.25)
+        self.rank_plot.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#5f6368")), ignoreBounds=True)
+        self.rank_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush="#1e8e3e")
+        self.rank_plot.addItem(self.rank_bars)
+
+        self.bias = BiasTable()
+        self.bias.group_selected.connect(self._on_group_selected)
+        self.bias.scope_changed.connect(self._request_bias)
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.layout_widget)
+        splitter.addWidget(self.bias)
+        splitter.setStretchFactor(0, 1)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([400, 400])
+        self.splitter = splitter
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.summary)
+        layout.addWidget(splitter, 1)
+
+        self._stale = False
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setSingleShot(True)
+        self._redraw_timer.setInterval(redraw_ms)
+        self._redraw_timer.timeout.connect(self._on_redraw)
+        self._bias_timer = QTimer(self)
+        self._bias_timer.setSingleShot(True)
+        self._bias_timer.setInterval(bias_ms)
+        self._bias_timer.timeout.connect(self._request_bias)
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self._pairs)
+
+    def exportable(self):
+        return self.layout_widget.scene()
+
+    def set_session(self, session, trials: list | None = None, columns: TrialColumns | None = None) -> None:
+        """Show a session (its id or its SessionRecord; None for none). `columns` (what
+        `Store.trial_columns` returns) or `trials` (TrialRecords), when given, are the session's
+        trials already read, in id order, so they are not read from the store again."""
+        self._redraw_timer.stop()
+        session_id = getattr(session, "id", session)
+        self.session_id = session_id
+        self._last_id = 0
+        self._pairs.clear()
+        self._rounds = []
+        self._highlighted = set()
+        self._points = {}
+        self._summary_key = None
+        self.context_scatter.setData([], [])
+        if columns is None and trials is not None:
+            columns = columns_of(trials)
+        if columns is not None and session_id is not None:
+            try:
+                self._rounds = self._store.rounds(session_id)
+            except TunelabError as exc:
+                self.summary.setText(str(exc))
+            self._add(columns)
+        else:
+            self.poll()
+        self._redraw_timer.stop()  # exactly one redraw, now
+        self._on_redraw()
+        self._request_bias()
+
+    def set_compare_sessions(self, session_ids: list[int]) -> None:
+        """The sessions ticked in Compare (pooled when the bias scope says so)."""
+        self._compare_ids = list(session_ids)
+        if self.bias.scope == "compare":
+            self._request_bias()
+
+    def bias_session_ids(self) -> list[int]:
+        """The sessions the bias table pools under the current scope (the selected one first)."""
+        if self.session_id is None:
+            return []
+        scope = self.bias.scope
+        if scope == "compare":
+            return [self.session_id] + [i for i in self._compare_ids if i != self.session_id]
+        if scope == "workload":
+            try:
+                mine = self._store.session(self.session_id)
+                same = [r.id for r in self._store.sessions()
+                        if r.workload == mine.workload and r.custom_source == mine.custom_source]
+            except TunelabError:
+                return [self.session_id]
+            return [self.session_id] + [i for i in sorted(same) if i != self.session_id]
+        return [self.session_id]
+
+    @property
+    def bias_running(self) -> bool:
+        return self._bias_worker is not None
+
+    def poll(self) -> int:
+        columns = read_new(self._store, self.session_id, self._last_id, self.summary.setText)
+        return 0 if columns is None else self.add(columns)
+
+    def add(self, columns: TrialColumns) -> int:
+        """Take newly stored trials of the shown session (the main window reads them once for every
+        view); returns how many were new here. The redraw and the bias table follow from timers."""
+        if self.session_id is None:
+            return 0
+        n = n_rows(rows_after(columns, self._last_id))
+        try:
+            if n or not self._rounds:
+                self._rounds = self._store.rounds(self.session_id)
+        except TunelabError as exc:
+            self.summary.setText(str(exc))
+            return 0
+        predicted = self._add(columns)
+        if n and not self._redraw_timer.isActive():
+            self._redraw_timer.start()
+        if predicted and not self._bias_timer.isActive():
+            self._bias_timer.start()
+        return n
+
+    def _add(self, columns: TrialColumns) -> bool:
+        """Keep the trials' (measured, predicted) pairs; True when any was added."""
+        c = rows_after(columns, self._last_id)
+        if not n_rows(c):
+            return False
+        self._last_id = int(c["id"][-1])
+        measured, predicted = c["latency_ms"], c["predicted_ms"]
+        with np.errstate(invalid="ignore"):  # NaN (none) compares false
+            keep = c["ok"] & (predicted > 0) & np.isfinite(measured) & (measured != 0)
+        if not keep.any():
+            return False
+        self._pairs.extend(index=c["index"][keep], measured=measured[keep], predicted=predicted[keep],
+                           id=c["id"][keep])
+        return True
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._stale:
+            self._on_redraw()
+        if self._bias_stale:
+            self._request_bias()
+
+    # ---- bias ----------------------------------------------------------------------------------
+    def _request_bias(self) -> None:
+        """Recompute the bias table in a worker (one at a time; a request while one runs reruns it)."""
+        ids = self.bias_session_ids()
+        if not ids:
+            self.bias.show_message("No session selected.")
+            return
+        if not self.isVisible():
+            self._bias_stale = True
+            return
+        self._bias_stale = False
+        if self._bias_worker is not None:
+            self._bias_again = True
+            return
+        if (self.bias.report or {}).get("session_ids") != ids:  # what is shown is about other sessions
+            self.bias.show_message("Working out where the cost model is wrong…")
+        worker = CallWorker(self._store.path, bias_job, ids, self.bias.k)
+        worker.succeeded.connect(self._on_bias_done)
+        worker.failed.connect(self._on_bias_failed)
+        worker.finished.connect(self._on_bias_finished)
+        self._bias_worker = keep_alive(worker)
+        self.bias.set_busy(True)
+        worker.start()
+
+    def _on_bias_done(self, report: dict) -> None:
+        if self._bias_again or self.session_id is None:
+            return  # stale: the rerun replaces it
+        if not report.get("n"):
+            counts = report.get("counts") or {}
+            self.bias.show_message(
+                "<b>Where the model is wrong</b>: nothing to judge yet — no successful trial has a prediction "
+                f"({counts.get('trials', 0)} trials; the model predicts from the second round on).")
+        else:
+            self.bias.set_report(report)
+        self._draw_context(report)
+
+    def _on_bias_failed(self, message: str, _details: str) -> None:
+        if not self._bias_again:
+            self.bias.show_message(f"<b>Where the model is wrong</b>: cannot compute it: {message}")
+
+    def _on_bias_finished(self) -> None:
+        self._bias_worker = None
+        self.bias.set_busy(False)
+        if self._bias_again:
+            self._bias_again = False
+            self._request_bias()
+
+    def _draw_context(self, report: dict) -> None:
+        self._points = report.get("points") or {}
+        others = [(m, p) for sid, m, p, _ in self._points.values() if sid != self.session_id]
+        if len(others) > SCATTER_CAP:
+            others = [others[i] for i in decimate(np.arange(len(others)), SCATTER_CAP)]
+        self.context_scatter.setData([m for m, _ in others], [p for _, p in others])
+        self._draw_highlight()
+
+    def _on_group_selected(self, trial_ids: list) -> None:
+        self._highlighted = set(trial_ids)
+        self._draw_highlight()
+
+    @property
+    def n_highlighted(self) -> int:
+        """The picked group's trials in the scatter (all of them, also when fewer are drawn)."""
+        return self._n_highlighted
+
+    def _draw_highlight(self) -> None:
+        hits = [self._points[t] for t in sorted(self._highlighted) if t in self._points]
+        self._n_highlighted = len(hits)
+        if len(hits) > SCATTER_CAP:
+            hits = [hits[i] for i in decimate(np.arange(len(hits)), SCATTER_CAP)]
+        self.highlight.setData([m for _, m, _, _ in hits], [p for _, _, p, _ in hits])
+        if not self._highlighted:
+            self.residual_highlight.setData([], [])
+            return
+        ids = self._pairs.col("id")
+        rows = np.flatnonzero(np.isin(ids, np.fromiter(self._highlighted, dtype=np.float64)))
+        if len(rows) > SCATTER_CAP:
+            rows = rows[decimate(np.arange(len(rows)), SCATTER_CAP)]
+        measured, predicted = self._pairs.col("measured")[rows], self._pairs.col("predicted")[rows]
+        self.residual_highlight.setData(self._pairs.col("index")[rows], 100.0 * (predicted - measured) / measured)
+
+    def _on_redraw(self) -> None:
+        if behind_while_hidden(self):
+            return
+        measured, predicted = self._pairs.col("measured"), self._pairs.col("predicted")
+        index = self._pairs.col("index")
+        n = len(measured)
+        residual = 100.0 * (predicted - measured) / measured if n else np.empty(0)
+        if n > SCATTER_CAP:
+            self.scatter.setData([], [])
+            rgba, rect = density_rgba(np.log10(measured), np.log10(predicted))
+            self.density.setImage(rgba, autoLevels=False)
+            self.density.setRect(*rect)
+            self.density.show()
+            # The residual line is downsampled by pyqtgraph; its markers are a thinned, stable subset.
+            self.residuals.setSymbol(None)
+            self.residuals.setData(index, residual)
+            rows = decimate(np.arange(n), SCATTER_CAP, np.arange(max(0, n - RECENT), n))
+            self.residual_points.setData(index[rows], residual[rows])
+        else:
+            self.density.hide()
+            self.density.clear()
+            self.scatter.setData(measured, predicted)
+            self.residuals.setSymbol("o")
+            self.residuals.setData(index, residual)
+            self.residual_points.setData([], [])
+        self._draw_highlight()
+        rounds = [r for r in self._rounds if r.spearman is not None and math.isfinite(r.spearman)]
+        self.rank_bars.setOpts(x=[r.round for r in rounds], height=[r.spearman for r in rounds], width=0.7)
+        if len(rounds):
+            self.rank_plot.setXRange(min(r.round for r in rounds) - 0.7, max(r.round for r in rounds) + 0.7)
+            step = max(1, len(self._rounds) // 12)
+            ticks = [(r.round, str(r.round)) for r in self._rounds[::step]]
+            self.rank_plot.getAxis("bottom").setTicks([ticks, []])
+        self._update_summary(residual)
+
+    def _update_summary(self, residual: np.ndarray) -> None:
+        if self.session_id is None:
+            self.summary.setText("No session selected.")
+            return
+        n = len(self._pairs)
+        if n == 0:
+            self.summary.setText(f"<b>Session {self.session_id}</b> · no predictions yet: the cost model "
+                                 "predicts once enough trials are measured to train it (from the second round on).")
+            return
+        key = (self.session_id, n, self._last_id)
+        if key != self._summary_key:  # Spearman and the medians only when the data changed
+            rho = spearman(self._pairs.col("predicted"), self._pairs.col("measured"))
+            rho_text = "—" if rho is None else f"{rho:.2f}"
+            self._summary_text = (
+                f"<b>Session {self.session_id}</b> · {n} trials predicted before they were measured · "
+                f"Spearman ρ overall {rho_text} · median |error| {float(np.median(np.abs(residual))):.0f}% · "
+                f"bias (median error) {float(np.median(residual)):+.0f}%")
+            self._summary_key = key
+        self.summary.setText(self._summary_text)

@@ -1,0 +1,443 @@
+"""The Hardware view: what the GPU (and CPU) did during the session, aligned with its trials.
+
+Telemetry comes through tunelab.app.workers.telemetry_source; without any (no sampler ran, no NVIDIA GPU) the view
+says so plainly instead of showing empty axes.
+
+Trials measured while the machine was not quiet (another process busy on the CPU or using the GPU,
+the GPU throttled: each trial's telemetry stamp says so) are shaded on the time axis and ringed in
+the trials panel, with tooltips naming the cause and the pids, and listed under the plots.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QStackedWidget,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, n_rows, rows_after
+from tunelab.app.widgets.log_axis import log_axes
+from tunelab.app.workers.following import behind_while_hidden
+from tunelab.app.workers.telemetry_source import (
+    FIELDS,
+    PANELS,
+    disturbance,
+    is_throttled,
+    machine_gpu_status,
+    read_samples,
+    read_trial_stamps,
+)
+from tunelab.core.errors import TunelabError
+from tunelab.core.store.database import Store
+
+REDRAW_MS = 500
+LIMIT = "#d93025"
+THROTTLE_BRUSH = (217, 48, 37, 50)
+SERIES_PENS = ("#2a6fdb", "#e37400", "#1e8e3e")
+# Trials measured on a machine that was not quiet: span colour, ring colour, words for the list.
+DISTURBED = {
+    "throttled": ((217, 48, 37, 60), "#d93025", "while the GPU was throttled"),
+    "gpu": ((147, 52, 230, 45), "#9334e6", "while another process used the GPU"),
+    "busy": ((227, 116, 0, 45), "#e37400", "while another process was busy on the CPU"),
+    "warning": ((227, 116, 0, 30), "#e37400", "after a cool-down warning"),
+}
+STAMPS_MS = 3000  # while trials arrive, the per-trial stamps are re-read at most this often
+MAX_LISTED = 1000  # rows of the disturbed-trials table
+MAX_SPANS = 300
+
+
+def _pid_text(pids: list[int], limit: int = 8) -> str:
+    if not pids:
+        return ""
+    shown = ", ".join(str(p) for p in pids[:limit])
+    return f"pid {shown}" + (f" and {len(pids) - limit} more" if len(pids) > limit else "")
+
+
+def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) index ranges where flags is true."""
+    if not len(flags):
+        return []
+    padded = np.concatenate([[0], flags.astype(np.int8), [0]])
+    edges = np.flatnonzero(np.diff(padded))
+    return list(zip(edges[::2], edges[1::2], strict=True))
+
+
+class HardwareView(QWidget):
+    def __init__(self, store: Store, redraw_ms: int = REDRAW_MS, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._store = store
+        self.session_id: int | None = None
+        self._t0 = 0.0
+        self._last_t = 0.0
+        self._last_trial_id = 0
+        self._samples = GrowingColumns("t", "throttled", *FIELDS)
+        # One row per trial in id order: "t" (= "end") and "start" in seconds since the session was
+        # created, latency NaN when it failed. Ids ascend, so a trial's row is a binary search.
+        self._trials = GrowingColumns("id", "index", "start", "t", "latency")
+        self._plots: dict[str, pg.PlotItem] = {}
+        self._curves: dict[str, pg.PlotDataItem] = {}
+        self._regions: list[pg.LinearRegionItem] = []
+        self._trial_regions: list[pg.LinearRegionItem] = []
+        self._stamps_dirty = False
+        self._stamps_at = -1e9
+        self.disturbed: list[dict] = []  # one entry per trial measured on a machine that was not quiet
+        self.telemetry_supported = True
+
+        self.status = QLabel()
+        self.status.setObjectName("hardware_status")
+        self.status.setWordWrap(True)
+        self.empty = QLabel()
+        self.empty.setObjectName("hardware_empty")
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setWordWrap(True)
+        self.empty.setStyleSheet("font-size: 15px; color: #5f6368; padding: 40px;")
+        self.layout_widget = pg.GraphicsLayoutWidget()
+        self.layout_widget.setBackground("w")
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.empty)
+        self.stack.addWidget(self.layout_widget)
+        self.disturbed_label = QLabel()
+        self.disturbed_label.setObjectName("hardware_disturbed")
+        self.disturbed_label.setWordWrap(True)
+        self.disturbed_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.disturbed_table = QTableWidget(0, 4)
+        self.disturbed_table.setObjectName("disturbed_table")
+        self.disturbed_table.setHorizontalHeaderLabels(("Trial", "Seconds", "What else was going on", "Other pids"))
+        self.disturbed_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.disturbed_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.disturbed_table.verticalHeader().setVisible(False)
+        self.disturbed_table.setAlternatingRowColors(True)
+        header = self.disturbed_table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        self.disturbed_table.hide()
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.stack)
+        splitter.addWidget(self.disturbed_table)
+        splitter.setStretchFactor(0, 4)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([600, 150])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.status)
+        layout.addWidget(self.disturbed_label)
+        layout.addWidget(splitter, 1)
+
+        self.trial_plot = self._add_plot("trials", "Latency (ms)")
+        self.trial_plot.setLogMode(y=True)
+        self.trial_curve = self.trial_plot.plot(pen=None, symbol="o", symbolSize=5, symbolPen=None,
+                                                symbolBrush=(42, 111, 219, 170))
+        # Rings around the trials measured while the machine was not quiet (hover: cause and pids).
+        self.disturbed_markers = pg.ScatterPlotItem(size=11, brush=None, hoverable=True, hoverSize=14,
+                                                    tip=lambda x, y, data: data)
+        self.disturbed_markers.setZValue(5)
+        self.trial_plot.addItem(self.disturbed_markers)
+
+        self._stale = False
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setSingleShot(True)
+        self._redraw_timer.setInterval(redraw_ms)
+        self._redraw_timer.timeout.connect(self._on_redraw)
+        self._stamps_timer = QTimer(self)
+        self._stamps_timer.setSingleShot(True)
+        self._stamps_timer.timeout.connect(self._on_redraw)
+        self._update_status()
+
+    @property
+    def n_samples(self) -> int:
+        return len(self._samples)
+
+    def exportable(self):
+        return self.layout_widget.scene()
+
+    def set_session(self, session: Any, trials: list | None = None,
+                    columns: TrialColumns | None = None) -> None:
+        """Show a session (an id, a SessionRecord or None); `columns` (what `Store.trial_columns`
+        returns) or `trials`, when given, are the main window's one read of its trials, so this view
+        does not read them again."""
+        session_id = getattr(session, "id", session)
+        self.session_id = session_id
+        if columns is None and trials is not None:
+            columns = columns_of(trials)
+        self._samples.clear()
+        self._trials.clear()
+        self._last_t = 0.0
+        self._last_trial_id = 0
+        self._t0 = 0.0
+        self.disturbed = []
+        self._stamps_dirty = True
+        self._stamps_at = -1e9
+        if session_id is not None:
+            try:
+                self._t0 = self._store.session(session_id).created_at
+            except TunelabError as exc:
+                self.status.setText(str(exc))
+                self.session_id = None
+        self._read(columns)
+        self._on_redraw()
+
+    def poll(self) -> int:
+        """Read the telemetry and the trials stored since the last poll; returns the new samples."""
+        return self._read(None)
+
+    def add(self, columns: TrialColumns) -> int:
+        """Take newly stored trials (the main window's one read for every view) and read the new
+        telemetry samples; returns how many samples were new."""
+        return self._read(columns)
+
+    def _read(self, columns: TrialColumns | None) -> int:
+        if self.session_id is None:
+            return 0
+        try:
+            samples = read_samples(self._store, self.session_id, self._last_t)
+            if columns is None:
+                columns = self._store.trial_columns(self.session_id, since_id=self._last_trial_id)
+        except TunelabError as exc:
+            self.status.setText(str(exc))
+            return 0
+        self.telemetry_supported = samples is not None
+        for s in samples or ():
+            values = {f: (math.nan if (v := getattr(s, f, None)) is None else float(v)) for f in FIELDS}
+            self._samples.append(t=s.t - self._t0, throttled=float(is_throttled(s)), **values)
+            self._last_t = s.t
+        c = rows_after(columns, self._last_trial_id)
+        if n_rows(c):
+            latency = np.where(c["ok"] & (c["latency_ms"] != 0), c["latency_ms"], math.nan)
+            self._trials.extend(id=c["id"], index=c["index"], start=c["started_at"] - self._t0,
+                                t=c["finished_at"] - self._t0, latency=latency)
+            self._last_trial_id = int(c["id"][-1])
+            self._stamps_dirty = True
+        if (samples or n_rows(c)) and not self._redraw_timer.isActive():
+            self._redraw_timer.start()
+        return len(samples or ())
+
+    # ---- drawing -------------------------------------------------------------------------------
+    def _add_plot(self, key: str, title: str) -> pg.PlotItem:
+        """One panel per row, all sharing the time axis of the first (the trials)."""
+        row = len(self._plots)
+        plot = self.layout_widget.addPlot(row=row, col=0, axisItems=log_axes("left"))
+        plot.setLabel("left", title)
+        plot.getAxis("left").setWidth(70)
+        plot.showGrid(x=True, y=True, alpha=0.25)
+        plot.setDownsampling(mode="peak")
+        plot.setClipToView(True)
+        if self._plots:
+            plot.setXLink(next(iter(self._plots.values())))
+        for other in self._plots.values():
+            other.getAxis("bottom").setLabel("")
+        plot.setLabel("bottom", "Seconds since the session was created")
+        self._plots[key] = plot
+        return plot
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._stale:
+            self._on_redraw()
+
+    def _on_redraw(self) -> None:
+        if behind_while_hidden(self):
+            return
+        if self._stamps_dirty:
+            # Every stamp is re-read (the store has no "since"): at most every STAMPS_MS while following.
+            wait = self._stamps_at + STAMPS_MS / 1000 - time.monotonic()
+            if wait > 0:
+                if not self._stamps_timer.isActive():
+                    self._stamps_timer.start(int(wait * 1000) + 1)
+            else:
+                self._stamps_at = time.monotonic()
+                self._read_stamps()
+                self._update_disturbed()
+        self._update_status()
+        if len(self._samples) == 0:
+            self.stack.setCurrentWidget(self.empty)
+            return
+        self.stack.setCurrentWidget(self.layout_widget)
+        t = self._samples.col("t")
+        for key, title, series in PANELS:
+            drawn = [(f, name) for f, name in series if np.isfinite(self._samples.col(f)).any()]
+            if not drawn:
+                continue
+            if key not in self._plots:
+                plot = self._add_plot(key, title)
+                if len(series) > 1:
+                    plot.addLegend(offset=(-10, 5), labelTextColor="#202124", brush=(255, 255, 255, 200))
+            plot = self._plots[key]
+            for i, (field, name) in enumerate(drawn):
+                if field not in self._curves:
+                    limit = field.endswith("_limit_w")
+                    pen = pg.mkPen(LIMIT, width=1, style=Qt.PenStyle.DashLine) if limit else \
+                        pg.mkPen(SERIES_PENS[i % len(SERIES_PENS)], width=1.5)
+                    self._curves[field] = plot.plot(pen=pen, connect="finite", name=name)
+                self._curves[field].setData(t, self._samples.col(field))
+        self.trial_curve.setData(self._trials.col("t"), self._trials.col("latency"))
+        self._draw_throttling(t)
+        self._draw_disturbed()
+
+    # ---- trials measured on a machine that was not quiet ---------------------------------------
+    def _read_stamps(self) -> None:
+        self._stamps_dirty = False
+        if self.session_id is None:
+            self.disturbed = []
+            return
+        try:
+            stamps = read_trial_stamps(self._store, self.session_id)
+        except TunelabError as exc:
+            self.disturbed_label.setText(str(exc))
+            return
+        out = []
+        ids = self._trials.col("id")
+        for trial_id, stamp in sorted((stamps or {}).items()):
+            row = int(np.searchsorted(ids, trial_id))
+            what = disturbance(stamp)
+            if row >= len(ids) or ids[row] != trial_id or what is None:
+                continue
+            col = self._trials.col
+            index, start, end, latency = (int(col("index")[row]), float(col("start")[row]),
+                                          float(col("t")[row]), float(col("latency")[row]))
+            out.append({"trial_id": trial_id, "index": index, "start": start, "end": end, "latency": latency,
+                        **what})
+        self.disturbed = out
+
+    def disturbed_summary(self) -> str:
+        """'3 trials measured while another process was busy on the CPU (pid 123) · …' ('' when none)."""
+        parts = []
+        for kind, (_, color, words) in DISTURBED.items():
+            hits = [d for d in self.disturbed if d["kind"] == kind]
+            if not hits:
+                continue
+            # The pids that disturbed the most trials first.
+            counts = Counter(p for d in hits for p in d["pids"])
+            pids = sorted(counts, key=lambda p: (-counts[p], p))
+            extra = ""
+            if kind == "throttled":
+                reasons = sorted({r for d in hits for r in d["throttle_reasons"]})
+                extra = f" ({', '.join(reasons)})" if reasons else ""
+            elif pids:
+                extra = f" ({_pid_text(pids)})"
+            elif kind == "warning":
+                extra = f" ({hits[0]['warning']})"
+            n = len(hits)
+            parts.append(f"<span style='color:{color}'>{n} trial{'s' if n != 1 else ''} measured {words}{extra}"
+                         "</span>")
+        return " · ".join(parts)
+
+    def _update_disturbed(self) -> None:
+        summary = self.disturbed_summary()
+        n_trials = len(self._trials)
+        if summary:
+            self.disturbed_label.setText(f"{summary} — shaded on the time axis and ringed in the trials panel "
+                                         f"(hover for details); {len(self.disturbed)} of {n_trials} trials are listed below.")
+        elif n_trials:
+            self.disturbed_label.setText("No trial was measured while another process was busy or the GPU throttled.")
+        else:
+            self.disturbed_label.setText("")
+        self.disturbed_label.setVisible(bool(self.disturbed_label.text()))
+        table = self.disturbed_table
+        rows = self.disturbed[:MAX_LISTED]
+        table.setRowCount(len(rows))
+        for r, d in enumerate(rows):
+            values = (str(d["trial_id"]), f"{d['end']:.1f}", d["cause"], ", ".join(map(str, d["pids"])))
+            for c, text in enumerate(values):
+                item = QTableWidgetItem(text)
+                item.setToolTip(d["cause"] + (f"\n(cool-down warning: {d['warning']})" if d.get("warning") else ""))
+                table.setItem(r, c, item)
+        table.setVisible(bool(rows))
+
+    def _draw_disturbed(self) -> None:
+        for region in self._trial_regions:
+            view = region.getViewBox()
+            if view is not None:
+                view.removeItem(region)
+        self._trial_regions = []
+        if not self.disturbed:
+            self.disturbed_markers.setData([])
+            return
+        ok = self._trials.col("latency")
+        top = float(np.nanmax(ok)) if np.isfinite(ok).any() else 1.0
+        spots = []
+        for d in self.disturbed:
+            y = d["latency"] if math.isfinite(d["latency"]) else top
+            spots.append({"pos": (d["end"], math.log10(y)), "data": f"trial {d['trial_id']}: {d['cause']}",
+                          "pen": pg.mkPen(DISTURBED[d["kind"]][1], width=2)})
+        self.disturbed_markers.setData(spots)
+        # Spans: runs of consecutive disturbed trials with the same cause, widened to stay visible.
+        t = self._trials.col("t")
+        width = max(0.004 * float(t.max() - t.min()) if len(t) else 0.0, 0.05)
+        # Each disturbed trial's position among all trials in index order (consecutive: one span).
+        by_index = np.sort(self._trials.col("index"))
+        position = {d["index"]: int(np.searchsorted(by_index, d["index"])) for d in self.disturbed}
+        spans: list[list[dict]] = []
+        for d in sorted(self.disturbed, key=lambda d: d["index"]):
+            last = spans[-1][-1] if spans else None
+            if (last is not None and last["kind"] == d["kind"] and last["cause"] == d["cause"]
+                    and position.get(d["index"], -2) - position.get(last["index"], -9) == 1):
+                spans[-1].append(d)
+            else:
+                spans.append([d])
+        for run in spans[:MAX_SPANS]:
+            start, end = min(d["start"] for d in run), max(d["end"] for d in run)
+            if end - start < width:
+                mid = (start + end) / 2
+                start, end = mid - width / 2, mid + width / 2
+            first, last = run[0]["trial_id"], run[-1]["trial_id"]
+            which = f"trial {first}" if first == last else f"trials {first}–{last} ({len(run)})"
+            tip = f"{which}: {run[0]['cause']}"
+            brush = DISTURBED[run[0]["kind"]][0]
+            for plot in self._plots.values():
+                region = pg.LinearRegionItem(values=(start, end), movable=False, brush=brush, pen=pg.mkPen(None))
+                region.setZValue(-20)
+                region.setToolTip(tip)
+                plot.addItem(region)
+                self._trial_regions.append(region)
+
+    def region_tooltips(self) -> list[str]:
+        return [r.toolTip() for r in self._trial_regions]
+
+    def _draw_throttling(self, t: np.ndarray) -> None:
+        for region in self._regions:
+            view = region.getViewBox()
+            if view is not None:
+                view.removeItem(region)
+        self._regions = []
+        runs = _runs(self._samples.col("throttled") > 0)
+        for start, end in runs[:200]:
+            span = (float(t[start]), float(t[min(end, len(t) - 1)]))
+            for key, plot in self._plots.items():
+                if key == "trials":
+                    continue
+                region = pg.LinearRegionItem(values=span, movable=False, brush=THROTTLE_BRUSH, pen=pg.mkPen(None))
+                region.setZValue(-10)
+                plot.addItem(region)
+                self._regions.append(region)
+
+    def _update_status(self) -> None:
+        has_gpu, gpu_status = machine_gpu_status()
+        machine = f"This machine: {gpu_status}."
+        if self.session_id is None:
+            self.status.setText(machine)
+            self.empty.setText("No session selected.")
+            return
+        if not self.telemetry_supported:
+            self.empty.setText("This store keeps no telemetry (an older tunelab wrote it).")
+        elif len(self._samples) == 0:
+            cpu_only = "" if has_gpu else "\nNo NVIDIA GPU here: CPU only."
+            self.empty.setText(f"No telemetry recorded for session {self.session_id}.{cpu_only}")
+        throttled = int(self._samples.col("throttled").sum()) if len(self._samples) else 0
+        text = f"<b>Session {self.session_id}</b> · {len(self._samples)} telemetry samples · {machine}"
+        if throttled:
+            text += f" · <span style='color:{LIMIT}'>throttled in {throttled} samples (shaded)</span>"
+        self.status.setText(text)

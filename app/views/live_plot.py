@@ -1,0 +1,355 @@
+"""The live view: each trial's latency, failed trials marked, the best so far and its GFLOP/s.
+
+It follows one session through the store (`trials(id, since_id=last)`), so a session tuned by
+another process updates it just as this window's own worker does. New trials go into growing
+NumPy buffers; the curves are redrawn from a timer, never once per trial.
+
+At 100k trials drawing is what costs: the per-trial scatters draw a deterministic subset (at most
+`SCATTER_CAP` points of the visible range, always with the improvements and the latest trials), and
+the best-so-far curves hold only the improvement points, drawn as steps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QLineF, Qt, QTimer, Signal
+from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
+from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, gflops
+from tunelab.app.widgets.log_axis import LogAxis
+from tunelab.app.workers.following import behind_while_hidden, read_new
+from tunelab.core.errors import TunelabError
+from tunelab.core.store.database import Store
+
+REDRAW_MS = 200
+OK_BRUSH = (42, 111, 219, 170)
+FAILED_PEN = "#d93025"
+BEST_PEN = "#1e8e3e"
+GFLOPS_PEN = "#e37400"
+SCATTER_CAP = 5000  # trial markers drawn at most (plus the kept ones), over the visible trial range
+FAILED_CAP = 1000  # failed-trial markers drawn at most
+RECENT = 256  # the latest trials are always drawn
+
+
+def _draw_axis_picture(axis: pg.AxisItem, p, axis_spec, tick_specs, text_specs) -> None:
+    """pyqtgraph's AxisItem.drawPicture, with the tick (and grid) lines drawn in one call per pen.
+
+    The grid lines cross the whole plot; drawn one call each, an axis took 2-4 ms of every paint
+    while a session tunes (the trial axis changes with every batch)."""
+    p.setRenderHint(p.RenderHint.Antialiasing, False)
+    p.setRenderHint(p.RenderHint.TextAntialiasing, True)
+    pen, p1, p2 = axis_spec
+    p.setPen(pen)
+    p.drawLine(p1, p2)
+    groups: dict[int, tuple] = {}  # in the order the levels come (major first), as pyqtgraph draws them
+    for pen, p1, p2 in tick_specs:
+        groups.setdefault(id(pen), (pen, []))[1].append(QLineF(p1, p2))
+    for pen, lines in groups.values():
+        p.setPen(pen)
+        p.drawLines(lines)
+    if axis.style["tickFont"] is not None:
+        p.setFont(axis.style["tickFont"])
+    p.setPen(axis.textPen())
+    p.setClipRect(axis.boundingRect().toAlignedRect())
+    for rect, flags, text in text_specs:
+        p.drawText(rect, int(flags), text)
+
+
+class _Axis(pg.AxisItem):
+    drawPicture = _draw_axis_picture  # noqa: N815 - pyqtgraph's name
+
+
+class _LogAxis(LogAxis):
+    drawPicture = _draw_axis_picture  # noqa: N815 - pyqtgraph's name
+
+
+class LivePlot(QWidget):
+    """Latency vs trial for the session given to `set_session`; call `poll()` when the store changed."""
+
+    trial_clicked = Signal(int)  # a trial id
+    failed = Signal(str)
+
+    def __init__(self, store: Store, redraw_ms: int = REDRAW_MS, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._store = store
+        self.session_id: int | None = None
+        self._flops = 0.0
+        self._last_id = 0
+        self._ok = GrowingColumns("index", "latency", "id")
+        self._failed = GrowingColumns("index", "id")
+        # Only the improvements (each a new best so far); "pos" is the row in _ok.
+        self._best = GrowingColumns("index", "latency", "gflops", "pos")
+        self._best_ms: float | None = None
+        self._best_index: int | None = None
+        self._last_index: float | None = None
+        self._drawn_key: tuple | None = None
+        self.redraws = 0
+
+        pg.setConfigOptions(antialias=True)
+        self.plot_widget = pg.PlotWidget(background="w", axisItems={
+            "left": _LogAxis("left"), "bottom": _Axis("bottom"), "right": _Axis("right")})
+        self.plot_item = item = self.plot_widget.getPlotItem()
+        item.setDownsampling(auto=True, mode="peak")
+        item.setClipToView(True)
+        item.showGrid(x=True, y=True, alpha=0.25)
+        item.setLabel("bottom", "Trial")
+        item.setLabel("left", "Latency (ms)")
+        item.getAxis("left").enableAutoSIPrefix(False)
+        self.legend = item.addLegend(offset=(-10, 10), labelTextColor="#202124", brush=(255, 255, 255, 210))
+
+        self.ok_curve = item.plot(pen=None, symbol="o", symbolSize=7, symbolPen=None, symbolBrush=OK_BRUSH,
+                                  name="trial latency")
+        self.failed_curve = item.plot(pen=None, symbol="x", symbolSize=11, symbolPen=pg.mkPen(FAILED_PEN, width=2),
+                                      symbolBrush=FAILED_PEN, name="failed trial")
+        self.best_curve = item.plot(pen=pg.mkPen(BEST_PEN, width=2.5), stepMode="right", name="best so far")
+        for curve in (self.ok_curve, self.failed_curve, self.best_curve):
+            curve.setSkipFiniteCheck(True)
+        # Peak downsampling would turn a scatter into min/max pairs: the scatters are thinned here instead.
+        for curve in (self.ok_curve, self.failed_curve):
+            curve.setDownsampling(ds=1, auto=False)
+        self.ok_curve.sigPointsClicked.connect(self._on_points_clicked)
+        self.failed_curve.sigPointsClicked.connect(self._on_points_clicked)
+
+        # GFLOP/s on its own (linear) axis at the right, sharing the trial axis.
+        self.gflops_view = pg.ViewBox()
+        item.showAxis("right")
+        item.scene().addItem(self.gflops_view)
+        right = item.getAxis("right")
+        right.linkToView(self.gflops_view)
+        right.setLabel("Best GFLOP/s", color=GFLOPS_PEN)
+        right.enableAutoSIPrefix(False)
+        right.setGrid(False)  # the latency axis has the grid; a second one (GFLOP/s) only cluttered it
+        self.gflops_view.setXLink(item)
+        self.gflops_curve = pg.PlotDataItem(pen=pg.mkPen(GFLOPS_PEN, width=2, style=Qt.PenStyle.DashLine),
+                                            stepMode="right")
+        self.gflops_curve.setSkipFiniteCheck(True)
+        # Its own ViewBox: PlotItem's downsampling settings do not reach it. Not clipped to the view: it
+        # holds only the improvements, and clipping would make its axis range follow the zoom.
+        self.gflops_curve.setDownsampling(auto=True, method="peak")
+        self.gflops_view.addItem(self.gflops_curve)
+        self.legend.addItem(self.gflops_curve, "best GFLOP/s (right axis)")
+        item.vb.sigResized.connect(self._sync_views)
+        self._set_log(True)
+        # While a session tunes, each new batch repaints the plot; an axis whose range did not change
+        # (and the legend) is then drawn from a cached pixmap instead of replaying its ticks and text.
+        for part in (*(item.getAxis(side) for side in ("left", "bottom", "right")), self.legend):
+            part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+        self.title = QLabel("No session selected.")
+        self.title.setObjectName("live_title")
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.log_check = QCheckBox("Log latency axis")
+        self.log_check.setChecked(True)
+        self.log_check.toggled.connect(self._on_log_toggled)
+        top = QHBoxLayout()
+        top.addWidget(self.title, 1)
+        top.addWidget(self.log_check)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(top)
+        layout.addWidget(self.plot_widget, 1)
+
+        self._stale = False
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setSingleShot(True)
+        self._redraw_timer.setInterval(redraw_ms)
+        self._redraw_timer.timeout.connect(self._on_redraw)
+        # Zooming or panning redraws the thinned scatters for the new range (coalesced).
+        self._points_timer = QTimer(self)
+        self._points_timer.setSingleShot(True)
+        self._points_timer.setInterval(40)
+        self._points_timer.timeout.connect(self._on_range_changed)
+        item.vb.sigXRangeChanged.connect(self._on_x_range)
+
+    # ---- public --------------------------------------------------------------------------------
+    @property
+    def n_trials(self) -> int:
+        return len(self._ok) + len(self._failed)
+
+    @property
+    def n_failed(self) -> int:
+        return len(self._failed)
+
+    def exportable(self):
+        return self.plot_widget.scene()
+
+    def set_session(self, session, trials: list | None = None, columns: TrialColumns | None = None) -> None:
+        """Follow a session (its id or its SessionRecord; None for none). `columns` (what
+        `Store.trial_columns` returns) or `trials` (TrialRecords), when given, are the session's
+        trials already read, in id order, so the store is not read again."""
+        self._redraw_timer.stop()
+        session_id = getattr(session, "id", session)
+        self.session_id = session_id
+        self._last_id = 0
+        for buffer in (self._ok, self._failed, self._best):
+            buffer.clear()
+        self._best_ms = self._best_index = self._last_index = None
+        self._drawn_key = None
+        self._flops = 0.0
+        if session_id is not None:
+            flops = getattr(session, "flops", None)
+            if flops is not None:
+                self._flops = flops
+            else:
+                try:
+                    self._flops = self._store.session(session_id).flops
+                except TunelabError as exc:
+                    self.failed.emit(str(exc))
+                    self.session_id = None
+        if columns is None and trials is not None:
+            columns = columns_of(trials)
+        if columns is not None and self.session_id is not None:
+            self._add(columns)
+        else:
+            self.poll()
+        self._redraw_timer.stop()  # exactly one redraw, now
+        self._on_redraw()
+
+    def poll(self) -> int:
+        """Read the followed session's trials stored since the last poll; returns how many."""
+        columns = read_new(self._store, self.session_id, self._last_id, self.failed.emit)
+        return 0 if columns is None else self.add(columns)
+
+    def add(self, columns: TrialColumns) -> int:
+        """Take newly stored trials of the followed session (the main window reads them once for
+        every view); a redraw follows from the timer. Returns how many were new here."""
+        if self.session_id is None:
+            return 0
+        n = self._add(columns)
+        if n and not self._redraw_timer.isActive():
+            self._redraw_timer.start()
+        return n
+
+    def _add(self, columns: TrialColumns) -> int:
+        c = rows_after(columns, self._last_id)
+        n = n_rows(c)
+        if not n:
+            return 0
+        latency = c["latency_ms"]
+        with np.errstate(invalid="ignore"):
+            good = c["ok"] & (latency > 0)  # NaN (no latency) compares false
+        index = c["index"].astype(np.float64)
+        ids = c["id"].astype(np.float64)
+        if not good.all():
+            self._failed.extend(index=index[~good], id=ids[~good])
+        if good.any():
+            index, latency = index[good], latency[good]
+            first_pos = len(self._ok)
+            self._ok.extend(index=index, latency=latency, id=ids[good])
+            # A new best is strictly better than every earlier one (the first of equal latencies wins).
+            before = np.minimum.accumulate(np.r_[math.inf if self._best_ms is None else self._best_ms, latency])[:-1]
+            new = np.flatnonzero(latency < before)
+            if len(new):
+                best = latency[new]
+                gf = self._flops / (best * 1e-3) / 1e9 if self._flops else np.full(len(best), math.nan)
+                self._best.extend(index=index[new], latency=best, gflops=gf, pos=first_pos + new)
+                self._best_ms, self._best_index = float(best[-1]), int(index[new[-1]])
+        self._last_index = float(c["index"][-1])
+        self._last_id = int(c["id"][-1])
+        return n
+
+    # ---- drawing -------------------------------------------------------------------------------
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._stale:
+            self._on_redraw()
+
+    def _on_redraw(self) -> None:
+        if behind_while_hidden(self):
+            return
+        self.redraws += 1
+        self._drawn_key = None
+        self._draw_points()
+        # The best so far as steps through its improvements, held to the latest trial.
+        bx, by, bg = self._best.col("index"), self._best.col("latency"), self._best.col("gflops")
+        if len(bx) and self._last_index is not None and self._last_index > bx[-1]:
+            bx, by, bg = np.r_[bx, self._last_index], np.r_[by, by[-1]], np.r_[bg, bg[-1]]
+        self.best_curve.setData(bx, by)
+        self.gflops_curve.setData(bx, bg)
+        self._update_title()
+        # Settle the auto-ranges now. Left to the paint, they change the axes during it, and the
+        # axes then ask for a second full paint (10-20 ms of the GUI thread per new batch).
+        self.plot_item.vb.prepareForPaint()
+        self.gflops_view.prepareForPaint()
+
+    def _visible(self, x: np.ndarray) -> np.ndarray:
+        """Rows of `x` inside the trial range shown (all of them while the view follows the data)."""
+        vb = self.plot_item.vb
+        if vb.autoRangeEnabled()[0] or not len(x):
+            return np.arange(len(x))
+        lo, hi = vb.viewRange()[0]
+        pad = 0.02 * (hi - lo)
+        return np.flatnonzero((x >= lo - pad) & (x <= hi + pad))
+
+    def _draw_points(self) -> None:
+        """The per-trial markers: every one when they are few, else a stable subset of those in view."""
+        vb = self.plot_item.vb
+        key = (len(self._ok), len(self._failed), self.log_check.isChecked(),
+               None if vb.autoRangeEnabled()[0] else tuple(vb.viewRange()[0]))
+        if key == self._drawn_key:
+            return
+        self._drawn_key = key
+        ok_x, ok_y = self._ok.col("index"), self._ok.col("latency")
+        n = len(ok_x)
+        if n > SCATTER_CAP:
+            keep = np.r_[self._best.col("pos").astype(np.int64), np.arange(max(0, n - RECENT), n)]
+            rows = decimate(self._visible(ok_x), SCATTER_CAP, keep)
+            self.ok_curve.setData(ok_x[rows], ok_y[rows])
+        else:
+            self.ok_curve.setData(ok_x, ok_y)
+        failed_x = self._failed.col("index")
+        if len(failed_x):
+            if len(failed_x) > FAILED_CAP:
+                m = len(failed_x)
+                failed_x = failed_x[decimate(self._visible(failed_x), FAILED_CAP, np.arange(max(0, m - 16), m))]
+            top = float(ok_y.max()) * 1.6 if n else 1.0
+            self.failed_curve.setData(failed_x, np.full(len(failed_x), top))
+        else:
+            self.failed_curve.setData([], [])
+
+    def _on_x_range(self, *_: object) -> None:
+        self._points_timer.start()
+
+    def _on_range_changed(self) -> None:
+        if self.isVisible() and not self._stale:
+            self._draw_points()
+
+    def _update_title(self) -> None:
+        if self.session_id is None:
+            self.title.setText("No session selected.")
+            return
+        text = f"<b>Session {self.session_id}</b> · {self.n_trials} trials"
+        if self.n_failed:
+            text += f", <span style='color:{FAILED_PEN}'>{self.n_failed} failed (✕ at the top)</span>"
+        if self._best_ms is not None:
+            text += (f" · best {fmt_ms(self._best_ms)} ms = {fmt_gflops(gflops(self._flops, self._best_ms))} GFLOP/s"
+                     f" at trial {self._best_index}")
+        elif self.n_trials == 0:
+            text += " · waiting for the first trial…"
+        self.title.setText(text)
+
+    def _sync_views(self) -> None:
+        self.gflops_view.setGeometry(self.plot_item.vb.sceneBoundingRect())
+        self.gflops_view.linkedViewChanged(self.plot_item.vb, self.gflops_view.XAxis)
+
+    def _set_log(self, on: bool) -> None:
+        self.plot_item.setLogMode(y=on)
+        # PlotItem.setLogMode switches every axis; the GFLOP/s axis belongs to its own linear view.
+        self.plot_item.getAxis("right").setLogMode(False, False)
+
+    def _on_log_toggled(self, on: bool) -> None:
+        self._set_log(on)
+        self._on_redraw()
+
+    def _on_points_clicked(self, _item, points, *_: object) -> None:
+        if not len(points):
+            return
+        index = int(round(points[0].pos().x()))
+        for columns in (self._ok, self._failed):
+            hits = np.nonzero(columns.col("index") == index)[0]
+            if len(hits):
+                self.trial_clicked.emit(int(columns.col("id")[hits[0]]))
+                return

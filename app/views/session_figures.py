@@ -1,0 +1,195 @@
+"""The session header's yardsticks: the best kernel as a multiple of the vendor library ("0.62× vendor")
+and as a fraction of this machine's roofline ("41 % of roofline, memory-bound").
+
+Both come from tunelab.core.trust.baselines / tunelab.core.trust.roofline, which measure the first time (the vendor call on this
+problem, the machine's peak FLOP/s and bandwidth) and keep the figures in the store. Measuring runs in
+a worker thread, and only on request (the "measure…" link) unless the store already holds both; the
+label then follows the session's best time as it improves.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QWidget
+from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
+from tunelab.app.workers.worker import CallWorker, keep_alive
+from tunelab.core.errors import TunelabError
+from tunelab.core.records import SessionRecord
+from tunelab.core.store.database import Store
+
+MEASURE_LINK = "<a href='measure'>vendor &amp; roofline…</a>"
+
+
+def figures_available() -> bool:
+    """This build of tunelab has tunelab.core.trust.baselines and tunelab.core.trust.roofline."""
+    return all(importlib.util.find_spec(m) is not None for m in ("tunelab.core.trust.baselines", "tunelab.core.trust.roofline"))
+
+
+def figures_job(store: Store, session_id: int) -> dict[str, Any]:
+    """The vendor baseline and the roofline of a session (measured and stored the first time)."""
+    from tunelab.core.trust.baselines import baseline_for
+    from tunelab.core.trust.roofline import roofline_for
+
+    record = store.session(session_id)
+    out: dict[str, Any] = {"session_id": session_id, "vendor": None, "roofline": None, "errors": []}
+    for key, fn in (("vendor", baseline_for), ("roofline", roofline_for)):
+        try:
+            out[key] = fn(store, record)
+        except TunelabError as exc:
+            out["errors"].append(f"{key}: {exc}")
+    return out
+
+
+def _cached(store: Store, record: SessionRecord) -> bool:
+    """Both figures are in the store already, so asking for them measures nothing."""
+    from tunelab.core.trust.baselines import CPU_WORKLOADS
+
+    try:
+        vendor = (record.custom_source is not None or record.workload not in CPU_WORKLOADS
+                  or store.baseline(record.workload, record.shape, record.dtype, record.target_kind) is not None)
+        profile = store.machine_profile(record.target_kind)
+    except (AttributeError, TunelabError):
+        return False
+    dtype = record.dtype if not (record.dtype == "float16" and record.target_kind != "cuda") else "float32"
+    return vendor and profile is not None and dtype in (profile.get("peak_gflops") or {})
+
+
+class SessionFigures(QLabel):
+    """'0.62× vendor (OpenBLAS) · 41 % of roofline (memory-bound)' for the selected session."""
+
+    def __init__(self, store: Store, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("session_figures")
+        self._store = store
+        self._record: SessionRecord | None = None
+        self._figures: dict[str, Any] | None = None
+        self._worker: CallWorker | None = None
+        self._best: tuple[float | None, float | None, str] = (None, None, "")
+        self._single_task: dict[int, bool] = {}
+        self._available = figures_available()
+        self.setTextFormat(Qt.TextFormat.RichText)
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self.linkActivated.connect(lambda _link: self.measure())
+        self.hide()
+
+    @property
+    def running(self) -> bool:
+        return self._worker is not None
+
+    @property
+    def figures(self) -> dict[str, Any] | None:
+        return self._figures
+
+    def _primary(self, record: SessionRecord) -> tuple[float | None, float | None, str]:
+        """(best ms, best GFLOP/s, shape text) of the session's primary shape: a session that tunes
+        several shapes has a best per shape, and the baseline and the roofline are the primary one's."""
+        # A session's tasks are fixed when it is created: once it is known to have one, the
+        # per-task read (four look-ups per task) is skipped on every later refresh.
+        if self._single_task.get(record.id):
+            return record.best_ms, record.best_gflops, ""
+        try:
+            tasks = self._store.tasks(record.id) if hasattr(self._store, "tasks") else []
+        except TunelabError:
+            tasks = []
+        if len(tasks) > 1:
+            t = tasks[0]
+            return t.best_ms, t.best_gflops, ",".join(f"{k}={v}" for k, v in t.shape.items())
+        self._single_task[record.id] = True
+        return record.best_ms, record.best_gflops, ""
+
+    def set_record(self, record: SessionRecord | None) -> None:
+        """The selected session (again, after its best time changed)."""
+        same = record is not None and self._record is not None and record.id == self._record.id
+        self._record = record
+        self._best = self._primary(record) if record is not None else (None, None, "")
+        if not same:
+            self._figures = None
+            if record is not None and self._available and record.best_ms is not None \
+                    and _cached(self._store, record):
+                self.measure()
+        self._show()
+
+    def measure(self) -> None:
+        """Fetch (measuring what the store lacks) the vendor baseline and the roofline, in a worker."""
+        if self._record is None or self._worker is not None or not self._available:
+            return
+        worker = CallWorker(self._store.path, figures_job, self._record.id)
+        worker.succeeded.connect(self._on_done)
+        worker.failed.connect(lambda message, _d: self._on_failed(message))
+        worker.finished.connect(self._on_finished)
+        self._worker = keep_alive(worker)
+        worker.start()
+        self._show()
+
+    def _on_done(self, figures: dict[str, Any]) -> None:
+        if self._record is not None and figures.get("session_id") == self._record.id:
+            self._figures = figures
+
+    def _on_failed(self, message: str) -> None:
+        self._figures = {"session_id": None, "vendor": None, "roofline": None, "errors": [message]}
+
+    def _on_finished(self) -> None:
+        self._worker = None
+        r = self._record
+        if self._figures is None and r is not None and r.best_ms is not None and _cached(self._store, r):
+            self.measure()  # the selection moved on while it ran
+        self._show()
+
+    def _show(self) -> None:
+        r = self._record
+        if r is None or not self._available or r.best_ms is None:
+            self.hide()
+            return
+        self.show()
+        if self._worker is not None:
+            self.setText("<span style='color:#5f6368'>measuring vendor &amp; roofline…</span>")
+            self.setToolTip("")
+            return
+        if self._figures is None:
+            self.setText(MEASURE_LINK)
+            self.setToolTip("Measure the vendor library on this problem and this machine's roofline (a few "
+                            "seconds, once per machine), then show how the best kernel compares")
+            return
+        best_ms, best_gflops, shape = self._best
+        if best_ms is None:
+            self.setText("<span style='color:#5f6368'>no result for the primary shape yet</span>")
+            return
+        parts, tips = [], []
+        if shape:
+            tips.append(f"For the session's primary shape {shape} (it tunes several).")
+        vendor = self._figures.get("vendor")
+        if vendor and vendor.get("median_ms"):
+            x = vendor["median_ms"] / best_ms
+            color = "#1e8e3e" if x >= 1 else "#202124"
+            parts.append(f"<span style='color:{color}'><b>{x:.2f}× vendor</b></span>")
+            tips.append(f"Vendor: {vendor.get('library') or '?'} ({vendor.get('method') or ''}) "
+                        f"{fmt_ms(vendor['median_ms'])} ms = {fmt_gflops(vendor.get('gflops'))} GFLOP/s; "
+                        f"the best kernel {fmt_ms(best_ms)} ms. Above 1×: faster than the vendor.")
+        elif self._figures.get("session_id") is not None:
+            parts.append("<span style='color:#5f6368'>no vendor baseline</span>")
+            tips.append("No vendor library computes this workload here (a custom workload, or a GPU without "
+                        "PyTorch or CuPy).")
+        roof = self._figures.get("roofline")
+        if roof and roof.get("bound_gflops"):
+            fraction = (best_gflops or 0.0) / roof["bound_gflops"]
+            if fraction > 1.0:  # above the measured roof: the probes were likely disturbed (see the tooltip)
+                parts.append(f"<span style='color:#b06000'><b>{fraction:.0%} of roofline ⚠</b></span> "
+                             f"({roof.get('bound_by')}-bound)")
+            else:
+                parts.append(f"<b>{fraction:.0%} of roofline</b> ({roof.get('bound_by')}-bound)")
+            tips.append(f"Roofline: min(peak {fmt_gflops(roof.get('peak_gflops'))} GFLOP/s, "
+                        f"{roof['intensity']:.2f} FLOP/byte × {roof.get('bandwidth_gbs') or 0:.1f} GB/s) = "
+                        f"{fmt_gflops(roof['bound_gflops'])} GFLOP/s; the best kernel reaches "
+                        f"{fmt_gflops(best_gflops)} GFLOP/s."
+                        + (f" {roof['note']}" if roof.get("note") else ""))
+        elif roof and roof.get("note"):
+            parts.append("<span style='color:#5f6368'>no roofline</span>")
+            tips.append(str(roof["note"]))
+        errors = self._figures.get("errors") or []
+        if errors:
+            parts.append(f"<span style='color:#d93025'>{'; '.join(errors)}</span>")
+        self.setText(" · ".join(parts) if parts else MEASURE_LINK)
+        self.setToolTip("\n".join(tips))

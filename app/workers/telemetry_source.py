@@ -1,0 +1,114 @@
+"""The Hardware view's one door to telemetry: whatever tunelab.core.telemetry.sampler and the store offer, read safely.
+
+Kept apart so the view never depends on the sampler's internals: if the store has no telemetry
+(an older core) or the machine no GPU, the adapter says so instead of raising.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from tunelab.core.errors import TunelabError
+from tunelab.core.store.database import Store
+
+# Panels of the Hardware view: (key, axis label, [(field, legend name)]); only fields with data are drawn.
+PANELS = (
+    ("temperature", "Temperature (°C)", (("gpu_temp_c", "GPU"), ("cpu_temp_c", "CPU"))),
+    ("power", "Power (W)", (("gpu_power_w", "GPU"), ("gpu_power_limit_w", "GPU limit"))),
+    ("clocks", "Clock (MHz)", (("gpu_sm_clock_mhz", "GPU SM"), ("gpu_mem_clock_mhz", "GPU memory"),
+                               ("cpu_freq_mhz", "CPU"))),
+    ("utilization", "Utilization (%)", (("gpu_util_pct", "GPU"), ("gpu_mem_util_pct", "GPU memory"),
+                                        ("cpu_load_mean", "CPU, mean of cores"))),
+    ("memory", "GPU memory (MiB)", (("gpu_mem_used_mib", "used"),)),
+    ("others", "Other busy processes", (("other_busy_procs", "on the CPU"), ("other_gpu_procs", "on the GPU"))),
+)
+FIELDS = tuple(field for _, _, series in PANELS for field, _ in series)
+
+
+def store_has_telemetry(store: Store) -> bool:
+    return callable(getattr(store, "telemetry", None))
+
+
+@cache
+def machine_gpu_status() -> tuple[bool, str]:
+    """(an NVIDIA GPU is readable here, what the telemetry sampler would say about it)."""
+    try:
+        from tunelab.core.telemetry.sampler import default_gpu_source
+    except ImportError:
+        return False, "no telemetry sampler in this build of tunelab"
+    try:
+        source = default_gpu_source()
+    except Exception as exc:  # noqa: BLE001 - a probe: never let it break the view
+        return False, f"no NVIDIA GPU: CPU only ({exc})"
+    try:
+        return bool(source.available), str(source.status)
+    finally:
+        try:
+            source.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def read_samples(store: Store, session_id: int, since_t: float = 0.0) -> list[Any] | None:
+    """The session's telemetry samples after `since_t`, oldest first; None when the store keeps none."""
+    if not store_has_telemetry(store):
+        return None
+    try:
+        return list(store.telemetry(session_id, since_t=since_t))
+    except TunelabError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an older schema or a changed API: report, don't crash
+        raise TunelabError(f"cannot read telemetry: {type(exc).__name__}: {exc}") from exc
+
+
+def is_throttled(sample: Any) -> bool:
+    value = getattr(sample, "throttled", None)
+    return bool(value) if value is not None else bool(getattr(sample, "throttle_reasons", ()))
+
+
+def read_trial_stamps(store: Store, session_id: int) -> dict[int, dict[str, Any]] | None:
+    """What the hardware did while each trial ran (trial id -> summary); None when the store keeps none."""
+    if not callable(getattr(store, "trial_telemetry", None)):
+        return None
+    try:
+        return dict(store.trial_telemetry(session_id))
+    except TunelabError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an older schema or a changed API: report, don't crash
+        raise TunelabError(f"cannot read the trials' telemetry stamps: {type(exc).__name__}: {exc}") from exc
+
+
+def _pids(pids: list[int], limit: int = 12) -> str:
+    shown = ", ".join(str(p) for p in pids[:limit])
+    return f"pid {shown}" + (f" and {len(pids) - limit} more" if len(pids) > limit else "")
+
+
+def disturbance(stamp: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Why a trial's figure may be unfair, from its stamp: ``{"kind", "cause", "pids"}`` or None.
+
+    kind: "throttled" (the GPU limited its clocks), "gpu" (another process used the GPU), "busy"
+    (another process was busy on the CPU) or "warning" (the session's own cool-down warning only).
+    """
+    if not stamp:
+        return None
+    busy = [int(p) for p in stamp.get("other_busy_pids") or []]
+    gpu = [int(p) for p in stamp.get("other_gpu_pids") or []]
+    throttled = bool(stamp.get("throttled"))
+    warning = stamp.get("warning")
+    if not (busy or gpu or throttled or warning):
+        return None
+    parts = []
+    if throttled:
+        reasons = ", ".join(stamp.get("throttle_reasons") or []) or "no reason given"
+        parts.append(f"the GPU was throttled ({reasons})")
+    if gpu:
+        parts.append(f"{'another process' if len(gpu) == 1 else f'{len(gpu)} other processes'} used the GPU "
+                     f"({_pids(gpu)})")
+    if busy:
+        parts.append(f"{'another process was' if len(busy) == 1 else f'{len(busy)} other processes were'} busy "
+                     f"on the CPU ({_pids(busy)})")
+    kind = "throttled" if throttled else "gpu" if gpu else "busy" if busy else "warning"
+    cause = "measured while " + " and ".join(parts) if parts else str(warning)
+    return {"kind": kind, "cause": cause, "pids": sorted(set(busy) | set(gpu)), "warning": warning,
+            "throttle_reasons": list(stamp.get("throttle_reasons") or [])}

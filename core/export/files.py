@@ -1,0 +1,188 @@
+"""Export a tuned trial, and load an exported schedule back without tuning (shared/DESIGN.md).
+
+Files written into the output folder (NAME = workload and shape, e.g. ``gemm_M512_N512_K512``):
+
+- ``NAME.schedule.json``: workload, shape, dtype, target, the replayable config (knob values or
+  sketch decisions) and the MetaSchedule trace as JSON, measured statistics, TVM version; the
+  statistics are the fresh-process confirmation's when the session was confirmed (tunelab.core.trust.confirm;
+  see _chosen_best for which trial), with the session's own figures beside them;
+- ``NAME.tvmscript.py``: the scheduled module as TVMScript;
+- ``NAME.so``: the compiled library (``tvm.runtime.load_module`` + ``lib["main"](...)``);
+- ``database/database_workload.json`` and ``database/database_tuning_record.json``: a MetaSchedule
+  JSON database that plain TVM loads with ``JSONDatabase`` and ``compile_tir``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from tunelab.core.errors import StoreError, TunelabError
+from tunelab.core.store.database import Store
+from tunelab.core.trust.confirm import confirmations
+
+SCHEDULE_FORMAT = 1
+FORMATS = ("schedule", "tvmscript", "library", "database")
+
+
+def _name(workload: str, shape: dict[str, int]) -> str:
+    return workload + "_" + "_".join(f"{k}{v}" for k, v in shape.items())
+
+
+def _trace_json(sch: Any) -> Any:
+    # as_json still holds IntImm values (TVM_NOTES 5): plain numbers for json.
+    return json.loads(json.dumps(sch.trace.as_json(remove_postproc=False), default=lambda o: o.value))
+
+
+CLEARLY_FASTER = 0.95  # a confirmed rival replaces the session's best only when this much faster
+
+
+def _chosen_best(store: Store, task: Any, confirmed: dict[int, dict[str, Any]]) -> int | None:
+    """The trial an export picks by default. Its stated figure must not be the one it was picked by
+    (that figure is biased low: tunelab.core.trust.confirm), so: the session's best, stated with its confirmed
+    figure; a confirmed rival only when its confirmed figure is clearly (5 %) faster, as when the
+    session's best was a fluke; the fastest confirmed trial when the best was never confirmed."""
+    best_id = task.best_trial_id if task is not None else None
+    mine = [k for k in confirmed if store.trial(k).task_id in ((task.id if task is not None else None), None)]
+    if not mine:
+        return best_id
+    fastest = min(mine, key=lambda k: (confirmed[k]["median_ms"], k))
+    if best_id in confirmed and confirmed[fastest]["median_ms"] >= CLEARLY_FASTER * confirmed[best_id]["median_ms"]:
+        return best_id
+    return fastest
+
+
+def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, out_dir: str | os.PathLike[str],
+                 formats: tuple[str, ...] = FORMATS) -> dict[str, str]:
+    """Write the chosen (default: best) trial of a session; return {format: path}."""
+    import tvm
+    from tunelab.core.session.loop import space_for_task
+    from tunelab.core.target.info import target_from_json
+    from tvm.s_tir import meta_schedule as ms
+
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise TunelabError(f"unknown export format(s) {sorted(unknown)}; formats are {list(FORMATS)}")
+    record = store.session(session_id)
+    tasks = store.tasks(session_id)
+    confirmed = confirmations(store, session_id)
+    if trial_id is None:
+        # The primary shape's best (a session with several shapes has one best per shape).
+        best_id = _chosen_best(store, tasks[0] if tasks else None, confirmed)
+        trial = store.trial(best_id) if best_id is not None else store.best_trial(session_id)
+        if trial is None:
+            raise StoreError(f"session {session_id} has no successful trial to export")
+    else:
+        trial = store.trial(trial_id)
+        if trial.session_id != session_id:
+            raise StoreError(f"trial {trial_id} belongs to session {trial.session_id}, not {session_id}")
+        if not trial.ok:
+            raise StoreError(f"trial {trial_id} failed ({trial.status}); only a successful trial can be exported")
+    task = next((t for t in tasks if t.id == trial.task_id), tasks[0])
+    space = space_for_task(record, task)
+    sch = space.schedule(trial.config)
+    shape = task.shape
+    flops = task.flops
+    target = target_from_json(record.target)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    name = _name(record.workload, shape)
+    written: dict[str, str] = {}
+    confirmation = confirmed.get(trial.id)
+    # The figure an export states: the confirmed one where there is one (the session's own figure of
+    # its winner is biased low, see tunelab.core.trust.confirm), and the session's beside it.
+    latency_ms = confirmation["median_ms"] if confirmation else trial.latency_ms
+    if "schedule" in formats:
+        samples = store.samples(trial.id)
+        stated = confirmation["samples_ms"] if confirmation and confirmation["samples_ms"] else samples
+        stats = {"median_ms": latency_ms, "source": "confirmed" if confirmation else "session",
+                 "session_median_ms": trial.latency_ms,
+                 "mean_ms": statistics.fmean(stated) if stated else trial.mean_ms,
+                 "std_ms": statistics.pstdev(stated) if len(stated) > 1 else trial.std_ms,
+                 "min_ms": min(stated, default=trial.min_ms), "max_ms": max(stated, default=trial.max_ms),
+                 "samples_ms": stated, "session_samples_ms": samples,
+                 "gflops": flops / (latency_ms * 1e-3) / 1e9 if latency_ms else None,
+                 "measure": record.measure}
+        if confirmation:
+            stats["confirmed"] = {k: confirmation[k] for k in ("runs", "cv", "run_cv", "verdict", "validation_id")}
+            # the machine's speed then, by tunelab.core.trust.validate's reference kernel: a later re-measurement can
+            # tell the machine drifting from the schedule changing
+            stats["reference_ms"] = confirmation.get("reference_ms")
+        doc = {
+            "tunelab_schedule": SCHEDULE_FORMAT,
+            "workload": record.workload, "shape": shape, "dtype": record.dtype,
+            "custom_source": record.custom_source,
+            "target": record.target, "space_kind": record.space_kind, "space": record.space,
+            "config": trial.config, "trace": _trace_json(sch),
+            "stats": stats,
+            "session": {"id": record.id, "name": record.name, "trial_id": trial.id, "tuner": record.tuner},
+            "tvm_version": tvm.__version__, "exported_at": time.time(),
+        }
+        path = out / f"{name}.schedule.json"
+        path.write_text(json.dumps(doc, indent=1))
+        written["schedule"] = str(path)
+    if "tvmscript" in formats:
+        path = out / f"{name}.tvmscript.py"
+        path.write_text(sch.mod.script())
+        written["tvmscript"] = str(path)
+    if "library" in formats:
+        path = out / f"{name}.so"
+        tvm.compile(sch.mod, target.tvm_target()).export_library(str(path))
+        written["library"] = str(path)
+    if "database" in formats:
+        folder = out / "database"
+        folder.mkdir(exist_ok=True)  # JSONDatabase does not create it (TVM_NOTES 5)
+        for stale in ("database_workload.json", "database_tuning_record.json"):
+            (folder / stale).unlink(missing_ok=True)
+        db = ms.database.JSONDatabase(work_dir=str(folder))
+        workload = db.commit_workload(space.mod if hasattr(space, "mod") else tvm.IRModule({"main": space.prim_func}))
+        args = ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"])
+        db.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, [latency_ms * 1e-3],
+                                                         target.tvm_target(), args))
+        written["database"] = str(folder)
+    return written
+
+
+def load_schedule_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and check a ``*.schedule.json``; bad files raise TunelabError with the reason."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise TunelabError(f"schedule file {path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TunelabError(f"schedule file {path} is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("tunelab_schedule") != SCHEDULE_FORMAT:
+        raise TunelabError(f"{path} is not a tunelab schedule file (format {SCHEDULE_FORMAT})")
+    for key in ("workload", "shape", "dtype", "target", "trace"):
+        if key not in doc:
+            raise TunelabError(f"schedule file {path} has no {key!r}")
+    return doc
+
+
+def schedule_from_file(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Any]:
+    """Apply an exported schedule to its workload, without tuning: (file contents, tvm Schedule)."""
+    import tvm
+    from tunelab.core.workloads.catalog import get_workload
+    from tvm.s_tir import Schedule, Trace
+
+    doc = load_schedule_file(path)
+    workload = get_workload(doc["workload"], doc.get("custom_source"))
+    mod = tvm.IRModule({"main": workload.prim_func(doc["shape"], doc["dtype"])})
+    sch = Schedule(mod)
+    try:
+        Trace.apply_json_to_schedule(doc["trace"], sch)
+    except Exception as exc:
+        raise TunelabError(f"the schedule in {path} does not apply to {doc['workload']}: {str(exc).splitlines()[-1]}") from None
+    return doc, sch
+
+
+def build_schedule_file(path: str | os.PathLike[str], target: dict[str, Any] | None = None) -> Any:
+    """Compile an exported schedule: a tvm runtime Executable whose ``["main"]`` runs the kernel."""
+    import tvm
+
+    doc, sch = schedule_from_file(path)
+    return tvm.compile(sch.mod, tvm.target.Target(target or doc["target"]))

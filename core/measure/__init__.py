@@ -1,0 +1,1 @@
+"""Building and running candidates: the runner (MetaSchedule LocalBuilder / LocalRunner), buffer placement."""

@@ -1,0 +1,244 @@
+"""Build and run candidates in worker processes with MetaSchedule's LocalBuilder and LocalRunner.
+
+- The builder runs MetaSchedule's build worker function with `fast_build`, which skips the ~11 s
+  tensor-intrinsic import of the default build (TVM_NOTES 1.3), on a pool kept across batches.
+- The runner allocates the workload's deterministic inputs (not random fill), runs `warmup`
+  untimed calls, checks the output against the NumPy reference, then times with
+  `time_evaluator`. Every raw sample is returned.
+- A build error, a crash, a wrong result or a timeout becomes a failed result with its message;
+  nothing here raises for a bad kernel.
+- Build folders are removed as soon as their candidate has run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tunelab.core.records import MeasureOptions
+from tunelab.core.target.info import TargetInfo, cpu_core_count
+
+BUILD_POOL_BATCHES = 25
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    status: str  # "ok" | "build_error" | "run_error" | "timeout" | "wrong_result"
+    error: str | None
+    samples_ms: tuple[float, ...]
+    build_s: float | None
+    run_s: float | None
+    started_at: float
+    finished_at: float
+
+
+def fast_build(mod: Any, target: Any, _params: Any) -> Any:
+    """MetaSchedule's default build without importing tensor intrinsics (none are used here)."""
+    import tvm
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm.tirx.build(mod, target=target)  # must be a runtime.Module (export_library)
+
+
+_REFERENCE_CACHE: dict[tuple, tuple[list[np.ndarray], np.ndarray]] = {}
+
+
+def _inputs_and_reference(problem: tuple) -> tuple[list[np.ndarray], np.ndarray]:
+    """Deterministic inputs and the expected output, computed once per worker process."""
+    if problem not in _REFERENCE_CACHE:
+        from tunelab.core.workloads.catalog import get_workload
+
+        name, shape_items, dtype, seed, custom_source = problem
+        workload = get_workload(name, custom_source)
+        shape = dict(shape_items)
+        inputs = workload.make_inputs(shape, dtype, seed)
+        _REFERENCE_CACHE.clear()  # one problem per session: keep memory flat
+        _REFERENCE_CACHE[problem] = (inputs, workload.reference(inputs, shape))
+    return _REFERENCE_CACHE[problem]
+
+
+class AllocArguments:
+    """LocalRunner's f_alloc_argument: the workload's inputs plus zeroed outputs, on the device."""
+
+    def __init__(self, problem: tuple) -> None:
+        self.problem = problem
+
+    def __call__(self, device: Any, args_info: Any, alloc_repeat: int) -> list[list[Any]]:
+        from tunelab.core.measure.placement import placed_tensors
+
+        inputs, expected = _inputs_and_reference(self.problem)
+        outputs = [np.zeros(shape, dtype=dtype) for _, dtype, shape in args_info[len(inputs):]]
+        # Buffers placed on purpose, not wherever this worker's heap history puts them: the figure
+        # must not depend on the process that measured it (tunelab.core.measure.placement).
+        return [placed_tensors([*inputs, *outputs], device) for _ in range(alloc_repeat)]
+
+
+class WrongResult(RuntimeError):
+    pass
+
+
+class Evaluate:
+    """LocalRunner's f_run_evaluator: warm up, check the output, then time every repeat."""
+
+    def __init__(self, problem: tuple, warmup: int, check: bool, tolerance: tuple[float, float],
+                 target_cv: float = 0.0, max_repeat: int = 0) -> None:
+        self.problem = problem
+        self.warmup = warmup
+        self.check = check
+        self.tolerance = tolerance
+        self.target_cv = target_cv
+        self.max_repeat = max_repeat
+
+    def __call__(self, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list[list[Any]]) -> list[float]:
+        from tunelab.core.faults import plant
+        from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+
+        fault = plant("run")  # a test hook: nothing happens unless TUNELAB_PLANT_FAULT names "run"
+        args = repeated_args[0]
+        func = rt_mod[rt_mod.entry_name]
+        for _ in range(max(self.warmup, 1 if self.check else 0)):
+            func(*args)
+        device.sync()
+        if fault == "wrong":  # the kernel "computed" garbage
+            args[-1].copyfrom(np.full(tuple(args[-1].shape), 7.0, dtype=str(args[-1].dtype)))
+        if self.check:
+            _, expected = _inputs_and_reference(self.problem)
+            got = args[-1].numpy()
+            rtol, atol = self.tolerance
+            if got.shape != expected.shape or not np.allclose(got, expected, rtol=rtol, atol=atol, equal_nan=False):
+                err = float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64)))) \
+                    if got.shape == expected.shape else float("nan")
+                raise WrongResult(f"wrong result: max abs error {err:.3g} exceeds atol {atol:g} + rtol {rtol:g}")
+        samples = list(run_evaluator_common(rt_mod, device, evaluator_config, repeated_args))
+        # Stop as soon as the spread is small; otherwise sample on, up to the cap.
+        while len(samples) < self.max_repeat and coefficient_of_variation(samples) > self.target_cv:
+            samples.extend(run_evaluator_common(rt_mod, device, evaluator_config, repeated_args))
+        return samples[: max(self.max_repeat, len(repeated_args) * evaluator_config.repeat)]
+
+
+def coefficient_of_variation(samples: list[float]) -> float:
+    if len(samples) < 2:
+        return float("inf")
+    mean = float(np.mean(samples))
+    return float(np.std(samples)) / mean if mean > 0 else float("inf")
+
+
+def _classify(message: str) -> str:
+    if "Timeout" in message or "timeout" in message.lower().split("\n")[0]:
+        return "timeout"
+    if "wrong result" in message:
+        return "wrong_result"
+    return "run_error"
+
+
+def _run_error_text(message: str, timeout_s: float) -> str:
+    """MetaSchedule's runner message in words: how the kernel failed, without the runner's preamble."""
+    text = message.strip()
+    if text.startswith("LocalRunner: Timeout"):
+        return f"hang: no result within {timeout_s:g} s (the worker was killed)"
+    text = text.removeprefix("LocalRunner: An exception occurred").strip()
+    if text in ("Subprocess terminated", ""):  # without tunelab.core.faults' patch: the status is unknown
+        return "the worker running the kernel died (exit status unknown)"
+    return text
+
+
+def _short(message: str, limit: int = 2000) -> str:
+    text = message.strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+class Measurer:
+    """Builds and runs schedules for one problem (workload, shape, dtype) on one target."""
+
+    def __init__(self, workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo,
+                 options: MeasureOptions, *, seed: int = 0, custom_source: str | None = None) -> None:
+        from tunelab.core.faults import keep_worker_exit_status
+        from tvm.s_tir import meta_schedule as ms
+
+        keep_worker_exit_status()  # a kernel that kills its worker is named by its signal
+        self.target = target
+        self.options = options
+        self.problem = (workload.name if custom_source is None else "custom", tuple(sorted(shape.items())),
+                        dtype, seed, custom_source)
+        self._tvm_target = target.tvm_target()
+        self._build_pool: Any = None
+        self._build_pool_uses = 0
+        config = ms.runner.EvaluatorConfig(number=options.number, repeat=options.repeat,
+                                           min_repeat_ms=options.min_repeat_ms,
+                                           enable_cpu_cache_flush=options.cache_flush)
+        self.runner = ms.runner.LocalRunner(
+            timeout_sec=options.timeout_s, evaluator_config=config,
+            f_alloc_argument=AllocArguments(self.problem),
+            f_run_evaluator=Evaluate(self.problem, options.warmup, options.check_correctness,
+                                     workload.tolerance(dtype, shape), options.target_cv,
+                                     max(options.max_repeat, options.repeat)))
+
+    def measure(self, schedules: list[Any]) -> list[MeasureResult]:
+        """Build all schedules (in parallel workers), then run each in the runner's worker."""
+        from tvm.s_tir import meta_schedule as ms
+
+        if not schedules:
+            return []
+        started = time.time()
+        built = self._build([s.mod for s in schedules])
+        build_s = (time.time() - started) / len(schedules)  # the pool builds them together
+        results = []
+        for sch, b in zip(schedules, built, strict=True):
+            t0 = time.time()
+            if b.error_msg is not None:
+                results.append(MeasureResult("build_error", _short(b.error_msg), (), build_s, None, started, time.time()))
+                continue
+            args_info = ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"])
+            try:
+                future = self.runner.run([ms.runner.RunnerInput(b.artifact_path, self.target.device_type, args_info)])[0]
+                res = future.result()
+            finally:
+                shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+            t1 = time.time()
+            if res.error_msg is not None:
+                error = _short(_run_error_text(res.error_msg, self.options.timeout_s))
+                results.append(MeasureResult(_classify(res.error_msg), error, (), build_s, t1 - t0, started, t1))
+            else:
+                samples = tuple(float(x) * 1e3 for x in res.run_secs)
+                results.append(MeasureResult("ok", None, samples, build_s, t1 - t0, started, t1))
+        return results
+
+    def _build(self, mods: list[Any]) -> list[Any]:
+        """LocalBuilder's work on a worker pool kept across batches.
+
+        LocalBuilder starts a fresh pool for every batch (its workers leak memory over many uses),
+        which costs each batch a TVM import per worker (~2 s on 2 cores). A pool recycled every
+        BUILD_POOL_BATCHES batches keeps the leak bounded and the time on building."""
+        from tvm.s_tir.meta_schedule.builder import BuilderResult
+        from tvm.s_tir.meta_schedule.builder.local_builder import _worker_func
+        from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+
+        if self._build_pool is None or self._build_pool_uses >= BUILD_POOL_BATCHES:
+            if self._build_pool is not None:
+                self._build_pool.shutdown()
+            self._build_pool = PopenPoolExecutor(max_workers=cpu_core_count(), timeout=self.options.timeout_s)
+            self._build_pool_uses = 0
+        self._build_pool_uses += 1
+        results = []
+        jobs = [(fast_build, None, mod, self._tvm_target, None) for mod in mods]
+        for item in self._build_pool.map_with_error_catching(lambda x: _worker_func(*x), jobs):
+            if item.status == StatusKind.COMPLETE:
+                results.append(BuilderResult(item.value, None))
+            elif item.status == StatusKind.TIMEOUT:
+                results.append(BuilderResult(None, f"build timeout: killed after {self.options.timeout_s} s"))
+            else:
+                results.append(BuilderResult(None, f"build error: {item.value}"))
+        return results
+
+    def close(self) -> None:
+        if self._build_pool is not None:
+            self._build_pool.shutdown()
+            self._build_pool = None
+        pool = getattr(self.runner, "pool", None)
+        if pool is not None:
+            pool.shutdown()

@@ -1,0 +1,1 @@
+"""Searching a space: spaces (template, auto), ask/tell tuners, the cost model."""

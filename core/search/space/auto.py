@@ -1,0 +1,421 @@
+"""The auto space: Ansor-style sketches derived from the compute by MetaSchedule's rules.
+
+The space is the set of sketches MetaSchedule's post-order-apply generator produces for the
+target with the enabled rules, and, inside each sketch, every random decision the sketch makes
+(tile sizes through ``SamplePerfectTile``, unroll steps and the like through ``SampleCategorical``).
+Compute-location decisions stay as the sketch sampled them.
+
+The editable data names each rule with ``enabled`` and its main limits, e.g.
+``{"name": "MultiLevelTiling", "enabled": true, "params": {"structure": "SSRSRS",
+"max_innermost_factor": 64}}``. A config is ``{"sketch": 1, "decisions": [[4, 8, 2, 1], 2, ...]}``:
+one value per sampling instruction of that sketch, in program order.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+from tunelab.core.errors import SpaceError
+from tunelab.core.records import Config
+from tunelab.core.search.space.base import SearchSpace
+from tunelab.core.search.space.tvm_context import InvalidSchedule, light_tune_context, schedule_features
+from tunelab.core.target.info import TargetInfo
+
+# The rules MetaSchedule uses by default (tvm src/s_tir/meta_schedule/schedule_rule/schedule_rule.cc),
+# with the limits a person most often changes. Tensor-core rules are left out: they apply to
+# fp16 inputs only and fail to build in TVM 0.27 (TVM_NOTES 9).
+DEFAULT_RULES: dict[str, list[dict[str, Any]]] = {
+    "llvm": [
+        {"name": "AutoInline", "enabled": True, "params": {}},
+        {"name": "AddRFactor", "enabled": True, "params": {"max_jobs_per_core": 16, "max_innermost_factor": 64}},
+        {"name": "MultiLevelTiling", "enabled": True, "params": {"structure": "SSRSRS", "max_innermost_factor": 64}},
+        {"name": "ParallelizeVectorizeUnroll", "enabled": True,
+         "params": {"max_jobs_per_core": 16, "max_vectorize_extent": 64, "unroll_max_steps": [0, 16, 64, 512]}},
+        {"name": "RandomComputeLocation", "enabled": True, "params": {}},
+    ],
+    "cuda": [
+        {"name": "MultiLevelTiling", "enabled": True,
+         "params": {"structure": "SSSRRSRS", "max_innermost_factor": 64, "shared_staging": True}},
+        {"name": "AutoInline", "enabled": True, "params": {}},
+        {"name": "CrossThreadReduction", "enabled": True, "params": {"thread_extents": [4, 8, 16, 32, 64, 128, 256, 512]}},
+        {"name": "ParallelizeVectorizeUnroll", "enabled": True, "params": {"unroll_max_steps": [0, 16, 64, 512, 1024]}},
+        {"name": "AutoBind", "enabled": True, "params": {"max_threadblocks": 256, "thread_extents": [32, 64, 128, 256, 512, 1024]}},
+    ],
+}
+STRUCTURES = {"llvm": ("SSRSRS", "SRSRS", "SSRS", "SSRSRSS"), "cuda": ("SSSRRSRS", "SSRRSRS", "SSSRRS")}
+MAX_SKETCHES = 64
+KNOB_KINDS = ("SamplePerfectTile", "SampleCategorical")
+
+
+def default_auto_space(target_kind: str) -> dict[str, Any]:
+    return {"kind": "auto", "target_kind": target_kind,
+            "rules": [{**r, "params": dict(r["params"])} for r in DEFAULT_RULES[target_kind]]}
+
+
+def _int_list(name: str, key: str, value: Any, lo: int, hi: int) -> list[int]:
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi for v in value)):
+        raise SpaceError(f"rule {name}: {key} must be a non-empty list of integers between {lo} and {hi}")
+    return value
+
+
+def _int(name: str, key: str, value: Any, lo: int, hi: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise SpaceError(f"rule {name}: {key} must be an integer between {lo} and {hi}, not {value!r}")
+    return value
+
+
+def validate_rules(data: dict[str, Any], target_kind: str) -> list[dict[str, Any]]:
+    """Check an edited rule list; raise SpaceError with the reason."""
+    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+        raise SpaceError("an auto space is a JSON object with a \"rules\" list")
+    defaults = {r["name"]: r for r in DEFAULT_RULES[target_kind]}
+    seen = set()
+    cleaned = []
+    for rule in data["rules"]:
+        name = rule.get("name") if isinstance(rule, dict) else None
+        if name not in defaults:
+            raise SpaceError(f"unknown sketch rule {name!r} for {target_kind}; rules are {sorted(defaults)}")
+        if name in seen:
+            raise SpaceError(f"sketch rule {name} is listed twice")
+        seen.add(name)
+        params = {**defaults[name]["params"], **(rule.get("params") or {})}
+        unknown = set(params) - set(defaults[name]["params"])
+        if unknown:
+            raise SpaceError(f"rule {name}: unknown limit(s) {sorted(unknown)}; limits are {sorted(defaults[name]['params'])}")
+        for key, value in params.items():
+            if key == "structure":
+                if value not in STRUCTURES[target_kind]:
+                    raise SpaceError(f"rule {name}: structure {value!r} is not one of {list(STRUCTURES[target_kind])}")
+            elif key in ("unroll_max_steps", "thread_extents"):
+                _int_list(name, key, value, 0 if key == "unroll_max_steps" else 1, 4096)
+            elif key == "shared_staging":
+                if not isinstance(value, bool):
+                    raise SpaceError(f"rule {name}: shared_staging must be true or false")
+            else:
+                _int(name, key, value, 1, 4096)
+        enabled = rule.get("enabled", True)
+        if not isinstance(enabled, bool):
+            raise SpaceError(f"rule {name}: enabled must be true or false")
+        cleaned.append({"name": name, "enabled": enabled, "params": params})
+    if not any(r["enabled"] for r in cleaned):
+        raise SpaceError("enable at least one sketch rule")
+    return cleaned
+
+
+def build_rules(rules: list[dict[str, Any]], target_kind: str) -> list[Any]:
+    from tvm.s_tir.meta_schedule import schedule_rule as sr
+
+    built = []
+    for rule in rules:
+        if not rule["enabled"]:
+            continue
+        p = rule["params"]
+        name = rule["name"]
+        if name == "AutoInline":
+            cuda = target_kind == "cuda"
+            built.append(sr.InlineConstantScalars())
+            built.append(sr.AutoInline(into_producer=cuda, into_consumer=True, inline_const_tensor=True,
+                                       disallow_if_then_else=not cuda, require_injective=not cuda,
+                                       require_ordered=not cuda, disallow_op=None if cuda else ["tirx.exp"]))
+        elif name == "AddRFactor":
+            built.append(sr.AddRFactor(max_jobs_per_core=p["max_jobs_per_core"], max_innermost_factor=p["max_innermost_factor"]))
+        elif name == "MultiLevelTiling":
+            if target_kind == "cuda":
+                read = sr.ReuseType(req="must", levels=[4], scope="shared") if p["shared_staging"] else None
+                built.append(sr.MultiLevelTiling(
+                    structure=p["structure"], tile_binds=["blockIdx.x", "vthread.x", "threadIdx.x"],
+                    max_innermost_factor=p["max_innermost_factor"], vector_load_lens=[1, 2, 3, 4, 8, 16],
+                    reuse_read=read, reuse_write=sr.ReuseType(req="must", levels=[3], scope="local")))
+            else:
+                built.append(sr.MultiLevelTiling(
+                    structure=p["structure"], max_innermost_factor=p["max_innermost_factor"],
+                    reuse_write=sr.ReuseType(req="may", levels=[1, 2], scope="global")))
+        elif name == "ParallelizeVectorizeUnroll":
+            if target_kind == "cuda":
+                built.append(sr.ParallelizeVectorizeUnroll(max_jobs_per_core=-1, max_vectorize_extent=-1,
+                                                           unroll_max_steps=p["unroll_max_steps"], unroll_explicit=True))
+            else:
+                built.append(sr.ParallelizeVectorizeUnroll(
+                    max_jobs_per_core=p["max_jobs_per_core"], max_vectorize_extent=p["max_vectorize_extent"],
+                    unroll_max_steps=p["unroll_max_steps"], unroll_explicit=True))
+        elif name == "RandomComputeLocation":
+            built.append(sr.RandomComputeLocation())
+        elif name == "CrossThreadReduction":
+            built.append(sr.CrossThreadReduction(thread_extents=p["thread_extents"]))
+        elif name == "AutoBind":
+            built.append(sr.AutoBind(max_threadblocks=p["max_threadblocks"], thread_extents=p["thread_extents"]))
+    return built
+
+
+def default_postprocs(target_kind: str) -> list[Any]:
+    """MetaSchedule's postprocessors for the target, spelled out: "from-target" would also build the
+    x86 tensorize rules, which need the tensor intrinsics (an 11 s import) even when unused."""
+    from tvm.s_tir.meta_schedule import postproc as pp
+
+    if target_kind == "cuda":
+        return [pp.DisallowDynamicLoop(), pp.RewriteCooperativeFetch(), pp.RewriteUnboundBlock(max_threadblocks=256),
+                pp.RewriteParallelVectorizeUnroll(), pp.RewriteReductionBlock(), pp.VerifyGPUCode()]
+    return [pp.DisallowDynamicLoop(), pp.RewriteParallelVectorizeUnroll(), pp.RewriteReductionBlock(),
+            pp.RewriteLayout()]
+
+
+def default_mutators(target_kind: str) -> dict[Any, float]:
+    from tvm.s_tir.meta_schedule import mutator as mu
+
+    if target_kind == "cuda":
+        return {mu.MutateTileSize(): 0.9, mu.MutateUnroll(): 0.08, mu.MutateThreadBinding(): 0.02}
+    return {mu.MutateTileSize(): 0.9, mu.MutateComputeLocation(): 0.05, mu.MutateUnroll(): 0.03,
+            mu.MutateParallel(max_jobs_per_core=16): 0.02}
+
+
+@functools.lru_cache(maxsize=4096)
+def tile_candidates(extent: int, parts: int, max_innermost: int) -> tuple[tuple[int, ...], ...]:
+    """Every ordered factorisation of `extent` into `parts` factors with the innermost <= max_innermost."""
+    if parts == 1:
+        return ((extent,),) if extent <= max_innermost else ()
+    out = []
+    for d in range(1, extent + 1):
+        if extent % d == 0:
+            out.extend((d, *rest) for rest in tile_candidates(extent // d, parts - 1, max_innermost))
+    return tuple(out)
+
+
+class Sketch:
+    """One design space: its trace and the candidates of each sampling decision."""
+
+    def __init__(self, trace: Any) -> None:
+        self.trace = trace
+        self.insts = [i for i in trace.insts if i.kind.name.startswith("Sample")]
+        self.base_decisions = [_plain(trace.get_decision(i)) for i in self.insts]
+        self.candidates: list[tuple[Any, ...] | None] = []  # None: fixed (compute location)
+        for inst, decision in zip(self.insts, self.base_decisions, strict=True):
+            if inst.kind.name == "SamplePerfectTile":
+                n, max_inner = int(inst.attrs[0]), int(inst.attrs[1])
+                extent = math.prod(decision)
+                cands = tuple(list(c) for c in tile_candidates(extent, n, max_inner if max_inner > 0 else extent))
+                self.candidates.append(cands or (list(decision),))
+            elif inst.kind.name == "SampleCategorical":
+                self.candidates.append(tuple(range(len(inst.attrs[0]))))
+            else:
+                self.candidates.append(None)
+        self.size = math.prod(len(c) for c in self.candidates if c is not None)
+        self.signature = _signature(trace)
+
+
+def _signature(trace: Any) -> list[str]:
+    """What tells sketches apart: every instruction before postprocessing with its attributes and
+    which earlier results it reads (sketches often differ only in the loop a block is moved to),
+    plus the fixed compute-location decisions."""
+    produced: list[Any] = []
+
+    def ref(rv: Any) -> str:
+        for pos, seen in enumerate(produced):
+            if hasattr(rv, "same_as") and rv.same_as(seen):
+                return f"%{pos}"
+        return str(rv) if isinstance(rv, int | float | str) or rv is None else "?"
+
+    sig = []
+    for inst in trace.insts:
+        if inst.kind.name == "EnterPostproc":
+            break
+        entry = inst.kind.name
+        if not entry.startswith("Sample"):
+            entry += f"{inst.attrs}"
+        entry += "(" + ",".join(ref(x) for x in inst.inputs) + ")"
+        if inst.kind.name == "SampleComputeLocation":
+            entry += str(trace.get_decision(inst))
+        sig.append(entry)
+        produced.extend(inst.outputs)
+    return sig
+
+
+def _plain(value: Any) -> Any:
+    if value is None:
+        return None
+    if hasattr(value, "__len__") and not isinstance(value, str):
+        return [int(v) for v in value]
+    return int(value)
+
+
+class AutoSpace(SearchSpace):
+    kind = "auto"
+
+    def __init__(self, workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo,
+                 data: dict[str, Any] | None = None) -> None:
+        import tvm
+        from tvm.s_tir import meta_schedule as ms
+
+        self.workload = workload
+        self.shape = dict(shape)
+        self.dtype = dtype
+        self.target = target
+        self.rules = validate_rules(data if data is not None else default_auto_space(target.kind), target.kind)
+        self.mod = tvm.IRModule({"main": workload.prim_func(shape, dtype)})
+        self.space_generator = ms.space_generator.PostOrderApply(
+            sch_rules=build_rules(self.rules, target.kind), postprocs=default_postprocs(target.kind),
+            mutator_probs=default_mutators(target.kind))
+        self.context = light_tune_context(self.mod, target.tvm_target(), space_generator=self.space_generator)
+        try:
+            spaces = self.context.generate_design_space()
+        except Exception as exc:
+            raise SpaceError(f"MetaSchedule could not derive sketches with these rules: {str(exc).splitlines()[-1]}") from None
+        if not spaces:
+            raise SpaceError("the enabled rules derive no sketch for this compute")
+        self.sketches = [Sketch(s.trace) for s in spaces[:MAX_SKETCHES]]
+        self.postprocs = list(self.space_generator.postprocs)
+        self._max_knobs = max(sum(len(c) if isinstance(c, list) else 1 for c in s.base_decisions if c is not None)
+                              for s in self.sketches)
+        self._features_cache: dict[str, np.ndarray] = {}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "auto", "target_kind": self.target.kind, "rules": self.rules,
+                "sketches": [{"size": s.size, "decisions": len(s.insts)} for s in self.sketches]}
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.sketches)
+
+    def point(self, index: int) -> Config:
+        if not 0 <= index < self.size:
+            raise SpaceError(f"grid index {index} is outside the space (size {self.size})")
+        sketch_index = 0
+        while index >= self.sketches[sketch_index].size:
+            index -= self.sketches[sketch_index].size
+            sketch_index += 1
+        sketch = self.sketches[sketch_index]
+        decisions = list(sketch.base_decisions)
+        for pos in reversed(range(len(decisions))):
+            cands = sketch.candidates[pos]
+            if cands is None:
+                continue
+            index, k = divmod(index, len(cands))
+            decisions[pos] = cands[k]
+        return {"sketch": sketch_index, "decisions": decisions}
+
+    def sample(self, rng: np.random.Generator) -> Config:
+        weights = np.array([float(s.size) for s in self.sketches])
+        i = int(rng.choice(len(self.sketches), p=weights / weights.sum())) if len(self.sketches) > 1 else 0
+        sketch = self.sketches[i]
+        decisions = [c[int(rng.integers(len(c)))] if c is not None else d
+                     for c, d in zip(sketch.candidates, sketch.base_decisions, strict=True)]
+        return {"sketch": i, "decisions": decisions}
+
+    def mutate(self, config: Config, rng: np.random.Generator) -> Config:
+        sketch = self.sketches[config["sketch"]]
+        free = [p for p, c in enumerate(sketch.candidates) if c is not None and len(c) > 1]
+        if not free:
+            return {"sketch": config["sketch"], "decisions": list(config["decisions"])}
+        pos = free[int(rng.integers(len(free)))]
+        cands = sketch.candidates[pos]
+        choices = [c for c in cands if c != config["decisions"][pos]]
+        decisions = list(config["decisions"])
+        decisions[pos] = choices[int(rng.integers(len(choices)))]
+        return {"sketch": config["sketch"], "decisions": decisions}
+
+    def crossover(self, a: Config, b: Config, rng: np.random.Generator) -> Config:
+        if a["sketch"] != b["sketch"]:
+            return {"sketch": a["sketch"], "decisions": list(a["decisions"])}
+        mixed = [x if rng.random() < 0.5 else y for x, y in zip(a["decisions"], b["decisions"], strict=True)]
+        return {"sketch": a["sketch"], "decisions": mixed}
+
+    def knob_vector(self, config: Config) -> np.ndarray:
+        values = [float(config["sketch"])]
+        for d in config["decisions"]:
+            if isinstance(d, list):
+                values.extend(math.log2(max(f, 1)) for f in d)
+            elif d is not None:
+                values.append(float(d))
+        values += [0.0] * (self._max_knobs + 1 - len(values))
+        return np.asarray(values[: self._max_knobs + 1], dtype=np.float64)
+
+    def features(self, configs: list[Config]) -> np.ndarray:
+        rows = []
+        for config in configs:
+            key = self.key(config)
+            if key not in self._features_cache:
+                try:
+                    ir = schedule_features(self.schedule(config), self.target)
+                except InvalidSchedule:
+                    ir = np.zeros(328)
+                self._features_cache[key] = np.concatenate([ir, self.knob_vector(config)])
+            rows.append(self._features_cache[key])
+        return np.stack(rows) if rows else np.zeros((0, 0))
+
+    def validate_config(self, config: Config) -> None:
+        if not isinstance(config, dict) or set(config) != {"sketch", "decisions"}:
+            raise SpaceError("an auto-space config is {\"sketch\": i, \"decisions\": [...]}")
+        i = config["sketch"]
+        if not isinstance(i, int) or not 0 <= i < len(self.sketches):
+            raise SpaceError(f"sketch {i!r} does not exist; the space has {len(self.sketches)} sketch(es)")
+        sketch = self.sketches[i]
+        decisions = config["decisions"]
+        if not isinstance(decisions, list) or len(decisions) != len(sketch.insts):
+            raise SpaceError(f"sketch {i} takes {len(sketch.insts)} decisions")
+        for pos, (value, cands) in enumerate(zip(decisions, sketch.candidates, strict=True)):
+            if cands is not None and value not in cands:
+                raise SpaceError(f"sketch {i}, decision {pos} ({sketch.insts[pos].kind.name}): {value!r} is not allowed")
+
+    def schedule(self, config: Config) -> Any:
+        self.validate_config(config)
+        return self.replay(config["sketch"], config["decisions"])
+
+    def replay(self, sketch_index: int, decisions: list[Any]) -> Any:
+        from tvm.s_tir import Schedule
+
+        sketch = self.sketches[sketch_index]
+        order = iter(decisions)  # the provider sees the sampling instructions in program order
+
+        def provide(inst: Any, _inputs: Any, _attrs: Any, decision: Any) -> Any:
+            if inst.kind.name.startswith("Sample"):
+                value = next(order)
+                return decision if value is None else value
+            return decision
+
+        sch = Schedule(self.mod)
+        try:
+            sketch.trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=provide)
+            sch.enter_postproc()
+            for postproc in self.postprocs:
+                if not postproc.apply(sch):
+                    raise InvalidSchedule(f"postprocessor {type(postproc).__name__} rejected the schedule")
+        except InvalidSchedule:
+            raise
+        except Exception as exc:
+            raise InvalidSchedule(str(exc).strip().splitlines()[-1][:300]) from None
+        return sch
+
+    def decode(self, trace: Any, mod: Any = None) -> Config | None:
+        """The config of a schedule MetaSchedule proposed (its sampling decisions), or None if no
+        sketch fits. MetaSchedule simplifies the traces it evolves, so with `mod` (the proposed
+        schedule's IR) the sketch is the one whose replay gives exactly that IR."""
+        import tvm_ffi
+
+        insts = [i for i in trace.insts if i.kind.name.startswith("Sample")]
+        decisions = [_plain(trace.get_decision(i)) for i in insts]
+        kinds = [i.kind.name for i in insts]
+        signature = _signature(trace)
+        fits = []
+        for index, sketch in enumerate(self.sketches):
+            if [i.kind.name for i in sketch.insts] != kinds:
+                continue
+            config = {"sketch": index, "decisions": decisions}
+            try:
+                self.validate_config(config)
+            except SpaceError:
+                continue
+            fits.append(config)
+        for config in fits:
+            if mod is None:
+                if self.sketches[config["sketch"]].signature == signature:
+                    return config
+                continue
+            try:
+                if tvm_ffi.structural_equal(self.schedule(config).mod, mod):
+                    return config
+            except InvalidSchedule:
+                continue
+        return None

@@ -1,0 +1,67 @@
+"""The interface every search space offers to tuners and to the session.
+
+Tuners see a space only through these methods, so one tuner works on both the template
+(AutoTVM-style knobs) and the auto (Ansor-style sketches) spaces.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+from tunelab.core.records import Config
+
+
+def config_key(config: Config) -> str:
+    """A canonical string for a config: equal configs give equal keys (used to never measure twice)."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+class SearchSpace(ABC):
+    kind: str  # "template" | "auto"
+
+    @property
+    @abstractmethod
+    def size(self) -> int:
+        """Number of distinct configs (may be huge; exact integer)."""
+
+    @abstractmethod
+    def point(self, index: int) -> Config:
+        """The config at a grid index in [0, size) (mixed-radix order; stable for a given space)."""
+
+    @abstractmethod
+    def sample(self, rng: np.random.Generator) -> Config:
+        """A uniformly random config."""
+
+    @abstractmethod
+    def mutate(self, config: Config, rng: np.random.Generator) -> Config:
+        """A config that differs from `config` in one knob (a neighbour)."""
+
+    @abstractmethod
+    def crossover(self, a: Config, b: Config, rng: np.random.Generator) -> Config:
+        """A child config taking each knob from `a` or `b`."""
+
+    @abstractmethod
+    def knob_vector(self, config: Config) -> np.ndarray:
+        """A fixed-length float vector of the config's knob values (cheap; for models and distances)."""
+
+    @abstractmethod
+    def features(self, configs: list[Config]) -> np.ndarray:
+        """Cost-model features, shape (len(configs), d): schedule features of the built IR plus knobs."""
+
+    @abstractmethod
+    def schedule(self, config: Config) -> Any:
+        """The tvm.s_tir.Schedule for a config (postprocessed, ready to build)."""
+
+    @abstractmethod
+    def validate_config(self, config: Config) -> None:
+        """Raise SpaceError with a clear reason when `config` is not a point of this space."""
+
+    @abstractmethod
+    def to_json(self) -> dict[str, Any]:
+        """The space as editable data (what the editor shows and the store keeps)."""
+
+    def key(self, config: Config) -> str:
+        return config_key(config)

@@ -1,0 +1,77 @@
+"""Tuner names -> strategies, imported only when chosen (Kernel Tuner's strategy map).
+
+A strategy with an optional dependency fails only when someone picks it, never at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from tunelab.core.errors import TunerError
+
+if TYPE_CHECKING:
+    from tunelab.core.search.space.base import SearchSpace
+    from tunelab.core.search.tuners.base import Tuner
+
+TUNERS: dict[str, str] = {
+    "grid": "tunelab.core.search.tuners.grid:GridTuner",
+    "random": "tunelab.core.search.tuners.random_search:RandomTuner",
+    "genetic": "tunelab.core.search.tuners.genetic:GeneticTuner",
+    "xgb": "tunelab.core.search.tuners.xgb:XGBTuner",
+    "evolutionary": "tunelab.core.search.tuners.evolutionary:EvolutionaryTuner",
+}
+
+# Above this many configs a template space is too big for the XGBoost tuner's random pools to
+# cover well; MetaSchedule's evolutionary search scales further.
+_XGB_MAX_SIZE = 10_000_000
+_GRID_MAX_SIZE = 2000
+
+
+def tuner_names() -> list[str]:
+    return list(TUNERS)
+
+
+def get_tuner_class(name: str) -> type[Tuner]:
+    """The strategy class registered as `name` (imported now)."""
+    target = TUNERS.get(name)
+    if target is None:
+        raise TunerError(f"unknown tuner {name!r}; choose one of {', '.join(TUNERS)}")
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TunerError(f"tuner {name!r} is not available here: {exc}") from exc
+    return getattr(module, class_name)
+
+
+def resolve_options(cls: type[Tuner], options: dict[str, Any]) -> dict[str, Any]:
+    """The class's option defaults overridden by `options`; TunerError on an option it lacks."""
+    allowed: dict[str, Any] = getattr(cls, "options", {})
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        name = getattr(cls, "name", cls.__name__)
+        bad = ", ".join(repr(u) for u in unknown)
+        if allowed:
+            raise TunerError(f"tuner {name!r} has no option {bad}; its options are {', '.join(allowed)}")
+        raise TunerError(f"tuner {name!r} has no option {bad}; it takes no options")
+    return {**allowed, **options}
+
+
+def make_tuner(name: str, space: SearchSpace, *, seed: int, cost_model: Any = None, **options: Any) -> Tuner:
+    """A tuner for `space`, options checked against what the strategy declares."""
+    cls = get_tuner_class(name)
+    return cls(space, seed=seed, cost_model=cost_model, **resolve_options(cls, options))
+
+
+def recommend_tuner(space_kind: str, size: int) -> str:
+    """A sensible default strategy for a space of this kind and size."""
+    if space_kind == "template":
+        if size <= _GRID_MAX_SIZE:
+            return "grid"
+        if size <= _XGB_MAX_SIZE:
+            return "xgb"
+        return "evolutionary"
+    if space_kind == "auto":
+        return "evolutionary"
+    raise TunerError(f"unknown space kind {space_kind!r}; expected 'template' or 'auto'")

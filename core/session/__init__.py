@@ -1,0 +1,1 @@
+"""The tuning session loop: ask -> predict -> build -> run -> store -> tell."""

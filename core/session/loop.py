@@ -1,0 +1,487 @@
+"""A tuning session: ask -> predict -> build -> run -> store -> tell, as a generator of finished trials.
+
+The store is the single source of truth: a session object holds its id, a store and the live
+pieces (space, tuner, cost model, measurer), and rebuilds all of them from the store on resume,
+so a resumed session measures nothing twice and its tuner continues from where it stopped.
+
+Stopping is cooperative (Optuna's stop flag, superqt's abort_requested): `pause()`, `cancel()`,
+the budget and early stopping are checked between batches and between trials; threads are
+never killed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from tunelab.core.errors import SpaceError, TargetError, TunelabError
+from tunelab.core.records import MeasureOptions, NewTrial, SessionRecord, SessionSpec, TrialRecord
+from tunelab.core.search.costmodel import CostModel, spearman
+from tunelab.core.search.space.base import SearchSpace, config_key
+from tunelab.core.search.space.tvm_context import InvalidSchedule
+from tunelab.core.search.tuners.base import Observation
+from tunelab.core.search.tuners.registry import get_tuner_class, make_tuner, resolve_options
+from tunelab.core.store.database import Store
+from tunelab.core.target.info import TargetInfo, resolve_target, target_from_json
+from tunelab.core.workloads.catalog import get_workload
+
+MAX_REJECTED_ASKS = 20  # ask rounds in a row that yield only invalid or known configs: the space is spent
+
+
+def make_space(workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo, kind: str,
+               data: dict[str, Any] | None = None) -> SearchSpace:
+    if kind == "template":
+        from tunelab.core.search.space.template import TemplateSpace
+
+        return TemplateSpace(workload, shape, dtype, target, data)
+    if kind == "auto":
+        from tunelab.core.search.space.auto import AutoSpace
+
+        return AutoSpace(workload, shape, dtype, target, data)
+    raise SpaceError(f"unknown space {kind!r}; choose template or auto")
+
+
+def validate_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo, SearchSpace]:
+    """Check every part of a spec before anything is stored; bad input raises a TunelabError."""
+    workload = get_workload(spec.workload, spec.custom_source)
+    shape = workload.parse_shape(spec.shape)
+    dtype = workload.check_dtype(spec.dtype)
+    target = resolve_target(spec.target)
+    if spec.trials < 1:
+        raise TunelabError(f"--trials must be at least 1, not {spec.trials}")
+    if spec.batch < 1:
+        raise TunelabError(f"--batch must be at least 1, not {spec.batch}")
+    if spec.early_stop is not None and spec.early_stop < 1:
+        raise TunelabError(f"early stopping needs at least 1 trial, not {spec.early_stop}")
+    m = spec.measure
+    if (m.number < 1 or m.repeat < 1 or m.min_repeat_ms < 0 or m.warmup < 0 or m.timeout_s <= 0
+            or m.target_cv < 0 or m.max_repeat < 1 or m.cooldown_s < 0):
+        raise TunelabError("measurement options must be positive (number, repeat, max repeat >= 1; timeout > 0)")
+    if m.fail_fast < 0:
+        raise TunelabError(f"fail-fast needs 0 (off) or a number of trials, not {m.fail_fast}")
+    if not 0 <= m.confirm_runs <= 32 or not 0 <= m.confirm_top <= 32:
+        raise TunelabError(f"confirmation needs 0..32 fresh processes and 0..32 schedules, not "
+                           f"{m.confirm_runs} and {m.confirm_top} (0 turns it off)")
+    resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)
+    space = make_space(workload, shape, dtype, target, spec.space_kind, spec.space)
+    if space.size < 1:
+        raise SpaceError("the search space is empty")
+    extra_shapes(workload, shape, spec.shapes)
+    return workload, shape, dtype, target, space
+
+
+def extra_shapes(workload: Any, shape: dict[str, int], shapes: Any) -> list[dict[str, int]]:
+    """The session's other shapes (tasks), parsed; a repeated shape is an error."""
+    parsed = [workload.parse_shape(s) for s in shapes or ()]
+    seen = [shape]
+    for other in parsed:
+        if other in seen:
+            raise TunelabError(f"shape {_shape_text(other)} is listed twice")
+        seen.append(other)
+    return parsed
+
+
+def task_space(workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo, kind: str,
+               data: dict[str, Any] | None) -> SearchSpace:
+    """The space for another shape of the session: the same edits (they must fit that shape)."""
+    try:
+        return make_space(workload, shape, dtype, target, kind, data)
+    except SpaceError as exc:
+        raise SpaceError(f"for shape {_shape_text(shape)}: {exc}") from None
+
+
+def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None = None) -> TuningSession:
+    """Validate a spec, store a new session and return it ready to run. ``validated`` is what
+    :func:`validate_spec` already returned for this very spec (the CLI checks input before it opens
+    the store), so the space is not built twice."""
+    import tvm
+
+    workload, shape, dtype, target, space = validated if validated is not None else validate_spec(spec)
+    if not target.can_run:
+        raise TargetError(f"{target.description}: kernels for this target can be built here but not measured"
+                          + (f" ({target.why_not})" if target.why_not else ""))
+    from tunelab.core.target.selfcheck import self_check
+
+    self_check(target)  # a target whose kernels die here is refused before anything is stored
+    others = extra_shapes(workload, shape, spec.shapes)
+    other_spaces = [task_space(workload, s, dtype, target, spec.space_kind, spec.space) for s in others]
+    name = spec.name or f"{workload.name} {_shape_text(shape)}" + (f" +{len(others)} shapes" if others else "")
+    spec = replace(spec, shape=shape, shapes=tuple(others), dtype=dtype, name=name)
+    space_json = space.to_json()
+    if other_spaces:
+        space_json["task_spaces"] = [s.to_json() for s in other_spaces]
+    tasks = [(s, float(workload.flops(s))) for s in [shape, *others]]
+    session_id = store.create_session(spec, target_json=target.json, target_kind=target.kind,
+                                      space_json=space_json, tvm_version=tvm.__version__,
+                                      flops=float(workload.flops(shape)), tasks=tasks)
+    return TuningSession(store, session_id, _prepared=(workload, shape, dtype, target, space))
+
+
+def _fail_fast_reason(tasks: list[Any], limit: int, before: int, after: int) -> str:
+    """Why the session should stop now, when its first `limit` trials all failed alike; else ""."""
+    from tunelab.core.faults import failure_class
+
+    if limit <= 0 or not before < limit <= after:
+        return ""
+    trials = sorted((t for task in tasks for t in task.history), key=lambda t: t.id)[:limit]
+    if len(trials) < limit or any(t.ok for t in trials):
+        return ""
+    classes = {failure_class(t.status, t.error) for t in trials}
+    if len(classes) != 1:
+        return ""
+    sample = (trials[-1].error or trials[-1].status).strip().splitlines()[0][:300]
+    return f"the first {limit} trials all failed with {classes.pop()}: {sample}"
+
+
+def _shape_text(shape: dict[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in shape.items())
+
+
+def _space_data(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    drop = {"task_spaces"} if kind == "template" else {"task_spaces", "sketches"}
+    return {k: v for k, v in data.items() if k not in drop}
+
+
+def space_for_session(record: SessionRecord) -> SearchSpace:
+    """Rebuild the exact space a stored session tuned for its primary shape (resume, export, views)."""
+    workload = get_workload(record.workload, record.custom_source)
+    target = target_from_json(record.target)
+    return make_space(workload, record.shape, record.dtype, target, record.space_kind,
+                      _space_data(record.space_kind, record.space))
+
+
+def space_for_task(record: SessionRecord, task: Any) -> SearchSpace:
+    """The space of one stored task (a TaskRecord) of a session."""
+    if task.index == 0:
+        return space_for_session(record)
+    workload = get_workload(record.workload, record.custom_source)
+    target = target_from_json(record.target)
+    data = record.space.get("task_spaces", [])[task.index - 1]
+    return make_space(workload, task.shape, record.dtype, target, record.space_kind, _space_data(record.space_kind, data))
+
+
+class TuningSession:
+    """Runs one stored session. Create with `create_session`, or `TuningSession(store, id)` to resume."""
+
+    def __init__(self, store: Store, session_id: int, *, _prepared: tuple | None = None) -> None:
+        self.store = store
+        self.session_id = session_id
+        record = store.session(session_id)
+        if _prepared is None:
+            workload = get_workload(record.workload, record.custom_source)
+            target = target_from_json(record.target)
+            space = space_for_session(record)
+            _prepared = (workload, record.shape, record.dtype, target, space)
+        self.workload, self.shape, self.dtype, self.target, self.space = _prepared
+        self._pause = threading.Event()
+        self._cancel = threading.Event()
+        self.telemetry_status = ""
+        self.rejected = 0  # configs the space could not turn into a legal schedule (never measured)
+        self.on_trial: list[Callable[[TrialRecord], None]] = []
+        self.on_stage: list[Callable[[str], None]] = []  # what the session does besides trials, in words
+        self.confirmations: list[dict[str, Any]] = []  # the reports of tunelab.core.trust.confirm once finished
+
+    # ---- control (safe from any thread) ---------------------------------------------------------
+    def pause(self) -> None:
+        self._pause.set()
+
+    def resume(self) -> None:
+        self._pause.clear()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        self._pause.clear()
+
+    @property
+    def record(self) -> SessionRecord:
+        return self.store.session(self.session_id)
+
+    # ---- the loop -------------------------------------------------------------------------------
+    def run(self) -> Iterator[TrialRecord]:
+        """Tune until the budget is spent, the space is exhausted, early stopping or cancel.
+
+        A session with several shapes (tasks) spends one budget on all of them: every task gets a
+        batch in turn at first; after that each batch goes to the task whose best latency improved
+        most (relatively) in its last batch, ties to the task with the fewest trials, so the
+        budget flows to the shapes where tuning still pays (Ansor's task scheduler, simplified).
+        """
+        from tunelab.core.measure.runner import Measurer
+        from tunelab.core.telemetry.sampler import TelemetrySampler
+
+        record = self.store.session(self.session_id)
+        if not self.target.can_run:
+            raise TargetError(f"{self.target.description}: this machine cannot run kernels for the session's target"
+                              + (f" ({self.target.why_not})" if self.target.why_not else ""))
+        from tunelab.core.target.selfcheck import self_check
+
+        self_check(self.target)  # before the first batch (cached per target and machine)
+        options = MeasureOptions.from_json(record.measure)
+        history = self.store.trials(self.session_id)
+        task_records = self.store.tasks(self.session_id)
+        multi = len(task_records) > 1
+        state = self.store.tuner_state(self.session_id) or {}
+        tasks = []
+        for task_record in task_records:
+            space = self.space if task_record.index == 0 else space_for_task(record, task_record)
+            mine = [t for t in history if t.task_id in (task_record.id, None if task_record.index == 0 else -1)]
+            tasks.append(_Task(task_record, space, mine, multi, record, state.get(str(task_record.index))
+                               if multi else state))
+        rounds = self.store.rounds(self.session_id)
+        round_index = (rounds[-1].round + 1) if rounds else (max((t.round for t in history), default=-1) + 1)
+        n_done = len(history)
+
+        # Fail fast: the first `fail_fast` trials of a session all failing the same way (every kernel
+        # dies of SIGILL, every build fails) say the setup is wrong; the rest of the budget would
+        # only repeat it. Checked once, when the n-th trial arrives in this run.
+        fail_fast = options.fail_fast
+        self.store.set_status(self.session_id, "running")
+        # The sampler thread only reads the hardware; this thread writes its samples between
+        # batches, so the session keeps a single writing connection.
+        sampler = TelemetrySampler()
+        sampler.start()
+        self._sampler_started = time.time()
+        self.telemetry_status = sampler.gpu_status
+        telemetry_until = time.time()
+        final_status = "finished"
+        try:
+            while n_done < record.trials_budget:
+                if self._wait_while_paused():
+                    final_status = "cancelled"
+                    break
+                live = [t for t in tasks if not t.exhausted and
+                        (record.early_stop is None or t.since_best < record.early_stop)]
+                if not live:
+                    break
+                task = min(live, key=lambda t: t.priority())
+                want = min(record.batch, record.trials_budget - n_done)
+                batch = self._ask_valid(task, want)
+                if not batch:
+                    task.exhausted = True
+                    continue
+                if task.measurer is None:
+                    task.measurer = Measurer(self.workload, task.record.shape, self.dtype, self.target, options,
+                                             seed=record.seed, custom_source=record.custom_source)
+                warning = self._cool_down(sampler, options.cooldown_s)
+                configs = [c for c, _ in batch]
+                predicted = task.cost_model.predict(task.space.features(configs)) if task.cost_model.trained else None
+                results = task.measurer.measure([sch for _, sch in batch])
+                trials = []
+                best_before = task.best
+                for i, (config, result) in enumerate(zip(configs, results, strict=True)):
+                    trial = self.store.add_trial(self.session_id, NewTrial(
+                        round=round_index, config=config, status=result.status, error=result.error,
+                        samples_ms=result.samples_ms,
+                        predicted_ms=float(predicted[i]) if predicted is not None else None,
+                        build_s=result.build_s, run_s=result.run_s,
+                        started_at=result.started_at, finished_at=result.finished_at),
+                        task.key(config), task_id=task.record.id)
+                    stamp = sampler.summary_between(trial.finished_at - (result.run_s or 0.0), trial.finished_at)
+                    if warning:
+                        stamp["warning"] = warning
+                    self.store.stamp_trial(trial.id, stamp)
+                    task.add(trial)
+                    trials.append(trial)
+                    n_done += 1
+                    for callback in self.on_trial:
+                        callback(trial)
+                    yield trial
+                task.tell(trials, best_before)
+                rho = None
+                if predicted is not None:
+                    pairs = [(t.predicted_ms, t.latency_ms) for t in trials if t.ok and t.predicted_ms is not None]
+                    rho = spearman([p for p, _ in pairs], [m for _, m in pairs]) if pairs else None
+                self.store.add_round(self.session_id, round_index, len(trials), rho, task.best)
+                tuner_state = ({str(t.record.index): _jsonable(t.tuner.state_dict()) for t in tasks} if multi
+                               else _jsonable(tasks[0].tuner.state_dict()))
+                self.store.save_tuner_state(self.session_id, tuner_state)
+                now = time.time()
+                self.store.add_telemetry(self.session_id, sampler.samples_between(telemetry_until, now))
+                telemetry_until = now
+                self.store.heartbeat(self.session_id)
+                round_index += 1
+                failing = _fail_fast_reason(tasks, fail_fast, n_done - len(trials), n_done)
+                if failing:
+                    final_status = "failed"
+                    self.store.set_status(self.session_id, "failed", error=failing)
+                    self._stage(f"stopped: {failing}")
+                    break
+                if self._cancel.is_set():
+                    final_status = "cancelled"
+                    break
+        except (GeneratorExit, KeyboardInterrupt):
+            # The consumer stopped iterating (a GUI closing, Ctrl-C in the CLI): not a crash.
+            final_status = "cancelled"
+            raise
+        except BaseException as exc:
+            final_status = "crashed"
+            self.store.set_status(self.session_id, "crashed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            sampler.stop()
+            try:
+                self.store.add_telemetry(self.session_id, sampler.samples_between(telemetry_until, time.time()))
+            except Exception:  # telemetry never decides a session's outcome
+                pass
+            for task in tasks:
+                task.close()
+            if final_status == "finished":
+                self._confirm()
+            if final_status not in ("crashed", "failed"):
+                self.store.set_status(self.session_id, final_status)
+
+    def _stage(self, text: str) -> None:
+        for callback in self.on_stage:
+            callback(text)
+
+    def _confirm(self) -> None:
+        """Re-measure the winners in fresh processes (tunelab.core.trust.confirm); never changes how the session ended."""
+        from tunelab.core.trust.confirm import confirm_session
+        from tunelab.core.trust.validate import ValidationCancelled
+
+        try:
+            self.confirmations = confirm_session(self.store, self.session_id, is_cancelled=self._cancel.is_set,
+                                                 on_stage=self._stage)
+        except ValidationCancelled:
+            self._stage("confirmation stopped; the session's own figures stand")
+        except Exception as exc:  # a failed confirmation is reported, the tuned results are kept
+            self._stage(f"confirmation failed ({type(exc).__name__}: {exc}); the session's own figures stand")
+
+    def _cool_down(self, sampler: Any, limit_s: float) -> str | None:
+        """Wait (up to `limit_s`) while the machine is hot or busy; the reason if it stays so."""
+        # The sampler knows which other processes are busy only after two process scans (~1 s).
+        settle = self._sampler_started + 1.2 - time.time()
+        if limit_s > 0 and settle > 0:
+            time.sleep(min(settle, limit_s))
+        deadline = time.time() + limit_s
+        while True:
+            reason = busy_reason(sampler.latest())
+            if reason is None or time.time() >= deadline or self._cancel.is_set():
+                return reason
+            time.sleep(0.25)
+
+    def _wait_while_paused(self) -> bool:
+        """Block while paused; True when cancelled."""
+        if self._pause.is_set():
+            self.store.set_status(self.session_id, "paused")
+            while self._pause.is_set() and not self._cancel.is_set():
+                time.sleep(0.05)
+            if not self._cancel.is_set():
+                self.store.set_status(self.session_id, "running")
+        return self._cancel.is_set()
+
+    def _ask_valid(self, task: _Task, want: int) -> list[tuple[dict, Any]]:
+        """Up to `want` new configs with their schedules. Configs the space cannot schedule are told
+        to the tuner as failures and never measured."""
+        batch: list[tuple[dict, Any]] = []
+        keys: set[str] = set()
+        empty_asks = 0
+        while len(batch) < want and empty_asks < MAX_REJECTED_ASKS:
+            proposals = task.tuner.ask(want - len(batch))
+            if not proposals:
+                break
+            added = 0
+            rejected = []
+            for config in proposals:
+                key = task.key(config)
+                if key in task.measured or key in keys:
+                    continue
+                try:
+                    schedule = task.space.schedule(config)
+                except InvalidSchedule:
+                    self.rejected += 1
+                    rejected.append(Observation(config, None))
+                    continue
+                keys.add(key)
+                batch.append((config, schedule))
+                added += 1
+            if rejected:
+                task.tuner.tell(rejected)
+            empty_asks = 0 if added else empty_asks + 1
+        return batch
+
+class _Task:
+    """One shape of a session with its own space, tuner, cost model and measurement workers."""
+
+    def __init__(self, record: Any, space: SearchSpace, history: list[TrialRecord], multi: bool,
+                 session: SessionRecord, tuner_state: dict[str, Any] | None) -> None:
+        self.record = record
+        self.space = space
+        self.multi = multi
+        self.tuner = make_tuner(session.tuner, space, seed=session.seed + record.index, **session.tuner_options)
+        self.cost_model = CostModel(seed=session.seed, nthread=1)  # the CPU is busy measuring
+        self.measurer: Any = None
+        self.exhausted = False
+        self.history: list[TrialRecord] = []
+        self.measured: set[str] = set()
+        self.best: float | None = None
+        self.since_best = 0
+        self.last_gain = float("inf")  # untried tasks go first
+        if tuner_state:
+            self.tuner.load_state_dict(tuner_state)
+        for trial in history:
+            self.add(trial)
+        if history:
+            self.tuner.tell([Observation(t.config, t.latency_ms) for t in history])
+            self._fit()
+            self.last_gain = 0.0
+
+    def key(self, config: dict) -> str:
+        """Unique within the session: with several shapes the same config is a different trial."""
+        return f"t{self.record.index}:{config_key(config)}" if self.multi else config_key(config)
+
+    def add(self, trial: TrialRecord) -> None:
+        self.history.append(trial)
+        self.measured.add(self.key(trial.config))
+        if trial.ok and trial.latency_ms is not None and (self.best is None or trial.latency_ms < self.best):
+            self.best, self.since_best = trial.latency_ms, 0
+        else:
+            self.since_best += 1
+
+    def tell(self, trials: list[TrialRecord], best_before: float | None) -> None:
+        self.tuner.tell([Observation(t.config, t.latency_ms) for t in trials])
+        self._fit()
+        if best_before is None:
+            self.last_gain = 1.0 if self.best is not None else 0.0
+        elif self.best is not None:
+            self.last_gain = (best_before - self.best) / best_before
+
+    def priority(self) -> tuple[float, int]:
+        return (-self.last_gain, len(self.history))
+
+    def _fit(self) -> None:
+        ok = [t for t in self.history if t.ok and t.latency_ms]
+        if len(ok) >= self.cost_model.min_samples:
+            self.cost_model.fit(self.space.features([t.config for t in ok]), np.array([t.latency_ms for t in ok]))
+
+    def close(self) -> None:
+        if self.measurer is not None:
+            self.measurer.close()
+        self.tuner.close()
+
+
+GPU_HOT_C = 85.0
+
+
+def busy_reason(sample: Any) -> str | None:
+    """Why measuring now would be unfair (another busy process, throttling, a hot GPU), or None."""
+    if sample is None:
+        return None
+    if sample.other_busy_procs:
+        pids = ", ".join(str(p) for p in sample.other_busy_pids[:3])
+        return f"measured while {sample.other_busy_procs} other process(es) were busy on the CPU (pid {pids})"
+    if sample.other_gpu_procs:
+        return f"measured while {sample.other_gpu_procs} other process(es) used the GPU"
+    if sample.throttled:
+        return f"measured while the GPU was throttled ({', '.join(sample.throttle_reasons)})"
+    if sample.gpu_temp_c is not None and sample.gpu_temp_c >= GPU_HOT_C:
+        return f"measured while the GPU was hot ({sample.gpu_temp_c:.0f} C)"
+    return None
+
+
+def _jsonable(state: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(state, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))

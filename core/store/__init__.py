@@ -1,0 +1,1 @@
+"""The SQLite store, the single source of truth: schema, migrations, sessions, trials, column reads."""

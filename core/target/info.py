@@ -1,0 +1,202 @@
+"""What `--target auto|llvm|cuda|<json>` means on this machine.
+
+`auto` picks CUDA when a GPU is usable, else the CPU. A CPU target always carries an `mcpu` and
+the real core count: without `mcpu` TVM emits generic x86-64 code, about 3x slower. The `mcpu` is
+one whose instruction sets this host can execute (tunelab.core.target.host_cpu), not merely the CPU's name: a VM
+that masks AVX-512 on a `znver4` would otherwise run kernels that die of SIGILL. An `mcpu` a person
+types is checked the same way, and a stored target this host cannot execute is marked so.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from tunelab.core.errors import TargetError
+
+# Limits VerifyGPUCode checks; used when no GPU is present to read them from (compile-only).
+_DEFAULT_CUDA = {
+    "kind": "cuda",
+    "arch": "sm_90",
+    "max_num_threads": 1024,
+    "max_threads_per_block": 1024,
+    "max_shared_memory_per_block": 49152,
+    "thread_warp_size": 32,
+    "registers_per_block": 65536,
+}
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    kind: str  # "llvm" | "cuda"
+    json: dict[str, Any]  # the TVM target as a JSON dict
+    device_type: str  # "cpu" | "cuda" (MetaSchedule RunnerInput.device_type)
+    description: str  # for people: "CPU znver2 · AVX2+FMA, 2 cores" / "CUDA NVIDIA H200 (sm_90)"
+    can_run: bool  # False: kernels can be built (and compiled with nvcc) but not run here
+    why_not: str = ""  # when can_run is False: why, in words
+    note: str = ""  # how the target was chosen when it differs from the obvious (host name masked)
+
+    def tvm_target(self) -> Any:
+        import tvm
+
+        return tvm.target.Target(self.json)
+
+
+def cpu_core_count() -> int:
+    """Cores this process may use (physical cores where known: SMT siblings share FPUs)."""
+    try:
+        import psutil
+
+        physical = psutil.cpu_count(logical=False)
+    except Exception:  # psutil missing or unsupported platform
+        physical = None
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except AttributeError:
+        allowed = os.cpu_count() or 1
+    return max(1, min(allowed, physical or allowed))
+
+
+def cuda_available() -> bool:
+    import tvm
+
+    try:
+        return bool(tvm.runtime.enabled("cuda") and tvm.cuda(0).exist)
+    except Exception:  # a broken driver counts as no GPU
+        return False
+
+
+def llvm_target() -> TargetInfo:
+    """The CPU target for this host: an `mcpu` (and `mattr`) it can execute, and its cores."""
+    from tunelab.core.target.host_cpu import choose_cpu, host_cpu
+
+    choice = choose_cpu(host_cpu())
+    cores = cpu_core_count()
+    target: dict[str, Any] = {"kind": "llvm", "num-cores": cores, "mcpu": choice.mcpu}
+    if choice.mattr:
+        target["mattr"] = list(choice.mattr)
+    return TargetInfo("llvm", target, "cpu", _cpu_description(choice.mcpu, choice.isa, cores), True,
+                      note=choice.note)
+
+
+def _cpu_description(mcpu: str, isa: str, cores: Any) -> str:
+    return f"CPU {mcpu} · {isa}, {cores} cores"
+
+
+def _mattr(data: dict[str, Any]) -> tuple[str, ...]:
+    mattr = data.get("mattr") or ()
+    if isinstance(mattr, str):
+        mattr = mattr.split(",")
+    return tuple(str(m).strip() for m in mattr if str(m).strip())
+
+
+def _llvm_runnable(data: dict[str, Any]) -> tuple[str, str]:
+    """(why this host cannot run kernels for an llvm target, or ""; its ISA level)."""
+    from tunelab.core.target.host_cpu import host_cpu, isa_level, llvm_features, missing_features
+
+    host = host_cpu()
+    triple = str(data.get("mtriple") or "")
+    if triple and not triple.split("-")[0].replace("arm64", "aarch64").startswith(host.arch):
+        return f"kernels for {triple} cannot run on this {host.arch} host", triple.split("-")[0]
+    mcpu = str(data.get("mcpu") or "generic")
+    mattr = _mattr(data)
+    try:
+        missing = missing_features(mcpu, mattr, host)
+        isa = isa_level(llvm_features(mcpu, mattr, host.arch), host.arch)
+    except Exception as exc:  # TVM rejected the mcpu or mattr
+        return f"LLVM rejects mcpu {mcpu!r}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", "?"
+    if missing:
+        shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+        return (f"kernels built for {mcpu} need {shown}, which this CPU lacks (/proc/cpuinfo)"), isa
+    return "", isa
+
+
+def cuda_target(arch: str | None = None) -> TargetInfo:
+    target = dict(_DEFAULT_CUDA)
+    can_run = cuda_available()
+    name = "no GPU here: compile only"
+    if can_run:
+        import tvm
+
+        dev = tvm.cuda(0)
+        major, minor = str(dev.compute_version).split(".")
+        target["arch"] = f"sm_{major}{minor}"
+        target["max_shared_memory_per_block"] = int(dev.max_shared_memory_per_block)
+        target["max_threads_per_block"] = int(dev.max_threads_per_block)
+        target["max_num_threads"] = int(dev.max_threads_per_block)
+        target["thread_warp_size"] = int(dev.warp_size)
+        name = str(dev.device_name)
+    if arch:
+        target["arch"] = arch
+    why = "" if can_run else "no usable CUDA GPU on this machine"
+    return TargetInfo("cuda", target, "cuda", f"CUDA {name} ({target['arch']})", can_run, why)
+
+
+def resolve_target(spec: str | dict | None) -> TargetInfo:
+    """Turn a user's target choice into a TargetInfo; bad input -> TargetError."""
+    if spec is None or spec == "auto":
+        return cuda_target() if cuda_available() else llvm_target()
+    if isinstance(spec, str):
+        text = spec.strip()
+        if text in ("llvm", "cpu"):
+            return llvm_target()
+        if text in ("cuda", "gpu"):
+            return cuda_target()
+        if not text.startswith("{"):
+            raise TargetError(f"unknown target {spec!r}; use auto, llvm, cuda or a JSON target dict")
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TargetError(f"target is not valid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(spec, dict) or spec.get("kind") not in ("llvm", "cuda"):
+        raise TargetError("a JSON target needs \"kind\": \"llvm\" or \"cuda\"")
+    base = llvm_target() if spec["kind"] == "llvm" else cuda_target()
+    merged = {**base.json, **spec}
+    if base.kind == "llvm" and "mattr" in base.json and "mcpu" in spec and "mattr" not in spec:
+        del merged["mattr"]  # the detected mattr belongs to the detected mcpu, not to the one typed
+    try:
+        import tvm
+
+        tvm.target.Target(merged)
+    except Exception as exc:
+        raise TargetError(f"TVM rejects target {json.dumps(spec)}: {str(exc).splitlines()[0]}") from None
+    if base.kind == "cuda":
+        return TargetInfo(base.kind, merged, base.device_type, base.description, base.can_run)
+    from tunelab.core.target.host_cpu import host_cpu, is_valid_cpu
+
+    mcpu = str(merged.get("mcpu") or "generic")
+    if mcpu != "generic" and not is_valid_cpu(mcpu, host_cpu().arch) and not merged.get("mtriple"):
+        raise TargetError(f"LLVM knows no CPU {mcpu!r} for this {host_cpu().arch} host; "
+                          f"leave mcpu out to use the detected {base.json['mcpu']}")
+    why_not, isa = _llvm_runnable(merged)
+    if why_not:
+        raise TargetError(f"{why_not}; leave mcpu out to use the detected {base.json['mcpu']} "
+                          f"or give an mattr that turns those off")
+    return TargetInfo("llvm", merged, "cpu", _cpu_description(mcpu, isa, merged.get("num-cores", "?")), True)
+
+
+@functools.lru_cache(maxsize=64)
+def _describe(text: str) -> str:
+    return target_from_json(json.loads(text)).description
+
+
+def describe_target_json(data: dict[str, Any]) -> str:
+    """A stored target in words, with its ISA level ("CPU znver2 · AVX2+FMA, 2 cores"); cached."""
+    try:
+        return _describe(json.dumps(data, sort_keys=True))
+    except Exception:  # a target this TVM cannot even parse is still shown by name
+        return f"{data.get('kind', '?')} {data.get('mcpu') or data.get('arch') or ''}".strip()
+
+
+def target_from_json(data: dict[str, Any]) -> TargetInfo:
+    """Rebuild a TargetInfo from a stored target JSON (can_run re-checked on this machine)."""
+    if data.get("kind") == "cuda":
+        can_run = cuda_available()
+        why = "" if can_run else "no usable CUDA GPU on this machine"
+        return TargetInfo("cuda", dict(data), "cuda", f"CUDA ({data.get('arch')})", can_run, why)
+    why_not, isa = _llvm_runnable(data)
+    description = _cpu_description(str(data.get("mcpu") or "generic"), isa, data.get("num-cores", "?"))
+    return TargetInfo("llvm", dict(data), "cpu", description, not why_not, why_not)

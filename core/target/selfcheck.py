@@ -1,0 +1,148 @@
+"""Before a session measures anything: does a vectorized kernel built for its target run here?
+
+The feature check of tunelab.core.target.host_cpu compares what LLVM implies for an `mcpu` with what the OS
+reports; the self-check is the proof. It builds one small vectorized, parallel kernel (an FMA
+loop and a reduction, the instructions tuned kernels use) for the target, runs it in a child
+process and checks its result. A child that dies tells how (SIGILL: an instruction this CPU
+lacks), and the session is not started. A pass is cached per target and machine, so it costs
+once (about 3 s: the child's TVM import) and not per session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tunelab.core.errors import TargetError
+from tunelab.core.faults import PLANT_ENV, describe_exit
+from tunelab.core.target.info import TargetInfo
+
+SELF_CHECK_VERSION = 1
+CACHE_ENV = "TUNELAB_CACHE_DIR"
+TIMEOUT_S = 120.0
+N = 4096
+
+# Runs in the child: load the kernel, run it on known inputs, compare with NumPy.
+_CHILD = r"""
+import sys
+import numpy as np
+from tunelab.core.faults import plant
+fault = plant("selfcheck")
+import tvm
+lib = tvm.runtime.load_module(sys.argv[1])
+n = int(sys.argv[2])
+a = np.linspace(-1.0, 1.0, n, dtype="float32"); b = np.linspace(0.5, 2.0, n, dtype="float32")
+dev = tvm.cpu(0)
+ta, tb = tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev)
+tc, td = tvm.runtime.tensor(np.zeros(n, "float32"), dev), tvm.runtime.tensor(np.zeros(1, "float32"), dev)
+lib["main"](ta, tb, tc, td)
+if fault == "wrong":
+    tc = tvm.runtime.tensor(np.zeros(n, "float32"), dev)
+ok = np.allclose(tc.numpy(), a * b + a, rtol=1e-5, atol=1e-5) and np.allclose(td.numpy()[0], float(np.dot(a, b)), rtol=1e-3)
+sys.exit(0 if ok else 3)
+"""
+
+
+def _cache_file() -> Path:
+    folder = os.environ.get(CACHE_ENV)
+    if not folder:
+        import platformdirs
+
+        folder = platformdirs.user_cache_dir("tunelab")
+    return Path(folder) / "selfcheck.json"
+
+
+def _key(target: TargetInfo) -> str:
+    import tvm
+    from tunelab.core.target.host_cpu import host_cpu
+
+    text = json.dumps([SELF_CHECK_VERSION, target.json, host_cpu().fingerprint, tvm.__version__], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _cached(key: str) -> bool:
+    try:
+        return key in json.loads(_cache_file().read_text())
+    except (OSError, ValueError):
+        return False
+
+
+def _remember(key: str) -> None:
+    path = _cache_file()
+    try:
+        data = json.loads(path.read_text()) if path.exists() else {}
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    data[key] = time.time()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(path)
+    except OSError:  # an unwritable cache only costs the check again next time
+        pass
+
+
+def _build(target: TargetInfo, out: Path) -> None:
+    import tvm
+    from tvm import te
+    from tvm.s_tir import Schedule
+
+    a = te.placeholder((N,), "float32", name="A")
+    b = te.placeholder((N,), "float32", name="B")
+    c = te.compute((N,), lambda i: a[i] * b[i] + a[i], name="C")
+    k = te.reduce_axis((0, N), name="k")
+    d = te.compute((1,), lambda _: te.sum(a[k] * b[k], axis=k), name="D")
+    sch = Schedule(te.create_prim_func([a, b, c, d]))
+    outer, inner = sch.split(sch.get_loops(sch.get_sblock("C"))[0], [None, 64])
+    sch.parallel(outer)
+    sch.vectorize(inner)
+    block = sch.get_sblock("D")
+    _, kk = sch.get_loops(block)
+    ko, ki = sch.split(kk, [None, 16])
+    rf = sch.rfactor(ki, 0)
+    sch.vectorize(sch.get_loops(rf)[-1])
+    tvm.compile(sch.mod, target=target.tvm_target()).export_library(str(out))
+
+
+def self_check(target: TargetInfo, *, use_cache: bool = True) -> None:
+    """Raise TargetError (naming the signal and its cause) unless a kernel for `target` runs here."""
+    if target.kind != "llvm" or not target.can_run:
+        return  # CUDA kernels are checked by the runner itself; an unrunnable target is refused elsewhere
+    key = _key(target)
+    if use_cache and _cached(key) and not os.environ.get(PLANT_ENV):
+        return
+    mcpu = target.json.get("mcpu", "generic")
+    with tempfile.TemporaryDirectory(prefix="tunelab-selfcheck-") as folder:
+        lib = Path(folder) / "selfcheck.so"
+        try:
+            _build(target, lib)
+        except Exception as exc:
+            raise TargetError(f"kernels for {mcpu} cannot be built here: {str(exc).splitlines()[0]}") from None
+        try:
+            child = subprocess.run([sys.executable, "-c", _CHILD, str(lib), str(N)],
+                                   capture_output=True, text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise TargetError(f"a kernel built for {mcpu} hung here for {TIMEOUT_S:.0f} s; "
+                              f"use --target with another mcpu") from None
+    if child.returncode == 3:
+        raise TargetError(f"a kernel built for {mcpu} computes wrong results here; use --target with another mcpu")
+    if child.returncode != 0:
+        from tunelab.core.target.host_cpu import choose_cpu, host_cpu, missing_features
+
+        host = host_cpu()
+        lacks = missing_features(str(mcpu), tuple(target.json.get("mattr") or ()), host)
+        lacking = f"; this CPU lacks {', '.join(lacks[:4])}" if lacks else ""
+        detail = child.stderr.strip().splitlines()[-1:] if child.returncode > 0 else []
+        raise TargetError(f"kernels built for {mcpu} {describe_exit(child.returncode)} here"
+                          + (f": {detail[0]}" if detail else "") + lacking
+                          + f"; use --target '{{\"kind\":\"llvm\",\"mcpu\":\"{choose_cpu(host).mcpu}\"}}'")
+    _remember(key)

@@ -1,0 +1,1 @@
+"""Hardware readings while tuning: a sampler thread over NVML (GPU) and psutil (CPU)."""

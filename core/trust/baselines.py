@@ -1,0 +1,382 @@
+"""Vendor baselines: the same operator through a vendor library, so a session can say "x of vendor".
+
+On the CPU the vendor is NumPy's BLAS (OpenBLAS, MKL, Accelerate: whatever NumPy links; threadpoolctl
+names it and its kernel):
+
+* ``gemm``, ``batch_matmul``: ``np.matmul(A, B, out=C)``;
+* ``dense_bias``: ``np.matmul(A, B.T, out=C)``, then the bias add and the ReLU in place;
+* ``conv2d_nchw`` / ``conv2d_nhwc``: im2col (pad, gather the receptive fields into a matrix) plus one
+  ``np.matmul`` with the weight matrix. NumPy has no convolution, so this im2col + GEMM path stands in
+  for a vendor convolution on the CPU; the gather is timed with it, as a library would pay for it;
+* ``depthwise_conv2d``: im2col plus a batched ``np.matmul`` per channel (tiny matrices: a weak baseline).
+
+On a GPU (target kind ``cuda``) the vendor is cuBLAS / cuDNN through PyTorch (``torch.matmul``,
+``torch.nn.functional.conv2d``) or, for the matrix products only, CuPy; each path runs only where the
+package is installed and sees a GPU. A custom workload has no vendor counterpart.
+
+Timing follows ``time_evaluator``: ``warmup`` untimed calls, then ``repeat`` samples, each the mean of
+``number`` calls, ``number`` grown until one sample takes ``min_repeat_ms``; the figure is the median.
+The output is checked against the workload's NumPy reference. Baselines are stored per (machine,
+workload, shape, dtype, target kind) and measured once: :func:`baseline_for`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from tunelab.core.records import MeasureOptions, SessionRecord
+
+if TYPE_CHECKING:
+    from tunelab.core.store.database import Store
+
+CPU_WORKLOADS = ("gemm", "batch_matmul", "dense_bias", "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d")
+GOLDEN = 1.618
+
+
+# ------------------------------------------------------------------------------------------ timing
+
+
+def time_callable(fn: Callable[[], Any], *, number: int = 3, repeat: int = 3, min_repeat_ms: float = 20.0,
+                  warmup: int = 1, sync: Callable[[], Any] | None = None) -> list[float]:
+    """Samples in ms, as TVM's ``time_evaluator`` takes them: each the mean of ``number`` calls, with
+    ``number`` grown (x1.618 at least) until one sample lasts ``min_repeat_ms``."""
+    sync = sync or (lambda: None)
+    for _ in range(warmup):
+        fn()
+    sync()
+    samples = []
+    number = max(1, int(number))
+    for _ in range(max(1, int(repeat))):
+        elapsed_ms = 0.0
+        while True:
+            if elapsed_ms > 0:
+                number = max(int(min_repeat_ms / (elapsed_ms / number)) + 1, int(number * GOLDEN))
+            t = time.perf_counter()
+            for _ in range(number):
+                fn()
+            sync()
+            elapsed_ms = (time.perf_counter() - t) * 1e3
+            if elapsed_ms >= min_repeat_ms:
+                break
+        samples.append(elapsed_ms / number)
+    return samples
+
+
+def blas_info() -> dict[str, Any]:
+    """NumPy's BLAS as threadpoolctl reports it: library, version, kernel (architecture), threads."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return {"library": "unknown", "note": "threadpoolctl is not installed"}
+    blas = [pool for pool in threadpool_info() if pool.get("user_api") == "blas"]
+    # SciPy or scikit-learn may bring a BLAS of their own into the process: NumPy's is the one used here.
+    blas.sort(key=lambda pool: "numpy" not in str(pool.get("filepath", "")).lower())
+    if not blas:
+        return {"library": "unknown", "note": "threadpoolctl found no BLAS in this process"}
+    pool = blas[0]
+    return {"library": pool.get("internal_api"), "version": pool.get("version"), "kernel": pool.get("architecture"),
+            "threads": pool.get("num_threads"), "threading_layer": pool.get("threading_layer"),
+            "path": pool.get("filepath")}
+
+
+def blas_description(info: dict[str, Any] | None = None) -> str:
+    """``"NumPy + openblas 0.3.31 (SkylakeX kernel, 2 threads)"``."""
+    info = info or blas_info()
+    parts = [p for p in (info.get("library"), info.get("version")) if p]
+    detail = [f"{info['kernel']} kernel" if info.get("kernel") else None,
+              f"{info['threads']} threads" if info.get("threads") else None]
+    extra = ", ".join(d for d in detail if d)
+    return "NumPy + " + " ".join(parts or ["BLAS"]) + (f" ({extra})" if extra else "")
+
+
+# ------------------------------------------------------------------------------------------ CPU paths
+
+
+def _conv_out(size: int, kernel: int, stride: int, pad: int, dilation: int) -> int:
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _windows(xp: np.ndarray, axes: tuple[int, int], s: dict[str, int], P: int, Q: int) -> np.ndarray:
+    """Receptive fields of an already padded input: the two window axes (R, S) are appended."""
+    dil, stride = s.get("dilation", 1), s["stride"]
+    eh, ew = dil * (s["R"] - 1) + 1, dil * (s["S"] - 1) + 1
+    win = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=axes)[..., ::dil, ::dil]
+    index: list[Any] = [slice(None)] * win.ndim
+    index[axes[0]] = slice(0, (P - 1) * stride + 1, stride)
+    index[axes[1]] = slice(0, (Q - 1) * stride + 1, stride)
+    return win[tuple(index)]
+
+
+def _numpy_kernel(name: str, s: dict[str, int], inputs: Sequence[np.ndarray],
+                  out: np.ndarray) -> tuple[Callable[[], None], str] | None:
+    """(a call that writes ``out``, what it does) for a workload through NumPy's BLAS; None if none."""
+    if name in ("gemm", "batch_matmul"):
+        a, b = inputs
+
+        def run() -> None:
+            np.matmul(a, b, out=out)
+
+        return run, "np.matmul"
+    if name == "dense_bias":
+        a, w, bias = inputs
+        wt = w.T
+
+        def run() -> None:
+            np.matmul(a, wt, out=out)
+            np.add(out, bias, out=out)
+            if s["relu"]:
+                np.maximum(out, 0, out=out)
+
+        return run, "np.matmul(A, B.T) + bias" + (" + relu" if s["relu"] else "")
+    if name in ("conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d"):
+        a, w = inputs
+        pad = s["pad"]
+        dil = s.get("dilation", 1)
+        P = _conv_out(s["H"], s["R"], s["stride"], pad, dil)
+        Q = _conv_out(s["W"], s["S"], s["stride"], pad, dil)
+        N, C, R, S = s["N"], s["C"], s["R"], s["S"]
+        if name == "conv2d_nchw":
+            K = s["K"]
+            wmat = w.reshape(K, C * R * S)
+            out2 = out.reshape(N, K, P * Q)
+
+            def run() -> None:
+                xp = np.pad(a, ((0, 0), (0, 0), (pad, pad), (pad, pad))) if pad else a
+                col = _windows(xp, (2, 3), s, P, Q)  # N C P Q R S
+                col = col.transpose(0, 1, 4, 5, 2, 3).reshape(N, C * R * S, P * Q)  # the im2col copy
+                np.matmul(wmat, col, out=out2)
+
+            return run, "im2col + np.matmul"
+        if name == "conv2d_nhwc":
+            K = s["K"]
+            wmat = w.reshape(R * S * C, K)
+            out2 = out.reshape(N * P * Q, K)
+
+            def run() -> None:
+                xp = np.pad(a, ((0, 0), (pad, pad), (pad, pad), (0, 0))) if pad else a
+                col = _windows(xp, (1, 2), s, P, Q)  # N P Q C R S
+                col = col.transpose(0, 1, 2, 4, 5, 3).reshape(N * P * Q, R * S * C)
+                np.matmul(col, wmat, out=out2)
+
+            return run, "im2col + np.matmul"
+        m = s["multiplier"]
+        wmat = w.reshape(C, m, R * S).transpose(0, 2, 1)  # C, RS, m
+        out5 = out.reshape(N, C, m, P, Q)
+
+        def run() -> None:
+            xp = np.pad(a, ((0, 0), (0, 0), (pad, pad), (pad, pad))) if pad else a
+            col = _windows(xp, (2, 3), s, P, Q)  # N C P Q R S
+            col = col.transpose(1, 0, 2, 3, 4, 5).reshape(C, N * P * Q, R * S)
+            res = np.matmul(col, wmat)  # C, NPQ, m
+            out5[...] = res.reshape(C, N, P, Q, m).transpose(1, 0, 4, 2, 3)
+
+        return run, "im2col + batched np.matmul per channel"
+    return None
+
+
+# ------------------------------------------------------------------------------------------ GPU paths
+
+
+def _torch_kernel(name: str, s: dict[str, int], inputs: Sequence[np.ndarray], out_shape: tuple[int, ...],
+                  ) -> tuple[Callable[[], None], Callable[[], np.ndarray], Callable[[], None], str] | None:
+    """(call, fetch the output, sync, library) through PyTorch on the GPU (cuBLAS / cuDNN); None if
+    PyTorch or a GPU is missing."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    dev = torch.device("cuda")
+    t = [torch.from_numpy(np.ascontiguousarray(x)).to(dev) for x in inputs]
+    F = torch.nn.functional
+    out: dict[str, Any] = {}
+    lib = f"PyTorch {torch.__version__} (cuBLAS)"
+    cudnn = f"PyTorch {torch.__version__} (cuDNN {torch.backends.cudnn.version()})"
+    pad, stride, dil = s.get("pad", 0), s.get("stride", 1), s.get("dilation", 1)
+    if name in ("gemm", "batch_matmul"):
+        c = torch.empty(out_shape, dtype=t[0].dtype, device=dev)
+
+        def run() -> None:
+            torch.matmul(t[0], t[1], out=c)
+
+        out["c"] = c
+    elif name == "dense_bias":
+        c = torch.empty(out_shape, dtype=t[0].dtype, device=dev)
+        wt = t[1].t()
+
+        def run() -> None:
+            torch.addmm(t[2], t[0], wt, out=c)
+            if s["relu"]:
+                c.relu_()
+
+        out["c"] = c
+    elif name == "conv2d_nchw":
+        def run() -> None:
+            out["c"] = F.conv2d(t[0], t[1], stride=stride, padding=pad, dilation=dil)
+
+        lib = cudnn
+    elif name == "conv2d_nhwc":
+        x = t[0].permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+        w = t[1].permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
+
+        def run() -> None:
+            out["c"] = F.conv2d(x, w, stride=stride, padding=pad, dilation=dil).permute(0, 2, 3, 1)
+
+        lib = cudnn + ", channels_last"
+    elif name == "depthwise_conv2d":
+        C, m = s["C"], s["multiplier"]
+        w = t[1].reshape(C * m, 1, s["R"], s["S"])
+
+        def run() -> None:
+            out["c"] = F.conv2d(t[0], w, stride=stride, padding=pad, groups=C)
+
+        lib = cudnn
+    else:
+        return None
+    return run, (lambda: out["c"].cpu().numpy()), torch.cuda.synchronize, lib
+
+
+def _cupy_kernel(name: str, s: dict[str, int], inputs: Sequence[np.ndarray], out_shape: tuple[int, ...],
+                 ) -> tuple[Callable[[], None], Callable[[], np.ndarray], Callable[[], None], str] | None:
+    """The matrix products through CuPy (cuBLAS); None without CuPy, a GPU, or for convolutions."""
+    if name not in ("gemm", "batch_matmul", "dense_bias"):
+        return None
+    try:
+        import cupy as cp
+
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            return None
+    except Exception:  # ImportError, or a CUDA runtime without a usable device
+        return None
+    g = [cp.asarray(x) for x in inputs]
+    c = cp.empty(out_shape, dtype=g[0].dtype)
+    if name == "dense_bias":
+        wt = g[1].T
+
+        def run() -> None:
+            cp.matmul(g[0], wt, out=c)
+            cp.add(c, g[2], out=c)
+            if s["relu"]:
+                cp.maximum(c, 0, out=c)
+    else:
+        def run() -> None:
+            cp.matmul(g[0], g[1], out=c)
+
+    return run, (lambda: cp.asnumpy(c)), cp.cuda.Device().synchronize, f"CuPy {cp.__version__} (cuBLAS)"
+
+
+# ------------------------------------------------------------------------------------------ measuring
+
+
+def measure_baseline(workload: str, shape: dict[str, int], dtype: str, target_kind: str = "llvm",
+                     options: MeasureOptions | None = None, *, seed: int = 0) -> dict[str, Any] | None:
+    """Measure one problem through the vendor library for ``target_kind``; None where there is none.
+
+    Returns ``{"workload", "shape", "dtype", "target_kind", "library", "method", "median_ms", "samples_ms",
+    "gflops", "correct", "max_abs_err", "measure", "measured_at", "blas"}``.
+    """
+    from tunelab.core.workloads.catalog import get_workload
+
+    wl = get_workload(workload)
+    shape = wl.parse_shape(shape)
+    dtype = wl.check_dtype(dtype)
+    opts = options or MeasureOptions()
+    inputs = wl.make_inputs(shape, dtype, seed)
+    out_shape = tuple(wl.output_shape(shape))
+    info: dict[str, Any] = {}
+    if target_kind == "cuda":
+        made = _torch_kernel(wl.name, shape, inputs, out_shape) or _cupy_kernel(wl.name, shape, inputs, out_shape)
+        if made is None:
+            return None
+        run, fetch, sync, library = made
+        method = {"gemm": "matmul", "batch_matmul": "matmul", "dense_bias": "addmm"}.get(wl.name, "conv2d")
+    else:
+        out = np.zeros(out_shape, dtype=dtype)
+        made_cpu = _numpy_kernel(wl.name, shape, inputs, out)
+        if made_cpu is None:
+            return None
+        run, method = made_cpu
+        info = blas_info()
+        library = blas_description(info)
+        sync = None
+
+        def fetch() -> np.ndarray:
+            return out
+
+    run()
+    if sync is not None:
+        sync()
+    got = np.asarray(fetch())
+    expected = wl.reference(inputs, shape)
+    rtol, atol = wl.tolerance(dtype, shape)
+    err = float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64)))) if got.size else 0.0
+    correct = got.shape == expected.shape and bool(np.allclose(got, expected, rtol=rtol, atol=atol))
+    samples = time_callable(run, number=opts.number, repeat=opts.repeat, min_repeat_ms=opts.min_repeat_ms,
+                            warmup=opts.warmup, sync=sync)
+    median = float(statistics.median(samples))
+    flops = float(wl.flops(shape))
+    return {"workload": wl.name, "shape": shape, "dtype": dtype, "target_kind": target_kind,
+            "library": library, "method": method, "median_ms": median, "samples_ms": samples,
+            "gflops": flops / (median * 1e-3) / 1e9 if median > 0 else None,
+            "correct": correct, "max_abs_err": err,
+            "measure": {"number": opts.number, "repeat": opts.repeat, "min_repeat_ms": opts.min_repeat_ms,
+                        "warmup": opts.warmup},
+            "measured_at": time.time(), "blas": info or None}
+
+
+def task_figures(store: Store, record: SessionRecord, task: int = 0) -> tuple[dict[str, int], float, float | None]:
+    """(shape, FLOP per call, best ms) of one shape (task) of a session; task 0 is its primary shape.
+
+    A session that tunes several shapes keeps a best per shape; the session's own ``best_ms`` is the
+    fastest over all of them, which is not comparable with one shape's baseline.
+    """
+    from tunelab.core.errors import StoreError, TunelabError
+
+    try:
+        tasks = store.tasks(record.id) if hasattr(store, "tasks") else []
+    except StoreError:  # a record that is not (or no longer) in this store: its own figures
+        tasks = []
+    if not tasks:
+        return dict(record.shape), float(record.flops), record.best_ms
+    if not 0 <= task < len(tasks):
+        raise TunelabError(f"session {record.id} tunes {len(tasks)} shape(s); the task must be 0..{len(tasks) - 1}")
+    t = tasks[task]
+    return dict(t.shape), float(t.flops), t.best_ms
+
+
+def baseline_for(store: Store, record: SessionRecord, *, remeasure: bool = False,
+                 task: int = 0) -> dict[str, Any] | None:
+    """The session's problem through the vendor library, measured once per machine and kept in the store.
+
+    None where no vendor path exists (a custom workload, or no PyTorch/CuPy for a GPU target). The
+    result adds the session's side: ``session_best_ms``, ``session_gflops`` and ``x_of_vendor`` (vendor
+    time / session best time: 0.5 means the tuned kernel runs at half the vendor's speed, 1.2 that it
+    is 20 % faster), and ``cached`` (True when it came from the store). ``task`` picks one shape of a
+    session that tunes several (0: the primary one).
+    """
+    if record.custom_source is not None or record.workload not in CPU_WORKLOADS:
+        return None
+    shape, flops, best_ms = task_figures(store, record, task)
+    entry = None if remeasure else store.baseline(record.workload, shape, record.dtype, record.target_kind)
+    cached = entry is not None
+    if entry is None:
+        options = MeasureOptions.from_json({k: v for k, v in record.measure.items()
+                                            if k in ("number", "repeat", "min_repeat_ms", "warmup")})
+        entry = measure_baseline(record.workload, shape, record.dtype, record.target_kind, options,
+                                 seed=record.seed)
+        if entry is None:
+            return None
+        store.put_baseline(entry)
+    out = dict(entry)
+    out["cached"] = cached
+    out["session_id"] = record.id
+    out["task"] = task
+    out["session_best_ms"] = best_ms
+    out["session_gflops"] = flops / (best_ms * 1e-3) / 1e9 if best_ms else None
+    out["x_of_vendor"] = entry["median_ms"] / best_ms if best_ms else None
+    return out

@@ -1,0 +1,1 @@
+"""The operator catalog (GEMM, conv2d, ...) and a person's own TE compute file."""

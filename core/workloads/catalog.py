@@ -1,0 +1,796 @@
+"""The operators tunelab can tune: TE definitions, shapes, NumPy references, FLOP and byte counts.
+
+Each operator is a :class:`Workload` instance in the :data:`WORKLOADS` registry, keyed by its CLI name:
+
+==================  ==========================================  =======================  ============
+name                what it computes                            parameters               main block
+==================  ==========================================  =======================  ============
+gemm                ``C[i,j] = sum_k A[i,k] * B[k,j]``            M, N, K                  ``C``
+dense_bias          ``max(A @ B^T + bias, 0)`` (B is (N, K))      M, N, K, relu (0/1)      ``C``
+batch_matmul        ``C[b,i,j] = sum_k A[b,i,k] * B[b,k,j]``      B, M, N, K               ``C``
+conv2d_nchw         NCHW input, KCRS weight, NKPQ output          N C H W K R S stride     ``conv``
+                                                                  pad dilation
+conv2d_nhwc         NHWC input, RSCK weight, NPQK output          (same as conv2d_nchw)    ``conv``
+depthwise_conv2d    NCHW input, (C, multiplier, R, S) weight,     N C H W R S stride pad   ``conv``
+                    output channels C * multiplier                multiplier
+==================  ==========================================  =======================  ============
+
+A workload called ``custom`` is built from a person's own file; see :mod:`tunelab.core.workloads.custom` for its format
+(``get_workload("custom", source)`` or ``load_custom_workload(source)``).
+
+Conventions shared by every workload:
+
+* ``tensors(shape, dtype)`` returns ``[inputs..., output]``; inputs are placeholders named ``A``, ``B`` (then
+  ``bias`` for dense_bias). The main reduction is a ``te.compute`` whose name (the TIR block name, also
+  ``Workload.main_block``) is listed above; the convolutions pad in a separate block named ``pad`` (always
+  present, a plain copy when pad=0), dense_bias adds the bias in a block ``bias_add`` and, when relu=1, clamps in a
+  block ``relu``.
+* Reductions accumulate in the input dtype. ``reference`` computes in float64 and casts to the workload dtype,
+  so it is the "true" answer; ``tolerance(dtype, shape)`` allows for the rounding of a reduction of that length.
+* A *shape* is a ``dict[str, int]`` holding every parameter; ``parse_shape`` turns ``"M=512,N=256"``, a dict, a
+  preset name or ``None`` into one, filling defaults and checking it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tvm
+from tunelab.core.errors import WorkloadError
+from tvm import te
+
+__all__ = [
+    "Param",
+    "Workload",
+    "WORKLOADS",
+    "FLOAT_DTYPES",
+    "format_shape",
+    "get_workload",
+    "list_workloads",
+    "load_custom_workload",
+]
+
+FLOAT_DTYPES = ("float32", "float64", "float16")
+
+_SHAPE_ITEM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One integer shape parameter of a workload."""
+
+    name: str
+    default: int
+    minimum: int = 1
+    doc: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "default": self.default, "minimum": self.minimum, "doc": self.doc}
+
+
+def format_shape(shape: Mapping[str, int]) -> str:
+    """``{"M": 512, "N": 256}`` -> ``"M=512,N=256"`` (the inverse of ``parse_shape`` for a full shape)."""
+    return ",".join(f"{k}={int(v)}" for k, v in shape.items())
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+def _int_value(wl_name: str, key: str, value: Any) -> int:
+    """One parameter value as an int, or WorkloadError."""
+    if isinstance(value, bool):
+        raise WorkloadError(f"{wl_name}: shape parameter '{key}' must be an integer, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if re.fullmatch(r"[+-]?\d+", text):
+            return int(text)
+    raise WorkloadError(f"{wl_name}: shape parameter '{key}' must be an integer, got {value!r}")
+
+
+class Workload:
+    """One operator. Subclasses set the class attributes and implement the ``_``-prefixed hooks."""
+
+    name: str = ""
+    title: str = ""
+    description: str = ""
+    params: tuple[Param, ...] = ()
+    dtypes: tuple[str, ...] = FLOAT_DTYPES
+    presets: dict[str, dict[str, int]] = {}
+    main_block: str = ""
+
+    # ---- shapes and dtypes ------------------------------------------------------------------------------
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def default_shape(self) -> dict[str, int]:
+        return {p.name: p.default for p in self.params}
+
+    def parse_shape(self, spec: str | Mapping[str, Any] | None) -> dict[str, int]:
+        """A full, checked shape from ``"M=512,N=256"``, a dict, a preset name, or None (all defaults)."""
+        given: dict[str, Any]
+        if spec is None:
+            given = {}
+        elif isinstance(spec, str):
+            text = spec.strip()
+            if text in self.presets:
+                given = dict(self.presets[text])
+            else:
+                given = {}
+                for item in text.split(",") if text else []:
+                    if not item.strip():
+                        continue
+                    m = _SHAPE_ITEM.match(item)
+                    if m is None:
+                        raise WorkloadError(
+                            f"{self.name}: cannot read shape item {item.strip()!r}; write NAME=VALUE pairs "
+                            f"separated by commas (parameters are {', '.join(self.param_names)}) or a preset name"
+                            + (f" ({', '.join(self.presets)})" if self.presets else "")
+                        )
+                    key, value = m.group(1), m.group(2)
+                    if key in given:
+                        raise WorkloadError(f"{self.name}: shape parameter '{key}' is given twice")
+                    given[key] = value
+        elif isinstance(spec, Mapping):
+            given = dict(spec)
+        else:
+            raise WorkloadError(
+                f"{self.name}: a shape must be a 'NAME=VALUE,...' string or a dict, got {type(spec).__name__}"
+            )
+        shape = self.default_shape()
+        for key, value in given.items():
+            if key not in shape:
+                raise WorkloadError(
+                    f"{self.name}: shape parameter '{key}' is unknown; parameters are {', '.join(self.param_names)}"
+                )
+            shape[key] = _int_value(self.name, key, value)
+        for p in self.params:
+            if shape[p.name] < p.minimum:
+                raise WorkloadError(
+                    f"{self.name}: shape parameter '{p.name}' must be at least {p.minimum}, got {shape[p.name]}"
+                )
+        self._check_shape(shape)
+        return shape
+
+    def _check_shape(self, shape: dict[str, int]) -> None:
+        """Consistency checks across parameters; raise WorkloadError."""
+
+    def _shape(self, shape: str | Mapping[str, Any] | None) -> dict[str, int]:
+        return self.parse_shape(shape)
+
+    def check_dtype(self, dtype: str | None) -> str:
+        """The dtype itself (None -> the default) if this workload supports it, else WorkloadError."""
+        if dtype is None:
+            return self.dtypes[0]
+        dt = str(dtype).strip()
+        if dt not in self.dtypes:
+            raise WorkloadError(f"{self.name}: dtype '{dt}' is not supported; choose one of {', '.join(self.dtypes)}")
+        return dt
+
+    # ---- TVM --------------------------------------------------------------------------------------------
+    def tensors(self, shape, dtype: str | None = None) -> list[te.Tensor]:
+        """``[inputs..., output]`` as TE tensors."""
+        return self._tensors(self._shape(shape), self.check_dtype(dtype))
+
+    def _tensors(self, shape: dict[str, int], dtype: str) -> list[te.Tensor]:
+        raise NotImplementedError
+
+    def prim_func(self, shape, dtype: str | None = None) -> tvm.tirx.PrimFunc:
+        return te.create_prim_func(self.tensors(shape, dtype))
+
+    def ir_module(self, shape, dtype: str | None = None) -> tvm.IRModule:
+        """``IRModule({"main": prim_func})``, what MetaSchedule and ``tvm.compile`` take."""
+        return tvm.IRModule({"main": self.prim_func(shape, dtype)})
+
+    # ---- sizes ------------------------------------------------------------------------------------------
+    def input_shapes(self, shape) -> list[tuple[int, ...]]:
+        return self._input_shapes(self._shape(shape))
+
+    def output_shape(self, shape) -> tuple[int, ...]:
+        return self._output_shape(self._shape(shape))
+
+    def _input_shapes(self, shape: dict[str, int]) -> list[tuple[int, ...]]:
+        raise NotImplementedError
+
+    def _output_shape(self, shape: dict[str, int]) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def flops(self, shape) -> float:
+        """FLOP of one call (a multiply-add counts 2)."""
+        return float(self._flops(self._shape(shape)))
+
+    def _flops(self, shape: dict[str, int]) -> float:
+        raise NotImplementedError
+
+    def reduction_length(self, shape) -> int:
+        """How many terms each output element sums (drives the tolerance)."""
+        return int(self._reduction_length(self._shape(shape)))
+
+    def _reduction_length(self, shape: dict[str, int]) -> int:
+        return 1
+
+    def bytes_moved(self, shape, dtype: str | None = None) -> float:
+        """Minimum bytes read and written: every input once plus the output once."""
+        s = self._shape(shape)
+        item = np.dtype(self.check_dtype(dtype)).itemsize
+        elems = sum(_prod(x) for x in self._input_shapes(s)) + _prod(self._output_shape(s))
+        return float(elems * item)
+
+    def arithmetic_intensity(self, shape, dtype: str | None = None) -> float:
+        """FLOP per byte moved."""
+        b = self.bytes_moved(shape, dtype)
+        return self.flops(shape) / b if b else 0.0
+
+    # ---- NumPy ------------------------------------------------------------------------------------------
+    def make_inputs(self, shape, dtype: str | None = None, seed: int = 0) -> list[np.ndarray]:
+        """Deterministic random inputs, uniform in [-1, 1), C-contiguous, in the workload dtype."""
+        s = self._shape(shape)
+        dt = np.dtype(self.check_dtype(dtype))
+        rng = np.random.default_rng(seed)
+        out = []
+        for shp in self._input_shapes(s):
+            if dt.kind == "f":
+                arr = rng.uniform(-1.0, 1.0, size=shp).astype(dt)
+            else:
+                arr = rng.integers(-4, 5, size=shp).astype(dt)
+            out.append(np.ascontiguousarray(arr))
+        return out
+
+    def make_output(self, shape, dtype: str | None = None) -> np.ndarray:
+        """A zero array shaped like the output (for the destination-passing call)."""
+        return np.zeros(self.output_shape(shape), dtype=self.check_dtype(dtype))
+
+    def reference(self, inputs: list[np.ndarray], shape) -> np.ndarray:
+        """NumPy result of one call, computed in float64 and returned in the inputs' dtype."""
+        s = self._shape(shape)
+        expected = self._input_shapes(s)
+        if len(inputs) != len(expected):
+            raise WorkloadError(f"{self.name}: reference needs {len(expected)} inputs, got {len(inputs)}")
+        for i, (arr, shp) in enumerate(zip(inputs, expected, strict=True)):
+            if tuple(np.shape(arr)) != tuple(shp):
+                raise WorkloadError(
+                    f"{self.name}: input {i} has shape {tuple(np.shape(arr))} but the shape needs {tuple(shp)}"
+                )
+        dtype = np.asarray(inputs[0]).dtype if inputs else np.dtype(self.dtypes[0])
+        wide = [np.asarray(x, dtype=np.float64) for x in inputs]
+        return np.ascontiguousarray(self._reference(wide, s).astype(dtype))
+
+    def _reference(self, inputs: list[np.ndarray], shape: dict[str, int]) -> np.ndarray:
+        raise NotImplementedError
+
+    def tolerance(self, dtype: str | None = None, shape=None) -> tuple[float, float]:
+        """``(rtol, atol)`` for ``np.testing.assert_allclose(tvm_result, reference)``.
+
+        atol grows with the reduction length L (the default shape's when ``shape`` is None): the rounding error of
+        a sum of L products of values in [-1, 1) stays below about 0.45 * eps * L (measured for fp16 and fp32 at
+        L=64..512), so atol = eps * (2 L + 8) leaves a margin of four.
+        """
+        dt = np.dtype(self.check_dtype(dtype))
+        if dt.kind != "f":
+            return (0.0, 0.0)
+        length = self.reduction_length(shape)
+        eps = float(np.finfo(dt).eps)
+        rtol = {2: 1e-2, 4: 1e-5, 8: 1e-12}.get(dt.itemsize, 1e-5)
+        return (rtol, eps * (2 * length + 8))
+
+    # ---- description ------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "params": [p.to_json() for p in self.params],
+            "dtypes": list(self.dtypes),
+            "presets": {k: dict(v) for k, v in self.presets.items()},
+            "main_block": self.main_block,
+        }
+
+    def __repr__(self) -> str:
+        return f"<Workload {self.name}>"
+
+
+# ======================================================================================================
+# Built-in workloads
+# ======================================================================================================
+class Gemm(Workload):
+    name = "gemm"
+    title = "GEMM  C = A @ B"
+    description = "Matrix multiply C[i, j] = sum_k A[i, k] * B[k, j]; A is M x K, B is K x N, C is M x N."
+    params = (
+        Param("M", 512, 1, "rows of A and C"),
+        Param("N", 512, 1, "columns of B and C"),
+        Param("K", 512, 1, "reduction length (columns of A, rows of B)"),
+    )
+    presets = {
+        "square-128": {"M": 128, "N": 128, "K": 128},
+        "square-256": {"M": 256, "N": 256, "K": 256},
+        "square-512": {"M": 512, "N": 512, "K": 512},
+        "square-1024": {"M": 1024, "N": 1024, "K": 1024},
+        "square-2048": {"M": 2048, "N": 2048, "K": 2048},
+        "bert-base-qkv": {"M": 512, "N": 2304, "K": 768},
+        "tall-skinny": {"M": 4096, "N": 64, "K": 1024},
+    }
+    main_block = "C"
+
+    def _tensors(self, s, dtype):
+        M, N, K = s["M"], s["N"], s["K"]
+        A = te.placeholder((M, K), dtype, name="A")
+        B = te.placeholder((K, N), dtype, name="B")
+        k = te.reduce_axis((0, K), name="k")
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+        return [A, B, C]
+
+    def _input_shapes(self, s):
+        return [(s["M"], s["K"]), (s["K"], s["N"])]
+
+    def _output_shape(self, s):
+        return (s["M"], s["N"])
+
+    def _flops(self, s):
+        return 2.0 * s["M"] * s["N"] * s["K"]
+
+    def _reduction_length(self, s):
+        return s["K"]
+
+    def _reference(self, inputs, s):
+        a, b = inputs
+        return a @ b
+
+
+class DenseBias(Workload):
+    name = "dense_bias"
+    title = "Dense + bias (+ ReLU)  out = relu(A @ B^T + bias)"
+    description = (
+        "Fully connected layer: C = A @ B^T (A is M x K data, B is N x K weight), then bias[N] added to every row, "
+        "then max(., 0) when relu=1. The matmul is block 'C'; the epilogue is the injective blocks 'bias_add' "
+        "and 'relu'."
+    )
+    params = (
+        Param("M", 512, 1, "rows (batch x tokens)"),
+        Param("N", 512, 1, "output features"),
+        Param("K", 512, 1, "input features (reduction length)"),
+        Param("relu", 1, 0, "1: apply ReLU after the bias, 0: no activation"),
+    )
+    presets = {
+        "square-512": {"M": 512, "N": 512, "K": 512, "relu": 1},
+        "bert-base-ffn1": {"M": 512, "N": 3072, "K": 768, "relu": 1},
+        "bert-base-ffn2": {"M": 512, "N": 768, "K": 3072, "relu": 0},
+        "mlp-batch-64": {"M": 64, "N": 1024, "K": 1024, "relu": 1},
+    }
+    main_block = "C"
+
+    def _check_shape(self, s):
+        if s["relu"] not in (0, 1):
+            raise WorkloadError(f"{self.name}: shape parameter 'relu' must be 0 or 1, got {s['relu']}")
+
+    def _tensors(self, s, dtype):
+        M, N, K = s["M"], s["N"], s["K"]
+        A = te.placeholder((M, K), dtype, name="A")
+        B = te.placeholder((N, K), dtype, name="B")
+        bias = te.placeholder((N,), dtype, name="bias")
+        k = te.reduce_axis((0, K), name="k")
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[j, k], axis=k), name="C")
+        out = te.compute((M, N), lambda i, j: C[i, j] + bias[j], name="bias_add")
+        if s["relu"]:
+            out = te.compute((M, N), lambda i, j: te.max(out[i, j], tvm.tirx.const(0, dtype)), name="relu")
+        return [A, B, bias, out]
+
+    def _input_shapes(self, s):
+        return [(s["M"], s["K"]), (s["N"], s["K"]), (s["N"],)]
+
+    def _output_shape(self, s):
+        return (s["M"], s["N"])
+
+    def _flops(self, s):
+        mn = s["M"] * s["N"]
+        return 2.0 * mn * s["K"] + mn * (1 + s["relu"])
+
+    def _reduction_length(self, s):
+        return s["K"] + 1
+
+    def _reference(self, inputs, s):
+        a, w, bias = inputs
+        out = a @ w.T + bias[None, :]
+        return np.maximum(out, 0.0) if s["relu"] else out
+
+
+class BatchMatmul(Workload):
+    name = "batch_matmul"
+    title = "Batch matmul  C[b] = A[b] @ B[b]"
+    description = "Batched matrix multiply C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]; A is B x M x K, B is B x K x N."
+    params = (
+        Param("B", 12, 1, "batch size"),
+        Param("M", 128, 1, "rows of each A and C"),
+        Param("N", 128, 1, "columns of each B and C"),
+        Param("K", 64, 1, "reduction length"),
+    )
+    presets = {
+        "bert-base-attn-qk": {"B": 12, "M": 128, "N": 128, "K": 64},
+        "bert-base-attn-v": {"B": 12, "M": 128, "N": 64, "K": 128},
+        "batch-16-256": {"B": 16, "M": 256, "N": 256, "K": 256},
+    }
+    main_block = "C"
+
+    def _tensors(self, s, dtype):
+        Bn, M, N, K = s["B"], s["M"], s["N"], s["K"]
+        A = te.placeholder((Bn, M, K), dtype, name="A")
+        B = te.placeholder((Bn, K, N), dtype, name="B")
+        k = te.reduce_axis((0, K), name="k")
+        C = te.compute((Bn, M, N), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k), name="C")
+        return [A, B, C]
+
+    def _input_shapes(self, s):
+        return [(s["B"], s["M"], s["K"]), (s["B"], s["K"], s["N"])]
+
+    def _output_shape(self, s):
+        return (s["B"], s["M"], s["N"])
+
+    def _flops(self, s):
+        return 2.0 * s["B"] * s["M"] * s["N"] * s["K"]
+
+    def _reduction_length(self, s):
+        return s["K"]
+
+    def _reference(self, inputs, s):
+        a, b = inputs
+        return np.matmul(a, b)
+
+
+def _conv_out(size: int, kernel: int, stride: int, pad: int, dilation: int) -> int:
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _windows_nchw(x: np.ndarray, R: int, S: int, stride: int, pad: int, dilation: int, P: int, Q: int) -> np.ndarray:
+    """(N, C, H, W) -> view (N, C, P, Q, R, S) of the padded input's receptive fields."""
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    eh, ew = dilation * (R - 1) + 1, dilation * (S - 1) + 1
+    win = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=(2, 3))
+    win = win[:, :, :, :, ::dilation, ::dilation]
+    return win[:, :, : (P - 1) * stride + 1 : stride, : (Q - 1) * stride + 1 : stride]
+
+
+def _pad_block(A: te.Tensor, pad: int, layout: str) -> te.Tensor:
+    """The block "pad": A zero-padded by ``pad`` on both sides of H and W (a plain copy when pad=0)."""
+    N, D1, D2, D3 = (int(x) for x in A.shape)
+    if layout == "NCHW":
+        H, W = D2, D3
+        shape = (N, D1, H + 2 * pad, W + 2 * pad)
+
+        def at(n, c, yy, xx):
+            return A[n, c, yy - pad, xx - pad]
+
+        def body(n, c, yy, xx):
+            inside = tvm.tirx.all(yy >= pad, yy < H + pad, xx >= pad, xx < W + pad)
+            return tvm.tirx.if_then_else(inside, at(n, c, yy, xx), tvm.tirx.const(0, A.dtype))
+    else:  # NHWC
+        H, W = D1, D2
+        shape = (N, H + 2 * pad, W + 2 * pad, D3)
+
+        def at(n, yy, xx, c):
+            return A[n, yy - pad, xx - pad, c]
+
+        def body(n, yy, xx, c):
+            inside = tvm.tirx.all(yy >= pad, yy < H + pad, xx >= pad, xx < W + pad)
+            return tvm.tirx.if_then_else(inside, at(n, yy, xx, c), tvm.tirx.const(0, A.dtype))
+
+    return te.compute(shape, body if pad else at, name="pad")
+
+
+_CONV_PARAMS = (
+    Param("N", 1, 1, "batch size"),
+    Param("C", 64, 1, "input channels"),
+    Param("H", 56, 1, "input height"),
+    Param("W", 56, 1, "input width"),
+    Param("K", 64, 1, "output channels (filters)"),
+    Param("R", 3, 1, "kernel height"),
+    Param("S", 3, 1, "kernel width"),
+    Param("stride", 1, 1, "stride (both directions)"),
+    Param("pad", 1, 0, "zero padding on each side (both directions)"),
+    Param("dilation", 1, 1, "kernel dilation (both directions)"),
+)
+
+_CONV_PRESETS = {
+    "resnet-stem-7x7": {"N": 1, "C": 3, "H": 224, "W": 224, "K": 64, "R": 7, "S": 7, "stride": 2, "pad": 3, "dilation": 1},
+    "resnet-3x3-56": {"N": 1, "C": 64, "H": 56, "W": 56, "K": 64, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1},
+    "resnet-3x3-28": {"N": 1, "C": 128, "H": 28, "W": 28, "K": 128, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1},
+    "resnet-3x3-14": {"N": 1, "C": 256, "H": 14, "W": 14, "K": 256, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1},
+    "resnet-3x3-7": {"N": 1, "C": 512, "H": 7, "W": 7, "K": 512, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1},
+    "resnet-1x1-56": {"N": 1, "C": 64, "H": 56, "W": 56, "K": 256, "R": 1, "S": 1, "stride": 1, "pad": 0, "dilation": 1},
+    "resnet-3x3-56-s2": {"N": 1, "C": 128, "H": 56, "W": 56, "K": 128, "R": 3, "S": 3, "stride": 2, "pad": 1, "dilation": 1},
+}
+
+
+class _Conv2dBase(Workload):
+    params = _CONV_PARAMS
+    presets = _CONV_PRESETS
+    main_block = "conv"
+
+    def _check_shape(self, s):
+        _check_conv_window(self.name, s)
+
+    def _pq(self, s) -> tuple[int, int]:
+        return (
+            _conv_out(s["H"], s["R"], s["stride"], s["pad"], s["dilation"]),
+            _conv_out(s["W"], s["S"], s["stride"], s["pad"], s["dilation"]),
+        )
+
+    def _flops(self, s):
+        P, Q = self._pq(s)
+        return 2.0 * s["N"] * s["K"] * P * Q * s["C"] * s["R"] * s["S"]
+
+    def _reduction_length(self, s):
+        return s["C"] * s["R"] * s["S"]
+
+
+def _check_conv_window(name: str, s: dict[str, int]) -> None:
+    d = s.get("dilation", 1)
+    for size_key, kernel_key in (("H", "R"), ("W", "S")):
+        size, kernel = s[size_key], s[kernel_key]
+        span = d * (kernel - 1) + 1
+        if size + 2 * s["pad"] < span:
+            raise WorkloadError(
+                f"{name}: the kernel ({kernel_key}={kernel}, dilation {d}, spanning {span}) is larger than the "
+                f"padded input ({size_key}={size} + 2*pad={2 * s['pad']}), so the output would be empty; "
+                f"use a smaller kernel or more padding"
+            )
+
+
+class Conv2dNCHW(_Conv2dBase):
+    name = "conv2d_nchw"
+    title = "Conv2D NCHW  out[n,f,y,x] = sum A_pad * B"
+    description = (
+        "2-D convolution: input A is N x C x H x W, weight B is K x C x R x S, output is N x K x P x Q. "
+        "Zero padding is the separate block 'pad'; the reduction over (rc, ry, rx) is block 'conv'."
+    )
+
+    def _tensors(self, s, dtype):
+        N, C, H, W, K, R, S = (s[x] for x in "NCHWKRS")
+        stride, pad, dil = s["stride"], s["pad"], s["dilation"]
+        P, Q = self._pq(s)
+        A = te.placeholder((N, C, H, W), dtype, name="A")
+        B = te.placeholder((K, C, R, S), dtype, name="B")
+        A_pad = _pad_block(A, pad, "NCHW")
+        rc = te.reduce_axis((0, C), name="rc")
+        ry = te.reduce_axis((0, R), name="ry")
+        rx = te.reduce_axis((0, S), name="rx")
+        out = te.compute(
+            (N, K, P, Q),
+            lambda n, f, y, x: te.sum(
+                A_pad[n, rc, y * stride + ry * dil, x * stride + rx * dil] * B[f, rc, ry, rx], axis=[rc, ry, rx]
+            ),
+            name="conv",
+        )
+        return [A, B, out]
+
+    def _input_shapes(self, s):
+        return [(s["N"], s["C"], s["H"], s["W"]), (s["K"], s["C"], s["R"], s["S"])]
+
+    def _output_shape(self, s):
+        P, Q = self._pq(s)
+        return (s["N"], s["K"], P, Q)
+
+    def _reference(self, inputs, s):
+        a, w = inputs
+        P, Q = self._pq(s)
+        win = _windows_nchw(a, s["R"], s["S"], s["stride"], s["pad"], s["dilation"], P, Q)  # N C P Q R S
+        return np.einsum("ncpqrs,kcrs->nkpq", win, w, optimize=True)
+
+
+class Conv2dNHWC(_Conv2dBase):
+    name = "conv2d_nhwc"
+    title = "Conv2D NHWC  out[n,y,x,f] = sum A_pad * B"
+    description = (
+        "2-D convolution: input A is N x H x W x C, weight B is R x S x C x K, output is N x P x Q x K. "
+        "Zero padding is the separate block 'pad'; the reduction over (ry, rx, rc) is block 'conv'."
+    )
+
+    def _tensors(self, s, dtype):
+        N, C, H, W, K, R, S = (s[x] for x in "NCHWKRS")
+        stride, pad, dil = s["stride"], s["pad"], s["dilation"]
+        P, Q = self._pq(s)
+        A = te.placeholder((N, H, W, C), dtype, name="A")
+        B = te.placeholder((R, S, C, K), dtype, name="B")
+        A_pad = _pad_block(A, pad, "NHWC")
+        ry = te.reduce_axis((0, R), name="ry")
+        rx = te.reduce_axis((0, S), name="rx")
+        rc = te.reduce_axis((0, C), name="rc")
+        out = te.compute(
+            (N, P, Q, K),
+            lambda n, y, x, f: te.sum(
+                A_pad[n, y * stride + ry * dil, x * stride + rx * dil, rc] * B[ry, rx, rc, f], axis=[ry, rx, rc]
+            ),
+            name="conv",
+        )
+        return [A, B, out]
+
+    def _input_shapes(self, s):
+        return [(s["N"], s["H"], s["W"], s["C"]), (s["R"], s["S"], s["C"], s["K"])]
+
+    def _output_shape(self, s):
+        P, Q = self._pq(s)
+        return (s["N"], P, Q, s["K"])
+
+    def _reference(self, inputs, s):
+        a, w = inputs
+        P, Q = self._pq(s)
+        win = _windows_nchw(a.transpose(0, 3, 1, 2), s["R"], s["S"], s["stride"], s["pad"], s["dilation"], P, Q)
+        return np.einsum("ncpqrs,rsck->npqk", win, w, optimize=True)
+
+
+class DepthwiseConv2d(Workload):
+    name = "depthwise_conv2d"
+    title = "Depthwise Conv2D NCHW  out[n,f,y,x] = sum A_pad[n,f/m] * B"
+    description = (
+        "Depthwise 2-D convolution: input A is N x C x H x W, weight B is C x multiplier x R x S, output is "
+        "N x (C*multiplier) x P x Q; output channel f reads input channel f // multiplier. Zero padding is the "
+        "separate block 'pad'; the reduction over (ry, rx) is block 'conv'."
+    )
+    params = (
+        Param("N", 1, 1, "batch size"),
+        Param("C", 64, 1, "input channels"),
+        Param("H", 56, 1, "input height"),
+        Param("W", 56, 1, "input width"),
+        Param("R", 3, 1, "kernel height"),
+        Param("S", 3, 1, "kernel width"),
+        Param("stride", 1, 1, "stride (both directions)"),
+        Param("pad", 1, 0, "zero padding on each side (both directions)"),
+        Param("multiplier", 1, 1, "output channels per input channel"),
+    )
+    presets = {
+        "mobilenet-3x3-112": {"N": 1, "C": 32, "H": 112, "W": 112, "R": 3, "S": 3, "stride": 1, "pad": 1, "multiplier": 1},
+        "mobilenet-3x3-112-s2": {"N": 1, "C": 96, "H": 112, "W": 112, "R": 3, "S": 3, "stride": 2, "pad": 1, "multiplier": 1},
+        "mobilenet-3x3-56": {"N": 1, "C": 144, "H": 56, "W": 56, "R": 3, "S": 3, "stride": 1, "pad": 1, "multiplier": 1},
+        "mobilenet-3x3-28": {"N": 1, "C": 192, "H": 28, "W": 28, "R": 3, "S": 3, "stride": 1, "pad": 1, "multiplier": 1},
+        "mobilenet-3x3-14": {"N": 1, "C": 576, "H": 14, "W": 14, "R": 3, "S": 3, "stride": 1, "pad": 1, "multiplier": 1},
+        "efficientnet-5x5-28": {"N": 1, "C": 240, "H": 28, "W": 28, "R": 5, "S": 5, "stride": 1, "pad": 2, "multiplier": 1},
+    }
+    main_block = "conv"
+
+    def _check_shape(self, s):
+        _check_conv_window(self.name, s)
+
+    def _pq(self, s) -> tuple[int, int]:
+        return (
+            _conv_out(s["H"], s["R"], s["stride"], s["pad"], 1),
+            _conv_out(s["W"], s["S"], s["stride"], s["pad"], 1),
+        )
+
+    def _tensors(self, s, dtype):
+        N, C, H, W, R, S = (s[x] for x in "NCHWRS")
+        stride, pad, m = s["stride"], s["pad"], s["multiplier"]
+        P, Q = self._pq(s)
+        A = te.placeholder((N, C, H, W), dtype, name="A")
+        B = te.placeholder((C, m, R, S), dtype, name="B")
+        A_pad = _pad_block(A, pad, "NCHW")
+        ry = te.reduce_axis((0, R), name="ry")
+        rx = te.reduce_axis((0, S), name="rx")
+        if m == 1:
+            def body(n, f, y, x):
+                return te.sum(A_pad[n, f, y * stride + ry, x * stride + rx] * B[f, 0, ry, rx], axis=[ry, rx])
+        else:
+            def body(n, f, y, x):
+                return te.sum(
+                    A_pad[n, te.indexdiv(f, m), y * stride + ry, x * stride + rx]
+                    * B[te.indexdiv(f, m), te.indexmod(f, m), ry, rx],
+                    axis=[ry, rx],
+                )
+        out = te.compute((N, C * m, P, Q), body, name="conv")
+        return [A, B, out]
+
+    def _input_shapes(self, s):
+        return [(s["N"], s["C"], s["H"], s["W"]), (s["C"], s["multiplier"], s["R"], s["S"])]
+
+    def _output_shape(self, s):
+        P, Q = self._pq(s)
+        return (s["N"], s["C"] * s["multiplier"], P, Q)
+
+    def _flops(self, s):
+        P, Q = self._pq(s)
+        return 2.0 * s["N"] * s["C"] * s["multiplier"] * P * Q * s["R"] * s["S"]
+
+    def _reduction_length(self, s):
+        return s["R"] * s["S"]
+
+    def _reference(self, inputs, s):
+        a, w = inputs
+        P, Q = self._pq(s)
+        win = _windows_nchw(a, s["R"], s["S"], s["stride"], s["pad"], 1, P, Q)  # N C P Q R S
+        out = np.einsum("ncpqrs,cmrs->ncmpq", win, w, optimize=True)  # output channel f = c * m + j
+        return out.reshape(s["N"], s["C"] * s["multiplier"], P, Q)
+
+
+# ======================================================================================================
+# Registry
+# ======================================================================================================
+WORKLOADS: dict[str, Workload] = {
+    wl.name: wl
+    for wl in (Gemm(), DenseBias(), BatchMatmul(), Conv2dNCHW(), Conv2dNHWC(), DepthwiseConv2d())
+}
+
+CUSTOM_NAME = "custom"
+
+
+def list_workloads() -> list[Workload]:
+    """The built-in workloads in registry order (``custom`` needs a file, so it is not listed)."""
+    return list(WORKLOADS.values())
+
+
+def get_workload(name: str, custom_source: str | None = None) -> Workload:
+    """The workload called ``name``; ``"custom"`` is built from ``custom_source`` (the text of a workload file)."""
+    key = str(name).strip()
+    if key == CUSTOM_NAME:
+        if custom_source is None:
+            raise WorkloadError(
+                "custom: a workload file is needed; give the text of a Python file that defines PARAMS, compute() "
+                "and reference()"
+            )
+        return load_custom_workload(custom_source)
+    wl = WORKLOADS.get(key)
+    if wl is None:
+        known = ", ".join([*WORKLOADS, CUSTOM_NAME])
+        raise WorkloadError(f"unknown workload '{key}'; known workloads are {known}")
+    return wl
+
+
+def load_custom_workload(source: str, name: str = CUSTOM_NAME) -> Workload:
+    """A workload built from the text of a custom workload file (format: :mod:`tunelab.core.workloads.custom`)."""
+    from tunelab.core.workloads.custom import CustomWorkload
+
+    return CustomWorkload(source, name=name)
+
+
+def _compute_ops(output: te.Tensor) -> list[tuple[te.Tensor, Any]]:
+    """Every (tensor, ComputeOp) reachable from ``output``, output first."""
+    found: list[tuple[te.Tensor, Any]] = []
+    stack = [output]
+    while stack:
+        t = stack.pop()
+        op = t.op
+        if not isinstance(op, te.ComputeOp) or any(o.same_as(op) for _, o in found):
+            continue
+        found.append((t, op))
+        stack.extend(op.input_tensors)
+    return found
+
+
+def _reduce_extent(op) -> int | None:
+    try:
+        return _prod(int(ax.dom.extent) for ax in op.reduce_axis)
+    except (TypeError, ValueError):
+        return None
+
+
+def estimate_flops(output: te.Tensor) -> float:
+    """2 * (elements) * (reduction extent), summed over every reducing compute op reachable from ``output``."""
+    total = 0.0
+    for t, op in _compute_ops(output):
+        if len(op.reduce_axis):
+            extent = _reduce_extent(op)
+            try:
+                elems = _prod(int(x) for x in t.shape)
+            except (TypeError, ValueError):
+                continue
+            if extent is not None:
+                total += 2.0 * elems * extent
+    return total
+
+
+def reduction_extent(output: te.Tensor) -> int:
+    """The longest reduction (product of reduce extents) reachable from ``output``; 1 when nothing reduces."""
+    best = 1
+    for _, op in _compute_ops(output):
+        if len(op.reduce_axis):
+            best = max(best, _reduce_extent(op) or 1)
+    return best
