@@ -21,7 +21,7 @@ import numpy as np
 
 from core.errors import SpaceError
 from core.records import Config
-from core.space.base import SearchSpace
+from core.space.base import SearchSpace, divisors
 from core.space.tvm_context import InvalidSchedule, light_tune_context, schedule_features
 from core.target import TargetInfo
 
@@ -179,9 +179,8 @@ def tile_candidates(extent: int, parts: int, max_innermost: int) -> tuple[tuple[
     if parts == 1:
         return ((extent,),) if extent <= max_innermost else ()
     out = []
-    for d in range(1, extent + 1):
-        if extent % d == 0:
-            out.extend((d, *rest) for rest in tile_candidates(extent // d, parts - 1, max_innermost))
+    for d in divisors(extent):
+        out.extend((d, *rest) for rest in tile_candidates(extent // d, parts - 1, max_innermost))
     return tuple(out)
 
 
