@@ -1,8 +1,13 @@
-"""Errors a user can cause. The CLI turns each into one line on stderr and exit code 2."""
+"""Errors with a message for the user. The CLI turns each into one line on stderr.
+
+Exit codes (``tunelab`` on the command line): :class:`TunelabError` is bad input and exits 2;
+:class:`StoreFailure`, a store or disk that fails while tunelab works (a full disk, an I/O error,
+a database locked for longer than the busy timeout), exits 3: the input was fine.
+"""
 
 
 class TunelabError(Exception):
-    """Base for every error caused by bad input; the message is shown to the user as is."""
+    """Base for every error with a message for the user (bad input, unless it is a StoreFailure)."""
 
 
 class WorkloadError(TunelabError):
@@ -22,4 +27,11 @@ class TargetError(TunelabError):
 
 
 class StoreError(TunelabError):
-    """Missing or corrupt database, unknown session or trial."""
+    """Missing or corrupt database, unknown session or trial, a database that cannot be written."""
+
+
+class StoreFailure(StoreError):
+    """The store's file or disk failed underneath tunelab (disk full, I/O error, locked too long).
+
+    Not bad input: the CLI exits 3 for it. It is a StoreError so that every place that shows a store's
+    error as a message shows this one too."""

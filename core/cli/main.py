@@ -1,7 +1,9 @@
 """`tunelab` on the command line (the contract in shared/DESIGN.md).
 
 `--json` prints one JSON document on stdout and nothing else there; progress goes to stderr.
-Bad input exits 2 with one line on stderr and no traceback, and changes nothing stored.
+Bad input exits 2 with one line on stderr and no traceback, and changes nothing stored. Other exit codes:
+3 when the store or its disk fails underneath (disk full, I/O error: :class:`tunelab.core.errors.StoreFailure`),
+4 when a session ends without a single measured trial because every config was rejected, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ import sys
 import time
 from typing import Any
 
-from tunelab.core.errors import StoreError, TunelabError
+from tunelab.core.errors import StoreError, StoreFailure, TunelabError
 
 EXIT_BAD_INPUT = 2
+EXIT_STORE_FAILURE = 3  # the store or its disk failed (not the input)
+EXIT_NOTHING_MEASURED = 4  # a session ended with 0 trials: every config it tried was rejected
+EXIT_INTERRUPTED = 130
 CONTROL_READY = "control signals ready (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop)"
 STAGE_MARK = "tunelab stage: "  # prefixes, on stderr, what a session does besides trials (a controller shows it)
 
@@ -41,8 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tune", help="run a tuning session")
     t.add_argument("workload", nargs="?", help="a name from `tunelab workloads`, or custom with --custom FILE")
     t.add_argument("--shape", default=None,
-                   help="K=V,... (missing parameters take their defaults) or a preset; several shapes "
-                        "separated by ';' are tuned together as tasks sharing the budget")
+                   help="K=V,... naming every parameter, or a preset (without --shape: the workload's default "
+                        "shape); several shapes separated by ';' are tuned together as tasks sharing the budget")
     t.add_argument("--dtype", default=None)
     t.add_argument("--target", default="auto", help="auto | llvm | cuda | a JSON target dict")
     t.add_argument("--space", default="template", help="template | auto")
@@ -100,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("session", type=int)
     e.add_argument("--trial", type=int, default=None)
     e.add_argument("--out", required=True)
+    e.add_argument("--force", action="store_true", help="overwrite an export already in the --out folder")
     e.add_argument("--json", action="store_true")
     with_db(e)
     v = sub.add_parser("validate", help="re-measure a session's top schedules (or a schedule file) in fresh processes")
@@ -112,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--against", choices=("confirmed", "session"), default="confirmed",
                    help="judge a session's trials against their confirmed figures where they have one (default) "
                         "or the figures the session measured")
+    v.add_argument("--trust-custom", action="store_true",
+                   help="run the workload code a schedule file carries (custom_source); without it such a "
+                        "file is refused, since its code would run in this process")
     v.add_argument("--json", action="store_true")
     with_db(v)
     b = sub.add_parser("baseline", help="the session's operator through the vendor library (NumPy BLAS, cuBLAS)")
@@ -128,11 +137,32 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _open_store(path: str | None, *, create: bool) -> Any:
+def _open_store(path: str | None, *, create: bool, write: bool = False) -> Any:
+    """The store the user named; ``write``: refused at once (one line) when it cannot be written, before
+    any work whose result would be lost."""
     from tunelab.core.store.database import Store, default_db_path
 
     db = path or os.environ.get("TUNELAB_DB") or str(default_db_path())
-    return Store(db, create=create)
+    store = Store(db, create=create)
+    if write:
+        try:
+            store.require_writable()
+        except StoreError:
+            store.close()
+            raise
+    return store
+
+
+def _read_text(path: str, what: str) -> str:
+    """A file the user named, as UTF-8 text; a missing, unreadable or non-UTF-8 file is one line."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise TunelabError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TunelabError(f"cannot read {what} {path}: it is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
+                           f"at position {exc.start})") from None
 
 
 def _session_json(r: Any) -> dict[str, Any]:
@@ -220,26 +250,27 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.spec is not None:
         _check_spec_alone(args)
     if args.resume is not None:
-        store = _open_store(args.db, create=False)
+        store = _open_store(args.db, create=False, write=True)
         session = TuningSession(store, args.resume)
         record = store.session(args.resume)
         if record.status == "finished" and record.n_trials >= record.trials_budget:
             raise TunelabError(f"session {args.resume} already finished its {record.trials_budget} trials")
     else:
         spec = _load_spec(args.spec) if args.spec is not None else _spec_from_args(args)
-        if not spec.dtype:
-            from tunelab.core.workloads.catalog import get_workload
-
-            spec = _replace(spec, dtype=get_workload(spec.workload, spec.custom_source).dtypes[0])
         validated = validate_spec(spec)  # all input checked before the store is opened or created
-        space = validated[-1]
+        workload, shape, space = validated[0], validated[1], validated[-1]
         if args.spec is None and args.tuner is None:
             spec = _replace(spec, tuner=recommend_tuner(space.kind, space.size))
             resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)  # options checked for that tuner
-        store = _open_store(args.db, create=True)
+        store = _open_store(args.db, create=True, write=True)
         session = create_session(store, spec, validated=validated)
-        print(f"session {session.session_id}: {spec.workload} on {session.target.description}, "
-              f"{spec.space_kind} space of {session.space.size:,} configs, tuner {spec.tuner}", file=sys.stderr)
+        from tunelab.core.workloads.catalog import format_shape
+
+        default = " (the default shape)" if not spec.shape and shape == workload.default_shape() else ""
+        more = f" +{len(spec.shapes)} shapes" if spec.shapes else ""
+        print(f"session {session.session_id}: {spec.workload} {format_shape(shape)}{default}{more} on "
+              f"{session.target.description}, {spec.space_kind} space of {session.space.size:,} configs, "
+              f"tuner {spec.tuner}", file=sys.stderr)
         if session.target.note:
             print(f"note: {session.target.note}", file=sys.stderr)
     _control_by_signals(session)
@@ -279,7 +310,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if record.status == "failed":
         print(f"tunelab: session {record.id} failed: {record.error}", file=sys.stderr)
         return 1
-    return 130 if interrupted else 0
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if record.n_trials == 0 and session.rejected:
+        print(f"tunelab: error: session {record.id} measured nothing: all {session.rejected} configs it tried were "
+              f"rejected before measuring (first: {session.first_rejection})", file=sys.stderr)
+        return EXIT_NOTHING_MEASURED
+    return 0
 
 
 def _spec_from_args(args: argparse.Namespace) -> Any:
@@ -292,18 +329,14 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
     if args.custom or args.workload == "custom":
         if not args.custom:
             raise TunelabError("workload custom needs --custom FILE")
-        try:
-            with open(args.custom) as f:
-                custom_source = f.read()
-        except OSError as exc:
-            raise TunelabError(f"cannot read {args.custom}: {exc.strerror}") from None
+        custom_source = _read_text(args.custom, "workload file")
     space_data = None
     if args.space_file:
+        text = _read_text(args.space_file, "space file")
         try:
-            with open(args.space_file) as f:
-                space_data = json.load(f)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise TunelabError(f"cannot read space file {args.space_file}: {exc}") from None
+            space_data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TunelabError(f"space file {args.space_file} is not valid JSON: {exc}") from None
     measure = MeasureOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                              warmup=args.warmup, timeout_s=args.timeout, cache_flush=args.cache_flush,
                              check_correctness=not args.no_check, target_cv=args.target_cv,
@@ -477,7 +510,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from tunelab.core.export.files import export_trial
 
     store = _open_store(args.db, create=False)
-    written = export_trial(store, args.session, args.trial, out_dir=args.out)
+    written = export_trial(store, args.session, args.trial, out_dir=args.out, force=args.force)
     if args.json:
         print(json.dumps(written))
     else:
@@ -500,15 +533,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     source = parse_source(args.source)
     if isinstance(source, int):
-        store = _open_store(args.db, create=False)
+        store = _open_store(args.db, create=False, write=True)
         report = validate_session(store, source, top_k=args.top, runs=args.repeats, shapes=args.shapes,
                                   task=args.task, on_progress=_progress_line, against=args.against)
     else:
         if args.shapes is not None or args.task:
             raise TunelabError("--shapes and --task need a SESSION, not a schedule file")
         # Checked and measured before the store is opened: a bad file leaves nothing behind.
-        report = validate_schedule_file(source, runs=args.repeats, on_progress=_progress_line)
-        store = _open_store(args.db, create=True)
+        report = validate_schedule_file(source, runs=args.repeats, on_progress=_progress_line,
+                                        trust_custom=args.trust_custom)
+        store = _open_store(args.db, create=True, write=True)
         report["id"] = store.add_validation(report)
     if args.json:
         print(json.dumps(report))
@@ -581,15 +615,27 @@ COMMANDS = {"workloads": cmd_workloads, "tune": cmd_tune, "sessions": cmd_sessio
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    import sqlite3
+
     try:
         args = _parser().parse_args(argv)
         if args.command is None:
             _parser().print_help(sys.stderr)
             return EXIT_BAD_INPUT
         return COMMANDS[args.command](args)
-    except (TunelabError, StoreError) as exc:
+    except StoreFailure as exc:
+        print(f"tunelab: error: the store failed: {exc}", file=sys.stderr)
+        return EXIT_STORE_FAILURE
+    except TunelabError as exc:
         print(f"tunelab: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except sqlite3.Error as exc:  # a read that met a failing disk (or a damaged file) outside Store's checks
+        from tunelab.core.store.database import is_store_failure
+
+        failure = is_store_failure(exc)
+        print(f"tunelab: error: {'the store failed' if failure else 'the database is damaged'}: {exc}",
+              file=sys.stderr)
+        return EXIT_STORE_FAILURE if failure else EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
 

@@ -10,6 +10,11 @@ Files written into the output folder (NAME = workload and shape, e.g. ``gemm_M51
 - ``NAME.so``: the compiled library (``tvm.runtime.load_module`` + ``lib["main"](...)``);
 - ``database/database_workload.json`` and ``database/database_tuning_record.json``: a MetaSchedule
   JSON database that plain TVM loads with ``JSONDatabase`` and ``compile_tir``.
+
+An export never overwrites one already in the folder unless asked (``force``), and a folder that cannot
+be written is one line (TunelabError) before anything is built. A schedule file of a custom workload
+carries that workload's code (``custom_source``): loading such a file runs the code only when the caller
+trusts it (``trust_custom``), since a file can come from anyone.
 """
 
 from __future__ import annotations
@@ -57,8 +62,11 @@ def _chosen_best(store: Store, task: Any, confirmed: dict[int, dict[str, Any]]) 
 
 
 def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, out_dir: str | os.PathLike[str],
-                 formats: tuple[str, ...] = FORMATS) -> dict[str, str]:
-    """Write the chosen (default: best) trial of a session; return {format: path}."""
+                 formats: tuple[str, ...] = FORMATS, force: bool = False) -> dict[str, str]:
+    """Write the chosen (default: best) trial of a session; return {format: path}.
+
+    A file of an earlier export at one of those paths is a TunelabError unless ``force``; so is an
+    ``out_dir`` that is a file or cannot be written (checked before anything is built)."""
     import tvm
     from tunelab.core.session.loop import space_for_task
     from tunelab.core.target.info import target_from_json
@@ -89,8 +97,8 @@ def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, 
     flops = task.flops
     target = target_from_json(record.target)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     name = _name(record.workload, shape)
+    _check_out_dir(out, [_paths(out, name)[f] for f in formats], force)
     written: dict[str, str] = {}
     confirmation = confirmed.get(trial.id)
     # The figure an export states: the confirmed one where there is one (the session's own figure of
@@ -123,19 +131,25 @@ def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, 
             "tvm_version": tvm.__version__, "exported_at": time.time(),
         }
         path = out / f"{name}.schedule.json"
-        path.write_text(json.dumps(doc, indent=1))
+        _write(path, json.dumps(doc, indent=1))
         written["schedule"] = str(path)
     if "tvmscript" in formats:
         path = out / f"{name}.tvmscript.py"
-        path.write_text(sch.mod.script())
+        _write(path, sch.mod.script())
         written["tvmscript"] = str(path)
     if "library" in formats:
         path = out / f"{name}.so"
-        tvm.compile(sch.mod, target.tvm_target()).export_library(str(path))
+        try:
+            tvm.compile(sch.mod, target.tvm_target()).export_library(str(path))
+        except OSError as exc:
+            raise TunelabError(f"cannot write {path}: {exc.strerror or exc}") from None
         written["library"] = str(path)
     if "database" in formats:
         folder = out / "database"
-        folder.mkdir(exist_ok=True)  # JSONDatabase does not create it (TVM_NOTES 5)
+        try:
+            folder.mkdir(exist_ok=True)  # JSONDatabase does not create it (TVM_NOTES 5)
+        except OSError as exc:
+            raise TunelabError(f"cannot write {folder}: {exc.strerror or exc}") from None
         for stale in ("database_workload.json", "database_tuning_record.json"):
             (folder / stale).unlink(missing_ok=True)
         db = ms.database.JSONDatabase(work_dir=str(folder))
@@ -147,12 +161,49 @@ def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, 
     return written
 
 
-def load_schedule_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and check a ``*.schedule.json``; bad files raise TunelabError with the reason."""
+def _paths(out: Path, name: str) -> dict[str, Path]:
+    """What each format writes (the database: its records file, the one an earlier export left)."""
+    return {"schedule": out / f"{name}.schedule.json", "tvmscript": out / f"{name}.tvmscript.py",
+            "library": out / f"{name}.so", "database": out / "database" / "database_tuning_record.json"}
+
+
+def _check_out_dir(out: Path, paths: list[Path], force: bool) -> None:
+    """The export folder exists (created) and can be written, and holds no earlier export at these paths
+    (unless ``force``); else TunelabError, before anything is built or written."""
+    if out.exists() and not out.is_dir():
+        raise TunelabError(f"cannot export into {out}: it is a file, not a folder")
     try:
-        doc = json.loads(Path(path).read_text())
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TunelabError(f"cannot export into {out}: {exc.strerror or exc}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise TunelabError(f"cannot export into {out}: the folder is read-only")
+    earlier = [p for p in paths if p.exists()]
+    if earlier and not force:
+        raise TunelabError(f"{out} already holds an export ({earlier[0].relative_to(out)}); choose another "
+                           f"folder, or overwrite it with --force")
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise TunelabError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def load_schedule_file(path: str | os.PathLike[str], *, trust_custom: bool = False) -> dict[str, Any]:
+    """Read and check a ``*.schedule.json``; bad files raise TunelabError with the reason.
+
+    A file that carries a custom workload's code (``custom_source``) is refused unless ``trust_custom``:
+    loading its workload would run that code in this process."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TunelabError(f"schedule file {path} does not exist") from None
+    except IsADirectoryError:
+        raise TunelabError(f"schedule file {path} is a folder, not a file") from None
+    except OSError as exc:
+        raise TunelabError(f"cannot read schedule file {path}: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TunelabError(f"schedule file {path} is not valid JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("tunelab_schedule") != SCHEDULE_FORMAT:
@@ -160,16 +211,23 @@ def load_schedule_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     for key in ("workload", "shape", "dtype", "target", "trace"):
         if key not in doc:
             raise TunelabError(f"schedule file {path} has no {key!r}")
+    if not isinstance(doc["shape"], dict) or not isinstance(doc["target"], dict):
+        raise TunelabError(f"schedule file {path}: 'shape' and 'target' must be JSON objects")
+    if doc.get("custom_source") is not None and not trust_custom:
+        raise TunelabError(f"schedule file {path} carries the code of a custom workload (custom_source), which "
+                           f"would run in this process; read it, then pass --trust-custom to run it")
     return doc
 
 
-def schedule_from_file(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Any]:
-    """Apply an exported schedule to its workload, without tuning: (file contents, tvm Schedule)."""
+def schedule_from_file(path: str | os.PathLike[str], *, trust_custom: bool = False) -> tuple[dict[str, Any], Any]:
+    """Apply an exported schedule to its workload, without tuning: (file contents, tvm Schedule).
+    A custom workload's code in the file runs only with ``trust_custom`` (:func:`load_schedule_file`)."""
     import tvm
     from tunelab.core.workloads.catalog import get_workload
     from tvm.s_tir import Schedule, Trace
 
-    doc = load_schedule_file(path)
+
+    doc = load_schedule_file(path, trust_custom=trust_custom)
     workload = get_workload(doc["workload"], doc.get("custom_source"))
     mod = tvm.IRModule({"main": workload.prim_func(doc["shape"], doc["dtype"])})
     sch = Schedule(mod)
@@ -180,9 +238,10 @@ def schedule_from_file(path: str | os.PathLike[str]) -> tuple[dict[str, Any], An
     return doc, sch
 
 
-def build_schedule_file(path: str | os.PathLike[str], target: dict[str, Any] | None = None) -> Any:
+def build_schedule_file(path: str | os.PathLike[str], target: dict[str, Any] | None = None, *,
+                        trust_custom: bool = False) -> Any:
     """Compile an exported schedule: a tvm runtime Executable whose ``["main"]`` runs the kernel."""
     import tvm
 
-    doc, sch = schedule_from_file(path)
+    doc, sch = schedule_from_file(path, trust_custom=trust_custom)
     return tvm.compile(sch.mod, tvm.target.Target(target or doc["target"]))

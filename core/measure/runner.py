@@ -4,7 +4,9 @@
   tensor-intrinsic import of the default build (TVM_NOTES 1.3), on a pool kept across batches.
 - The runner allocates the workload's deterministic inputs (not random fill), runs `warmup`
   untimed calls, checks the output against the NumPy reference, then times with
-  `time_evaluator`. Every raw sample is returned.
+  `time_evaluator`. Every raw sample is returned. The inputs and the reference are computed once,
+  in this process, and handed to the runner's workers as `.npy` files: a custom workload's code
+  never runs in a worker.
 - A build error, a crash, a wrong result or a timeout becomes a failed result with its message;
   nothing here raises for a bad kernel.
 - Build folders are removed as soon as their candidate has run.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -45,20 +48,18 @@ def fast_build(mod: Any, target: Any, _params: Any) -> Any:
     return tvm.tirx.build(mod, target=target)  # must be a runtime.Module (export_library)
 
 
-_REFERENCE_CACHE: dict[tuple, tuple[list[np.ndarray], np.ndarray]] = {}
+_REFERENCE_CACHE: dict[tuple, tuple[list[np.ndarray], np.ndarray | None]] = {}
 
 
-def _inputs_and_reference(problem: tuple) -> tuple[list[np.ndarray], np.ndarray]:
-    """Deterministic inputs and the expected output, computed once per worker process."""
+def _inputs_and_reference(problem: tuple) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """The inputs and the expected output (None when unchecked), loaded once per worker process.
+
+    ``problem`` is (input .npy paths, expected .npy path or None), written by the Measurer."""
     if problem not in _REFERENCE_CACHE:
-        from tunelab.core.workloads.catalog import get_workload
-
-        name, shape_items, dtype, seed, custom_source = problem
-        workload = get_workload(name, custom_source)
-        shape = dict(shape_items)
-        inputs = workload.make_inputs(shape, dtype, seed)
+        input_paths, expected_path = problem
+        inputs = [np.load(path) for path in input_paths]
         _REFERENCE_CACHE.clear()  # one problem per session: keep memory flat
-        _REFERENCE_CACHE[problem] = (inputs, workload.reference(inputs, shape))
+        _REFERENCE_CACHE[problem] = (inputs, None if expected_path is None else np.load(expected_path))
     return _REFERENCE_CACHE[problem]
 
 
@@ -153,7 +154,10 @@ def _short(message: str, limit: int = 2000) -> str:
 
 
 class Measurer:
-    """Builds and runs schedules for one problem (workload, shape, dtype) on one target."""
+    """Builds and runs schedules for one problem (workload, shape, dtype) on one target.
+
+    ``custom_source`` is accepted for callers that pass it; the workload object already holds it, and
+    its inputs and reference are computed here, once (the workers only load them)."""
 
     def __init__(self, workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo,
                  options: MeasureOptions, *, seed: int = 0, custom_source: str | None = None) -> None:
@@ -163,8 +167,12 @@ class Measurer:
         keep_worker_exit_status()  # a kernel that kills its worker is named by its signal
         self.target = target
         self.options = options
-        self.problem = (workload.name if custom_source is None else "custom", tuple(sorted(shape.items())),
-                        dtype, seed, custom_source)
+        self._folder = tempfile.mkdtemp(prefix="tunelab-measure-")
+        try:
+            self.problem = _write_problem(self._folder, workload, shape, dtype, seed, options.check_correctness)
+        except BaseException:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            raise
         self._tvm_target = target.tvm_target()
         self._build_pool: Any = None
         self._build_pool_uses = 0
@@ -242,3 +250,19 @@ class Measurer:
         pool = getattr(self.runner, "pool", None)
         if pool is not None:
             pool.shutdown()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _write_problem(folder: str, workload: Any, shape: dict[str, int], dtype: str, seed: int,
+                   check: bool) -> tuple[tuple[str, ...], str | None]:
+    """The deterministic inputs (and, when checked, the NumPy reference) as .npy files in ``folder``."""
+    inputs = workload.make_inputs(shape, dtype, seed)
+    paths = []
+    for j, x in enumerate(inputs):
+        paths.append(os.path.join(folder, f"input{j}.npy"))
+        np.save(paths[-1], x)
+    expected = None
+    if check:
+        expected = os.path.join(folder, "expected.npy")
+        np.save(expected, workload.reference(inputs, shape))
+    return tuple(paths), expected

@@ -48,9 +48,17 @@ def make_space(workload: Any, shape: dict[str, int], dtype: str, target: TargetI
 
 def validate_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo, SearchSpace]:
     """Check every part of a spec before anything is stored; bad input raises a TunelabError."""
+    if spec.workload == "custom" and isinstance(spec.custom_source, str):
+        from tunelab.core.workloads.custom import vet_custom
+
+        # One child process loads the person's file and builds this shape before any of it runs here.
+        vet_custom(spec.custom_source, build=True, shape=spec.shape, dtype=spec.dtype or None)
     workload = get_workload(spec.workload, spec.custom_source)
-    shape = workload.parse_shape(spec.shape)
-    dtype = workload.check_dtype(spec.dtype)
+    shape = workload.parse_shape(spec.shape, complete=True)
+    dtype = workload.check_dtype(spec.dtype or None)  # none given: the workload's first
+    others = extra_shapes(workload, shape, spec.shapes)
+    for s in (shape, *others):  # before any space is built: a shape that cannot fit is refused at once
+        workload.check_memory(s, dtype)
     target = resolve_target(spec.target)
     if spec.trials < 1:
         raise TunelabError(f"--trials must be at least 1, not {spec.trials}")
@@ -68,16 +76,37 @@ def validate_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetIn
         raise TunelabError(f"confirmation needs 0..32 fresh processes and 0..32 schedules, not "
                            f"{m.confirm_runs} and {m.confirm_top} (0 turns it off)")
     resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)
+    for s in (shape, *others):  # a person's compute and reference at these shapes, in a child first
+        workload.vet(s, dtype)
     space = make_space(workload, shape, dtype, target, spec.space_kind, spec.space)
     if space.size < 1:
         raise SpaceError("the search space is empty")
-    extra_shapes(workload, shape, spec.shapes)
+    check_schedulable(space)
     return workload, shape, dtype, target, space
+
+
+SCHEDULABLE_PROBES = 8  # configs tried before a session is stored: none schedulable means none will be
+
+
+def check_schedulable(space: SearchSpace) -> None:
+    """SpaceError when neither the space's first config nor a few random ones make a legal schedule
+    (every config would be rejected and the session would measure nothing)."""
+    rng = np.random.default_rng(0)
+    first = None
+    for i in range(min(SCHEDULABLE_PROBES, space.size)):
+        config = space.point(0) if i == 0 else space.sample(rng)
+        try:
+            space.schedule(config)
+            return
+        except InvalidSchedule as exc:
+            first = first or str(exc)
+    raise SpaceError(f"the {space.kind} space cannot schedule this compute: every config tried was rejected "
+                     f"(first: {first})")
 
 
 def extra_shapes(workload: Any, shape: dict[str, int], shapes: Any) -> list[dict[str, int]]:
     """The session's other shapes (tasks), parsed; a repeated shape is an error."""
-    parsed = [workload.parse_shape(s) for s in shapes or ()]
+    parsed = [workload.parse_shape(s, complete=True) for s in shapes or ()]
     seen = [shape]
     for other in parsed:
         if other in seen:
@@ -182,6 +211,7 @@ class TuningSession:
         self._cancel = threading.Event()
         self.telemetry_status = ""
         self.rejected = 0  # configs the space could not turn into a legal schedule (never measured)
+        self.first_rejection: str | None = None  # why the first of them was rejected
         self.on_trial: list[Callable[[TrialRecord], None]] = []
         self.on_stage: list[Callable[[str], None]] = []  # what the session does besides trials, in words
         self.confirmations: list[dict[str, Any]] = []  # the reports of tunelab.core.trust.confirm once finished
@@ -392,8 +422,9 @@ class TuningSession:
                     continue
                 try:
                     schedule = task.space.schedule(config)
-                except InvalidSchedule:
+                except InvalidSchedule as exc:
                     self.rejected += 1
+                    self.first_rejection = self.first_rejection or f"InvalidSchedule: {exc}"
                     rejected.append(Observation(config, None))
                     continue
                 keys.add(key)

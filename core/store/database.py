@@ -37,7 +37,7 @@ import numpy as np
 import platformdirs
 import psutil
 from sqlite_utils import Database
-from tunelab.core.errors import StoreError
+from tunelab.core.errors import StoreError, StoreFailure
 from tunelab.core.records import (
     SESSION_STATUSES,
     TRIAL_STATUSES,
@@ -370,6 +370,74 @@ _ERRORS_SELECT = (
 _IN_CHUNK = 500  # ids per "id IN (...)" (SQLite allows at least 999 parameters)
 
 
+# SQLite result codes that mean the file or the disk failed, not that the file named is wrong.
+_FAILURE_CODES = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_NOMEM",
+                  "SQLITE_PROTOCOL", "SQLITE_CANTOPEN")
+_FAILURE_WORDS = ("disk i/o error", "database or disk is full", "database is locked", "out of memory")
+
+
+def is_store_failure(exc: BaseException, *, opening: bool = False) -> bool:
+    """Whether an sqlite3 error is the disk or the file failing (a StoreFailure), not bad input.
+
+    Opening a file SQLite cannot open (a bad path, a folder) is bad input; once open, being unable to
+    reopen its journal is a failure. A read-only file, a constraint or a file that is not a database
+    is never a failure of the disk."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    if name:
+        if opening and name.startswith("SQLITE_CANTOPEN"):
+            return False
+        return name.startswith(_FAILURE_CODES)
+    return any(w in str(exc).lower() for w in _FAILURE_WORDS)
+
+
+def _store_error(message: str, exc: BaseException, *, opening: bool = False) -> StoreError:
+    if not opening and "readonly" in str(getattr(exc, "sqlite_errorname", "")).lower():
+        message = f"{message[:-1]} (the file or its folder is read-only)."
+    return (StoreFailure if is_store_failure(exc, opening=opening) else StoreError)(message)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back if a transaction is open; a rollback that fails too (the disk is gone) is left to the
+    error already being raised."""
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass
+
+
+def _unwritable(path: Path) -> str:
+    """Why this process cannot write the database at ``path`` (or create it), or "" when it can.
+
+    SQLite needs the folder as well as the file: its WAL and shared-memory files live beside it."""
+    folder = path.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not os.access(folder, os.W_OK):
+        return f"its folder {folder} is read-only"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is read-only"
+    return ""
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection that works in a read-only folder.
+
+    ``mode=ro`` needs the WAL's shared-memory file to exist or be creatable; where neither is possible
+    (a cleanly closed database in a read-only folder has no -wal or -shm) the file cannot change
+    under us either, so it is opened ``immutable``."""
+    base = f"file:{quote(str(path.absolute()))}"
+    conn = sqlite3.connect(f"{base}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+    except sqlite3.DatabaseError:  # not a database at all: _check_schema says so
+        return conn
+    return sqlite3.connect(f"{base}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         return psutil.pid_exists(pid)
@@ -384,8 +452,11 @@ class Store:
     """A connection to one tunelab database file.
 
     ``Store(path)`` opens (and creates, unless ``create=False``) the database and brings its schema up to
-    date. ``readonly=True`` opens it read-only (it must exist and be up to date). A path that is not a
-    tunelab database raises :class:`StoreError` and is never modified.
+    date. ``readonly=True`` opens it read-only (it must exist and be up to date); so does a database
+    this process may not write (a read-only folder or file): it is read, and every write raises a
+    :class:`StoreError` saying why (:meth:`require_writable` asks first). A path that is not a
+    tunelab database raises :class:`StoreError` and is never modified. A disk that fails while the
+    store works (full, I/O error, locked beyond the busy timeout) raises :class:`StoreFailure`.
 
     A Store must only be used by the thread that created it; other threads call :meth:`reopen` and other
     processes construct their own Store on the same path. Close it with :meth:`close` (or ``with``).
@@ -393,28 +464,40 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, create: bool = True) -> None:
         self.path = Path(path).expanduser()
-        self.readonly = readonly
         self._hostname = socket.gethostname()
         exists = self.path.exists()
         if not exists and (readonly or not create):
             raise StoreError(f"There is no tunelab database at {self.path}.")
         if exists and not self.path.is_file():
             raise StoreError(f"{self.path} is not a file, so it cannot be a tunelab database.")
+        # Why this store cannot be written ("" when it can): asked for read-only, or a file or folder
+        # this process may not write (a read-only mount, another user's folder). Such a database is
+        # still read, through SQLite's read-only (or immutable) open.
+        self._asked_readonly = readonly
+        self.read_only_reason = "it is open read-only" if readonly else _unwritable(self.path)
+        if self.read_only_reason and not exists:
+            raise StoreError(f"Cannot create the tunelab database {self.path}: {self.read_only_reason}.")
+        self.readonly = bool(self.read_only_reason)
         if not exists:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"Cannot create the tunelab database {self.path}: {exc.strerror}.") from None
 
-        mode = "ro" if readonly else ("rwc" if create else "rw")
-        uri = f"file:{quote(str(self.path.absolute()))}?mode={mode}"
         try:
-            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            if self.readonly:
+                conn = _connect_readonly(self.path)
+            else:
+                uri = f"file:{quote(str(self.path.absolute()))}?mode={'rwc' if create else 'rw'}"
+                conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
-            raise StoreError(f"Cannot open the tunelab database {self.path}: {exc}.") from exc
+            raise _store_error(f"Cannot open the tunelab database {self.path}: {exc}.", exc, opening=True) from exc
         self._conn = conn
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             self.db = Database(conn, execute_plugins=False, recursive_triggers=False)
-            version = self._check_schema(create=create and not readonly)
-            if not readonly:
+            version = self._check_schema(create=create and not self.readonly)
+            if not self.readonly:
                 # Only now, once the file is known to be ours (or empty), may anything be written to it.
                 if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                     conn.execute("PRAGMA journal_mode = WAL")
@@ -424,16 +507,25 @@ class Store:
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
             conn.close()
-            raise StoreError(f"Cannot open the tunelab database {self.path}: {exc}.") from exc
+            raise _store_error(f"Cannot open the tunelab database {self.path}: {exc}.", exc, opening=True) from exc
         except BaseException:
             conn.close()
             raise
+
+    @property
+    def writable(self) -> bool:
+        return not self.readonly
+
+    def require_writable(self) -> None:
+        """StoreError (one line) when this store cannot be written: check before work that ends in a write."""
+        if self.readonly:
+            raise StoreError(f"Cannot write to {self.path}: {self.read_only_reason}.")
 
     # ----------------------------------------------------------------------------------- lifecycle
 
     def reopen(self) -> Store:
         """A new Store on the same file (same mode). Call it in the thread that will use the new Store."""
-        return Store(self.path, readonly=self.readonly, create=False)
+        return Store(self.path, readonly=self._asked_readonly, create=False)
 
     def close(self) -> None:
         self._conn.close()
@@ -509,27 +601,24 @@ class Store:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One short write transaction, holding the write lock from its start (no lock upgrades)."""
-        if self.readonly:
-            raise StoreError(f"{self.path} is open read-only.")
+        self.require_writable()
         try:
             self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreError(f"Cannot write to {self.path}: {exc}.") from exc
+        except sqlite3.Error as exc:
+            raise _store_error(f"Cannot write to {self.path}: {exc}.", exc) from exc
         try:
             yield self._conn
         except BaseException as exc:
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
+            _rollback(self._conn)
             if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"Cannot write to {self.path}: {exc}.") from exc
+                raise _store_error(f"Cannot write to {self.path}: {exc}.", exc) from exc
             raise
         else:
             try:
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise StoreError(f"Cannot write to {self.path}: {exc}.") from exc
+                _rollback(self._conn)
+                raise _store_error(f"Cannot write to {self.path}: {exc}.", exc) from exc
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:

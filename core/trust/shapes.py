@@ -405,6 +405,10 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
             raise StoreError(f"trial {trial_id} belongs to session {trial.session_id}, not {session_id}")
         if not trial.ok:
             raise StoreError(f"trial {trial_id} failed ({trial.status}); pick a successful trial")
+    target = target_from_json(record.target)
+    if not target.can_run:  # refused before any workload code runs or anything is measured
+        raise TargetError(f"session {session_id} was tuned for {target.description}, which cannot run on this "
+                          f"machine: {target.why_not}; nothing was measured or stored")
     workload = get_workload(record.workload, record.custom_source)
     if isinstance(shapes, str):
         shape_list = parse_shapes(workload, shapes, record.shape)
@@ -416,9 +420,8 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
                 shape_list.append(parsed)
         if not shape_list:
             raise WorkloadError(f"{workload.name}: give at least one shape")
-    target = target_from_json(record.target)
-    if not target.can_run:
-        raise TargetError(f"{target.description}: this machine cannot run kernels for the session's target")
+    for shape in shape_list:
+        workload.check_memory(shape, record.dtype)
     opts = options if options is not None else MeasureOptions.from_json(record.measure)
     opts = replace(opts, check_correctness=True)
     space_from = space_for_session(record)

@@ -157,19 +157,17 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
         raise TunelabError(f"session {session_id} tunes {len(tasks)} shape(s); --task must be 0..{len(tasks) - 1}")
 
     from tunelab.core.session.loop import space_for_session
-    from tunelab.core.target.info import target_from_json
 
+    _refuse_foreign_target(rec.target, f"session {session_id}")  # before any of its workload's code runs
     if shapes is not None:
         if task != 0:
             raise TunelabError("--shapes carries the session's primary shape over; it cannot be combined with --task")
         from tunelab.core.trust.shapes import parse_shapes
         from tunelab.core.workloads.catalog import get_workload
 
-        parse_shapes(get_workload(rec.workload, rec.custom_source), shapes, rec.shape)
-    rec_target = target_from_json(rec.target)
-    if not rec_target.can_run:
-        raise TunelabError(f"session {session_id} was tuned for {rec_target.description}, which cannot run on "
-                           f"this machine: {rec_target.why_not}")
+        workload = get_workload(rec.workload, rec.custom_source)
+        for other in parse_shapes(workload, shapes, rec.shape):
+            workload.check_memory(other, rec.dtype)
     chosen = tasks[task] if tasks else None
 
     def of_task(t: Any) -> bool:  # a trial stored before sessions had tasks belongs to the primary shape
@@ -224,23 +222,23 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
 def validate_schedule_file(path: str | os.PathLike[str], *, store: Store | None = None, runs: int = DEFAULT_RUNS,
                            options: MeasureOptions | None = None,
                            on_progress: ProgressFn | None = None,
-                           is_cancelled: CancelFn | None = None) -> dict[str, Any]:
+                           is_cancelled: CancelFn | None = None, trust_custom: bool = False) -> dict[str, Any]:
     """Re-measure an exported schedule (``*.schedule.json``) in ``runs`` fresh processes against the
     statistics recorded in the file; stored in ``store`` when one is given. ``is_cancelled`` stops it
-    as in :func:`validate_session` (:class:`ValidationCancelled`, nothing stored)."""
+    as in :func:`validate_session` (:class:`ValidationCancelled`, nothing stored). A file carrying a
+    custom workload's code is refused unless ``trust_custom`` (:func:`tunelab.core.export.files.load_schedule_file`);
+    one built for a target this machine cannot run is refused before anything is built."""
     from tunelab.core.export.files import load_schedule_file, schedule_from_file
 
     _check_counts(1, runs)
-    load_schedule_file(path)  # TunelabError for a missing, corrupt or foreign file, before TVM is imported
+    # TunelabError for a missing, corrupt or foreign file, or one whose code is not trusted, before TVM
+    # is imported; a target this host cannot execute before any workload code runs.
+    doc = load_schedule_file(path, trust_custom=trust_custom)
+    _refuse_foreign_target(doc["target"], str(path))
 
-    from tunelab.core.target.info import target_from_json
     from tunelab.core.workloads.catalog import get_workload
 
-    doc, sch = schedule_from_file(path)
-    doc_target = target_from_json(doc["target"])
-    if not doc_target.can_run:
-        raise TunelabError(f"{path} was tuned for {doc_target.description}, which cannot run on this machine: "
-                           f"{doc_target.why_not}")
+    doc, sch = schedule_from_file(path, trust_custom=trust_custom)
     stats = doc.get("stats") or {}
     workload = get_workload(doc["workload"], doc.get("custom_source"))
     shape = {k: int(v) for k, v in doc["shape"].items()}
@@ -257,6 +255,21 @@ def validate_schedule_file(path: str | os.PathLike[str], *, store: Store | None 
     if store is not None:
         report["id"] = store.add_validation(report)
     return report
+
+
+def _refuse_foreign_target(target: dict[str, Any], what: str) -> None:
+    """TargetError when this machine cannot run kernels for a stored target (another architecture, an
+    mcpu whose instruction sets this CPU lacks, CUDA without a GPU): a refusal, never a verdict."""
+    from tunelab.core.errors import TargetError
+    from tunelab.core.target.info import target_from_json
+
+    try:
+        info = target_from_json(target)
+    except Exception as exc:  # noqa: BLE001 - a target this TVM cannot parse is refused the same way
+        raise TargetError(f"{what} names a target this tunelab cannot read ({exc}); nothing was measured") from None
+    if not info.can_run:
+        raise TargetError(f"{what} was tuned for {info.description}, which cannot run on this machine: "
+                          f"{info.why_not}; nothing was measured or stored")
 
 
 def _item_of(trial: Any, confirmation: dict[str, Any] | None, stamp: dict[str, Any] | None, space: Any,
@@ -337,6 +350,9 @@ def _validate(problem: _Problem, items: list[_Item], runs: int, options: Measure
               is_cancelled: CancelFn | None = None) -> dict[str, Any]:
     from tunelab.core.telemetry.sampler import TelemetrySampler
 
+    # Every path comes through here: a schedule for a target this host cannot execute would die of
+    # SIGILL in its workers and read as "regressed".
+    _refuse_foreign_target(problem.target, source.get("path") or f"session {source.get('session_id')}")
     _check_cancelled(is_cancelled)
     started = time.time()
     folder = Path(tempfile.mkdtemp(prefix="tunelab-validate-"))
@@ -371,6 +387,7 @@ def _prepare(problem: _Problem, items: list[_Item], options: MeasureOptions,
 
     target = target_from_json(problem.target)
     workload = get_workload(problem.workload, problem.custom_source)
+    workload.vet(problem.shape, problem.dtype)  # a custom reference at this shape, in a child first
     inputs = workload.make_inputs(problem.shape, problem.dtype, problem.seed)
     expected = workload.reference(inputs, problem.shape)
     paths = []

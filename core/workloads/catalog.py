@@ -77,6 +77,16 @@ def format_shape(shape: Mapping[str, int]) -> str:
     return ",".join(f"{k}={int(v)}" for k, v in shape.items())
 
 
+def format_bytes(n: float) -> str:
+    """``1.5 GiB``, ``512 MiB``, ``7.3 EiB``: a byte count for people."""
+    value = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} EiB"
+
+
 def _prod(values) -> int:
     out = 1
     for v in values:
@@ -95,7 +105,11 @@ def _int_value(wl_name: str, key: str, value: Any) -> int:
     if isinstance(value, str):
         text = value.strip()
         if re.fullmatch(r"[+-]?\d+", text):
-            return int(text)
+            try:
+                return int(text)
+            except ValueError:  # more digits than Python converts
+                raise WorkloadError(f"{wl_name}: shape parameter '{key}' has {len(text)} digits; "
+                                    f"that is no size") from None
     raise WorkloadError(f"{wl_name}: shape parameter '{key}' must be an integer, got {value!r}")
 
 
@@ -118,15 +132,21 @@ class Workload:
     def default_shape(self) -> dict[str, int]:
         return {p.name: p.default for p in self.params}
 
-    def parse_shape(self, spec: str | Mapping[str, Any] | None) -> dict[str, int]:
-        """A full, checked shape from ``"M=512,N=256"``, a dict, a preset name, or None (all defaults)."""
+    def parse_shape(self, spec: str | Mapping[str, Any] | None, *, complete: bool = False) -> dict[str, int]:
+        """A full, checked shape from ``"M=512,N=256"``, a dict, a preset name, or None (all defaults).
+
+        Parameters left out take their defaults, unless ``complete``: then a shape that names some
+        parameters must name all of them (a person who typed ``M=64,N=64`` for a GEMM did not mean
+        K=512), and only an empty shape (or None) means the default shape."""
         given: dict[str, Any]
+        preset = False
         if spec is None:
             given = {}
         elif isinstance(spec, str):
             text = spec.strip()
             if text in self.presets:
                 given = dict(self.presets[text])
+                preset = True
             else:
                 given = {}
                 for item in text.split(",") if text else []:
@@ -156,6 +176,13 @@ class Workload:
                     f"{self.name}: shape parameter '{key}' is unknown; parameters are {', '.join(self.param_names)}"
                 )
             shape[key] = _int_value(self.name, key, value)
+        missing = [p for p in self.param_names if p not in given]
+        if complete and given and missing and not preset:
+            named = format_shape({k: shape[k] for k in self.param_names if k in given})
+            raise WorkloadError(
+                f"{self.name}: the shape {named} leaves out {', '.join(missing)}; give every parameter "
+                f"({', '.join(self.param_names)}) or a preset, or no shape for the default "
+                f"{format_shape(self.default_shape())}")
         for p in self.params:
             if shape[p.name] < p.minimum:
                 raise WorkloadError(
@@ -166,6 +193,9 @@ class Workload:
 
     def _check_shape(self, shape: dict[str, int]) -> None:
         """Consistency checks across parameters; raise WorkloadError."""
+
+    def vet(self, shape, dtype: str | None = None) -> None:
+        """Check, in a time-limited child, that a person's code builds this shape (custom workloads only)."""
 
     def _shape(self, shape: str | Mapping[str, Any] | None) -> dict[str, int]:
         return self.parse_shape(shape)
@@ -227,6 +257,27 @@ class Workload:
         item = np.dtype(self.check_dtype(dtype)).itemsize
         elems = sum(_prod(x) for x in self._input_shapes(s)) + _prod(self._output_shape(s))
         return float(elems * item)
+
+    def check_memory(self, shape, dtype: str | None = None) -> None:
+        """WorkloadError when the shape's tensors (inputs and output) cannot fit in this machine's memory.
+
+        Asked before any space is built: nothing else about such a shape could work, and building its
+        space would enumerate factors of extents in the trillions."""
+        import psutil
+
+        s = self._shape(shape)
+        try:
+            need = self.bytes_moved(s, dtype)
+        except OverflowError:  # more bytes than a float holds
+            need = float("inf")
+        total = psutil.virtual_memory().total
+        if need > total:
+            if need == float("inf"):
+                raise WorkloadError(f"{self.name}: the shape {format_shape(s)} needs more bytes for its tensors "
+                                    f"than can be counted, far more than this machine's {format_bytes(total)} of memory")
+            raise WorkloadError(
+                f"{self.name}: the shape {format_shape(s)} needs {format_bytes(need)} ({need:,.0f} bytes) for its "
+                f"tensors, more than this machine's {format_bytes(total)} of memory")
 
     def arithmetic_intensity(self, shape, dtype: str | None = None) -> float:
         """FLOP per byte moved."""
@@ -744,11 +795,28 @@ def get_workload(name: str, custom_source: str | None = None) -> Workload:
     return wl
 
 
-def load_custom_workload(source: str, name: str = CUSTOM_NAME) -> Workload:
-    """A workload built from the text of a custom workload file (format: :mod:`tunelab.core.workloads.custom`)."""
+def load_custom_workload(source: str, name: str = CUSTOM_NAME, *, vet: bool = True) -> Workload:
+    """A workload built from the text of a custom workload file (format: :mod:`tunelab.core.workloads.custom`).
+
+    The file is loaded in a time-limited child process first (``vet``; once per process and file), so a
+    file that hangs or ends its process is a WorkloadError before it runs here; then it runs here once
+    per process (the workload is kept for the same text and name)."""
     from tunelab.core.workloads.custom import CustomWorkload
 
-    return CustomWorkload(source, name=name)
+    if not isinstance(source, str):
+        return CustomWorkload(source, name=name, vet=vet)  # raises the type's message
+    key = (source, name)
+    wl = _CUSTOM_LOADED.get(key)
+    if wl is None:
+        wl = CustomWorkload(source, name=name, vet=vet)
+        if len(_CUSTOM_LOADED) >= 8:
+            _CUSTOM_LOADED.pop(next(iter(_CUSTOM_LOADED)))
+        _CUSTOM_LOADED[key] = wl
+    return wl
+
+
+# Custom workloads loaded in this process (source, name) -> workload: the person's file runs here once.
+_CUSTOM_LOADED: dict[tuple[str, str], Workload] = {}
 
 
 def _compute_ops(output: te.Tensor) -> list[tuple[te.Tensor, Any]]:

@@ -27,14 +27,27 @@ reduce, or 0 when none does. ``reference`` gets float inputs widened to float64 
 result is cast to the output tensor's dtype. The main block (what search spaces schedule) is the output tensor's op
 name. Mistakes in the file (syntax errors, missing names, ``compute`` raising, wrong return values) raise
 :class:`tunelab.core.errors.WorkloadError` naming the problem and, where there is one, the line.
+
+The file is a person's own code, and TE tensors must be built in the process that tunes them, so it does
+run in tunelab's process; but it runs there only after a child process loaded it first, within a time
+limit (:func:`vet_custom`, :data:`VET_TIMEOUT_S`, ``$TUNELAB_CUSTOM_TIMEOUT_S``): a file that loops
+forever, ends its process (``sys.exit``, ``os._exit``, a signal) or raises is refused with one line
+before tunelab runs it itself. ``Workload.vet(shape, dtype)`` checks ``compute`` and ``reference`` at a
+session's shape the same way. In tunelab's process a ``sys.exit`` in the file is a WorkloadError too.
 """
 
 from __future__ import annotations
 
 import builtins
+import hashlib
 import inspect
+import json
 import keyword
+import os
+import signal
+import subprocess
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -45,7 +58,12 @@ from tunelab.core.errors import WorkloadError
 from tunelab.core.workloads.catalog import Param, Workload, estimate_flops, reduction_extent
 from tvm import te
 
-__all__ = ["CustomWorkload", "SUPPORTED_DTYPES", "EXAMPLE_SOURCE"]
+__all__ = ["CustomWorkload", "SUPPORTED_DTYPES", "EXAMPLE_SOURCE", "vet_custom"]
+
+VET_TIMEOUT_S = 60.0  # a workload file's child check must finish within this (``$TUNELAB_CUSTOM_TIMEOUT_S``)
+VET_TIMEOUT_ENV = "TUNELAB_CUSTOM_TIMEOUT_S"
+# What this process already vetted: (source hash, name, shape, dtype) -> None (fine) or the error message.
+_VETTED: dict[tuple[str, str, str, str], str | None] = {}
 
 SUPPORTED_DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8")
 
@@ -84,16 +102,139 @@ def _user_line(exc: BaseException) -> int | None:
 
 def _describe(exc: BaseException) -> str:
     line = _user_line(exc)
-    text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    if isinstance(exc, SystemExit):
+        text = f"sys.exit({exc.code!r}); a workload file must not end the process"
+    else:
+        text = f"{type(exc).__name__}: {exc}".rstrip(": ")
     return f"{text} (line {line})" if line is not None else text
+
+
+# What the person's code may raise and still be a message, not tunelab's end: everything but Ctrl-C.
+USER_ERRORS = (Exception, SystemExit)
+
+
+def vet_timeout_s() -> float:
+    """The child check's time limit: ``$TUNELAB_CUSTOM_TIMEOUT_S`` or :data:`VET_TIMEOUT_S`."""
+    try:
+        value = float(os.environ.get(VET_TIMEOUT_ENV, "") or VET_TIMEOUT_S)
+    except ValueError:
+        return VET_TIMEOUT_S
+    return value if value > 0 else VET_TIMEOUT_S
+
+
+def vet_custom(source: str, name: str = "custom", *, build: bool = False, shape: Any = None,
+               dtype: str | None = None, timeout_s: float | None = None) -> None:
+    """Load a workload file in a child process first, within a time limit; WorkloadError (one line) when
+    it fails there: raises, loops past the limit, or ends the process (sys.exit, os._exit, a signal).
+
+    Without ``build`` the child does what loading does (run the file, build the default shape). With it
+    the child also reads ``shape`` (text, dict or None for the default; every parameter named) and
+    ``dtype``, checks they fit in memory, and builds that shape's tensors, inputs and NumPy reference, as
+    a session at that shape will. Each check is done once per process; a syntax error is found without one.
+    """
+    if not isinstance(source, str):
+        raise WorkloadError(f"{name}: the workload file must be text, got {type(source).__name__}")
+    try:
+        compile(source, FILENAME, "exec")
+    except SyntaxError:
+        return  # the in-process load names the line without running anything
+    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+    key = (digest, name, json.dumps(shape, sort_keys=True) if build else "", str(dtype) if build else "")
+    if key not in _VETTED:
+        outcome = _vet_in_child(source, name, build, shape, dtype, timeout_s or vet_timeout_s())
+        _VETTED[key] = outcome.get("error")
+        if _VETTED[key] is None:
+            _VETTED[(digest, name, "", "")] = None  # it loaded, too
+            if build:  # the same check for the shape as parsed (what Workload.vet asks)
+                _VETTED[(digest, name, json.dumps(outcome["shape"], sort_keys=True), outcome["dtype"])] = None
+    if _VETTED[key] is not None:
+        raise WorkloadError(_VETTED[key])
+
+
+def _vet_in_child(source: str, name: str, build: bool, shape: Any, dtype: str | None,
+                  timeout_s: float) -> dict[str, Any]:
+    from tunelab.core.faults import describe_exit
+
+    with tempfile.TemporaryDirectory(prefix="tunelab-vet-") as folder:
+        job, result, log = (os.path.join(folder, f) for f in ("job.json", "result.json", "stderr.txt"))
+        with open(job, "w", encoding="utf-8") as f:
+            json.dump({"source": source, "name": name, "build": build, "shape": shape, "dtype": dtype}, f)
+        with open(log, "wb") as err:
+            # Its own process group: a file that starts processes of its own is stopped with them.
+            proc = subprocess.Popen([sys.executable, "-m", "tunelab.core.workloads.custom", "--vet", job, result],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                    start_new_session=True)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                what = f"building the shape {_shape_text(shape)}" if build and isinstance(shape, dict) else "loading"
+                return {"error": f"{name}: the workload file did not finish {what} within {timeout_s:g} s "
+                                 f"(an endless loop?); it was stopped and nothing ran in tunelab"}
+        try:
+            with open(result, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            tail = _last_line(log)
+            return {"error": f"{name}: the workload file ended the process that loads it "
+                             f"({describe_exit(proc.returncode)}) before it finished" + (f": {tail}" if tail else "")}
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [line.strip() for line in f if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def _shape_text(shape: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in shape.items())
+
+
+def _vet_main(job_path: str, result_path: str) -> None:
+    """The child of :func:`vet_custom`: load the file (and build the shape), write the outcome, and end
+    at once (os._exit), whatever threads or exit handlers the file left behind."""
+    with open(job_path, encoding="utf-8") as f:
+        job = json.load(f)
+    try:
+        wl = CustomWorkload(job["source"], name=job["name"], vet=False)
+        outcome: dict[str, Any] = {"error": None}
+        if not job["build"]:
+            wl.flops(None)
+        else:
+            shape, dtype = wl.parse_shape(job["shape"], complete=True), wl.check_dtype(job["dtype"])
+            wl.check_memory(shape, dtype)  # before anything of that size is allocated
+            wl.tensors(shape, dtype)
+            wl.flops(shape)
+            wl.reference(wl.make_inputs(shape, dtype), shape)
+            outcome.update(shape=shape, dtype=dtype)
+    except WorkloadError as exc:
+        outcome = {"error": str(exc)}
+    except BaseException as exc:  # noqa: BLE001 - whatever escaped is the file's doing
+        outcome = {"error": f"{job['name']}: the workload file failed: {_describe(exc)}"}
+    with open(result_path, "w", encoding="utf-8") as f:
+        json.dump(outcome, f)
+    os._exit(0)
 
 
 class CustomWorkload(Workload):
     """A workload whose TE compute, reference and FLOP count come from a person's file."""
 
-    def __init__(self, source: str, name: str = "custom") -> None:
+    def __init__(self, source: str, name: str = "custom", *, vet: bool = True) -> None:
         self.name = name
         self.source = source
+        if vet:  # in a time-limited child first (vet_custom): a hang or an exit there is a message here
+            vet_custom(source, name)
         ns = self._exec(source)
         self._compute = self._callable(ns, "compute")
         self._ref = self._callable(ns, "reference")
@@ -140,7 +281,7 @@ class CustomWorkload(Workload):
         }
         try:
             exec(code, ns)  # noqa: S102 - running the person's own workload file is the point
-        except Exception as exc:  # noqa: BLE001
+        except USER_ERRORS as exc:  # noqa: BLE001
             raise WorkloadError(f"{self.name}: the workload file failed while loading: {_describe(exc)}") from exc
         return ns
 
@@ -204,7 +345,7 @@ class CustomWorkload(Workload):
             result = self._compute(**s, dtype=dtype)
         except WorkloadError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except USER_ERRORS as exc:  # noqa: BLE001
             raise WorkloadError(f"{self.name}: compute() raised {_describe(exc)}") from exc
         if not isinstance(result, (list, tuple)) or not all(isinstance(t, te.Tensor) for t in result):
             raise WorkloadError(
@@ -255,7 +396,7 @@ class CustomWorkload(Workload):
         try:
             value = self._user_flops(**s)
             return float(value)
-        except Exception as exc:  # noqa: BLE001
+        except USER_ERRORS as exc:  # noqa: BLE001
             raise WorkloadError(f"{self.name}: flops() failed: {_describe(exc)}") from exc
 
     def _reduction_length(self, s):
@@ -297,7 +438,7 @@ class CustomWorkload(Workload):
         wide = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
         try:
             result = self._ref(*wide, **s)
-        except Exception as exc:  # noqa: BLE001
+        except USER_ERRORS as exc:  # noqa: BLE001
             raise WorkloadError(f"{self.name}: reference() raised {_describe(exc)}") from exc
         result = np.asarray(result)
         if result.shape != out_shape:
@@ -306,12 +447,18 @@ class CustomWorkload(Workload):
             )
         return np.ascontiguousarray(result.astype(out_dtype))
 
+    def vet(self, shape, dtype: str | None = None) -> None:
+        """Build this shape's tensors, inputs and reference in a time-limited child first (vet_custom)."""
+        vet_custom(self.source, self.name, build=True, shape=self._shape(shape), dtype=self.check_dtype(dtype))
+
     def to_json(self) -> dict[str, Any]:
         out = super().to_json()
         out["custom"] = True
         return out
 
 
-if __name__ == "__main__":  # pragma: no cover - handy for checking a file by hand
-    wl = CustomWorkload(open(sys.argv[1]).read() if len(sys.argv) > 1 else EXAMPLE_SOURCE)
+if __name__ == "__main__":  # pragma: no cover - the child of vet_custom, or a file checked by hand
+    if len(sys.argv) == 4 and sys.argv[1] == "--vet":
+        _vet_main(sys.argv[2], sys.argv[3])
+    wl = CustomWorkload(open(sys.argv[1], encoding="utf-8").read() if len(sys.argv) > 1 else EXAMPLE_SOURCE)
     print(wl.to_json())

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from tunelab.core.errors import SpaceError
 from tunelab.core.records import Config
-from tunelab.core.search.space.base import SearchSpace
+from tunelab.core.search.space.base import SearchSpace, divisors
 from tunelab.core.search.space.tvm_context import InvalidSchedule, light_tune_context, schedule_features
 from tunelab.core.target.info import TargetInfo
 
@@ -178,9 +178,8 @@ def tile_candidates(extent: int, parts: int, max_innermost: int) -> tuple[tuple[
     if parts == 1:
         return ((extent,),) if extent <= max_innermost else ()
     out = []
-    for d in range(1, extent + 1):
-        if extent % d == 0:
-            out.extend((d, *rest) for rest in tile_candidates(extent // d, parts - 1, max_innermost))
+    for d in divisors(extent):
+        out.extend((d, *rest) for rest in tile_candidates(extent // d, parts - 1, max_innermost))
     return tuple(out)
 
 

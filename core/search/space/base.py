@@ -7,6 +7,7 @@ Tuners see a space only through these methods, so one tuner works on both the te
 from __future__ import annotations
 
 import json
+import math
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -17,6 +18,19 @@ from tunelab.core.records import Config
 def config_key(config: Config) -> str:
     """A canonical string for a config: equal configs give equal keys (used to never measure twice)."""
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def divisors(n: int) -> list[int]:
+    """Every divisor of ``n``, ascending: trial division up to sqrt(n), never a walk over the extent."""
+    if n < 1:
+        return []
+    low, high = [], []
+    for d in range(1, math.isqrt(n) + 1):
+        if n % d == 0:
+            low.append(d)
+            if d != n // d:
+                high.append(n // d)
+    return low + high[::-1]
 
 
 class SearchSpace(ABC):

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from tunelab.core.errors import SpaceError
 from tunelab.core.records import Config
-from tunelab.core.search.space.base import SearchSpace
+from tunelab.core.search.space.base import SearchSpace, divisors
 from tunelab.core.search.space.tvm_context import (
     InvalidSchedule,
     block_axes,
@@ -47,10 +47,6 @@ CUDA_MAX_THREAD = 64
 CUDA_MAX_INNER = 8
 SPLIT_LIMIT = 4096
 SKETCH_ANNOTATION = "tunelab.sketch"  # candidates beyond this per knob make a space nobody can edit
-
-
-def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 @dataclass(frozen=True)
@@ -77,6 +73,8 @@ def _default_knobs(axes: list[Axis], target_kind: str) -> list[dict[str, Any]]:
             cands = [[d] for d in divisors(axis.extent) if d <= limit]
             knobs.append({"name": f"tile_{axis.name}", "type": "split", "axis": axis.name, "parts": 2, "candidates": cands})
     orders = ORDERS_CPU if target_kind == "llvm" else ORDERS_CUDA
+    if not any(axis.kind == "reduce" for axis in axes):
+        orders = ("ro,ri,si",)  # nothing to reorder (an elementwise compute): spatial inner loops last
     knobs.append({"name": "order", "type": "order", "candidates": list(orders)})
     knobs.append({"name": "unroll", "type": "choice", "candidates": list(UNROLL_STEPS)})
     if target_kind == "llvm":
@@ -403,9 +401,16 @@ def _cpu(sch: Any, main: Any, epilogue: list[Any], outer_s: list[Any], ordered: 
     for block in epilogue:
         sch.reverse_compute_at(block, anchor)
     last_group = config["order"].split(",")[-1]
-    if config["vectorize"] and last_group == "si":
+    if config["vectorize"] and last_group == "si" and ordered[-1]:
         sch.vectorize(ordered[-1][-1])
-    sch.decompose_reduction(main, ordered_group(ordered, config, ("ro", "ri"))[0])
+    _decompose(sch, main, ordered, config)
+
+
+def _decompose(sch: Any, main: Any, ordered: list[list[Any]], config: Config) -> None:
+    """Split the reduction's init out above its first reduction loop; an elementwise block has none."""
+    reduce_loops = ordered_group(ordered, config, ("ro", "ri"))
+    if reduce_loops:
+        sch.decompose_reduction(main, reduce_loops[0])
 
 
 def ordered_group(ordered: list[list[Any]], config: Config, names: tuple[str, ...]) -> list[Any]:
@@ -440,5 +445,4 @@ def _cuda(sch: Any, main: Any, epilogue: list[Any], outer_s: list[Any], thread_s
         for block in epilogue:
             sch.reverse_compute_inline(block)
         sch.reverse_compute_at(write_back, tx)
-    first_reduce = ordered_group(ordered, config, ("ro", "ri"))[0]
-    sch.decompose_reduction(main, first_reduce)
+    _decompose(sch, main, ordered, config)
