@@ -34,7 +34,7 @@ def store_has_telemetry(store: Store) -> bool:
 def machine_gpu_status() -> tuple[bool, str]:
     """(an NVIDIA GPU is readable here, what the telemetry sampler would say about it)."""
     try:
-        from tunelab.core.telemetry.sampler import default_gpu_source
+        from tunelab.core.telemetry.nvml import default_gpu_source
     except ImportError:
         return False, "no telemetry sampler in this build of tunelab"
     try:

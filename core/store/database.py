@@ -49,7 +49,7 @@ from tunelab.core.records import (
     TaskRecord,
     TrialRecord,
 )
-from tunelab.core.telemetry.sampler import TelemetrySample
+from tunelab.core.telemetry.readings import TelemetrySample
 
 APP_ID = "tunelab"
 BUSY_TIMEOUT_S = 10.0

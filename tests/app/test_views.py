@@ -191,7 +191,7 @@ def test_hardware_view_without_telemetry_says_so(qtbot, store_copy):
 
 
 def test_hardware_view_plots_telemetry_and_throttling(qtbot, store_copy):
-    from tunelab.core.telemetry.sampler import TelemetrySample
+    from tunelab.core.telemetry.readings import TelemetrySample
 
     record = _first(store_copy)
     t0 = record.created_at

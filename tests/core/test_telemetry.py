@@ -19,20 +19,18 @@ import pytest
 from tunelab.core.errors import StoreError
 from tunelab.core.records import NewTrial, SessionSpec
 from tunelab.core.store.database import MIGRATIONS, Store
-from tunelab.core.telemetry.sampler import (
+from tunelab.core.store.telemetry_sink import StoreSink
+from tunelab.core.telemetry.cpu import PsutilSource
+from tunelab.core.telemetry.nvml import REPLAY_ENV, NvmlSource, ReplaySource, default_gpu_source
+from tunelab.core.telemetry.readings import (
     NO_GPU,
-    REPLAY_ENV,
     CpuReading,
     GpuReading,
-    NvmlSource,
-    PsutilSource,
-    ReplaySource,
     TelemetrySample,
-    TelemetrySampler,
-    default_gpu_source,
     summarize,
     throttle_reason_names,
 )
+from tunelab.core.telemetry.sampler import TelemetrySampler
 
 DATA = Path(__file__).parent / "data"
 TRACE = DATA / "nvml_trace_h200.jsonl"
@@ -495,9 +493,8 @@ def test_a_v1_database_gains_the_telemetry_tables(tmp_path: Path, monkeypatch: p
 
 def test_sampler_writes_through_its_own_store(store: Store) -> None:
     sid = new_session(store)
-    sampler = TelemetrySampler.to_store(
-        store.path,
-        sid,
+    sampler = TelemetrySampler(
+        sink=StoreSink(store.path, sid),
         source=ReplaySource(TRACE),
         cpu_source=FakeCpu(),
         interval_s=0.02,

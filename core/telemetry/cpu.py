@@ -1,0 +1,140 @@
+"""CPU readings through psutil: load per core, frequency, temperature, other busy processes."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tunelab.core.telemetry.readings import CpuReading
+
+
+class PsutilSource:
+    """The CPU through psutil: load per core and frequency at every reading; temperature and the
+    process scan (who else is busy, which pids are ours) at most every ``process_scan_s``.
+
+    Loads come from this source's own ``cpu_times`` deltas, so other code calling
+    ``psutil.cpu_percent()`` does not disturb them. A process is busy above ``busy_pct`` percent of
+    one core; a process needs two scans before its load is known.
+    """
+
+    def __init__(
+        self, *, process_scan_s: float = 1.0, busy_pct: float = 20.0, root_pid: int | None = None
+    ) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self.process_scan_s = process_scan_s
+        self.busy_pct = busy_pct
+        self.root_pid = os.getpid() if root_pid is None else root_pid
+        self.errors = 0
+        self.last_error: str | None = None
+        self._prev_times = self._guard(lambda: psutil.cpu_times(percpu=True), None)
+        self._procs: dict[int, Any] = {}
+        self._scan_at = -math.inf
+        self._own: frozenset[int] = frozenset({self.root_pid})
+        self._busy: tuple[int, ...] = ()
+        self._temp: float | None = None
+
+    def _guard(self, fn: Callable[[], Any], default: Any) -> Any:
+        try:
+            return fn()
+        except Exception as exc:
+            self.errors += 1
+            self.last_error = f"psutil: {type(exc).__name__}: {exc}"
+            return default
+
+    def read(self) -> CpuReading:
+        now = time.monotonic()
+        if now - self._scan_at >= self.process_scan_s:
+            self._scan_at = now
+            self._temp = self._guard(self._read_temp, None)
+            self._guard(self._scan_processes, None)
+        times = self._guard(lambda: self._psutil.cpu_times(percpu=True), None)
+        loads: tuple[float, ...] = ()
+        if times is not None and self._prev_times is not None and len(times) == len(self._prev_times):
+            loads = tuple(_busy_pct(a, b) for a, b in zip(self._prev_times, times, strict=True))
+        if times is not None:
+            self._prev_times = times
+        return CpuReading(
+            load_per_core=loads,
+            freq_mhz=self._guard(self._read_freq, None),
+            temp_c=self._temp,
+            own_pids=self._own,
+            busy_pids=self._busy,
+        )
+
+    def _read_freq(self) -> float | None:
+        cpu_freq = getattr(self._psutil, "cpu_freq", None)
+        freq = cpu_freq() if cpu_freq is not None else None
+        return float(freq.current) if freq is not None and freq.current else None
+
+    def _read_temp(self) -> float | None:
+        sensors = getattr(self._psutil, "sensors_temperatures", None)
+        if sensors is None:  # macOS, Windows
+            return None
+        chips = sensors()
+        # Prefer the CPU's own sensors; a disk or Wi-Fi sensor is not the CPU.
+        cpu_chips = [v for k, v in chips.items() if k in _CPU_SENSOR_CHIPS] or list(chips.values())
+        temps = [s.current for chip in cpu_chips for s in chip if s.current is not None and s.current > 0]
+        return float(max(temps)) if temps else None
+
+    def _scan_processes(self) -> None:
+        psutil = self._psutil
+        alive = set(psutil.pids())
+        for pid in list(self._procs):
+            if pid not in alive:
+                del self._procs[pid]
+        parent: dict[int, int] = {}
+        load: dict[int, float] = {}
+        for pid in alive:
+            proc = self._procs.get(pid)
+            try:
+                if proc is None:
+                    proc = self._procs[pid] = psutil.Process(pid)
+                with proc.oneshot():
+                    parent[pid] = proc.ppid()
+                    load[pid] = proc.cpu_percent(None)  # since the previous scan; 0.0 on the first
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                self._procs.pop(pid, None)
+        children: dict[int, list[int]] = {}
+        for pid, ppid in parent.items():
+            children.setdefault(ppid, []).append(pid)
+        own = {self.root_pid}
+        todo = [self.root_pid]
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in own:
+                    own.add(child)
+                    todo.append(child)
+        self._own = frozenset(own)
+        self._busy = tuple(sorted(p for p, pct in load.items() if pct > self.busy_pct and p not in own))
+
+    def close(self) -> None:
+        self._procs.clear()
+
+
+_CPU_SENSOR_CHIPS = frozenset(
+    {"coretemp", "k10temp", "zenpower", "cpu_thermal", "cpu-thermal", "soc_thermal", "acpitz"}
+)
+
+
+def _busy_pct(before: Any, after: Any) -> float:
+    """Percent busy between two ``cpu_times`` of one CPU (psutil's formula: idle + iowait is idle)."""
+
+    def total(t: Any) -> float:
+        # guest time is already counted in user time on Linux
+        return sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+
+    def idle(t: Any) -> float:
+        return t.idle + getattr(t, "iowait", 0.0)
+
+    all_delta = total(after) - total(before)
+    if all_delta <= 0:
+        return 0.0
+    busy = (all_delta - (idle(after) - idle(before))) / all_delta * 100.0
+    return round(min(100.0, max(0.0, busy)), 1)
+
+
