@@ -35,3 +35,7 @@ class StoreFailure(StoreError):
 
     Not bad input: the CLI exits 3 for it. It is a StoreError so that every place that shows a store's
     error as a message shows this one too."""
+
+
+class Cancelled(Exception):
+    """A person stopped the work (a validation, a confirmation): not an error, and not their input's."""

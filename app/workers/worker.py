@@ -25,6 +25,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal
 from shiboken6 import isValid
+from tunelab.core.errors import Cancelled as CoreCancelled
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionSpec
 from tunelab.core.store.database import Store
@@ -53,7 +54,7 @@ def keep_alive(worker: QThread) -> QThread:
 
 def describe_error(exc: BaseException) -> tuple[str, str]:
     """(message for people, details). A TunelabError's message is meant for the user as is."""
-    if isinstance(exc, TunelabError):
+    if isinstance(exc, TunelabError | CoreCancelled):
         return str(exc), ""
     return f"Unexpected error: {type(exc).__name__}: {exc}", traceback.format_exc()
 
@@ -243,7 +244,7 @@ class CallWorker(QThread):
                 store.close()
 
 
-class Cancelled(TunelabError):
+class Cancelled(CoreCancelled):
     """Raised inside a StreamWorker's function once the GUI asked it to stop."""
 
 

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from tunelab.core.errors import StoreError, StoreFailure, TunelabError
+from tunelab.core.errors import Cancelled, StoreError, StoreFailure, TunelabError
 
 EXIT_BAD_INPUT = 2
 EXIT_STORE_FAILURE = 3  # the store or its disk failed (not the input)
@@ -629,6 +629,9 @@ def main(argv: list[str] | None = None) -> int:
     except TunelabError as exc:
         print(f"tunelab: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Cancelled as exc:  # a person stopped it: said, but neither bad input nor a failure
+        print(f"tunelab: {exc}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except sqlite3.Error as exc:  # a read that met a failing disk (or a damaged file) outside Store's checks
         from tunelab.core.store.database import is_store_failure
 

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from tunelab.core.errors import TunelabError
+from tunelab.core.errors import Cancelled, TunelabError
 from tunelab.core.measure.placement import DEFAULT_LAYOUT, LAYOUTS, placed_tensors
 from tunelab.core.records import MeasureOptions
 
@@ -89,7 +89,7 @@ _THERMAL = frozenset({"sw_thermal_slowdown", "hw_thermal_slowdown"})
 _POWER = frozenset({"sw_power_cap", "hw_power_brake_slowdown"})
 
 
-class ValidationCancelled(TunelabError):
+class ValidationCancelled(Cancelled):
     """``is_cancelled()`` turned true: every worker process was killed and nothing was stored."""
 
     def __init__(self, message: str = "the validation was stopped; nothing was stored") -> None:
@@ -161,7 +161,7 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
     _refuse_foreign_target(rec.target, f"session {session_id}")  # before any of its workload's code runs
     if shapes is not None:
         if task != 0:
-            raise TunelabError("--shapes carries the session's primary shape over; it cannot be combined with --task")
+            raise TunelabError("other shapes carry the session's primary shape over; they cannot be combined with another task")
         from tunelab.core.trust.shapes import parse_shapes
         from tunelab.core.workloads.catalog import get_workload
 
@@ -329,9 +329,9 @@ def _drift_text(s: dict[str, Any]) -> str:
 
 def _check_counts(top_k: int, runs: int) -> None:
     if top_k < 1:
-        raise TunelabError(f"--top must be at least 1, not {top_k}")
+        raise TunelabError(f"the number of schedules to validate must be at least 1, not {top_k}")
     if runs < 1:
-        raise TunelabError(f"--repeats must be at least 1, not {runs}")
+        raise TunelabError(f"the number of fresh processes must be at least 1, not {runs}")
 
 
 def _known_options(data: dict[str, Any]) -> dict[str, Any]:

@@ -133,9 +133,9 @@ def test_session_report_interleaves_fresh_processes(tuned):
     assert report["shapes"][0]["shape"] == SMALL.shape
     with pytest.raises(TunelabError):
         validate_session(store, 999)
-    with pytest.raises(TunelabError, match="--repeats must be at least 1"):
+    with pytest.raises(TunelabError, match="number of fresh processes must be at least 1"):
         validate_session(store, sid, runs=0)
-    with pytest.raises(TunelabError, match="--top must be at least 1"):
+    with pytest.raises(TunelabError, match="number of schedules to validate must be at least 1"):
         validate_session(store, sid, top_k=0)
     store.close()
 

@@ -1,0 +1,1 @@
+"""What a person asks of tunelab, one function each, called alike by the command line and the desktop app."""
