@@ -23,3 +23,11 @@ class TargetError(TunelabError):
 
 class StoreError(TunelabError):
     """Missing or corrupt database, unknown session or trial."""
+
+
+class SessionBusyError(StoreError):
+    """The session is being tuned by another live process (a session has one runner at a time)."""
+
+
+class StoreLockedError(StoreError):
+    """Another process held the database's write lock for longer than this process would wait."""
