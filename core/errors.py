@@ -39,3 +39,11 @@ class StoreFailure(StoreError):
 
 class Cancelled(Exception):
     """A person stopped the work (a validation, a confirmation): not an error, and not their input's."""
+
+
+class SessionBusyError(StoreError):
+    """The session is being tuned by another live process (a session has one runner at a time)."""
+
+
+class StoreLockedError(StoreFailure):
+    """Another process held the database's write lock for longer than this process would wait."""

@@ -170,7 +170,8 @@ class TuningWorker(QThread):
                 if done:
                     break
                 time.sleep(self.POLL_S)
-            if self._proc.returncode not in (0, 130, -signal.SIGTERM):
+            # 130 / 143: stopped by SIGINT / SIGTERM (tunelab.core.cli.main), the session cancelled; not a failure.
+            if self._proc.returncode not in (0, 130, 143, -signal.SIGTERM):
                 message = next((line for line in reversed(stderr_lines) if line.strip()), "").strip()
                 message = message.removeprefix("tunelab: error: ").removeprefix("tunelab: ") or (
                     f"the tuning process ended with exit code {self._proc.returncode}")

@@ -4,6 +4,15 @@
 Bad input exits 2 with one line on stderr and no traceback, and changes nothing stored. Other exit codes:
 3 when the store or its disk fails underneath (disk full, I/O error: :class:`tunelab.core.errors.StoreFailure`),
 4 when a session ends without a single measured trial because every config was rejected, 130 on Ctrl-C.
+
+
+`tunelab tune` exits 0 when the session ends (finished, or stopped by its budget or early
+stopping); 2 for bad input, including `--resume` of a session another live process is tuning
+(the line names its pid); 1 with one line when the session crashed (`--resume` continues it).
+SIGINT (Ctrl-C) and SIGTERM (`kill`, `timeout`, systemd, the desktop app's Stop) stop it cleanly,
+whether sent to the process or to its whole process group: the session ends `cancelled`, a trial
+the stop cut short is not stored (a resumed session measures it again), no traceback, and the exit
+status is 128 + the signal's number as a shell reports a signal: 130 for SIGINT, 143 for SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,9 +24,10 @@ import sys
 import time
 from typing import Any
 
-from tunelab.core.errors import Cancelled, StoreError, StoreFailure, TunelabError
+from tunelab.core.errors import Cancelled, SessionBusyError, StoreError, StoreFailure, TunelabError
 
 EXIT_BAD_INPUT = 2
+EXIT_CRASHED = 1
 EXIT_STORE_FAILURE = 3  # the store or its disk failed (not the input)
 EXIT_NOTHING_MEASURED = 4  # a session ended with 0 trials: every config it tried was rejected
 EXIT_INTERRUPTED = 130
@@ -243,7 +253,68 @@ class _Progress:
             sys.stderr.write("\n")
 
 
+class _StopSignals:
+    """SIGINT and SIGTERM stop a tune cooperatively: the handler only sets the session's cancel flag.
+
+    Python's default SIGINT handler raises KeyboardInterrupt wherever the main thread happens to
+    be: inside a TVM call (MetaSchedule's runner is called through TVM's FFI) it surfaced as a bare
+    ``RuntimeError`` that crashed the session, and while the build pool's threads were still reading
+    from workers the same signal had killed, the pool's shutdown raced them and hung the process. A
+    stop that comes before the session exists is remembered and applied once it does."""
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self) -> None:
+        import signal
+        import threading
+
+        self.signum: int | None = None
+        self._session: Any = None
+        self._previous: dict[int, Any] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers belong to the main thread; an embedding caller keeps its own
+        for name in self.SIGNALS:
+            signum = getattr(signal, name, None)
+            if signum is not None:
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+        if self._session is not None:
+            self._session.cancel()
+
+    def attach(self, session: Any) -> None:
+        self._session = session
+        if self.signum is not None:
+            session.cancel()
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(self.signum or 0)
+
+    def name(self) -> str:
+        from tunelab.core.faults import signal_name
+
+        return signal_name(int(self.signum or 0))
+
+    def restore(self) -> None:
+        import signal
+
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
+    stops = _StopSignals()
+    try:
+        return _tune(args, stops)
+    finally:
+        stops.restore()
+
+
+def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
     from tunelab.core.search.tuners.registry import get_tuner_class, recommend_tuner, resolve_options
     from tunelab.core.session.loop import TuningSession, create_session, validate_spec
 
@@ -251,10 +322,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         _check_spec_alone(args)
     if args.resume is not None:
         store = _open_store(args.db, create=False, write=True)
-        session = TuningSession(store, args.resume)
+        # Refused before anything is built: a second runner would measure the same configs again.
+        # (TuningSession.run claims the session atomically too, for two resumes started together.)
+        store.refuse_if_running(args.resume)
         record = store.session(args.resume)
         if record.status == "finished" and record.n_trials >= record.trials_budget:
             raise TunelabError(f"session {args.resume} already finished its {record.trials_budget} trials")
+        session = TuningSession(store, args.resume)
     else:
         spec = _load_spec(args.spec) if args.spec is not None else _spec_from_args(args)
         validated = validate_spec(spec)  # all input checked before the store is opened or created
@@ -262,8 +336,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if args.spec is None and args.tuner is None:
             spec = _replace(spec, tuner=recommend_tuner(space.kind, space.size))
             resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)  # options checked for that tuner
+        if stops.signum is not None:
+            print(f"tunelab: stopped by {stops.name()} before the session was stored", file=sys.stderr)
+            return stops.exit_code
         store = _open_store(args.db, create=True, write=True)
-        session = create_session(store, spec, validated=validated)
+        try:
+            session = create_session(store, spec, validated=validated)
+        except TunelabError:
+            if stops.signum is None:
+                raise
+            # e.g. the target self-check's child got the group's signal too: not the target's fault
+            print(f"tunelab: stopped by {stops.name()} before the session was stored", file=sys.stderr)
+            return stops.exit_code
         from tunelab.core.workloads.catalog import format_shape
 
         default = " (the default shape)" if not spec.shape and shape == workload.default_shape() else ""
@@ -273,6 +357,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
               f"tuner {spec.tuner}", file=sys.stderr)
         if session.target.note:
             print(f"note: {session.target.note}", file=sys.stderr)
+    stops.attach(session)
     _control_by_signals(session)
     record = store.session(session.session_id)
     progress = _Progress(record.trials_budget, record.n_trials)
@@ -288,9 +373,24 @@ def cmd_tune(args: argparse.Namespace) -> int:
             elif best is None or trial.latency_ms < best:
                 best = trial.latency_ms
             progress.update(done, best, failed)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # only where no handler could be installed (not the main thread)
         interrupted = True
         runner.close()
+    except TunelabError as exc:
+        progress.close()
+        if isinstance(exc, SessionBusyError):
+            raise  # refused: another process runs it (nothing was written)
+        if session.crash is None and stops.signum is not None:
+            # Stopped before it began measuring (the self-check's child got the signal too).
+            print(f"tunelab: session {session.session_id} stopped by {stops.name()} before it started",
+                  file=sys.stderr)
+            return stops.exit_code
+        if session.crash is None:
+            raise
+        print(f"tunelab: error: session {session.session_id} crashed: {exc} "
+              f"(tunelab tune --resume {session.session_id} continues it)", file=sys.stderr)
+        # the store or its disk failed underneath (full, I/O error, locked too long): not the input
+        return EXIT_STORE_FAILURE if isinstance(exc, StoreFailure) else EXIT_CRASHED
     progress.close()
     record = store.session(session.session_id)
     summary = {"session_id": record.id, "status": record.status, "trials": record.n_trials,
@@ -310,6 +410,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if record.status == "failed":
         print(f"tunelab: session {record.id} failed: {record.error}", file=sys.stderr)
         return 1
+    if stops.signum is not None:
+        return stops.exit_code
     if interrupted:
         return EXIT_INTERRUPTED
     if record.n_trials == 0 and session.rejected:
@@ -390,14 +492,14 @@ def _confirmation_json(report: dict[str, Any]) -> dict[str, Any]:
 
 def _control_by_signals(session: Any) -> None:
     """Let another process steer this session (the desktop app runs sessions as `tunelab tune`
-    child processes): SIGUSR1 pauses, SIGUSR2 resumes, SIGTERM stops after the current batch."""
+    child processes): SIGUSR1 pauses, SIGUSR2 resumes; SIGTERM (like SIGINT, see _StopSignals)
+    stops it, dropping the trial it cut short."""
     import signal
 
     if not hasattr(signal, "SIGUSR1"):  # not POSIX
         return
     signal.signal(signal.SIGUSR1, lambda *_: session.pause())
     signal.signal(signal.SIGUSR2, lambda *_: session.resume())
-    signal.signal(signal.SIGTERM, lambda *_: session.cancel())
     # Until this line a signal would kill the process: a controller waits for it.
     print(f"session {session.session_id}: {CONTROL_READY}", file=sys.stderr, flush=True)
 
@@ -639,6 +741,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tunelab: error: {'the store failed' if failure else 'the database is damaged'}: {exc}",
               file=sys.stderr)
         return EXIT_STORE_FAILURE if failure else EXIT_BAD_INPUT
+    except KeyboardInterrupt:  # Ctrl-C before a command installed its own handling
+        print("tunelab: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         return 0
 

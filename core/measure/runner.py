@@ -9,7 +9,8 @@
   never runs in a worker.
 - A build error, a crash, a wrong result or a timeout becomes a failed result with its message;
   nothing here raises for a bad kernel.
-- Build folders are removed as soon as their candidate has run.
+- Build folders are removed as soon as their candidate has run (or the batch has stopped).
+- A stop (the session's cancel flag) ends a batch early; what it cut short is dropped, not failed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,34 +188,54 @@ class Measurer:
                                      workload.tolerance(dtype, shape), options.target_cv,
                                      max(options.max_repeat, options.repeat)))
 
-    def measure(self, schedules: list[Any]) -> list[MeasureResult]:
-        """Build all schedules (in parallel workers), then run each in the runner's worker."""
+    def measure(self, schedules: list[Any], stop: Callable[[], bool] | None = None) -> list[MeasureResult]:
+        """Build all schedules (in parallel workers), then run each in the runner's worker.
+
+        ``stop`` (a cancel flag) is asked before the batch, after the builds and after each run. Once
+        it says True the rest is not measured, and what was in flight when it came is dropped: a stop
+        by SIGTERM or Ctrl-C reaches the workers too (the whole process group gets it), so a build or
+        run it cut short failed because of the stop, not because of its schedule. The results are
+        then those of the first schedules only, fewer than asked for."""
         from tvm.s_tir import meta_schedule as ms
 
-        if not schedules:
+        stopped = stop if stop is not None else (lambda: False)
+        if not schedules or stopped():
             return []
         started = time.time()
         built = self._build([s.mod for s in schedules])
         build_s = (time.time() - started) / len(schedules)  # the pool builds them together
-        results = []
-        for sch, b in zip(schedules, built, strict=True):
-            t0 = time.time()
-            if b.error_msg is not None:
-                results.append(MeasureResult("build_error", _short(b.error_msg), (), build_s, None, started, time.time()))
-                continue
-            args_info = ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"])
-            try:
-                future = self.runner.run([ms.runner.RunnerInput(b.artifact_path, self.target.device_type, args_info)])[0]
-                res = future.result()
-            finally:
-                shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
-            t1 = time.time()
-            if res.error_msg is not None:
-                error = _short(_run_error_text(res.error_msg, self.options.timeout_s))
-                results.append(MeasureResult(_classify(res.error_msg), error, (), build_s, t1 - t0, started, t1))
-            else:
-                samples = tuple(float(x) * 1e3 for x in res.run_secs)
-                results.append(MeasureResult("ok", None, samples, build_s, t1 - t0, started, t1))
+        results: list[MeasureResult] = []
+        try:
+            if stopped():
+                return []
+            for sch, b in zip(schedules, built, strict=True):
+                if stopped():
+                    break
+                t0 = time.time()
+                if b.error_msg is not None:
+                    results.append(MeasureResult("build_error", _short(b.error_msg), (), build_s, None, started,
+                                                 time.time()))
+                    continue
+                args_info = ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"])
+                try:
+                    future = self.runner.run([ms.runner.RunnerInput(b.artifact_path, self.target.device_type,
+                                                                    args_info)])[0]
+                    res = future.result()
+                finally:
+                    shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+                t1 = time.time()
+                if stopped():
+                    break  # it ran while the stop came (its worker may have died of it): not a measurement
+                if res.error_msg is not None:
+                    error = _short(_run_error_text(res.error_msg, self.options.timeout_s))
+                    results.append(MeasureResult(_classify(res.error_msg), error, (), build_s, t1 - t0, started, t1))
+                else:
+                    samples = tuple(float(x) * 1e3 for x in res.run_secs)
+                    results.append(MeasureResult("ok", None, samples, build_s, t1 - t0, started, t1))
+        finally:
+            for b in built:  # those a stop left unrun
+                if b.artifact_path is not None:
+                    shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
         return results
 
     def _build(self, mods: list[Any]) -> list[Any]:

@@ -6,7 +6,13 @@ so a resumed session measures nothing twice and its tuner continues from where i
 
 Stopping is cooperative (Optuna's stop flag, superqt's abort_requested): `pause()`, `cancel()`,
 the budget and early stopping are checked between batches and between trials; threads are
-never killed.
+never killed. A trial whose measurement a cancel cut short (SIGTERM or Ctrl-C reach the build and
+run workers too, and kill them) is not a measurement: it is not stored, and a resumed session asks
+for it again.
+
+A session has one runner: `run()` claims it in the store (`Store.claim_session`), which refuses
+while another live process runs it. Its writes wait out another process's write lock for up to
+`tunelab.core.store.database.SESSION_WRITE_PATIENCE_S`; a lock held longer ends the session as crashed (resumable).
 """
 
 from __future__ import annotations
@@ -19,17 +25,18 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from tunelab.core.errors import SpaceError, TargetError, TunelabError
+from tunelab.core.errors import SpaceError, StoreError, TargetError, TunelabError
 from tunelab.core.records import MeasureOptions, NewTrial, SessionRecord, SessionSpec, TrialRecord
 from tunelab.core.search.costmodel import CostModel, spearman
 from tunelab.core.search.space.base import SearchSpace, config_key
 from tunelab.core.search.space.tvm_context import InvalidSchedule
 from tunelab.core.search.tuners.base import Observation
 from tunelab.core.search.tuners.registry import get_tuner_class, make_tuner, resolve_options
-from tunelab.core.store.database import Store
+from tunelab.core.store.database import Store, session_write_patience
 from tunelab.core.target.info import TargetInfo, resolve_target, target_from_json
 from tunelab.core.workloads.catalog import get_workload
 
+PAUSED_HEARTBEAT_S = 30.0  # a paused session still marks itself alive (tunelab.core.store.database.HEARTBEAT_STALE_S)
 MAX_REJECTED_ASKS = 20  # ask rounds in a row that yield only invalid or known configs: the space is spent
 
 
@@ -215,6 +222,7 @@ class TuningSession:
         self.on_trial: list[Callable[[TrialRecord], None]] = []
         self.on_stage: list[Callable[[str], None]] = []  # what the session does besides trials, in words
         self.confirmations: list[dict[str, Any]] = []  # the reports of tunelab.core.trust.confirm once finished
+        self.crash: str | None = None  # "Type: message" of what ended the last run as crashed
 
     # ---- control (safe from any thread) ---------------------------------------------------------
     def pause(self) -> None:
@@ -250,6 +258,18 @@ class TuningSession:
         from tunelab.core.target.selfcheck import self_check
 
         self_check(self.target)  # before the first batch (cached per target and machine)
+        saved_patience, saved_on_wait = self.store.write_patience_s, self.store.on_lock_wait
+        self.store.write_patience_s = session_write_patience()
+        self.store.on_lock_wait = lambda limit: self._stage(
+            f"the database is locked by another process; waiting up to {limit:g} s to write")
+        try:
+            # One runner per session: refused (nothing written) while another live process runs it;
+            # from here on this process owns it, so the history read below stays complete.
+            self.store.claim_session(self.session_id)
+        except BaseException:
+            self.store.write_patience_s, self.store.on_lock_wait = saved_patience, saved_on_wait
+            raise
+        self.crash = None
         options = MeasureOptions.from_json(record.measure)
         history = self.store.trials(self.session_id)
         task_records = self.store.tasks(self.session_id)
@@ -269,7 +289,6 @@ class TuningSession:
         # dies of SIGILL, every build fails) say the setup is wrong; the rest of the budget would
         # only repeat it. Checked once, when the n-th trial arrives in this run.
         fail_fast = options.fail_fast
-        self.store.set_status(self.session_id, "running")
         # The sampler thread only reads the hardware; this thread writes its samples between
         # batches, so the session keeps a single writing connection.
         sampler = TelemetrySampler()
@@ -299,10 +318,12 @@ class TuningSession:
                 warning = self._cool_down(sampler, options.cooldown_s)
                 configs = [c for c, _ in batch]
                 predicted = task.cost_model.predict(task.space.features(configs)) if task.cost_model.trained else None
-                results = task.measurer.measure([sch for _, sch in batch])
+                # Only the trials measured before a cancel come back: the rest were cut short.
+                results = task.measurer.measure([sch for _, sch in batch], stop=self._cancel.is_set)
+                cut_short = len(results) < len(batch)
                 trials = []
                 best_before = task.best
-                for i, (config, result) in enumerate(zip(configs, results, strict=True)):
+                for i, (config, result) in enumerate(zip(configs[: len(results)], results, strict=True)):
                     trial = self.store.add_trial(self.session_id, NewTrial(
                         round=round_index, config=config, status=result.status, error=result.error,
                         samples_ms=result.samples_ms,
@@ -320,15 +341,19 @@ class TuningSession:
                     for callback in self.on_trial:
                         callback(trial)
                     yield trial
-                task.tell(trials, best_before)
-                rho = None
-                if predicted is not None:
-                    pairs = [(t.predicted_ms, t.latency_ms) for t in trials if t.ok and t.predicted_ms is not None]
-                    rho = spearman([p for p, _ in pairs], [m for _, m in pairs]) if pairs else None
-                self.store.add_round(self.session_id, round_index, len(trials), rho, task.best)
-                tuner_state = ({str(t.record.index): _jsonable(t.tuner.state_dict()) for t in tasks} if multi
-                               else _jsonable(tasks[0].tuner.state_dict()))
-                self.store.save_tuner_state(self.session_id, tuner_state)
+                if trials:
+                    task.tell(trials, best_before)
+                    rho = None
+                    if predicted is not None:
+                        pairs = [(t.predicted_ms, t.latency_ms) for t in trials if t.ok and t.predicted_ms is not None]
+                        rho = spearman([p for p, _ in pairs], [m for _, m in pairs]) if pairs else None
+                    self.store.add_round(self.session_id, round_index, len(trials), rho, task.best)
+                if not cut_short:
+                    # After a cut-short batch the state of the last whole batch stays: its tuner asked
+                    # for configs that were never measured, and a resumed session asks for them again.
+                    tuner_state = ({str(t.record.index): _jsonable(t.tuner.state_dict()) for t in tasks} if multi
+                                   else _jsonable(tasks[0].tuner.state_dict()))
+                    self.store.save_tuner_state(self.session_id, tuner_state)
                 now = time.time()
                 self.store.add_telemetry(self.session_id, sampler.samples_between(telemetry_until, now))
                 telemetry_until = now
@@ -340,7 +365,7 @@ class TuningSession:
                     self.store.set_status(self.session_id, "failed", error=failing)
                     self._stage(f"stopped: {failing}")
                     break
-                if self._cancel.is_set():
+                if self._cancel.is_set() or cut_short:
                     final_status = "cancelled"
                     break
         except (GeneratorExit, KeyboardInterrupt):
@@ -349,20 +374,29 @@ class TuningSession:
             raise
         except BaseException as exc:
             final_status = "crashed"
-            self.store.set_status(self.session_id, "crashed", error=f"{type(exc).__name__}: {exc}")
+            self.crash = f"{type(exc).__name__}: {exc}"
+            try:
+                self.store.set_status(self.session_id, "crashed", error=self.crash)
+            except StoreError:
+                # The write lock that ended the session may still be held: the file then still says
+                # running, which reads as crashed as soon as this process is gone.
+                pass
             raise
         finally:
-            sampler.stop()
             try:
-                self.store.add_telemetry(self.session_id, sampler.samples_between(telemetry_until, time.time()))
-            except Exception:  # telemetry never decides a session's outcome
-                pass
-            for task in tasks:
-                task.close()
-            if final_status == "finished":
-                self._confirm()
-            if final_status not in ("crashed", "failed"):
-                self.store.set_status(self.session_id, final_status)
+                sampler.stop()
+                try:
+                    self.store.add_telemetry(self.session_id, sampler.samples_between(telemetry_until, time.time()))
+                except Exception:  # telemetry never decides a session's outcome
+                    pass
+                for task in tasks:
+                    task.close()
+                if final_status == "finished":
+                    self._confirm()
+                if final_status not in ("crashed", "failed"):
+                    self.store.set_status(self.session_id, final_status)
+            finally:
+                self.store.write_patience_s, self.store.on_lock_wait = saved_patience, saved_on_wait
 
     def _stage(self, text: str) -> None:
         for callback in self.on_stage:
@@ -398,8 +432,12 @@ class TuningSession:
         """Block while paused; True when cancelled."""
         if self._pause.is_set():
             self.store.set_status(self.session_id, "paused")
+            beat = time.monotonic()
             while self._pause.is_set() and not self._cancel.is_set():
                 time.sleep(0.05)
+                if time.monotonic() - beat > PAUSED_HEARTBEAT_S:  # still its runner, seen from other hosts
+                    self.store.heartbeat(self.session_id)
+                    beat = time.monotonic()
             if not self._cancel.is_set():
                 self.store.set_status(self.session_id, "running")
         return self._cancel.is_set()

@@ -37,7 +37,7 @@ import numpy as np
 import platformdirs
 import psutil
 from sqlite_utils import Database
-from tunelab.core.errors import StoreError, StoreFailure
+from tunelab.core.errors import SessionBusyError, StoreError, StoreFailure, StoreLockedError
 from tunelab.core.records import (
     SESSION_STATUSES,
     TRIAL_STATUSES,
@@ -53,6 +53,11 @@ from tunelab.core.telemetry.readings import TelemetrySample
 
 APP_ID = "tunelab"
 BUSY_TIMEOUT_S = 10.0
+# How long a tuning session's writes wait for a write lock held by another process (a long query in
+# a `sqlite3` shell, a backup) before the session gives up and ends as crashed: SQLite's busy handler
+# waits BUSY_TIMEOUT_S, then the write is retried with back-off until this much time has passed.
+SESSION_WRITE_PATIENCE_S = 120.0
+WRITE_PATIENCE_ENV = "TUNELAB_WRITE_PATIENCE_S"  # overrides it (tests use a few seconds)
 # A "running" session on another host whose heartbeat is older than this is reported as crashed.
 HEARTBEAT_STALE_S = 120.0
 
@@ -445,6 +450,40 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
+def _runner_alive(pid: int, updated_at: float) -> bool:
+    """Whether process ``pid`` of this host is alive and can be the one that last wrote a session row
+    (at ``updated_at``): a zombie is dead, and a pid the OS gave to a process started after that write
+    belongs to someone else."""
+    if pid == os.getpid():
+        return True
+    if not _pid_alive(pid):
+        return False
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return process.create_time() <= updated_at + 2.0  # create_time is rounded; a margin, not a race
+    except psutil.NoSuchProcess:
+        return False
+    except Exception:  # noqa: BLE001 - be conservative: an unknowable pid counts as alive
+        return True
+
+
+def session_write_patience() -> float:
+    """How long a tuning session waits for the write lock: $TUNELAB_WRITE_PATIENCE_S or
+    :data:`SESSION_WRITE_PATIENCE_S`."""
+    text = os.environ.get(WRITE_PATIENCE_ENV, "").strip()
+    try:
+        return max(float(text), 0.0) if text else SESSION_WRITE_PATIENCE_S
+    except ValueError:
+        return SESSION_WRITE_PATIENCE_S
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 # ------------------------------------------------------------------------------------------------ store
 
 
@@ -465,6 +504,12 @@ class Store:
     def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, create: bool = True) -> None:
         self.path = Path(path).expanduser()
         self._hostname = socket.gethostname()
+        # Seconds a write may wait for another process's write lock in all (0: the busy timeout only,
+        # so a GUI thread never hangs on it); a running session sets SESSION_WRITE_PATIENCE_S.
+        self.write_patience_s = 0.0
+        # Called once per write that waits past the busy timeout, with the seconds it will wait at most.
+        self.on_lock_wait: Callable[[float], None] | None = None
+        self._busy_ms = int(BUSY_TIMEOUT_S * 1000)
         exists = self.path.exists()
         if not exists and (readonly or not create):
             raise StoreError(f"There is no tunelab database at {self.path}.")
@@ -602,10 +647,7 @@ class Store:
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One short write transaction, holding the write lock from its start (no lock upgrades)."""
         self.require_writable()
-        try:
-            self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise _store_error(f"Cannot write to {self.path}: {exc}.", exc) from exc
+        self._begin_write()
         try:
             yield self._conn
         except BaseException as exc:
@@ -619,6 +661,40 @@ class Store:
             except sqlite3.Error as exc:
                 _rollback(self._conn)
                 raise _store_error(f"Cannot write to {self.path}: {exc}.", exc) from exc
+
+    def _begin_write(self) -> None:
+        """BEGIN IMMEDIATE, waiting for another process's write lock: SQLite's busy handler waits up
+        to the busy timeout; with ``write_patience_s`` the attempt is repeated, with back-off between
+        attempts, until that much time has passed in all. Then :class:`StoreLockedError`."""
+        patience = self.write_patience_s if self.write_patience_s > 0 else BUSY_TIMEOUT_S
+        started = time.monotonic()
+        left, pause, announced = patience, 0.05, False
+        while True:
+            # Each attempt waits no longer than the patience left, and never longer than the busy timeout.
+            self._set_busy_ms(int(max(min(left, BUSY_TIMEOUT_S), 0.001) * 1000))
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise _store_error(f"Cannot write to {self.path}: {exc}.", exc) from exc
+                left = patience - (time.monotonic() - started)
+                if left <= 0.01:
+                    raise StoreLockedError(
+                        f"Cannot write to {self.path}: another process held its write lock for more than "
+                        f"{patience:g} s ({exc})."
+                    ) from exc
+                if not announced and self.on_lock_wait is not None:
+                    announced = True
+                    self.on_lock_wait(patience)
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 2.0)
+                left = patience - (time.monotonic() - started)
+
+    def _set_busy_ms(self, ms: int) -> None:
+        if ms != self._busy_ms:
+            self._conn.execute(f"PRAGMA busy_timeout = {ms}")
+            self._busy_ms = ms
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -713,6 +789,59 @@ class Store:
                 )
             if cur.rowcount == 0:
                 raise StoreError(f"session {session_id} does not exist in {self.path}")
+
+    def session_runner(self, session_id: int) -> tuple[int, str] | None:
+        """The (pid, hostname) of another live process that is tuning the session now, or None when
+        nobody (or this very process) is. Reads only."""
+        row = self._conn.execute(
+            "SELECT status, pid, hostname, updated_at FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"session {session_id} does not exist in {self.path}")
+        return self._other_runner(*row)
+
+    def _other_runner(self, status: str, pid: int | None, hostname: str | None,
+                      updated_at: float) -> tuple[int, str] | None:
+        if status not in ("running", "paused") or pid is None:
+            return None
+        if hostname == self._hostname and int(pid) == os.getpid():
+            return None
+        if not self._runner_live(pid, hostname, updated_at, time.time()):
+            return None
+        return int(pid), str(hostname)
+
+    def _busy_message(self, session_id: int, pid: int, hostname: str) -> str:
+        where = "" if hostname == self._hostname else f" on {hostname}"
+        return (f"session {session_id} is being tuned by pid {pid}{where}; a session has one runner at a "
+                f"time: stop that process (or let it finish), then resume")
+
+    def claim_session(self, session_id: int) -> None:
+        """Become the session's runner: status "running", owned by this process (pid, hostname).
+
+        Checked and written in one write transaction, so of two processes resuming the same session
+        at once only one gets it. A session another live process is running (or has paused) raises
+        :class:`SessionBusyError` naming that pid, and nothing is written; one whose process is gone
+        (crashed, killed) is taken over."""
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT status, pid, hostname, updated_at FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if row is None:
+                raise StoreError(f"session {session_id} does not exist in {self.path}")
+            other = self._other_runner(*row)
+            if other is not None:
+                raise SessionBusyError(self._busy_message(session_id, *other))
+            conn.execute(
+                "UPDATE sessions SET status = 'running', error = NULL, updated_at = ?, pid = ?, hostname = ? "
+                "WHERE id = ?",
+                (time.time(), os.getpid(), self._hostname, session_id),
+            )
+
+    def refuse_if_running(self, session_id: int) -> None:
+        """Raise :class:`SessionBusyError` (naming the pid) if another live process tunes the session."""
+        other = self.session_runner(session_id)
+        if other is not None:
+            raise SessionBusyError(self._busy_message(session_id, *other))
 
     def heartbeat(self, session_id: int) -> None:
         """Mark the session as alive and owned by this process (updated_at, pid, hostname)."""
@@ -1182,13 +1311,19 @@ class Store:
     # ----------------------------------------------------------------------------------- records
 
     def _derived_status(self, row: sqlite3.Row, now: float) -> str:
-        """A "running" session whose process is gone is reported as "crashed" (nothing is written)."""
+        """A "running" (or "paused") session whose process is gone is reported as "crashed" (nothing is
+        written)."""
         status = row["status"]
-        if status != "running":
+        if status not in ("running", "paused"):
             return status
-        if row["hostname"] == self._hostname and row["pid"] is not None:
-            return "running" if _pid_alive(int(row["pid"])) else "crashed"
-        return "crashed" if now - row["updated_at"] > HEARTBEAT_STALE_S else "running"
+        return status if self._runner_live(row["pid"], row["hostname"], row["updated_at"], now) else "crashed"
+
+    def _runner_live(self, pid: int | None, hostname: str | None, updated_at: float, now: float) -> bool:
+        """Whether the process that last marked a session running (or paused) is still there: on this
+        host its pid must be alive (and not reused); on another its heartbeat must be fresh."""
+        if hostname == self._hostname and pid is not None:
+            return _runner_alive(int(pid), updated_at)
+        return now - updated_at <= HEARTBEAT_STALE_S
 
     def _session_record(self, row: sqlite3.Row, now: float) -> SessionRecord:
         n_trials = int(row["n_trials"])
