@@ -171,7 +171,7 @@ class SpaceEditor(QWidget):
     def set_problem(self, workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo, kind: str,
                     data: dict[str, Any] | None = None) -> None:
         """Show the default space of this problem (or `data`, an earlier edit of it)."""
-        from tunelab.core.session.loop import make_space
+        from tunelab.core.search.space.factory import make_space
 
         self._problem = (workload, dict(shape), dtype, target)
         self._target = target

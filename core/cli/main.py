@@ -357,6 +357,9 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
               f"tuner {spec.tuner}", file=sys.stderr)
         if session.target.note:
             print(f"note: {session.target.note}", file=sys.stderr)
+    from tunelab.core.usecases.tuning import confirm_when_finished
+
+    confirm_when_finished(session)
     stops.attach(session)
     _control_by_signals(session)
     record = store.session(session.session_id)
@@ -534,7 +537,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     doc.update({"space_json": r.space, "tuner_options": r.tuner_options, "measure": r.measure,
                 "best_trial": _trial_json(store.trial(best.id)) if best else None,
                 "rounds": [{"round": x.round, "n": x.n, "spearman": x.spearman, "best_ms": x.best_ms} for x in rounds]})
-    from tunelab.core.trust.confirm import confirmations
+    from tunelab.core.trust.confirmed import confirmations
 
     confirmed = confirmations(store, args.session)
     doc["confirmed"] = [{"trial_id": k, **{f: v[f] for f in ("median_ms", "session_ms", "runs", "cv", "verdict",

@@ -28,7 +28,7 @@ from typing import Any
 
 from tunelab.core.errors import StoreError, TunelabError
 from tunelab.core.store.database import Store
-from tunelab.core.trust.confirm import confirmations
+from tunelab.core.trust.confirmed import confirmations
 
 SCHEDULE_FORMAT = 1
 FORMATS = ("schedule", "tvmscript", "library", "database")
@@ -68,7 +68,7 @@ def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, 
     A file of an earlier export at one of those paths is a TunelabError unless ``force``; so is an
     ``out_dir`` that is a file or cannot be written (checked before anything is built)."""
     import tvm
-    from tunelab.core.session.loop import space_for_task
+    from tunelab.core.search.space.factory import space_for_task
     from tunelab.core.target.info import target_from_json
     from tvm.s_tir import meta_schedule as ms
 

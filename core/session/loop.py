@@ -25,32 +25,20 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from tunelab.core.errors import SpaceError, StoreError, TargetError, TunelabError
+from tunelab.core.errors import Cancelled, SpaceError, StoreError, TargetError, TunelabError
 from tunelab.core.records import MeasureOptions, NewTrial, SessionRecord, SessionSpec, TrialRecord
 from tunelab.core.search.costmodel import CostModel, spearman
 from tunelab.core.search.space.base import SearchSpace, config_key
+from tunelab.core.search.space.factory import make_space, space_for_session, space_for_task, task_space
 from tunelab.core.search.space.tvm_context import InvalidSchedule
 from tunelab.core.search.tuners.base import Observation
 from tunelab.core.search.tuners.registry import get_tuner_class, make_tuner, resolve_options
 from tunelab.core.store.database import Store, session_write_patience
 from tunelab.core.target.info import TargetInfo, resolve_target, target_from_json
-from tunelab.core.workloads.catalog import get_workload
+from tunelab.core.workloads.catalog import format_shape, get_workload
 
 PAUSED_HEARTBEAT_S = 30.0  # a paused session still marks itself alive (tunelab.core.store.database.HEARTBEAT_STALE_S)
 MAX_REJECTED_ASKS = 20  # ask rounds in a row that yield only invalid or known configs: the space is spent
-
-
-def make_space(workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo, kind: str,
-               data: dict[str, Any] | None = None) -> SearchSpace:
-    if kind == "template":
-        from tunelab.core.search.space.template import TemplateSpace
-
-        return TemplateSpace(workload, shape, dtype, target, data)
-    if kind == "auto":
-        from tunelab.core.search.space.auto import AutoSpace
-
-        return AutoSpace(workload, shape, dtype, target, data)
-    raise SpaceError(f"unknown space {kind!r}; choose template or auto")
 
 
 def validate_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo, SearchSpace]:
@@ -117,18 +105,9 @@ def extra_shapes(workload: Any, shape: dict[str, int], shapes: Any) -> list[dict
     seen = [shape]
     for other in parsed:
         if other in seen:
-            raise TunelabError(f"shape {_shape_text(other)} is listed twice")
+            raise TunelabError(f"shape {format_shape(other)} is listed twice")
         seen.append(other)
     return parsed
-
-
-def task_space(workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo, kind: str,
-               data: dict[str, Any] | None) -> SearchSpace:
-    """The space for another shape of the session: the same edits (they must fit that shape)."""
-    try:
-        return make_space(workload, shape, dtype, target, kind, data)
-    except SpaceError as exc:
-        raise SpaceError(f"for shape {_shape_text(shape)}: {exc}") from None
 
 
 def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None = None) -> TuningSession:
@@ -146,7 +125,7 @@ def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None =
     self_check(target)  # a target whose kernels die here is refused before anything is stored
     others = extra_shapes(workload, shape, spec.shapes)
     other_spaces = [task_space(workload, s, dtype, target, spec.space_kind, spec.space) for s in others]
-    name = spec.name or f"{workload.name} {_shape_text(shape)}" + (f" +{len(others)} shapes" if others else "")
+    name = spec.name or f"{workload.name} {format_shape(shape)}" + (f" +{len(others)} shapes" if others else "")
     spec = replace(spec, shape=shape, shapes=tuple(others), dtype=dtype, name=name)
     space_json = space.to_json()
     if other_spaces:
@@ -174,33 +153,6 @@ def _fail_fast_reason(tasks: list[Any], limit: int, before: int, after: int) -> 
     return f"the first {limit} trials all failed with {classes.pop()}: {sample}"
 
 
-def _shape_text(shape: dict[str, int]) -> str:
-    return ",".join(f"{k}={v}" for k, v in shape.items())
-
-
-def _space_data(kind: str, data: dict[str, Any]) -> dict[str, Any]:
-    drop = {"task_spaces"} if kind == "template" else {"task_spaces", "sketches"}
-    return {k: v for k, v in data.items() if k not in drop}
-
-
-def space_for_session(record: SessionRecord) -> SearchSpace:
-    """Rebuild the exact space a stored session tuned for its primary shape (resume, export, views)."""
-    workload = get_workload(record.workload, record.custom_source)
-    target = target_from_json(record.target)
-    return make_space(workload, record.shape, record.dtype, target, record.space_kind,
-                      _space_data(record.space_kind, record.space))
-
-
-def space_for_task(record: SessionRecord, task: Any) -> SearchSpace:
-    """The space of one stored task (a TaskRecord) of a session."""
-    if task.index == 0:
-        return space_for_session(record)
-    workload = get_workload(record.workload, record.custom_source)
-    target = target_from_json(record.target)
-    data = record.space.get("task_spaces", [])[task.index - 1]
-    return make_space(workload, task.shape, record.dtype, target, record.space_kind, _space_data(record.space_kind, data))
-
-
 class TuningSession:
     """Runs one stored session. Create with `create_session`, or `TuningSession(store, id)` to resume."""
 
@@ -221,6 +173,8 @@ class TuningSession:
         self.first_rejection: str | None = None  # why the first of them was rejected
         self.on_trial: list[Callable[[TrialRecord], None]] = []
         self.on_stage: list[Callable[[str], None]] = []  # what the session does besides trials, in words
+        # Run, in order, when the session finished (before its status says so); see _before_finish.
+        self.before_finish: list[Callable[[TuningSession], None]] = []
         self.confirmations: list[dict[str, Any]] = []  # the reports of tunelab.core.trust.confirm once finished
         self.crash: str | None = None  # "Type: message" of what ended the last run as crashed
 
@@ -392,28 +346,34 @@ class TuningSession:
                 for task in tasks:
                     task.close()
                 if final_status == "finished":
-                    self._confirm()
+                    self._before_finish()
                 if final_status not in ("crashed", "failed"):
                     self.store.set_status(self.session_id, final_status)
             finally:
                 self.store.write_patience_s, self.store.on_lock_wait = saved_patience, saved_on_wait
 
+    def cancel_requested(self) -> bool:
+        """True once cancel() was called (steps that run long, such as a confirmation, poll it)."""
+        return self._cancel.is_set()
+
+    def report_stage(self, text: str) -> None:
+        """Tell the on_stage listeners what the session does besides trials, in words."""
+        self._stage(text)
+
     def _stage(self, text: str) -> None:
         for callback in self.on_stage:
             callback(text)
 
-    def _confirm(self) -> None:
-        """Re-measure the winners in fresh processes (tunelab.core.trust.confirm); never changes how the session ended."""
-        from tunelab.core.trust.confirm import confirm_session
-        from tunelab.core.trust.validate import ValidationCancelled
-
-        try:
-            self.confirmations = confirm_session(self.store, self.session_id, is_cancelled=self._cancel.is_set,
-                                                 on_stage=self._stage)
-        except ValidationCancelled:
-            self._stage("confirmation stopped; the session's own figures stand")
-        except Exception as exc:  # a failed confirmation is reported, the tuned results are kept
-            self._stage(f"confirmation failed ({type(exc).__name__}: {exc}); the session's own figures stand")
+    def _before_finish(self) -> None:
+        """The steps a caller added to a session that finished (core.usecases.tuning adds the
+        confirmation of its winners in fresh processes); none changes how the session ended."""
+        for step in self.before_finish:
+            try:
+                step(self)
+            except Cancelled:
+                self._stage("confirmation stopped; the session's own figures stand")
+            except Exception as exc:  # a failed step is reported, the tuned results are kept
+                self._stage(f"confirmation failed ({type(exc).__name__}: {exc}); the session's own figures stand")
 
     def _cool_down(self, sampler: Any, limit_s: float) -> str | None:
         """Wait (up to `limit_s`) while the machine is hot or busy; the reason if it stays so."""

@@ -390,8 +390,8 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
     """
     import tvm_ffi
     from tunelab.core.measure.runner import Measurer
+    from tunelab.core.search.space.factory import space_for_session
     from tunelab.core.search.space.tvm_context import InvalidSchedule
-    from tunelab.core.session.loop import space_for_session
     from tunelab.core.target.info import target_from_json
 
     record = store.session(session_id)

@@ -156,7 +156,7 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
     if tasks and not 0 <= task < len(tasks):
         raise TunelabError(f"session {session_id} tunes {len(tasks)} shape(s); --task must be 0..{len(tasks) - 1}")
 
-    from tunelab.core.session.loop import space_for_session
+    from tunelab.core.search.space.factory import space_for_session
 
     _refuse_foreign_target(rec.target, f"session {session_id}")  # before any of its workload's code runs
     if shapes is not None:
@@ -182,7 +182,7 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
     trials.sort(key=lambda t: (t.latency_ms, t.id))
     stamps = store.trial_telemetry(session_id)
     if chosen is not None and chosen.index > 0:
-        from tunelab.core.session.loop import space_for_task
+        from tunelab.core.search.space.factory import space_for_task
 
         space = space_for_task(rec, chosen)
     else:
@@ -191,7 +191,7 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
         raise TunelabError(f"validate against 'confirmed' or 'session' figures, not {against!r}")
     confirmed = {}
     if against == "confirmed":
-        from tunelab.core.trust.confirm import confirmations
+        from tunelab.core.trust.confirmed import confirmations
 
         confirmed = confirmations(store, session_id)
     items = [_item_of(t, confirmed.get(t.id), _compact_stamp(stamps.get(t.id)), space,

@@ -22,7 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def make_store(path: Path) -> None:
     from tunelab.core.records import MeasureOptions, SessionSpec
-    from tunelab.core.session.loop import create_session
+    from tunelab.core.session.loop import create_session as _create
+    from tunelab.core.usecases.tuning import confirm_when_finished
+
+    def create_session(store, spec):  # sessions as the command line runs them: winners confirmed
+        return confirm_when_finished(_create(store, spec))
     from tunelab.core.store.database import Store
 
     measure = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=0, confirm_runs=2)

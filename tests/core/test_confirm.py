@@ -14,8 +14,10 @@ from tunelab.core.export.files import export_trial
 from tunelab.core.records import MeasureOptions
 from tunelab.core.session.loop import create_session
 from tunelab.core.store.database import Store
-from tunelab.core.trust.confirm import CONFIRM_PURPOSE, confirm_session, confirmations
+from tunelab.core.trust.confirm import confirm_session
+from tunelab.core.trust.confirmed import CONFIRM_PURPOSE, confirmations
 from tunelab.core.trust.validate import validate_session, worker_processes
+from tunelab.core.usecases.tuning import confirm_when_finished
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +29,7 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
     # two shapes (tasks): each gets its own confirmation
     spec = small_spec(shape={"M": 64, "N": 64, "K": 64}, shapes=({"M": 32, "N": 64, "K": 64},), trials=8, batch=4,
                       measure=CONFIRMING)
-    session = create_session(store, spec)
+    session = confirm_when_finished(create_session(store, spec))
     stages: list[str] = []
     session.on_stage.append(stages.append)
     trials = list(session.run())
@@ -108,7 +110,8 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
 
 def test_confirmation_off_and_bad_counts(tmp_path):
     store = Store(tmp_path / "t.sqlite")
-    session = create_session(store, small_spec(trials=4, measure=replace(CONFIRMING, confirm_runs=0)))
+    session = confirm_when_finished(create_session(store, small_spec(trials=4, measure=replace(CONFIRMING,
+                                                                                         confirm_runs=0))))
     list(session.run())
     assert session.confirmations == [] and store.validations(session.session_id) == []
     assert confirm_session(store, session.session_id) == []  # the session's own options: off
@@ -122,7 +125,8 @@ def test_confirmation_off_and_bad_counts(tmp_path):
 
 def test_cancel_during_confirmation_keeps_the_session_finished(tmp_path):
     store = Store(tmp_path / "t.sqlite")
-    session = create_session(store, small_spec(trials=4, measure=replace(CONFIRMING, confirm_runs=4)))
+    session = confirm_when_finished(create_session(store, small_spec(trials=4, measure=replace(CONFIRMING,
+                                                                                         confirm_runs=4))))
     # the stage callback runs just before the fresh processes start: stop there
     session.on_stage.append(lambda text: session.cancel() if text.startswith("confirming") else None)
     stages: list[str] = []

@@ -10,8 +10,8 @@ import shutil
 
 import numpy as np
 import pytest
+from tunelab.core.search.space.factory import make_space
 from tunelab.core.search.space.tvm_context import InvalidSchedule
-from tunelab.core.session.loop import make_space
 from tunelab.core.target.info import cuda_available, resolve_target
 from tunelab.core.workloads.catalog import get_workload
 

@@ -142,7 +142,7 @@ def test_session_report_interleaves_fresh_processes(tuned):
 
 def test_a_schedule_that_fails_in_its_worker_is_regressed(tuned):
     """A real failure inside the worker processes: the session's 64^3 kernel given 64x32 inputs."""
-    from tunelab.core.session.loop import space_for_session
+    from tunelab.core.search.space.factory import space_for_session
     from tunelab.core.trust import validate as v
 
     path, sid = tuned

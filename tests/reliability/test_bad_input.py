@@ -335,7 +335,8 @@ def test_a_space_that_rejects_every_config_is_refused_before_storing(tmp_path):
 
 
 def test_a_stored_session_whose_configs_are_all_rejected_exits_non_zero(tmp_path):
-    from tunelab.core.session.loop import create_session, make_space
+    from tunelab.core.search.space.factory import make_space
+    from tunelab.core.session.loop import create_session
     from tunelab.core.target.info import resolve_target
     from tunelab.core.workloads.catalog import get_workload
 
