@@ -23,3 +23,12 @@ class TargetError(TunelabError):
 
 class StoreError(TunelabError):
     """Missing or corrupt database, unknown session or trial."""
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """`value` as an error message quotes it: its repr (line breaks escaped, so the message stays one
+    line) cut to about `limit` characters (a pasted page must not come back as the message)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return text[: limit - 4] + ("...'" if isinstance(value, str) else "...")

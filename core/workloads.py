@@ -42,7 +42,7 @@ import numpy as np
 import tvm
 from tvm import te
 
-from core.errors import WorkloadError
+from core.errors import WorkloadError, shown
 
 __all__ = [
     "Param",
@@ -88,7 +88,7 @@ def _prod(values) -> int:
 def _int_value(wl_name: str, key: str, value: Any) -> int:
     """One parameter value as an int, or WorkloadError."""
     if isinstance(value, bool):
-        raise WorkloadError(f"{wl_name}: shape parameter '{key}' must be an integer, got {value!r}")
+        raise WorkloadError(f"{wl_name}: shape parameter '{key}' must be an integer, got {shown(value)}")
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
@@ -96,8 +96,11 @@ def _int_value(wl_name: str, key: str, value: Any) -> int:
     if isinstance(value, str):
         text = value.strip()
         if re.fullmatch(r"[+-]?\d+", text):
-            return int(text)
-    raise WorkloadError(f"{wl_name}: shape parameter '{key}' must be an integer, got {value!r}")
+            try:
+                return int(text)
+            except ValueError:  # Python refuses to convert more than 4300 digits
+                raise WorkloadError(f"{wl_name}: shape parameter '{key}' has {len(text)} digits, far too many") from None
+    raise WorkloadError(f"{wl_name}: shape parameter '{key}' must be an integer, got {shown(value)}")
 
 
 class Workload:
@@ -136,7 +139,7 @@ class Workload:
                     m = _SHAPE_ITEM.match(item)
                     if m is None:
                         raise WorkloadError(
-                            f"{self.name}: cannot read shape item {item.strip()!r}; write NAME=VALUE pairs "
+                            f"{self.name}: cannot read shape item {shown(item.strip())}; write NAME=VALUE pairs "
                             f"separated by commas (parameters are {', '.join(self.param_names)}) or a preset name"
                             + (f" ({', '.join(self.presets)})" if self.presets else "")
                         )
@@ -154,7 +157,7 @@ class Workload:
         for key, value in given.items():
             if key not in shape:
                 raise WorkloadError(
-                    f"{self.name}: shape parameter '{key}' is unknown; parameters are {', '.join(self.param_names)}"
+                    f"{self.name}: shape parameter {shown(key)} is unknown; parameters are {', '.join(self.param_names)}"
                 )
             shape[key] = _int_value(self.name, key, value)
         for p in self.params:
@@ -177,7 +180,7 @@ class Workload:
             return self.dtypes[0]
         dt = str(dtype).strip()
         if dt not in self.dtypes:
-            raise WorkloadError(f"{self.name}: dtype '{dt}' is not supported; choose one of {', '.join(self.dtypes)}")
+            raise WorkloadError(f"{self.name}: dtype {shown(dt)} is not supported; choose one of {', '.join(self.dtypes)}")
         return dt
 
     # ---- TVM --------------------------------------------------------------------------------------------
@@ -741,7 +744,7 @@ def get_workload(name: str, custom_source: str | None = None) -> Workload:
     wl = WORKLOADS.get(key)
     if wl is None:
         known = ", ".join([*WORKLOADS, CUSTOM_NAME])
-        raise WorkloadError(f"unknown workload '{key}'; known workloads are {known}")
+        raise WorkloadError(f"unknown workload {shown(key)}; known workloads are {known}")
     return wl
 
 
