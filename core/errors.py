@@ -47,3 +47,12 @@ class SessionBusyError(StoreError):
 
 class StoreLockedError(StoreFailure):
     """Another process held the database's write lock for longer than this process would wait."""
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """`value` as an error message quotes it: its repr (line breaks escaped, so the message stays one
+    line) cut to about `limit` characters (a pasted page must not come back as the message)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return text[: limit - 4] + ("...'" if isinstance(value, str) else "...")

@@ -162,7 +162,10 @@ def _checked(where: str, value: Any, kind: str) -> Any:
     if not ok:
         wanted = _TYPE_WORDS[kind] + (" or null" if optional else "")
         raise TunelabError(f"{where} must be {wanted}, not {_type_name(value)}")
-    return copy.deepcopy(value)
+    try:
+        return copy.deepcopy(value)
+    except RecursionError:  # what json.load still reads is deeper than deepcopy can go
+        raise TunelabError(f"{where} is nested too deeply") from None
 
 
 @dataclass(frozen=True)

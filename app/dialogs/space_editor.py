@@ -47,6 +47,8 @@ def _parse(text: str) -> tuple[Any, str | None]:
         return json.loads(text), None
     except json.JSONDecodeError as exc:
         return None, f"not JSON: {exc.msg} at column {exc.colno}"
+    except RecursionError:
+        return None, "nested too deeply"
 
 
 class _KnobRow:

@@ -228,6 +228,8 @@ def _options(items: list[str]) -> dict[str, Any]:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
+        except RecursionError:
+            raise TunelabError(f"--tuner-option {key}: the value is nested too deeply") from None
     return out
 
 
@@ -442,6 +444,8 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
             space_data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise TunelabError(f"space file {args.space_file} is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise TunelabError(f"space file {args.space_file} is nested too deeply to be a search space") from None
     measure = MeasureOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                              warmup=args.warmup, timeout_s=args.timeout, cache_flush=args.cache_flush,
                              check_correctness=not args.no_check, target_cv=args.target_cv,
@@ -480,6 +484,8 @@ def _load_spec(path: str) -> Any:
         raise TunelabError(f"cannot read spec file {path}: {exc.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TunelabError(f"spec file {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise TunelabError(f"spec file {path} is nested too deeply to be a session spec") from None
     try:
         return SessionSpec.from_json(data)
     except TunelabError as exc:

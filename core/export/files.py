@@ -206,17 +206,75 @@ def load_schedule_file(path: str | os.PathLike[str], *, trust_custom: bool = Fal
         raise TunelabError(f"cannot read schedule file {path}: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TunelabError(f"schedule file {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise TunelabError(f"schedule file {path} is not a schedule: it is nested too deeply") from None
     if not isinstance(doc, dict) or doc.get("tunelab_schedule") != SCHEDULE_FORMAT:
         raise TunelabError(f"{path} is not a tunelab schedule file (format {SCHEDULE_FORMAT})")
     for key in ("workload", "shape", "dtype", "target", "trace"):
         if key not in doc:
             raise TunelabError(f"schedule file {path} has no {key!r}")
-    if not isinstance(doc["shape"], dict) or not isinstance(doc["target"], dict):
-        raise TunelabError(f"schedule file {path}: 'shape' and 'target' must be JSON objects")
+    # What the readers (schedule_from_file, tunelab.core.trust.validate) take from the file, by type.
+    for key, kinds, words in (("workload", str, "a string"), ("dtype", str, "a string"),
+                              ("shape", dict, "an object"), ("target", dict, "an object"),
+                              ("custom_source", (str, type(None)), "a string or null"),
+                              ("config", (dict, type(None)), "an object or null"),
+                              ("stats", (dict, type(None)), "an object or null"),
+                              ("session", (dict, type(None)), "an object or null")):
+        if not isinstance(doc.get(key), kinds):
+            raise TunelabError(f"schedule file {path}: {key!r} must be {words}")
+    problem = _trace_problem(doc["trace"])
+    if problem:
+        raise TunelabError(f"schedule file {path}: {problem}")
     if doc.get("custom_source") is not None and not trust_custom:
         raise TunelabError(f"schedule file {path} carries the code of a custom workload (custom_source), which "
                            f"would run in this process; read it, then pass --trust-custom to run it")
     return doc
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _has_null(value: Any) -> bool:
+    stack = [value]  # not recursive: json.loads reads nesting deeper than Python's recursion limit allows here
+    while stack:
+        item = stack.pop()
+        if item is None:
+            return True
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return False
+
+
+def _trace_problem(trace: Any) -> str:
+    """Why a trace's JSON must not reach TVM's replay, or "". TVM checks most of a trace itself and raises,
+    but a few malformed ones crash the process instead (SIGSEGV, SIGFPE, abort): a null attribute or
+    decision, a decision for an instruction that does not exist, a zero tile factor."""
+    if not (isinstance(trace, list) and len(trace) == 2 and all(isinstance(part, list) for part in trace)):
+        return "the trace must be a list of two lists (instructions, decisions)"
+    insts, decisions = trace
+    for i, inst in enumerate(insts):
+        if not (isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str)
+                and all(isinstance(part, list) for part in inst[1:]) and all(isinstance(o, str) for o in inst[3])):
+            return f"instruction {i} of the trace is not [kind, inputs, attributes, outputs]"
+        if _has_null(inst[2]):
+            return f"instruction {i} of the trace ({inst[0][:40]}) has a null attribute"
+    for entry in decisions:
+        if not (isinstance(entry, list) and len(entry) == 2 and _is_int(entry[0]) and 0 <= entry[0] < len(insts)):
+            return f"a decision of the trace is not [instruction index, value] for one of its {len(insts)} instructions"
+        index, value = entry
+        kind, _, attrs, _ = insts[index]
+        if _has_null(value):
+            return f"the decision for instruction {index} of the trace is null"
+        if kind == "SamplePerfectTile" and not (isinstance(value, list) and value
+                                                and all(_is_int(f) and f >= 1 for f in value)):
+            return f"the decision for instruction {index} (SamplePerfectTile) must be a list of positive integers"
+        if kind == "SampleCategorical" and not (_is_int(value) and attrs and isinstance(attrs[0], list)
+                                                and 0 <= value < len(attrs[0])):
+            return f"the decision for instruction {index} (SampleCategorical) must be the index of a candidate"
+    return ""
 
 
 def schedule_from_file(path: str | os.PathLike[str], *, trust_custom: bool = False) -> tuple[dict[str, Any], Any]:

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from tunelab.core.errors import TargetError
+from tunelab.core.errors import TargetError, shown
 
 # Limits VerifyGPUCode checks; used when no GPU is present to read them from (compile-only).
 _DEFAULT_CUDA = {
@@ -93,6 +93,12 @@ def _mattr(data: dict[str, Any]) -> tuple[str, ...]:
     return tuple(str(m).strip() for m in mattr if str(m).strip())
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of a TVM error (what it says is wrong), cut short; its type when it says nothing."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[0].strip()[:240] if lines else type(exc).__name__
+
+
 def _llvm_runnable(data: dict[str, Any]) -> tuple[str, str]:
     """(why this host cannot run kernels for an llvm target, or ""; its ISA level)."""
     from tunelab.core.target.host_cpu import host_cpu, isa_level, llvm_features, missing_features
@@ -107,10 +113,10 @@ def _llvm_runnable(data: dict[str, Any]) -> tuple[str, str]:
         missing = missing_features(mcpu, mattr, host)
         isa = isa_level(llvm_features(mcpu, mattr, host.arch), host.arch)
     except Exception as exc:  # TVM rejected the mcpu or mattr
-        return f"LLVM rejects mcpu {mcpu!r}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", "?"
+        return f"LLVM rejects mcpu {shown(mcpu)}: {_first_line(exc)}", "?"
     if missing:
-        shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
-        return (f"kernels built for {mcpu} need {shown}, which this CPU lacks (/proc/cpuinfo)"), isa
+        needed = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+        return (f"kernels built for {mcpu} need {needed}, which this CPU lacks (/proc/cpuinfo)"), isa
     return "", isa
 
 
@@ -146,11 +152,13 @@ def resolve_target(spec: str | dict | None) -> TargetInfo:
         if text in ("cuda", "gpu"):
             return cuda_target()
         if not text.startswith("{"):
-            raise TargetError(f"unknown target {spec!r}; use auto, llvm, cuda or a JSON target dict")
+            raise TargetError(f"unknown target {shown(spec)}; use auto, llvm, cuda or a JSON target dict")
         try:
             spec = json.loads(text)
         except json.JSONDecodeError as exc:
             raise TargetError(f"target is not valid JSON: {exc.msg} at column {exc.colno}") from None
+        except RecursionError:
+            raise TargetError("target is not valid JSON: it is nested too deeply") from None
     if not isinstance(spec, dict) or spec.get("kind") not in ("llvm", "cuda"):
         raise TargetError("a JSON target needs \"kind\": \"llvm\" or \"cuda\"")
     base = llvm_target() if spec["kind"] == "llvm" else cuda_target()
@@ -162,14 +170,16 @@ def resolve_target(spec: str | dict | None) -> TargetInfo:
 
         tvm.target.Target(merged)
     except Exception as exc:
-        raise TargetError(f"TVM rejects target {json.dumps(spec)}: {str(exc).splitlines()[0]}") from None
+        typed = json.dumps(spec)
+        typed = typed if len(typed) <= 120 else typed[:116] + " ..."
+        raise TargetError(f"TVM rejects target {typed}: {_first_line(exc)}") from None
     if base.kind == "cuda":
         return TargetInfo(base.kind, merged, base.device_type, base.description, base.can_run)
     from tunelab.core.target.host_cpu import host_cpu, is_valid_cpu
 
     mcpu = str(merged.get("mcpu") or "generic")
     if mcpu != "generic" and not is_valid_cpu(mcpu, host_cpu().arch) and not merged.get("mtriple"):
-        raise TargetError(f"LLVM knows no CPU {mcpu!r} for this {host_cpu().arch} host; "
+        raise TargetError(f"LLVM knows no CPU {shown(mcpu)} for this {host_cpu().arch} host; "
                           f"leave mcpu out to use the detected {base.json['mcpu']}")
     why_not, isa = _llvm_runnable(merged)
     if why_not:

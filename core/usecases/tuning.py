@@ -1,6 +1,6 @@
 """Tuning as a person asks for it: a session whose winners are confirmed in fresh processes when it finishes.
 
-The session loop (core.session) knows nothing of confirmation, which lives a layer above it
+The session loop (tunelab.core.session.loop) knows nothing of confirmation, which lives a layer above it
 (core.trust): this use case joins them, for the command line and, through it, the desktop app.
 """
 

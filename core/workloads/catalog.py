@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 import tvm
-from tunelab.core.errors import WorkloadError
+from tunelab.core.errors import WorkloadError, shown
 from tvm import te
 
 __all__ = [
@@ -97,7 +97,7 @@ def _prod(values) -> int:
 def _int_value(wl_name: str, key: str, value: Any) -> int:
     """One parameter value as an int, or WorkloadError."""
     if isinstance(value, bool):
-        raise WorkloadError(f"{wl_name}: shape parameter '{key}' must be an integer, got {value!r}")
+        raise WorkloadError(f"{wl_name}: shape parameter '{key}' must be an integer, got {shown(value)}")
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
@@ -110,7 +110,7 @@ def _int_value(wl_name: str, key: str, value: Any) -> int:
             except ValueError:  # more digits than Python converts
                 raise WorkloadError(f"{wl_name}: shape parameter '{key}' has {len(text)} digits; "
                                     f"that is no size") from None
-    raise WorkloadError(f"{wl_name}: shape parameter '{key}' must be an integer, got {value!r}")
+    raise WorkloadError(f"{wl_name}: shape parameter '{key}' must be an integer, got {shown(value)}")
 
 
 class Workload:
@@ -155,7 +155,7 @@ class Workload:
                     m = _SHAPE_ITEM.match(item)
                     if m is None:
                         raise WorkloadError(
-                            f"{self.name}: cannot read shape item {item.strip()!r}; write NAME=VALUE pairs "
+                            f"{self.name}: cannot read shape item {shown(item.strip())}; write NAME=VALUE pairs "
                             f"separated by commas (parameters are {', '.join(self.param_names)}) or a preset name"
                             + (f" ({', '.join(self.presets)})" if self.presets else "")
                         )
@@ -173,7 +173,7 @@ class Workload:
         for key, value in given.items():
             if key not in shape:
                 raise WorkloadError(
-                    f"{self.name}: shape parameter '{key}' is unknown; parameters are {', '.join(self.param_names)}"
+                    f"{self.name}: shape parameter {shown(key)} is unknown; parameters are {', '.join(self.param_names)}"
                 )
             shape[key] = _int_value(self.name, key, value)
         missing = [p for p in self.param_names if p not in given]
@@ -206,7 +206,7 @@ class Workload:
             return self.dtypes[0]
         dt = str(dtype).strip()
         if dt not in self.dtypes:
-            raise WorkloadError(f"{self.name}: dtype '{dt}' is not supported; choose one of {', '.join(self.dtypes)}")
+            raise WorkloadError(f"{self.name}: dtype {shown(dt)} is not supported; choose one of {', '.join(self.dtypes)}")
         return dt
 
     # ---- TVM --------------------------------------------------------------------------------------------
@@ -791,7 +791,7 @@ def get_workload(name: str, custom_source: str | None = None) -> Workload:
     wl = WORKLOADS.get(key)
     if wl is None:
         known = ", ".join([*WORKLOADS, CUSTOM_NAME])
-        raise WorkloadError(f"unknown workload '{key}'; known workloads are {known}")
+        raise WorkloadError(f"unknown workload {shown(key)}; known workloads are {known}")
     return wl
 
 

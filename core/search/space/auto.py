@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 import numpy as np
-from tunelab.core.errors import SpaceError
+from tunelab.core.errors import SpaceError, shown
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace, divisors
 from tunelab.core.search.space.tvm_context import InvalidSchedule, light_tune_context, schedule_features
@@ -64,8 +64,14 @@ def _int_list(name: str, key: str, value: Any, lo: int, hi: int) -> list[int]:
 
 def _int(name: str, key: str, value: Any, lo: int, hi: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise SpaceError(f"rule {name}: {key} must be an integer between {lo} and {hi}, not {value!r}")
+        raise SpaceError(f"rule {name}: {key} must be an integer between {lo} and {hi}, not {shown(value)}")
     return value
+
+
+def _last_line(exc: BaseException) -> str:
+    """The last line of a TVM error (where it says what is wrong), or its type when it says nothing."""
+    lines = str(exc).strip().splitlines()
+    return lines[-1][:300] if lines else type(exc).__name__
 
 
 def validate_rules(data: dict[str, Any], target_kind: str) -> list[dict[str, Any]]:
@@ -77,19 +83,22 @@ def validate_rules(data: dict[str, Any], target_kind: str) -> list[dict[str, Any
     cleaned = []
     for rule in data["rules"]:
         name = rule.get("name") if isinstance(rule, dict) else None
-        if name not in defaults:
-            raise SpaceError(f"unknown sketch rule {name!r} for {target_kind}; rules are {sorted(defaults)}")
+        if not isinstance(name, str) or name not in defaults:
+            raise SpaceError(f"unknown sketch rule {shown(name)} for {target_kind}; rules are {sorted(defaults)}")
         if name in seen:
             raise SpaceError(f"sketch rule {name} is listed twice")
         seen.add(name)
-        params = {**defaults[name]["params"], **(rule.get("params") or {})}
+        given = rule.get("params") or {}
+        if not isinstance(given, dict):
+            raise SpaceError(f"rule {name}: params must be a JSON object of limits, not {shown(given)}")
+        params = {**defaults[name]["params"], **given}
         unknown = set(params) - set(defaults[name]["params"])
         if unknown:
-            raise SpaceError(f"rule {name}: unknown limit(s) {sorted(unknown)}; limits are {sorted(defaults[name]['params'])}")
+            raise SpaceError(f"rule {name}: unknown limit(s) {shown(sorted(unknown), 120)}; limits are {sorted(defaults[name]['params'])}")
         for key, value in params.items():
             if key == "structure":
                 if value not in STRUCTURES[target_kind]:
-                    raise SpaceError(f"rule {name}: structure {value!r} is not one of {list(STRUCTURES[target_kind])}")
+                    raise SpaceError(f"rule {name}: structure {shown(value)} is not one of {list(STRUCTURES[target_kind])}")
             elif key in ("unroll_max_steps", "thread_extents"):
                 _int_list(name, key, value, 0 if key == "unroll_max_steps" else 1, 4096)
             elif key == "shared_staging":
@@ -261,7 +270,7 @@ class AutoSpace(SearchSpace):
         try:
             spaces = self.context.generate_design_space()
         except Exception as exc:
-            raise SpaceError(f"MetaSchedule could not derive sketches with these rules: {str(exc).splitlines()[-1]}") from None
+            raise SpaceError(f"MetaSchedule could not derive sketches with these rules: {_last_line(exc)}") from None
         if not spaces:
             raise SpaceError("the enabled rules derive no sketch for this compute")
         self.sketches = [Sketch(s.trace) for s in spaces[:MAX_SKETCHES]]
@@ -349,14 +358,14 @@ class AutoSpace(SearchSpace):
             raise SpaceError("an auto-space config is {\"sketch\": i, \"decisions\": [...]}")
         i = config["sketch"]
         if not isinstance(i, int) or not 0 <= i < len(self.sketches):
-            raise SpaceError(f"sketch {i!r} does not exist; the space has {len(self.sketches)} sketch(es)")
+            raise SpaceError(f"sketch {shown(i)} does not exist; the space has {len(self.sketches)} sketch(es)")
         sketch = self.sketches[i]
         decisions = config["decisions"]
         if not isinstance(decisions, list) or len(decisions) != len(sketch.insts):
             raise SpaceError(f"sketch {i} takes {len(sketch.insts)} decisions")
         for pos, (value, cands) in enumerate(zip(decisions, sketch.candidates, strict=True)):
             if cands is not None and value not in cands:
-                raise SpaceError(f"sketch {i}, decision {pos} ({sketch.insts[pos].kind.name}): {value!r} is not allowed")
+                raise SpaceError(f"sketch {i}, decision {pos} ({sketch.insts[pos].kind.name}): {shown(value)} is not allowed")
 
     def schedule(self, config: Config) -> Any:
         self.validate_config(config)

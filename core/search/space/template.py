@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tunelab.core.errors import SpaceError
+from tunelab.core.errors import SpaceError, shown
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace, divisors
 from tunelab.core.search.space.tvm_context import (
@@ -180,7 +180,7 @@ class TemplateSpace(SearchSpace):
             if name not in config:
                 raise SpaceError(f"config has no value for knob {name!r}")
             if config[name] not in knob["candidates"]:
-                raise SpaceError(f"knob {name!r}: {config[name]!r} is not one of its candidates")
+                raise SpaceError(f"knob {name!r}: {shown(config[name])} is not one of its candidates")
 
     # ---- TVM --------------------------------------------------------------------------------
     def schedule(self, config: Config) -> Any:
@@ -261,14 +261,14 @@ def validate_template(data: dict[str, Any], axes: list[Axis], target_kind: str) 
         raise SpaceError("a template space is a JSON object with a \"knobs\" list")
     by_axis = {a.name: a for a in axes}
     knobs = data["knobs"]
-    names = [k.get("name") for k in knobs if isinstance(k, dict)]
+    names = [k["name"] for k in knobs if isinstance(k, dict) and isinstance(k.get("name"), str)]
     if len(names) != len(knobs):
-        raise SpaceError("every knob must be a JSON object with a name")
+        raise SpaceError("every knob must be a JSON object with a name (a string)")
     required = {f"tile_{a.name}" for a in axes} | {"order", "unroll"}
     required |= {"vectorize", "parallel"} if target_kind == "llvm" else {"shared", "local"}
     if set(names) != required or len(set(names)) != len(names):
         missing, extra = sorted(required - set(names)), sorted(set(names) - required)
-        raise SpaceError(f"template knobs must be exactly {sorted(required)} (missing {missing}, unexpected {extra})")
+        raise SpaceError(f"template knobs must be exactly {sorted(required)} (missing {missing}, unexpected {shown(extra, 120)})")
     cleaned = []
     for knob in knobs:
         name, cands = knob["name"], knob.get("candidates")
@@ -284,26 +284,26 @@ def validate_template(data: dict[str, Any], axes: list[Axis], target_kind: str) 
             for cand in cands:
                 if (not isinstance(cand, list) or len(cand) != parts - 1
                         or not all(isinstance(f, int) and not isinstance(f, bool) and f >= 1 for f in cand)):
-                    raise SpaceError(f"knob {name!r}: candidate {cand!r} must be a list of {parts - 1} positive integer factor(s)")
+                    raise SpaceError(f"knob {name!r}: candidate {shown(cand)} must be a list of {parts - 1} positive integer factor(s)")
                 if axis.extent % math.prod(cand) != 0:
                     raise SpaceError(
-                        f"knob {name!r}: factors {cand} do not divide axis {axis.name} of extent {axis.extent}")
+                        f"knob {name!r}: factors {shown(cand)} do not divide axis {axis.name} of extent {axis.extent}")
             cleaned.append({"name": name, "type": "split", "axis": axis.name, "parts": parts, "candidates": cands})
         elif name == "order":
             allowed = ORDERS_CPU if target_kind == "llvm" else ORDERS_CUDA
             bad = [c for c in cands if c not in allowed]
             if bad:
-                raise SpaceError(f"knob 'order': {bad[0]!r} is not a loop order; choose from {list(allowed)}")
+                raise SpaceError(f"knob 'order': {shown(bad[0])} is not a loop order; choose from {list(allowed)}")
             cleaned.append({"name": name, "type": "order", "candidates": cands})
         elif name == "unroll":
             bad = [c for c in cands if not isinstance(c, int) or isinstance(c, bool) or not 0 <= c <= 4096]
             if bad:
-                raise SpaceError(f"knob 'unroll': {bad[0]!r} is not an unroll step between 0 and 4096")
+                raise SpaceError(f"knob 'unroll': {shown(bad[0])} is not an unroll step between 0 and 4096")
             cleaned.append({"name": name, "type": "choice", "candidates": cands})
         else:
             bad = [c for c in cands if not isinstance(c, bool)]
             if bad:
-                raise SpaceError(f"knob {name!r}: {bad[0]!r} is not true or false")
+                raise SpaceError(f"knob {name!r}: {shown(bad[0])} is not true or false")
             cleaned.append({"name": name, "type": "choice", "candidates": cands})
     return cleaned
 
