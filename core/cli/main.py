@@ -350,7 +350,7 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             # e.g. the target self-check's child got the group's signal too: not the target's fault
             print(f"tunelab: stopped by {stops.name()} before the session was stored", file=sys.stderr)
             return stops.exit_code
-        from tunelab.core.workloads.catalog import format_shape
+        from tunelab.core.workloads.base import format_shape
 
         default = " (the default shape)" if not spec.shape and shape == workload.default_shape() else ""
         more = f" +{len(spec.shapes)} shapes" if spec.shapes else ""

@@ -35,7 +35,8 @@ from tunelab.core.search.tuners.base import Observation
 from tunelab.core.search.tuners.registry import get_tuner_class, make_tuner, resolve_options
 from tunelab.core.store.database import Store, session_write_patience
 from tunelab.core.target.info import TargetInfo, resolve_target, target_from_json
-from tunelab.core.workloads.catalog import format_shape, get_workload
+from tunelab.core.workloads.base import format_shape
+from tunelab.core.workloads.catalog import get_workload
 
 PAUSED_HEARTBEAT_S = 30.0  # a paused session still marks itself alive (tunelab.core.store.database.HEARTBEAT_STALE_S)
 MAX_REJECTED_ASKS = 20  # ask rounds in a row that yield only invalid or known configs: the space is spent

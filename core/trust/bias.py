@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from tunelab.core.errors import TunelabError
 from tunelab.core.search.costmodel import spearman, topk_recall
-from tunelab.core.workloads.catalog import format_shape
+from tunelab.core.workloads.base import format_shape
 
 BIAS_LIMIT = 0.3  # |mean log residual| above this: biased (exp(0.3) = 1.35)
 RANK_LIMIT = 0.3  # Spearman below this (with enough trials): ranks poorly

@@ -37,7 +37,8 @@ from typing import Any
 
 from tunelab.core.errors import SpaceError, StoreError, TargetError, TunelabError, WorkloadError
 from tunelab.core.records import Config, MeasureOptions
-from tunelab.core.workloads.catalog import format_shape, get_workload
+from tunelab.core.workloads.base import format_shape
+from tunelab.core.workloads.catalog import get_workload
 
 MAX_RATIO = 1.25  # slower than the shape's own tuned schedule by more than this: falls off
 MIN_GFLOPS_FRACTION = 0.5  # below this fraction of the tuned shape's GFLOP/s: falls off

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 import tvm
 from tunelab.core.errors import WorkloadError
-from tunelab.core.workloads.catalog import Param, Workload, estimate_flops, reduction_extent
+from tunelab.core.workloads.base import Param, Workload, estimate_flops, reduction_extent
 from tvm import te
 
 __all__ = ["CustomWorkload", "SUPPORTED_DTYPES", "EXAMPLE_SOURCE", "vet_custom"]

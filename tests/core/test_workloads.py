@@ -6,14 +6,8 @@ import numpy as np
 import pytest
 import tvm
 from tunelab.core.errors import WorkloadError
-from tunelab.core.workloads.catalog import (
-    WORKLOADS,
-    Param,
-    Workload,
-    get_workload,
-    list_workloads,
-    load_custom_workload,
-)
+from tunelab.core.workloads.base import Param, Workload
+from tunelab.core.workloads.catalog import WORKLOADS, get_workload, list_workloads, load_custom_workload
 from tvm.s_tir import Schedule
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})

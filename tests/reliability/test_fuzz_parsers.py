@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
 
 from tunelab.core.errors import TunelabError  # noqa: E402
-from tunelab.core.workloads.catalog import get_workload, list_workloads  # noqa: E402
+from tunelab.core.workloads.catalog import get_workload, list_workloads
 
 WORKLOADS = list_workloads()
 MAX_MESSAGE = 600  # a message is a sentence, not a dump of what was given

@@ -13,7 +13,8 @@ from tunelab.core.errors import SpaceError
 from tunelab.core.records import SessionRecord
 from tunelab.core.search.space.base import SearchSpace
 from tunelab.core.target.info import TargetInfo, target_from_json
-from tunelab.core.workloads.catalog import format_shape, get_workload
+from tunelab.core.workloads.base import format_shape
+from tunelab.core.workloads.catalog import get_workload
 
 
 def make_space(workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo, kind: str,
