@@ -1,6 +1,6 @@
 """What every workload is: named shape parameters, shapes as text, the Workload base class, FLOPs of a TE compute.
 
-The catalog (core.workloads.catalog) and a person's own file (core.workloads.custom) both build on it.
+The catalog (tunelab.core.workloads.catalog) and a person's own file (tunelab.core.workloads.custom) both build on it.
 """
 
 from __future__ import annotations
