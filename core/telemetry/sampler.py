@@ -12,7 +12,7 @@ says so in :attr:`TelemetrySampler.gpu_status`. Sampling never raises into its c
 reading is counted (:attr:`TelemetrySampler.errors`) and sampling goes on.
 
 SQLite and threads: a Store's connection belongs to the thread that opened it, so the sink must never
-use the session's Store. ``TelemetrySampler(sink=StoreSink(db, session_id))`` (tunelab.core.store.database.telemetry_sink)
+use the session's Store. ``TelemetrySampler(sink=StoreSink(db, session_id))`` (tunelab.core.store.telemetry_sink)
 gives a sampler whose sink opens its *own* Store lazily, in the sampler thread, writes each batch in one short
 transaction (WAL + busy timeout make that safe beside the session's writes) and closes it in that same
 thread when the sampler stops.

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from tunelab.core.store.database import BUSY_TIMEOUT_S, WRITE_PATIENCE_ENV, Store
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ No GPU was available when tunelab's telemetry was written, so this trace was not
 device. It is generated, deterministically, in the shape of NVIDIA H200 SXM specifications and of
 what NVML reports on Hopper GPUs: a 700 W power limit, a 1980 MHz maximum SM clock stepping in
 15 MHz bins, HBM3e at a fixed 3201 MHz, 143 771 MiB of memory. Replace it with a real recording
-(``tunelab.core.telemetry.sampler.record_nvml_trace``) when a GPU machine is at hand; the format is the same.
+(``tunelab.core.telemetry.nvml.record_nvml_trace``) when a GPU machine is at hand; the format is the same.
 
 The story, 300 readings 100 ms apart (30 s):
 
