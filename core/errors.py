@@ -7,7 +7,15 @@ a database locked for longer than the busy timeout), exits 3: the input was fine
 
 
 class TunelabError(Exception):
-    """Base for every error with a message for the user (bad input, unless it is a StoreFailure)."""
+    """Base for every error with a message for the user (bad input, unless it is a StoreFailure).
+
+    The message speaks in the engine's terms ("the trial budget must be at least 1"); ``option``
+    names the setting it is about ("trials"), which the CLI shows as its flag and the app as its field.
+    """
+
+    def __init__(self, message: str = "", *, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 class WorkloadError(TunelabError):

@@ -738,7 +738,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tunelab: error: the store failed: {exc}", file=sys.stderr)
         return EXIT_STORE_FAILURE
     except TunelabError as exc:
-        print(f"tunelab: error: {exc}", file=sys.stderr)
+        flag = f"--{exc.option.replace('_', '-')}: " if getattr(exc, "option", None) else ""
+        print(f"tunelab: error: {flag}{exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Cancelled as exc:  # a person stopped it: said, but neither bad input nor a failure
         print(f"tunelab: {exc}", file=sys.stderr)

@@ -57,9 +57,9 @@ def validate_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetIn
         workload.check_memory(s, dtype)
     target = resolve_target(spec.target)
     if spec.trials < 1:
-        raise TunelabError(f"the trial budget must be at least 1, not {spec.trials}")
+        raise TunelabError(f"the trial budget must be at least 1, not {spec.trials}", option="trials")
     if spec.batch < 1:
-        raise TunelabError(f"the batch size must be at least 1, not {spec.batch}")
+        raise TunelabError(f"the batch size must be at least 1, not {spec.batch}", option="batch")
     if spec.early_stop is not None and spec.early_stop < 1:
         raise TunelabError(f"early stopping needs at least 1 trial, not {spec.early_stop}")
     m = spec.measure

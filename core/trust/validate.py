@@ -161,7 +161,8 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
     _refuse_foreign_target(rec.target, f"session {session_id}")  # before any of its workload's code runs
     if shapes is not None:
         if task != 0:
-            raise TunelabError("other shapes carry the session's primary shape over; they cannot be combined with another task")
+            raise TunelabError("other shapes carry the session's primary shape over; they cannot be combined with another task",
+                               option="shapes")
         from tunelab.core.trust.shapes import parse_shapes
         from tunelab.core.workloads.catalog import get_workload
 
@@ -329,9 +330,9 @@ def _drift_text(s: dict[str, Any]) -> str:
 
 def _check_counts(top_k: int, runs: int) -> None:
     if top_k < 1:
-        raise TunelabError(f"the number of schedules to validate must be at least 1, not {top_k}")
+        raise TunelabError(f"the number of schedules to validate must be at least 1, not {top_k}", option="top")
     if runs < 1:
-        raise TunelabError(f"the number of fresh processes must be at least 1, not {runs}")
+        raise TunelabError(f"the number of fresh processes must be at least 1, not {runs}", option="repeats")
 
 
 def _known_options(data: dict[str, Any]) -> dict[str, Any]:
