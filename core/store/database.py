@@ -52,6 +52,7 @@ from tunelab.core.records import (
     TrialRecord,
     VendorBaseline,
 )
+from tunelab.core.stats import median
 from tunelab.core.telemetry.readings import TelemetrySample
 
 APP_ID = "tunelab"
@@ -320,7 +321,7 @@ def _sample_stats(samples: Sequence[float]) -> dict[str, float | None]:
     if not samples:
         return dict.fromkeys(("latency_ms", "mean_ms", "std_ms", "min_ms", "max_ms"))
     return {
-        "latency_ms": float(statistics.median(samples)),
+        "latency_ms": median(samples),
         "mean_ms": float(statistics.fmean(samples)),
         "std_ms": float(statistics.pstdev(samples)) if len(samples) > 1 else 0.0,
         "min_ms": float(min(samples)),

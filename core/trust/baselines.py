@@ -22,7 +22,6 @@ workload, shape, dtype, target kind) and measured once: :func:`baseline_for`.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tunelab.core.records import MeasureOptions, SessionRecord, VendorBaseline
+from tunelab.core.stats import median
 
 if TYPE_CHECKING:
     from tunelab.core.store.database import Store
@@ -342,7 +342,7 @@ def measure_baseline(workload: str, shape: dict[str, int], dtype: str, target_ki
     correct = got.shape == expected.shape and bool(np.allclose(got, expected, rtol=rtol, atol=atol))
     samples = time_callable(run, number=opts.number, repeat=opts.repeat, min_repeat_ms=opts.min_repeat_ms,
                             warmup=opts.warmup, sync=sync)
-    median_ms = float(statistics.median(samples))
+    median_ms = median(samples) or 0.0  # time_callable takes at least one sample: never None
     flops = float(wl.flops(shape))
     return VendorBaseline(workload=wl.name, shape=shape, dtype=dtype, target_kind=target_kind, library=library,
                           method=method, median_ms=median_ms, samples_ms=tuple(samples),
