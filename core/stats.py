@@ -1,7 +1,12 @@
-"""The figures tunelab reports for a trial's samples: the median, with its spread beside it."""
+"""The figures tunelab reports for a trial's samples: the median, with its spread beside it.
+
+One implementation of each: :func:`median` (a trial's latency, as the store keeps it),
+:func:`coefficient_of_variation` and :func:`quartiles`; :func:`sample_stats` puts them together.
+"""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,14 +26,35 @@ class SampleStats:
         return self.iqr / self.median if self.median > 0 else float("inf")
 
 
-def sample_stats(samples: Sequence[float]) -> SampleStats | None:
-    """None for no samples; a single sample has zero spread."""
-    x = np.asarray([s for s in samples if s is not None and np.isfinite(s)], dtype=np.float64)
-    if x.size == 0:
+def median(samples: Sequence[float]) -> float | None:
+    """The median (the mean of the middle two for an even count); None for no samples."""
+    return float(statistics.median(samples)) if len(samples) else None
+
+
+def coefficient_of_variation(samples: Sequence[float]) -> float | None:
+    """Population standard deviation / mean (as TVM's ``time_evaluator`` reports the spread); None for
+    fewer than two samples or a mean that is not above 0."""
+    if len(samples) < 2:
         return None
-    q1, median, q3 = np.percentile(x, [25, 50, 75])
-    iqr = float(q3 - q1)
-    mean = float(x.mean())
-    cv = float(x.std() / mean) if mean > 0 else 0.0
-    outliers = int(np.sum((x < q1 - 1.5 * iqr) | (x > q3 + 1.5 * iqr)))
-    return SampleStats(int(x.size), float(median), iqr, cv, outliers)
+    mean = float(np.mean(samples))
+    return float(np.std(samples)) / mean if mean > 0 else None
+
+
+def quartiles(samples: Sequence[float]) -> tuple[float, float] | None:
+    """(first, third) quartile, linearly interpolated (NumPy's default); None for no samples."""
+    if not len(samples):
+        return None
+    q1, q3 = np.percentile(np.asarray(samples, dtype=np.float64), [25, 75])
+    return float(q1), float(q3)
+
+
+def sample_stats(samples: Sequence[float | None]) -> SampleStats | None:
+    """None for no samples (missing and non-finite ones are left out); a single sample has zero spread."""
+    x = [float(s) for s in samples if s is not None and np.isfinite(s)]
+    q = quartiles(x)
+    if q is None:
+        return None
+    q1, q3 = q
+    iqr = q3 - q1
+    outliers = sum(1 for s in x if s < q1 - 1.5 * iqr or s > q3 + 1.5 * iqr)
+    return SampleStats(len(x), float(statistics.median(x)), iqr, coefficient_of_variation(x) or 0.0, outliers)

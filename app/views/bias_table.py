@@ -12,7 +12,6 @@ import json
 import math
 import subprocess
 import sys
-from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
@@ -30,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 from tunelab.core.errors import TunelabError
+from tunelab.core.records import BiasGroup, BiasReport
 from tunelab.core.store.database import Store
 
 FLAGGED_BRUSH = QBrush(QColor("#fde3e0"))
@@ -40,7 +40,7 @@ SCOPES = (("session", "This session"), ("compare", "Sessions ticked in Compare")
           ("workload", "All sessions of this workload"))
 
 
-def bias_job(store: Store, session_ids: list[int], k: int) -> dict[str, Any]:
+def bias_job(store: Store, session_ids: list[int], k: int) -> BiasReport:
     """tunelab.core.trust.bias's report by task, with the points for the plots (:func:`tunelab.core.trust.bias.bias_report_by_task`),
     computed in a child process (``tunelab bias --by-task --json``): on 100k trials it is seconds of
     Python that, in a thread of this process, held the GIL long enough to stall the GUI for 0.5 s."""
@@ -51,19 +51,16 @@ def bias_job(store: Store, session_ids: list[int], k: int) -> dict[str, Any]:
         lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
         raise TunelabError((lines[-1] if lines else f"tunelab bias ended with exit code {proc.returncode}")
                            .removeprefix("tunelab: error: "))
-    report = json.loads(proc.stdout)
-    # JSON made the trial ids strings and the tuples lists
-    report["points"] = {int(t): tuple(p) for t, p in (report.get("points") or {}).items()}
-    return report
+    return BiasReport.from_json(json.loads(proc.stdout))
 
 
 def _num(value: float | None, fmt: str) -> str:
     return "—" if value is None or not math.isfinite(value) else format(value, fmt)
 
 
-def off_by(group: dict[str, Any]) -> str:
+def off_by(group: BiasGroup) -> str:
     """'4.0× too fast' (the model under-predicts latency) / '1.5× too slow' / 'exact'."""
-    ratio = group.get("ratio")
+    ratio = group.ratio
     if ratio is None or not math.isfinite(ratio) or ratio <= 0:
         return "—"
     if abs(math.log(ratio)) < 0.005:
@@ -81,8 +78,8 @@ class BiasTable(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._report: dict[str, Any] | None = None
-        self._shown: list[dict[str, Any]] = []
+        self._report: BiasReport | None = None
+        self._shown: list[BiasGroup] = []
 
         self.summary = QLabel("No session selected.")
         self.summary.setObjectName("bias_summary")
@@ -159,24 +156,24 @@ class BiasTable(QWidget):
         return self.k_spin.value()
 
     @property
-    def report(self) -> dict[str, Any] | None:
+    def report(self) -> BiasReport | None:
         return self._report
 
-    def groups(self) -> list[dict[str, Any]]:
+    def groups(self) -> list[BiasGroup]:
         """The groups as the table shows them, top to bottom."""
         return list(self._shown)
 
     def flagged_rows(self) -> list[int]:
-        return [i for i, g in enumerate(self._shown) if g["flagged"]]
+        return [i for i, g in enumerate(self._shown) if g.flagged]
 
     def select_group(self, label: str, dimension: str | None = None) -> bool:
         for i, g in enumerate(self._shown):
-            if g["label"] == label and (dimension is None or g["dimension"] == dimension):
+            if g.label == label and (dimension is None or g.dimension == dimension):
                 self.table.selectRow(i)
                 return True
         return False
 
-    def selected_group(self) -> dict[str, Any] | None:
+    def selected_group(self) -> BiasGroup | None:
         rows = {i.row() for i in self.table.selectedIndexes()}
         return self._shown[min(rows)] if rows else None
 
@@ -190,29 +187,28 @@ class BiasTable(QWidget):
     def set_busy(self, busy: bool) -> None:
         self.busy_label.setVisible(busy)
 
-    def set_report(self, report: dict[str, Any]) -> None:
+    def set_report(self, report: BiasReport) -> None:
         selected = self.selected_group()
         self._report = report
-        counts = report.get("counts") or {}
-        sessions = report.get("session_ids") or []
+        sessions = report.session_ids
         where = f"session {sessions[0]}" if len(sessions) == 1 else f"{len(sessions)} sessions"
-        self.summary.setText(f"<b>Where the model is wrong</b> ({where}): {report['summary']}")
-        missing = counts.get("no_prediction", 0)
-        self.status.setText(f"{len(report['flagged'])} of {len(report['groups'])} groups flagged · "
-                            f"{counts.get('predicted', report.get('n', 0))} predicted trials"
+        self.summary.setText(f"<b>Where the model is wrong</b> ({where}): {report.summary}")
+        missing = report.counts.no_prediction
+        self.status.setText(f"{len(report.flagged)} of {len(report.groups)} groups flagged · "
+                            f"{report.counts.predicted} predicted trials"
                             + (f" ({missing} measured before the model was trained)" if missing else ""))
         self._fill()
         if selected is not None:
-            self.select_group(selected["label"], selected["dimension"])
+            self.select_group(selected.label, selected.dimension)
 
     # ---- table ---------------------------------------------------------------------------------
     def _fill(self) -> None:
-        groups = (self._report or {}).get("groups") or []
+        groups = list(self._report.groups) if self._report is not None else []
         dimension = self.dimension_combo.currentData()
         if dimension:
-            groups = [g for g in groups if g["dimension"] == dimension or g["dimension"] == "all"]
+            groups = [g for g in groups if g.dimension == dimension or g.dimension == "all"]
         if self.flagged_check.isChecked():
-            groups = [g for g in groups if g["flagged"]]
+            groups = [g for g in groups if g.flagged]
         self._shown = groups
         self.table.blockSignals(True)
         self.table.clearSelection()
@@ -220,25 +216,24 @@ class BiasTable(QWidget):
         bold = QFont()
         bold.setBold(True)
         for row, g in enumerate(groups):
-            name = "overall" if g["dimension"] == "all" else f"{g['dimension']}: {g['label']}"
-            recall = g.get("topk_recall")
-            values = (name, str(g["n"]), off_by(g), _num(g.get("residual_std"), ".2f"),
-                      _num(g.get("spearman"), ".2f"),
-                      "—" if recall is None else f"{recall:.2f} (k={g.get('k')})",
-                      g.get("words") or ("" if not g.get("same_as") else f"same trials as {g['same_as']}"))
-            tip = (f"{name}: {g['n']} trials · mean log residual {_num(g.get('residual_mean'), '+.3f')}"
-                   + (f"\n{g['words']}" if g.get("words") else "")
-                   + (f"\nHolds exactly the trials of {g['same_as']}." if g.get("same_as") else ""))
+            name = "overall" if g.dimension == "all" else f"{g.dimension}: {g.label}"
+            recall = g.topk_recall
+            values = (name, str(g.n), off_by(g), _num(g.residual_std, ".2f"), _num(g.spearman, ".2f"),
+                      "—" if recall is None else f"{recall:.2f} (k={g.k})",
+                      g.words or ("" if not g.same_as else f"same trials as {g.same_as}"))
+            tip = (f"{name}: {g.n} trials · mean log residual {_num(g.residual_mean, '+.3f')}"
+                   + (f"\n{g.words}" if g.words else "")
+                   + (f"\nHolds exactly the trials of {g.same_as}." if g.same_as else ""))
             for col, text in enumerate(values):
                 item = QTableWidgetItem(text)
                 item.setToolTip(tip)
                 if col in (1, 3, 4, 5):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if g["flagged"]:
+                if g.flagged:
                     item.setBackground(FLAGGED_BRUSH)
                     if col in (0, 2, 6):
                         item.setFont(bold)
-                elif g.get("same_as"):
+                elif g.same_as:
                     item.setForeground(SAME_AS_COLOR)
                 self.table.setItem(row, col, item)
         self.table.blockSignals(False)
@@ -246,4 +241,4 @@ class BiasTable(QWidget):
 
     def _on_selection(self) -> None:
         group = self.selected_group()
-        self.group_selected.emit([] if group is None else [t for t in group["trial_ids"] if t is not None])
+        self.group_selected.emit([] if group is None else [t for t in group.trial_ids if t is not None])

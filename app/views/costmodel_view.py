@@ -24,6 +24,7 @@ from tunelab.app.widgets.log_axis import log_axes
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.app.workers.worker import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
+from tunelab.core.records import BiasReport
 from tunelab.core.search.costmodel import spearman
 from tunelab.core.store.database import Store
 
@@ -286,7 +287,8 @@ class CostModelView(QWidget):
         if self._bias_worker is not None:
             self._bias_again = True
             return
-        if (self.bias.report or {}).get("session_ids") != ids:  # what is shown is about other sessions
+        shown = self.bias.report
+        if shown is None or list(shown.session_ids) != ids:  # what is shown is about other sessions
             self.bias.show_message("Working out where the cost model is wrong…")
         worker = CallWorker(self._store.path, bias_job, ids, self.bias.k)
         worker.succeeded.connect(self._on_bias_done)
@@ -296,14 +298,13 @@ class CostModelView(QWidget):
         self.bias.set_busy(True)
         worker.start()
 
-    def _on_bias_done(self, report: dict) -> None:
+    def _on_bias_done(self, report: BiasReport) -> None:
         if self._bias_again or self.session_id is None:
             return  # stale: the rerun replaces it
-        if not report.get("n"):
-            counts = report.get("counts") or {}
+        if not report.n:
             self.bias.show_message(
                 "<b>Where the model is wrong</b>: nothing to judge yet — no successful trial has a prediction "
-                f"({counts.get('trials', 0)} trials; the model predicts from the second round on).")
+                f"({report.counts.trials} trials; the model predicts from the second round on).")
         else:
             self.bias.set_report(report)
         self._draw_context(report)
@@ -319,8 +320,8 @@ class CostModelView(QWidget):
             self._bias_again = False
             self._request_bias()
 
-    def _draw_context(self, report: dict) -> None:
-        self._points = report.get("points") or {}
+    def _draw_context(self, report: BiasReport) -> None:
+        self._points = report.points or {}
         others = [(m, p) for sid, m, p, _ in self._points.values() if sid != self.session_id]
         if len(others) > SCATTER_CAP:
             others = [others[i] for i in decimate(np.arange(len(others)), SCATTER_CAP)]

@@ -10,7 +10,8 @@ label then follows the session's best time as it improves.
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
@@ -20,6 +21,10 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
 from tunelab.core.store.database import Store
 
+if TYPE_CHECKING:  # both modules are optional in a build (figures_available)
+    from tunelab.core.trust.baselines import VendorComparison
+    from tunelab.core.trust.roofline import RooflineReport
+
 MEASURE_LINK = "<a href='measure'>vendor &amp; roofline…</a>"
 
 
@@ -28,19 +33,33 @@ def figures_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("tunelab.core.trust.baselines", "tunelab.core.trust.roofline"))
 
 
-def figures_job(store: Store, session_id: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Figures:
+    """What the header shows for one session (``session_id`` None: the worker itself failed)."""
+
+    session_id: int | None
+    vendor: VendorComparison | None = None
+    roofline: RooflineReport | None = None
+    errors: tuple[str, ...] = ()
+
+
+def figures_job(store: Store, session_id: int) -> Figures:
     """The vendor baseline and the roofline of a session (measured and stored the first time)."""
     from tunelab.core.trust.baselines import baseline_for
     from tunelab.core.trust.roofline import roofline_for
 
     record = store.session(session_id)
-    out: dict[str, Any] = {"session_id": session_id, "vendor": None, "roofline": None, "errors": []}
-    for key, fn in (("vendor", baseline_for), ("roofline", roofline_for)):
-        try:
-            out[key] = fn(store, record)
-        except TunelabError as exc:
-            out["errors"].append(f"{key}: {exc}")
-    return out
+    vendor = roofline = None
+    errors = []
+    try:
+        vendor = baseline_for(store, record)
+    except TunelabError as exc:
+        errors.append(f"vendor: {exc}")
+    try:
+        roofline = roofline_for(store, record)
+    except TunelabError as exc:
+        errors.append(f"roofline: {exc}")
+    return Figures(session_id, vendor, roofline, tuple(errors))
 
 
 def _cached(store: Store, record: SessionRecord) -> bool:
@@ -54,7 +73,7 @@ def _cached(store: Store, record: SessionRecord) -> bool:
     except (AttributeError, TunelabError):
         return False
     dtype = record.dtype if not (record.dtype == "float16" and record.target_kind != "cuda") else "float32"
-    return vendor and profile is not None and dtype in (profile.get("peak_gflops") or {})
+    return vendor and profile is not None and dtype in profile.peak_gflops
 
 
 class SessionFigures(QLabel):
@@ -65,7 +84,7 @@ class SessionFigures(QLabel):
         self.setObjectName("session_figures")
         self._store = store
         self._record: SessionRecord | None = None
-        self._figures: dict[str, Any] | None = None
+        self._figures: Figures | None = None
         self._worker: CallWorker | None = None
         self._best: tuple[float | None, float | None, str] = (None, None, "")
         self._single_task: dict[int, bool] = {}
@@ -80,7 +99,7 @@ class SessionFigures(QLabel):
         return self._worker is not None
 
     @property
-    def figures(self) -> dict[str, Any] | None:
+    def figures(self) -> Figures | None:
         return self._figures
 
     def _primary(self, record: SessionRecord) -> tuple[float | None, float | None, str]:
@@ -124,12 +143,12 @@ class SessionFigures(QLabel):
         worker.start()
         self._show()
 
-    def _on_done(self, figures: dict[str, Any]) -> None:
-        if self._record is not None and figures.get("session_id") == self._record.id:
+    def _on_done(self, figures: Figures) -> None:
+        if self._record is not None and figures.session_id == self._record.id:
             self._figures = figures
 
     def _on_failed(self, message: str) -> None:
-        self._figures = {"session_id": None, "vendor": None, "roofline": None, "errors": [message]}
+        self._figures = Figures(session_id=None, errors=(message,))
 
     def _on_finished(self) -> None:
         self._worker = None
@@ -160,35 +179,35 @@ class SessionFigures(QLabel):
         parts, tips = [], []
         if shape:
             tips.append(f"For the session's primary shape {shape} (it tunes several).")
-        vendor = self._figures.get("vendor")
-        if vendor and vendor.get("median_ms"):
-            x = vendor["median_ms"] / best_ms
+        vendor = self._figures.vendor.baseline if self._figures.vendor is not None else None
+        if vendor and vendor.median_ms:
+            x = vendor.median_ms / best_ms
             color = "#1e8e3e" if x >= 1 else "#202124"
             parts.append(f"<span style='color:{color}'><b>{x:.2f}× vendor</b></span>")
-            tips.append(f"Vendor: {vendor.get('library') or '?'} ({vendor.get('method') or ''}) "
-                        f"{fmt_ms(vendor['median_ms'])} ms = {fmt_gflops(vendor.get('gflops'))} GFLOP/s; "
+            tips.append(f"Vendor: {vendor.library or '?'} ({vendor.method or ''}) "
+                        f"{fmt_ms(vendor.median_ms)} ms = {fmt_gflops(vendor.gflops)} GFLOP/s; "
                         f"the best kernel {fmt_ms(best_ms)} ms. Above 1×: faster than the vendor.")
-        elif self._figures.get("session_id") is not None:
+        elif self._figures.session_id is not None:
             parts.append("<span style='color:#5f6368'>no vendor baseline</span>")
             tips.append("No vendor library computes this workload here (a custom workload, or a GPU without "
                         "PyTorch or CuPy).")
-        roof = self._figures.get("roofline")
-        if roof and roof.get("bound_gflops"):
-            fraction = (best_gflops or 0.0) / roof["bound_gflops"]
+        roof = self._figures.roofline
+        if roof and roof.bound_gflops:
+            fraction = (best_gflops or 0.0) / roof.bound_gflops
             if fraction > 1.0:  # above the measured roof: the probes were likely disturbed (see the tooltip)
                 parts.append(f"<span style='color:#b06000'><b>{fraction:.0%} of roofline ⚠</b></span> "
-                             f"({roof.get('bound_by')}-bound)")
+                             f"({roof.bound_by}-bound)")
             else:
-                parts.append(f"<b>{fraction:.0%} of roofline</b> ({roof.get('bound_by')}-bound)")
-            tips.append(f"Roofline: min(peak {fmt_gflops(roof.get('peak_gflops'))} GFLOP/s, "
-                        f"{roof['intensity']:.2f} FLOP/byte × {roof.get('bandwidth_gbs') or 0:.1f} GB/s) = "
-                        f"{fmt_gflops(roof['bound_gflops'])} GFLOP/s; the best kernel reaches "
+                parts.append(f"<b>{fraction:.0%} of roofline</b> ({roof.bound_by}-bound)")
+            tips.append(f"Roofline: min(peak {fmt_gflops(roof.peak_gflops)} GFLOP/s, "
+                        f"{roof.intensity or 0:.2f} FLOP/byte × {roof.bandwidth_gbs or 0:.1f} GB/s) = "
+                        f"{fmt_gflops(roof.bound_gflops)} GFLOP/s; the best kernel reaches "
                         f"{fmt_gflops(best_gflops)} GFLOP/s."
-                        + (f" {roof['note']}" if roof.get("note") else ""))
-        elif roof and roof.get("note"):
+                        + (f" {roof.note}" if roof.note else ""))
+        elif roof and roof.note:
             parts.append("<span style='color:#5f6368'>no roofline</span>")
-            tips.append(str(roof["note"]))
-        errors = self._figures.get("errors") or []
+            tips.append(roof.note)
+        errors = self._figures.errors
         if errors:
             parts.append(f"<span style='color:#d93025'>{'; '.join(errors)}</span>")
         self.setText(" · ".join(parts) if parts else MEASURE_LINK)

@@ -606,12 +606,12 @@ def cmd_bias(args: argparse.Namespace) -> int:
     store = _open_store(args.db, create=False)
     report = (bias_report_by_task if args.by_task else bias_report)(store, args.sessions, k=args.top_k)
     if args.json:
-        print(json.dumps(report, default=str))
+        print(json.dumps(report.to_json(), default=str))
         return 0
-    print(report["summary"])
-    rows = [[g["dimension"], g["label"], str(g["n"]), _fmt(g["residual_mean"], 3), _fmt(g["residual_std"], 3),
-             _fmt(g["spearman"], 2), _fmt(g["topk_recall"], 2), "FLAG" if g["flagged"] else ""]
-            for g in report["groups"]]
+    print(report.summary)
+    rows = [[g.dimension, g.label, str(g.n), _fmt(g.residual_mean, 3), _fmt(g.residual_std, 3),
+             _fmt(g.spearman, 2), _fmt(g.topk_recall, 2), "FLAG" if g.flagged else ""]
+            for g in report.groups]
     if rows:
         _print_table(rows, ["group", "value", "n", "resid mean", "resid std", "spearman", "top-k", ""])
     return 0
@@ -669,15 +669,16 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     record = store.session(args.session)
     result = baseline_for(store, record, remeasure=args.remeasure)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(None if result is None else result.to_json()))
         return 0
     if result is None:
         print(f"session {record.id}: no vendor library for {record.workload} on {record.target_kind} here")
         return 0
-    x = result["x_of_vendor"]
+    x = result.x_of_vendor
+    vendor = result.baseline
     print(f"session {record.id}: {record.workload} {record.shape} {record.dtype}\n"
-          f"  vendor   {result['library']} ({result['method']}): {_fmt(result['median_ms'])} ms = "
-          f"{_fmt(result['gflops'])} GFLOP/s{'' if result['correct'] else '  (WRONG RESULT)'}\n"
+          f"  vendor   {vendor.library} ({vendor.method}): {_fmt(vendor.median_ms)} ms = "
+          f"{_fmt(vendor.gflops)} GFLOP/s{'' if vendor.correct else '  (WRONG RESULT)'}\n"
           f"  session  {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s"
           + (f"  -> {x:.2f}x of vendor" if x else ""))
     return 0
@@ -690,26 +691,26 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         if args.target not in ("llvm", "cuda"):
             raise TunelabError(f"--target must be llvm or cuda, not {args.target!r}")
         store = _open_store(args.db, create=True)
-        result = machine_profile(store, args.target, remeasure=args.remeasure)
+        profile = machine_profile(store, args.target, remeasure=args.remeasure)
         if args.json:
-            print(json.dumps(result))
-        elif result is None:
+            print(json.dumps(None if profile is None else profile.to_json()))
+        elif profile is None:
             print(f"no way to profile a {args.target} machine here (needs PyTorch or CuPy and a GPU)")
         else:
-            peaks = ", ".join(f"{d} {_fmt(g)} GFLOP/s" for d, g in result["peak_gflops"].items())
-            print(f"{result['hostname']} ({args.target}): peak {peaks}; bandwidth {_fmt(result['bandwidth_gbs'])} GB/s"
-                  f"\n  {result['detail'].get('kernel') or result['detail'].get('library', '')}")
+            peaks = ", ".join(f"{d} {_fmt(g)} GFLOP/s" for d, g in profile.peak_gflops.items())
+            print(f"{profile.hostname} ({args.target}): peak {peaks}; bandwidth {_fmt(profile.bandwidth_gbs)} GB/s"
+                  f"\n  {profile.kernel or ''}")
         return 0
     store = _open_store(args.db, create=False)
-    result = roofline_for(store, store.session(args.session), remeasure=args.remeasure)
+    roof = roofline_for(store, store.session(args.session), remeasure=args.remeasure)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(roof.to_json()))
         return 0
-    print(f"session {args.session}: intensity {_fmt(result['intensity'])} FLOP/byte; peak {_fmt(result['peak_gflops'])} "
-          f"GFLOP/s, bandwidth {_fmt(result['bandwidth_gbs'])} GB/s -> bound {_fmt(result['bound_gflops'])} GFLOP/s "
-          f"({result['bound_by'] or '-'})\n  best {_fmt(result['achieved_gflops'])} GFLOP/s = "
-          + (f"{100 * result['fraction']:.1f}% of the roofline" if result["fraction"] is not None else "-")
-          + (f"\n  note: {result['note']}" if result["note"] else ""))
+    print(f"session {args.session}: intensity {_fmt(roof.intensity)} FLOP/byte; peak {_fmt(roof.peak_gflops)} "
+          f"GFLOP/s, bandwidth {_fmt(roof.bandwidth_gbs)} GB/s -> bound {_fmt(roof.bound_gflops)} GFLOP/s "
+          f"({roof.bound_by or '-'})\n  best {_fmt(roof.achieved_gflops)} GFLOP/s = "
+          + (f"{100 * roof.fraction:.1f}% of the roofline" if roof.fraction is not None else "-")
+          + (f"\n  note: {roof.note}" if roof.note else ""))
     return 0
 
 

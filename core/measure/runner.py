@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 from tunelab.core.records import MeasureOptions
+from tunelab.core.stats import coefficient_of_variation
 from tunelab.core.target.info import TargetInfo, cpu_core_count
 
 BUILD_POOL_BATCHES = 25
@@ -119,16 +120,16 @@ class Evaluate:
                 raise WrongResult(f"wrong result: max abs error {err:.3g} exceeds atol {atol:g} + rtol {rtol:g}")
         samples = list(run_evaluator_common(rt_mod, device, evaluator_config, repeated_args))
         # Stop as soon as the spread is small; otherwise sample on, up to the cap.
-        while len(samples) < self.max_repeat and coefficient_of_variation(samples) > self.target_cv:
+        while len(samples) < self.max_repeat and _spread(samples) > self.target_cv:
             samples.extend(run_evaluator_common(rt_mod, device, evaluator_config, repeated_args))
         return samples[: max(self.max_repeat, len(repeated_args) * evaluator_config.repeat)]
 
 
-def coefficient_of_variation(samples: list[float]) -> float:
-    if len(samples) < 2:
-        return float("inf")
-    mean = float(np.mean(samples))
-    return float(np.std(samples)) / mean if mean > 0 else float("inf")
+def _spread(samples: list[float]) -> float:
+    """The samples' coefficient of variation; infinite where it is undefined (fewer than two samples, a
+    mean not above 0), so sampling goes on."""
+    cv = coefficient_of_variation(samples)
+    return float("inf") if cv is None else cv
 
 
 def _classify(message: str) -> str:

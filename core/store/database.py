@@ -29,6 +29,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -42,13 +43,16 @@ from tunelab.core.records import (
     SESSION_STATUSES,
     TRIAL_STATUSES,
     Config,
+    MachineProfile,
     NewTrial,
     RoundRecord,
     SessionRecord,
     SessionSpec,
     TaskRecord,
     TrialRecord,
+    VendorBaseline,
 )
+from tunelab.core.stats import median
 from tunelab.core.telemetry.readings import TelemetrySample
 
 APP_ID = "tunelab"
@@ -322,7 +326,7 @@ def _sample_stats(samples: Sequence[float]) -> dict[str, float | None]:
     if not samples:
         return dict.fromkeys(("latency_ms", "mean_ms", "std_ms", "min_ms", "max_ms"))
     return {
-        "latency_ms": float(statistics.median(samples)),
+        "latency_ms": median(samples),
         "mean_ms": float(statistics.fmean(samples)),
         "std_ms": float(statistics.pstdev(samples)) if len(samples) > 1 else 0.0,
         "min_ms": float(min(samples)),
@@ -1440,21 +1444,20 @@ class Store:
     # ----------------------------------------------------------------------------------- baselines
 
     def baseline(self, workload: str, shape: dict[str, int], dtype: str, target_kind: str,
-                 hostname: str | None = None) -> dict[str, Any] | None:
+                 hostname: str | None = None) -> VendorBaseline | None:
         """The stored vendor baseline of one problem on this (or ``hostname``'s) machine; None if none."""
         row = self._conn.execute(
             """SELECT detail FROM vendor_baselines WHERE hostname = ? AND workload = ? AND shape = ? AND dtype = ?
             AND target_kind = ?""",
             (hostname or self._hostname, workload, _shape_key(shape), dtype, target_kind),
         ).fetchone()
-        return None if row is None else _json_decode(row[0])
+        return None if row is None else VendorBaseline.from_json(_json_decode(row[0]))
 
-    def put_baseline(self, entry: dict[str, Any]) -> None:
-        """Store (or replace) a baseline; ``entry`` needs workload, shape, dtype, target_kind, library,
-        median_ms (hostname defaults to this machine). The whole entry is kept as JSON."""
-        entry = dict(entry)
-        entry.setdefault("hostname", self._hostname)
-        entry.setdefault("measured_at", time.time())
+    def put_baseline(self, entry: VendorBaseline) -> None:
+        """Store (or replace) a baseline (its hostname defaults to this machine). The whole entry is
+        kept as JSON (:meth:`VendorBaseline.to_json`)."""
+        data = entry.to_json()
+        data.setdefault("hostname", self._hostname)
         with self._write() as conn:
             conn.execute(
                 """INSERT INTO vendor_baselines (hostname, workload, shape, dtype, target_kind, library, median_ms,
@@ -1462,33 +1465,30 @@ class Store:
                 ON CONFLICT (hostname, workload, shape, dtype, target_kind) DO UPDATE SET
                     library = excluded.library, median_ms = excluded.median_ms, gflops = excluded.gflops,
                     measured_at = excluded.measured_at, detail = excluded.detail""",
-                (entry["hostname"], entry["workload"], _shape_key(entry["shape"]), entry["dtype"],
-                 entry["target_kind"], entry["library"], float(entry["median_ms"]), entry.get("gflops"),
-                 float(entry["measured_at"]), _dumps(entry)),
+                (data["hostname"], entry.workload, _shape_key(entry.shape), entry.dtype, entry.target_kind,
+                 entry.library, float(entry.median_ms), entry.gflops, float(entry.measured_at), _dumps(data)),
             )
 
     # ----------------------------------------------------------------------------------- machine profile
 
-    def machine_profile(self, target_kind: str, hostname: str | None = None) -> dict[str, Any] | None:
+    def machine_profile(self, target_kind: str, hostname: str | None = None) -> MachineProfile | None:
         """This (or ``hostname``'s) machine's measured roofline for a target kind; None if never measured."""
         row = self._conn.execute(
             "SELECT detail FROM machine_profile WHERE hostname = ? AND target_kind = ?",
             (hostname or self._hostname, target_kind),
         ).fetchone()
-        return None if row is None else _json_decode(row[0])
+        return None if row is None else MachineProfile.from_json(_json_decode(row[0]))
 
-    def put_machine_profile(self, profile: dict[str, Any]) -> None:
-        """Store (or replace) a profile; needs target_kind, peak_gflops ({dtype: GFLOP/s}) and
-        bandwidth_gbs (hostname defaults to this machine). The whole profile is kept as JSON."""
-        profile = dict(profile)
-        profile.setdefault("hostname", self._hostname)
-        profile.setdefault("measured_at", time.time())
+    def put_machine_profile(self, profile: MachineProfile) -> None:
+        """Store (or replace) a profile, kept as JSON (:meth:`MachineProfile.to_json`, without ``cached``:
+        that is said by each look-up)."""
+        data = replace(profile, cached=None).to_json()
         with self._write() as conn:
             conn.execute(
                 """INSERT OR REPLACE INTO machine_profile (hostname, target_kind, measured_at, peak_gflops,
                     bandwidth_gbs, detail) VALUES (?, ?, ?, ?, ?, ?)""",
-                (profile["hostname"], profile["target_kind"], float(profile["measured_at"]),
-                 _dumps(profile["peak_gflops"]), float(profile["bandwidth_gbs"]), _dumps(profile)),
+                (profile.hostname, profile.target_kind, float(profile.measured_at), _dumps(profile.peak_gflops),
+                 float(profile.bandwidth_gbs), _dumps(data)),
             )
 
 

@@ -22,19 +22,47 @@ workload, shape, dtype, target kind) and measured once: :func:`baseline_for`.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from tunelab.core.records import MeasureOptions, SessionRecord
+from tunelab.core.records import MeasureOptions, SessionRecord, VendorBaseline
+from tunelab.core.stats import median
 
 if TYPE_CHECKING:
     from tunelab.core.store.database import Store
 
 CPU_WORKLOADS = ("gemm", "batch_matmul", "dense_bias", "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d")
 GOLDEN = 1.618
+
+
+@dataclass(frozen=True)
+class VendorComparison:
+    """A session's best kernel (of one shape, ``task``) against the vendor library on the same problem."""
+
+    baseline: VendorBaseline
+    cached: bool  # the baseline came from the store
+    session_id: int
+    task: int
+    session_best_ms: float | None
+    session_gflops: float | None
+    # vendor time / session best time: 0.5 means the tuned kernel runs at half the vendor's speed,
+    # 1.2 that it is 20 % faster; None while the session has no result.
+    x_of_vendor: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The baseline's JSON with the session's side after it."""
+        return {**self.baseline.to_json(), "cached": self.cached, "session_id": self.session_id, "task": self.task,
+                "session_best_ms": self.session_best_ms, "session_gflops": self.session_gflops,
+                "x_of_vendor": self.x_of_vendor}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> VendorComparison:
+        return cls(baseline=VendorBaseline.from_json(data), cached=data["cached"], session_id=data["session_id"],
+                   task=data["task"], session_best_ms=data["session_best_ms"], session_gflops=data["session_gflops"],
+                   x_of_vendor=data["x_of_vendor"])
 
 
 # ------------------------------------------------------------------------------------------ timing
@@ -274,12 +302,8 @@ def _cupy_kernel(name: str, s: dict[str, int], inputs: Sequence[np.ndarray], out
 
 
 def measure_baseline(workload: str, shape: dict[str, int], dtype: str, target_kind: str = "llvm",
-                     options: MeasureOptions | None = None, *, seed: int = 0) -> dict[str, Any] | None:
-    """Measure one problem through the vendor library for ``target_kind``; None where there is none.
-
-    Returns ``{"workload", "shape", "dtype", "target_kind", "library", "method", "median_ms", "samples_ms",
-    "gflops", "correct", "max_abs_err", "measure", "measured_at", "blas"}``.
-    """
+                     options: MeasureOptions | None = None, *, seed: int = 0) -> VendorBaseline | None:
+    """Measure one problem through the vendor library for ``target_kind``; None where there is none."""
     from tunelab.core.workloads.catalog import get_workload
 
     wl = get_workload(workload)
@@ -318,15 +342,15 @@ def measure_baseline(workload: str, shape: dict[str, int], dtype: str, target_ki
     correct = got.shape == expected.shape and bool(np.allclose(got, expected, rtol=rtol, atol=atol))
     samples = time_callable(run, number=opts.number, repeat=opts.repeat, min_repeat_ms=opts.min_repeat_ms,
                             warmup=opts.warmup, sync=sync)
-    median = float(statistics.median(samples))
+    median_ms = median(samples) or 0.0  # time_callable takes at least one sample: never None
     flops = float(wl.flops(shape))
-    return {"workload": wl.name, "shape": shape, "dtype": dtype, "target_kind": target_kind,
-            "library": library, "method": method, "median_ms": median, "samples_ms": samples,
-            "gflops": flops / (median * 1e-3) / 1e9 if median > 0 else None,
-            "correct": correct, "max_abs_err": err,
-            "measure": {"number": opts.number, "repeat": opts.repeat, "min_repeat_ms": opts.min_repeat_ms,
-                        "warmup": opts.warmup},
-            "measured_at": time.time(), "blas": info or None}
+    return VendorBaseline(workload=wl.name, shape=shape, dtype=dtype, target_kind=target_kind, library=library,
+                          method=method, median_ms=median_ms, samples_ms=tuple(samples),
+                          gflops=flops / (median_ms * 1e-3) / 1e9 if median_ms > 0 else None,
+                          correct=correct, max_abs_err=err,
+                          measure={"number": opts.number, "repeat": opts.repeat,
+                                   "min_repeat_ms": opts.min_repeat_ms, "warmup": opts.warmup},
+                          measured_at=time.time(), blas=info or None)
 
 
 def task_figures(store: Store, record: SessionRecord, task: int = 0) -> tuple[dict[str, int], float, float | None]:
@@ -350,14 +374,12 @@ def task_figures(store: Store, record: SessionRecord, task: int = 0) -> tuple[di
 
 
 def baseline_for(store: Store, record: SessionRecord, *, remeasure: bool = False,
-                 task: int = 0) -> dict[str, Any] | None:
-    """The session's problem through the vendor library, measured once per machine and kept in the store.
+                 task: int = 0) -> VendorComparison | None:
+    """The session's problem through the vendor library, measured once per machine and kept in the store,
+    against the session's best; ``task`` picks one shape of a session that tunes several (0: the
+    primary one).
 
-    None where no vendor path exists (a custom workload, or no PyTorch/CuPy for a GPU target). The
-    result adds the session's side: ``session_best_ms``, ``session_gflops`` and ``x_of_vendor`` (vendor
-    time / session best time: 0.5 means the tuned kernel runs at half the vendor's speed, 1.2 that it
-    is 20 % faster), and ``cached`` (True when it came from the store). ``task`` picks one shape of a
-    session that tunes several (0: the primary one).
+    None where no vendor path exists (a custom workload, or no PyTorch/CuPy for a GPU target).
     """
     if record.custom_source is not None or record.workload not in CPU_WORKLOADS:
         return None
@@ -372,11 +394,6 @@ def baseline_for(store: Store, record: SessionRecord, *, remeasure: bool = False
         if entry is None:
             return None
         store.put_baseline(entry)
-    out = dict(entry)
-    out["cached"] = cached
-    out["session_id"] = record.id
-    out["task"] = task
-    out["session_best_ms"] = best_ms
-    out["session_gflops"] = flops / (best_ms * 1e-3) / 1e9 if best_ms else None
-    out["x_of_vendor"] = entry["median_ms"] / best_ms if best_ms else None
-    return out
+    return VendorComparison(baseline=entry, cached=cached, session_id=record.id, task=task, session_best_ms=best_ms,
+                            session_gflops=flops / (best_ms * 1e-3) / 1e9 if best_ms else None,
+                            x_of_vendor=entry.median_ms / best_ms if best_ms else None)

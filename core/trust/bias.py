@@ -24,17 +24,20 @@ other by size (residuals are unchanged by that).
 
 A group is flagged when ``|mean| > BIAS_LIMIT`` (0.3: the model is systematically off by more than
 35 %), or when ``spearman < RANK_LIMIT`` (0.3) with ``n >= RANK_MIN_N`` (8 trials).
-Results are plain dicts (nothing is stored); ``bias_report(...)["summary"]`` says it in words.
+Results are frozen records (nothing is stored): a ``BiasReport`` of ``BiasGroup`` (both in
+tunelab.core.records, which the desktop app reads without loading TVM); its ``summary`` says it in words.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 from tunelab.core.errors import TunelabError
+from tunelab.core.records import BiasCounts, BiasGroup, BiasPoint, BiasReport
 from tunelab.core.search.costmodel import spearman, topk_recall
 from tunelab.core.workloads.base import format_shape
 
@@ -43,6 +46,23 @@ RANK_LIMIT = 0.3  # Spearman below this (with enough trials): ranks poorly
 RANK_MIN_N = 8  # fewer trials say too little about ranking to flag it
 DEFAULT_K = 5
 TILE_BUCKETS = (("small", 1, 4), ("medium", 5, 16), ("large", 17, None))
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """The statistics of one group of trials, with its flags (:func:`group_stats`)."""
+
+    n: int
+    residual_mean: float | None  # mean log(predicted / measured); None without trials
+    residual_std: float | None  # sample standard deviation; None below two trials
+    ratio: float | None  # exp(residual_mean): the typical predicted / measured
+    direction: str | None  # "over" | "under" | "exact" (the model over- or under-predicts latency)
+    spearman: float | None
+    topk_recall: float | None
+    k: int  # the k of topk_recall (at most n)
+    biased: bool
+    ranks_poorly: bool
+    flagged: bool
 
 
 def tile_bucket(factor: int) -> str:
@@ -87,11 +107,11 @@ def regions(config: Mapping[str, Any], space_kind: str) -> list[tuple[str, str, 
 # ----------------------------------------------------------------------------------------------- rows
 
 
-def collect_rows(store: Any, session_ids: Sequence[int]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The trials with a usable prediction from each session, as plain rows, and counts of the rest.
+def collect_rows(store: Any, session_ids: Sequence[int]) -> tuple[list[dict[str, Any]], BiasCounts]:
+    """The trials with a usable prediction from each session, as plain rows, and counts of all of them.
 
-    A row: ``session_id, trial_id, round, shape_key, shape_label, space_kind, config, predicted_ms,
-    measured_ms``. Counts: ``trials`` (all), ``failed`` (not ok or no latency), ``no_prediction``.
+    A row: ``session_id, task_id, trial_id, round, shape_key, shape_label, space_kind, config,
+    predicted_ms, measured_ms``.
     """
     if not session_ids:
         raise TunelabError("pick at least one session for the cost-model bias report")
@@ -123,10 +143,10 @@ def collect_rows(store: Any, session_ids: Sequence[int]) -> tuple[list[dict[str,
             if not _positive(t.predicted_ms):
                 counts["no_prediction"] += 1
                 continue
-            rows.append({"session_id": record.id, "task_id": t.task_id, "trial_id": t.id, "round": t.round, "shape_key": key,
-                         "shape_label": label, "space_kind": record.space_kind, "config": t.config,
+            rows.append({"session_id": record.id, "task_id": t.task_id, "trial_id": t.id, "round": t.round,
+                         "shape_key": key, "shape_label": label, "space_kind": record.space_kind, "config": t.config,
                          "predicted_ms": float(t.predicted_ms), "measured_ms": float(t.latency_ms)})
-    return rows, counts
+    return rows, BiasCounts(**counts, predicted=len(rows))
 
 
 def _positive(x: Any) -> bool:
@@ -138,7 +158,7 @@ def _positive(x: Any) -> bool:
 
 def group_stats(predicted: Sequence[float], measured: Sequence[float], *, k: int = DEFAULT_K,
                 rank_predicted: Sequence[float] | None = None,
-                rank_measured: Sequence[float] | None = None) -> dict[str, Any]:
+                rank_measured: Sequence[float] | None = None) -> GroupStats:
     """n, residual mean and std, ratio, Spearman and top-k recall of one group, with its flags.
 
     Residuals come from `predicted`/`measured`; rank statistics from `rank_predicted` and
@@ -165,25 +185,23 @@ def group_stats(predicted: Sequence[float], measured: Sequence[float], *, k: int
         direction = "under"
     else:
         direction = "exact"
-    return {"n": n, "residual_mean": mean, "residual_std": std,
-            "ratio": math.exp(mean) if mean is not None else None, "direction": direction,
-            "spearman": rho, "topk_recall": recall, "k": kk,
-            "biased": biased, "ranks_poorly": ranks_poorly, "flagged": biased or ranks_poorly}
+    return GroupStats(n=n, residual_mean=mean, residual_std=std, ratio=math.exp(mean) if mean is not None else None,
+                      direction=direction, spearman=rho, topk_recall=recall, k=kk, biased=biased,
+                      ranks_poorly=ranks_poorly, flagged=biased or ranks_poorly)
 
 
-def describe(group: Mapping[str, Any]) -> str:
+def describe(group: BiasGroup) -> str:
     """What is wrong with one group, in words ("" when it is not flagged)."""
-    overall = group["dimension"] == "all"
-    where = "" if overall else (f" for shape {group['label']}" if group["dimension"] == "shape"
-                                else f" for {group['label']}")
+    overall = group.dimension == "all"
+    where = "" if overall else (f" for shape {group.label}" if group.dimension == "shape" else f" for {group.label}")
     parts = []
-    if group["biased"]:
-        mean = group["residual_mean"]
+    if group.biased and group.residual_mean is not None:
+        mean = group.residual_mean
         verb = "under-predicts" if mean < 0 else "over-predicts"
         parts.append(f"the model {verb} latency{where} by {math.exp(abs(mean)):.1f}x on average"
                      + (" overall" if overall else ""))
-    if group["ranks_poorly"]:
-        rank = f"(Spearman {group['spearman']:.2f}, n={group['n']})"
+    if group.ranks_poorly:
+        rank = f"(Spearman {group.spearman:.2f}, n={group.n})"
         if parts:
             parts.append(f"{'ranks' if overall else 'it ranks'} poorly{' there' if not overall else ''} {rank}")
         else:
@@ -191,12 +209,12 @@ def describe(group: Mapping[str, Any]) -> str:
     return ", and ".join(parts)
 
 
-def analyze(rows: Iterable[Mapping[str, Any]], *, k: int = DEFAULT_K) -> dict[str, Any]:
+def analyze(rows: Iterable[Mapping[str, Any]], *, k: int = DEFAULT_K) -> BiasReport:
     """Group rows (as :func:`collect_rows` makes them) and compute every group's statistics.
 
     Rows need ``predicted_ms``, ``measured_ms``, ``config``; ``session_id``, ``shape_key``,
     ``shape_label`` and ``space_kind`` are optional (one session, one shape, the space kind
-    guessed from the config).
+    guessed from the config). The report names no sessions, and counts only the rows it judged.
     """
     if k < 1:
         raise TunelabError(f"k must be at least 1, not {k}")
@@ -222,7 +240,7 @@ def analyze(rows: Iterable[Mapping[str, Any]], *, k: int = DEFAULT_K) -> dict[st
             add(dimension, key, label, index)
 
     order = {"all": 0, "shape": 1, "knob": 2, "tile": 3, "sketch": 4}
-    groups = []
+    groups: list[BiasGroup] = []
     seen: dict[tuple[int, ...], str] = {}
     for (dimension, key), entry in sorted(members.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
         grp_rows = [rows[i] for i in entry["rows"]]
@@ -230,22 +248,20 @@ def analyze(rows: Iterable[Mapping[str, Any]], *, k: int = DEFAULT_K) -> dict[st
         stats = group_stats([r["predicted_ms"] for r in grp_rows], [r["measured_ms"] for r in grp_rows], k=k,
                             rank_predicted=[r["predicted_ms"] / x for r, x in zip(grp_rows, s, strict=True)],
                             rank_measured=[r["measured_ms"] / x for r, x in zip(grp_rows, s, strict=True)])
-        group = {"dimension": dimension, "key": key, "label": entry["label"], **stats}
-        group["words"] = describe(group) if group["flagged"] else ""
-        group["trial_ids"] = [r.get("trial_id") for r in grp_rows]
         # A group holding exactly the trials of an earlier one (a knob value only one shape used)
         # repeats its verdict: the summary names the earlier one only.
-        group["same_as"] = seen.setdefault(tuple(entry["rows"]), group["label"])
-        if group["same_as"] == group["label"]:
-            group["same_as"] = None
-        groups.append(group)
-    return {"n": len(rows), "k": k, "groups": groups,
-            "flagged": [g["label"] for g in groups if g["flagged"]],
-            "thresholds": {"bias_limit": BIAS_LIMIT, "rank_limit": RANK_LIMIT, "rank_min_n": RANK_MIN_N},
-            "summary": summarize(groups)}
+        same_as = seen.setdefault(tuple(entry["rows"]), entry["label"])
+        group = BiasGroup(dimension=dimension, key=key, label=entry["label"], **asdict(stats), words="",
+                          trial_ids=tuple(r.get("trial_id") for r in grp_rows),
+                          same_as=None if same_as == entry["label"] else same_as)
+        groups.append(replace(group, words=describe(group)) if group.flagged else group)
+    return BiasReport(session_ids=(), counts=BiasCounts(trials=len(rows), predicted=len(rows)), n=len(rows), k=k,
+                      groups=tuple(groups), flagged=tuple(g.label for g in groups if g.flagged),
+                      thresholds={"bias_limit": BIAS_LIMIT, "rank_limit": RANK_LIMIT, "rank_min_n": RANK_MIN_N},
+                      summary=summarize(groups))
 
 
-def summarize(groups: Sequence[Mapping[str, Any]]) -> str:
+def summarize(groups: Sequence[BiasGroup]) -> str:
     """Plain words: where the model is off, then how it does overall.
 
     The overall group leads when it is flagged; then up to three other flagged groups, worst first
@@ -255,66 +271,61 @@ def summarize(groups: Sequence[Mapping[str, Any]]) -> str:
     is left out of the words; so is a group flagged only for the overall bias it inherits (its mean
     within BIAS_LIMIT of the overall mean).
     """
-    overall = next((g for g in groups if g["dimension"] == "all"), None)
-    if overall is None or overall["n"] == 0:
+    overall = next((g for g in groups if g.dimension == "all"), None)
+    if overall is None or overall.n == 0 or overall.residual_mean is None:
         return "No successful trial has a cost-model prediction yet, so there is nothing to judge."
-    rho = overall["spearman"]
+    rho = overall.spearman
     rho_text = f"Spearman {rho:.2f}" if rho is not None else "Spearman undefined"
-    totals = (f"overall {rho_text}, top-{overall['k']} recall {overall['topk_recall']:.2f}, "
-              f"mean residual {overall['residual_mean']:+.2f}, n={overall['n']}")
+    totals = (f"overall {rho_text}, top-{overall.k} recall {overall.topk_recall:.2f}, "
+              f"mean residual {overall.residual_mean:+.2f}, n={overall.n}")
 
-    def telling(g: Mapping[str, Any]) -> bool:
-        if not g["flagged"] or g["dimension"] == "all" or g["n"] >= overall["n"] or g["same_as"]:
+    base = overall.residual_mean
+
+    def telling(g: BiasGroup) -> bool:
+        if not g.flagged or g.dimension == "all" or g.n >= overall.n or g.same_as:
             return False
-        if g["ranks_poorly"]:
+        if g.ranks_poorly:
             return True
-        if not overall["biased"]:
+        if not overall.biased:
             return True
-        mean, base = g["residual_mean"], overall["residual_mean"]
+        mean = g.residual_mean or 0.0  # a flagged group has trials, hence a mean
         return (mean > 0) != (base > 0) or abs(mean) - abs(base) > BIAS_LIMIT
 
-    others = sorted((g for g in groups if telling(g)),
-                    key=lambda g: (g["n"] < 2, -round(abs(g["residual_mean"]), 3) if g["biased"] else 0.0,
-                                   g["spearman"] if g["spearman"] is not None else 1.0, -g["n"], g["label"]))
+    def worst_first(g: BiasGroup) -> tuple[bool, float, float, int, str]:
+        return (g.n < 2, -round(abs(g.residual_mean or 0.0), 3) if g.biased else 0.0,
+                g.spearman if g.spearman is not None else 1.0, -g.n, g.label)
+
+    others = sorted((g for g in groups if telling(g)), key=worst_first)
     parts = []
-    if overall["flagged"]:
-        parts.append(overall["words"])
-    parts += [g["words"] for g in others[:3]]
+    if overall.flagged:
+        parts.append(overall.words)
+    parts += [g.words for g in others[:3]]
     if len(others) > 3:
         parts.append(f"{len(others) - 3} more group(s) are flagged")
     if not parts:
-        if overall["n"] < RANK_MIN_N:
+        if overall.n < RANK_MIN_N:
             ranks = "has too few trials to judge its ranking"
         else:
             ranks = "ranks well" if rho is not None and rho >= RANK_LIMIT else "ranks poorly"
         return f"The model is within 35 % on average in every group and {ranks} ({totals})."
     text = "; ".join(parts)
     text = text[0].upper() + text[1:]
-    if overall["n"] < RANK_MIN_N:
+    if overall.n < RANK_MIN_N:
         tail = "; too few trials to judge its ranking overall"
-    elif overall["ranks_poorly"]:
+    elif overall.ranks_poorly:
         tail = ""  # already said
     else:
-        tail = "; it ranks well elsewhere" if not overall["biased"] else "; it ranks well overall"
+        tail = "; it ranks well elsewhere" if not overall.biased else "; it ranks well overall"
     return f"{text}{tail} ({totals})."
 
 
-def bias_report(store: Any, session_ids: Sequence[int], *, k: int = DEFAULT_K) -> dict[str, Any]:
-    """The cost-model bias of one or more sessions (see the module docstring).
-
-    Returns ``{"session_ids", "counts": {trials, failed, no_prediction, predicted}, "n", "k",
-    "thresholds", "groups": [{dimension, key, label, n, residual_mean, residual_std, ratio,
-    direction, spearman, topk_recall, k, biased, ranks_poorly, flagged, words, trial_ids, same_as}],
-    "flagged": [labels],
-    "summary": str}``.
-    """
+def bias_report(store: Any, session_ids: Sequence[int], *, k: int = DEFAULT_K) -> BiasReport:
+    """The cost-model bias of one or more sessions (see the module docstring)."""
     rows, counts = collect_rows(store, session_ids)
-    report = analyze(rows, k=k)
-    counts["predicted"] = len(rows)
-    return {"session_ids": list(dict.fromkeys(int(i) for i in session_ids)), "counts": counts, **report}
+    return replace(analyze(rows, k=k), session_ids=tuple(dict.fromkeys(int(i) for i in session_ids)), counts=counts)
 
 
-def bias_report_by_task(store: Any, session_ids: Sequence[int], *, k: int = DEFAULT_K) -> dict[str, Any]:
+def bias_report_by_task(store: Any, session_ids: Sequence[int], *, k: int = DEFAULT_K) -> BiasReport:
     """:func:`bias_report` with a shape group per task of a multi-shape session, and ``points``: trial id
     -> (session id, measured ms, predicted ms, shape label) for the desktop app's plots."""
     rows, counts = collect_rows(store, session_ids)
@@ -336,10 +347,7 @@ def bias_report_by_task(store: Any, session_ids: Sequence[int], *, k: int = DEFA
         r["shape_key"] = r["shape_key"].replace(base, own)
         # Rank statistics normalise per session; a task is a shape of its own, so normalise per task.
         r["session_id"] = f"{sid}/{task.index}"
-    report = analyze(rows, k=k)
-    counts["predicted"] = len(rows)
-    report["session_ids"] = list(dict.fromkeys(int(i) for i in session_ids))
-    report["counts"] = counts
-    report["points"] = {r["trial_id"]: (r["sid"], r["measured_ms"], r["predicted_ms"], r["shape_label"])
-                        for r in rows}
-    return report
+    points: dict[int, BiasPoint] = {r["trial_id"]: (r["sid"], r["measured_ms"], r["predicted_ms"], r["shape_label"])
+                                for r in rows}
+    return replace(analyze(rows, k=k), session_ids=tuple(dict.fromkeys(int(i) for i in session_ids)),
+                   counts=counts, points=points)

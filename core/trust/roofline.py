@@ -21,10 +21,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from tunelab.core.records import SessionRecord
+from tunelab.core.records import MachineProfile, SessionRecord
 
 if TYPE_CHECKING:
     from tunelab.core.store.database import Store
@@ -35,6 +36,84 @@ PEAK_N = 1024  # matmul size for the compute probe (grown where a call is too sh
 PEAK_PASSES = 2  # compute probes per dtype, interleaved; the best is kept
 STREAM_BYTES = 64 << 20  # bytes per array in the bandwidth probe (beyond any L3)
 PROFILE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PeakProbe:
+    """The compute probe of one dtype: the best GFLOP/s of ``reps`` timed ``n`` x ``n`` matmuls."""
+
+    gflops: float
+    n: int
+    reps: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gflops": self.gflops, "n": self.n, "reps": self.reps}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PeakProbe:
+        return cls(gflops=data["gflops"], n=data["n"], reps=data["reps"])
+
+
+@dataclass(frozen=True)
+class BandwidthProbe:
+    """The bandwidth probe: the better of a copy and an add over ``bytes_per_array`` arrays, in GB/s."""
+
+    gbs: float
+    copy_gbs: float
+    add_gbs: float
+    bytes_per_array: int
+    threads: int
+    reps: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BandwidthProbe:
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class RooflineReport:
+    """Where a session's best kernel (of one shape, ``task``) sits under this machine's roofline.
+
+    The machine's figures (``peak_gflops`` ... ``measured_at``) are None where it could not be profiled
+    (a GPU without PyTorch/CuPy); ``achieved_gflops`` and ``fraction`` are None while the session has
+    no result; ``note`` says why, or that a figure is suspect.
+    """
+
+    session_id: int
+    task: int
+    workload: str
+    shape: dict[str, int]
+    dtype: str
+    target_kind: str
+    flops: float
+    bytes_moved: float
+    intensity: float | None  # FLOP/byte: flops / bytes_moved
+    peak_gflops: float | None  # of peak_dtype
+    bandwidth_gbs: float | None
+    ridge_intensity: float | None  # where the roof turns: peak / bandwidth
+    bound_gflops: float | None  # min(peak, intensity * bandwidth)
+    bound_by: str | None  # "compute" | "memory"
+    achieved_gflops: float | None  # the session's best on this shape
+    fraction: float | None  # achieved / bound
+    peak_dtype: str | None  # the dtype whose peak stands: the session's, else float32
+    kernel: str | None  # the BLAS or library the peak was measured with
+    note: str | None
+    cached: bool | None  # the machine profile came from the store
+    measured_at: float | None  # when the machine profile was measured
+
+    def to_json(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["shape"] = dict(self.shape)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RooflineReport:
+        values = {f.name: data[f.name] for f in fields(cls)}
+        values["shape"] = dict(values["shape"])
+        return cls(**values)
 
 
 def _best_rate(fn: Callable[[], None], work: float, deadline: float, reps: int = 30) -> tuple[float, int]:
@@ -55,7 +134,7 @@ def _best_rate(fn: Callable[[], None], work: float, deadline: float, reps: int =
     return best, n
 
 
-def cpu_peak_gflops(dtype: str, budget_s: float = 0.8) -> dict[str, Any]:
+def cpu_peak_gflops(dtype: str, budget_s: float = 0.8) -> PeakProbe:
     """Best GFLOP/s of a square ``np.matmul`` in ``dtype`` (NumPy's BLAS), set-up included in ``budget_s``."""
     deadline = time.perf_counter() + budget_s
     rng = np.random.default_rng(0)
@@ -72,10 +151,11 @@ def cpu_peak_gflops(dtype: str, budget_s: float = 0.8) -> dict[str, Any]:
             break
         n *= 2
     rate, reps = _best_rate(lambda: np.matmul(a, b, out=c), 2.0 * n**3, deadline)
-    return {"gflops": rate / 1e9, "n": n, "reps": reps}
+    return PeakProbe(gflops=rate / 1e9, n=n, reps=reps)
 
 
-def cpu_bandwidth_gbs(budget_s: float = 0.8, nbytes: int = STREAM_BYTES, threads: int | None = None) -> dict[str, Any]:
+def cpu_bandwidth_gbs(budget_s: float = 0.8, nbytes: int = STREAM_BYTES,
+                      threads: int | None = None) -> BandwidthProbe:
     """Best GB/s of a copy and of an add over ``nbytes`` arrays, split over ``threads`` threads
     (NumPy releases the GIL in both); set-up included in ``budget_s``."""
     from tunelab.core.target.info import cpu_core_count
@@ -100,12 +180,13 @@ def cpu_bandwidth_gbs(budget_s: float = 0.8, nbytes: int = STREAM_BYTES, threads
         add_rate, add_reps = _best_rate(add, 3.0 * nbytes, start + budget_s)
     finally:
         pool.shutdown()
-    return {"gbs": max(copy_rate, add_rate) / 1e9, "copy_gbs": copy_rate / 1e9, "add_gbs": add_rate / 1e9,
-            "bytes_per_array": nbytes, "threads": threads, "reps": copy_reps + add_reps}
+    return BandwidthProbe(gbs=max(copy_rate, add_rate) / 1e9, copy_gbs=copy_rate / 1e9, add_gbs=add_rate / 1e9,
+                          bytes_per_array=nbytes, threads=threads, reps=copy_reps + add_reps)
 
 
-def _gpu_probes(dtypes: Sequence[str], budget_s: float) -> dict[str, Any] | None:
-    """Peak (matmul) and bandwidth (device copy) through PyTorch, else CuPy; None without either."""
+def _gpu_probes(dtypes: Sequence[str], budget_s: float) -> tuple[dict[str, float], float, dict[str, Any]] | None:
+    """(peak GFLOP/s per dtype (matmul), bandwidth GB/s (device copy), detail) through PyTorch, else CuPy;
+    None without either."""
     try:
         import torch
 
@@ -131,9 +212,8 @@ def _gpu_probes(dtypes: Sequence[str], budget_s: float) -> dict[str, Any] | None
                 torch.cuda.synchronize()
 
             bw = _best_rate(copy, 2.0 * src.numel() * 4, time.perf_counter() + per)[0] / 1e9
-            return {"peak_gflops": peaks, "bandwidth_gbs": bw,
-                    "detail": {"library": f"PyTorch {torch.__version__}", "device": torch.cuda.get_device_name(0),
-                               "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}}
+            return peaks, bw, {"library": f"PyTorch {torch.__version__}", "device": torch.cuda.get_device_name(0),
+                               "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}
     except ImportError:
         pass
     try:
@@ -164,16 +244,16 @@ def _gpu_probes(dtypes: Sequence[str], budget_s: float) -> dict[str, Any] | None
         sync()
 
     bw = _best_rate(copy, 2.0 * src.size * 4, time.perf_counter() + per)[0] / 1e9
-    return {"peak_gflops": peaks, "bandwidth_gbs": bw, "detail": {"library": f"CuPy {cp.__version__}"}}
+    return peaks, bw, {"library": f"CuPy {cp.__version__}"}
 
 
 def measure_machine_profile(target_kind: str = "llvm", dtypes: Sequence[str] = DTYPES,
-                            budget_s: float = BUDGET_S) -> dict[str, Any] | None:
+                            budget_s: float = BUDGET_S) -> MachineProfile | None:
     """Run the probes now; None for a GPU target without PyTorch or CuPy (or without a GPU).
 
-    ``{"target_kind", "peak_gflops": {dtype: GFLOP/s}, "bandwidth_gbs", "detail": {...}, "elapsed_s",
-    "measured_at"}``. On the CPU, float16 is not probed (NumPy has no float16 BLAS): its roofline
-    uses the float32 peak.
+    On the CPU, float16 is not probed (NumPy has no float16 BLAS): its roofline uses the float32 peak.
+    The detail holds the BLAS (``blas``, ``kernel``) and the probes (``peak_probe``: dtype ->
+    :class:`PeakProbe`, ``bandwidth_probe``: :class:`BandwidthProbe`, as JSON); on a GPU the library.
     """
     import socket
 
@@ -182,8 +262,7 @@ def measure_machine_profile(target_kind: str = "llvm", dtypes: Sequence[str] = D
         probed = _gpu_probes(list(dtypes), budget_s * 0.9)
         if probed is None:
             return None
-        detail = probed["detail"]
-        peaks, bandwidth = probed["peak_gflops"], probed["bandwidth_gbs"]
+        peaks, bandwidth, detail = probed
     else:
         from tunelab.core.trust.baselines import blas_description, blas_info
 
@@ -191,47 +270,42 @@ def measure_machine_profile(target_kind: str = "llvm", dtypes: Sequence[str] = D
         deadline = started + budget_s * 0.6  # set-up, and each probe may overrun its share by one call
         # Two interleaved passes, the better of each kept: one pass in five came out at half the float32
         # peak here (as if BLAS had one core), which would put tuned kernels "above the roofline".
-        probes: dict[str, dict[str, Any]] = {}
+        probes: dict[str, PeakProbe] = {}
         order = [d for _ in range(PEAK_PASSES) for d in cpu_dtypes]
         for i, d in enumerate(order):
             share = (deadline - time.perf_counter()) / (len(order) - i + 1)
             probe = cpu_peak_gflops(d, max(share, 0.05))
-            if d not in probes or probe["gflops"] > probes[d]["gflops"]:
+            if d not in probes or probe.gflops > probes[d].gflops:
                 probes[d] = probe
         stream = cpu_bandwidth_gbs(max(deadline - time.perf_counter(), 0.1))
         info = blas_info()
-        peaks = {d: p["gflops"] for d, p in probes.items()}
-        bandwidth = stream["gbs"]
-        detail = {"blas": info, "kernel": blas_description(info), "peak_probe": probes, "bandwidth_probe": stream}
-    return {"target_kind": target_kind, "hostname": socket.gethostname(), "peak_gflops": peaks,
-            "bandwidth_gbs": bandwidth, "detail": detail, "version": PROFILE_VERSION,
-            "elapsed_s": round(time.perf_counter() - started, 3), "measured_at": time.time()}
+        peaks = {d: p.gflops for d, p in probes.items()}
+        bandwidth = stream.gbs
+        detail = {"blas": info, "kernel": blas_description(info),
+                  "peak_probe": {d: p.to_json() for d, p in probes.items()}, "bandwidth_probe": stream.to_json()}
+    return MachineProfile(target_kind=target_kind, hostname=socket.gethostname(), peak_gflops=peaks,
+                          bandwidth_gbs=bandwidth, detail=detail, version=PROFILE_VERSION,
+                          elapsed_s=round(time.perf_counter() - started, 3), measured_at=time.time())
 
 
 def machine_profile(store: Store, target_kind: str = "llvm", *, dtypes: Sequence[str] = DTYPES,
-                    remeasure: bool = False) -> dict[str, Any] | None:
-    """This machine's profile for ``target_kind`` from the store, measured (and stored) the first time,
-    or again for ``remeasure`` or a dtype not yet probed. None where it cannot be measured."""
+                    remeasure: bool = False) -> MachineProfile | None:
+    """This machine's profile for ``target_kind`` from the store (``cached``), measured (and stored) the
+    first time, or again for ``remeasure`` or a dtype not yet probed. None where it cannot be measured."""
     profile = None if remeasure else store.machine_profile(target_kind)
     wanted = [d for d in dtypes if not (target_kind != "cuda" and d == "float16")]
-    if profile is not None and all(d in profile["peak_gflops"] for d in wanted):
-        return dict(profile, cached=True)
+    if profile is not None and all(d in profile.peak_gflops for d in wanted):
+        return replace(profile, cached=True)
     fresh = measure_machine_profile(target_kind, sorted(set(wanted) | set(DTYPES)))
     if fresh is None:
         return None
     store.put_machine_profile(fresh)
-    return dict(fresh, cached=False)
+    return replace(fresh, cached=False)
 
 
-def roofline_for(store: Store, record: SessionRecord, *, remeasure: bool = False, task: int = 0) -> dict[str, Any]:
+def roofline_for(store: Store, record: SessionRecord, *, remeasure: bool = False, task: int = 0) -> RooflineReport:
     """Where the session's best kernel (of shape ``task``; 0 is the primary one) sits under this
-    machine's roofline.
-
-    ``{"peak_gflops", "bandwidth_gbs", "intensity" (FLOP/byte), "ridge_intensity", "bound_gflops",
-    "bound_by" ("compute" | "memory"), "achieved_gflops", "fraction" (achieved / bound), "dtype",
-    "peak_dtype", "kernel", "note", "cached", "measured_at"}``; the figures are None where the
-    machine could not be profiled (a GPU without PyTorch/CuPy) or the session has no result yet.
-    """
+    machine's roofline (measured and stored the first time, see :func:`machine_profile`)."""
     from tunelab.core.trust.baselines import task_figures
     from tunelab.core.workloads.catalog import get_workload
 
@@ -241,36 +315,35 @@ def roofline_for(store: Store, record: SessionRecord, *, remeasure: bool = False
     moved = float(wl.bytes_moved(shape, record.dtype))
     intensity = flops / moved if moved else None
     achieved = flops / (best_ms * 1e-3) / 1e9 if best_ms else None
-    out: dict[str, Any] = {"session_id": record.id, "task": task, "workload": record.workload, "shape": shape,
-                           "dtype": record.dtype, "target_kind": record.target_kind, "flops": flops,
-                           "bytes_moved": moved, "intensity": intensity, "peak_gflops": None,
-                           "bandwidth_gbs": None, "ridge_intensity": None, "bound_gflops": None, "bound_by": None,
-                           "achieved_gflops": achieved, "fraction": None, "peak_dtype": None,
-                           "kernel": None, "note": None, "cached": None, "measured_at": None}
+    report = RooflineReport(session_id=record.id, task=task, workload=record.workload, shape=shape,
+                            dtype=record.dtype, target_kind=record.target_kind, flops=flops, bytes_moved=moved,
+                            intensity=intensity, peak_gflops=None, bandwidth_gbs=None, ridge_intensity=None,
+                            bound_gflops=None, bound_by=None, achieved_gflops=achieved, fraction=None,
+                            peak_dtype=None, kernel=None, note=None, cached=None, measured_at=None)
     profile = machine_profile(store, record.target_kind, dtypes=(record.dtype,), remeasure=remeasure)
     if profile is None:
-        out["note"] = f"no way to profile a {record.target_kind} machine here (needs PyTorch or CuPy and a GPU)"
-        return out
-    peaks = profile["peak_gflops"]
+        return replace(report, note=f"no way to profile a {record.target_kind} machine here "
+                                    "(needs PyTorch or CuPy and a GPU)")
+    peaks = profile.peak_gflops
     peak_dtype = record.dtype if record.dtype in peaks else "float32"
+    note = None
     if peak_dtype != record.dtype:
-        out["note"] = f"no {record.dtype} probe on this target (NumPy has no {record.dtype} BLAS): the float32 peak stands in"
+        note = f"no {record.dtype} probe on this target (NumPy has no {record.dtype} BLAS): the float32 peak stands in"
     peak = peaks.get(peak_dtype)
-    bandwidth = profile["bandwidth_gbs"]
-    detail = profile.get("detail") or {}
-    out.update(peak_gflops=peak, bandwidth_gbs=bandwidth, peak_dtype=peak_dtype,
-               kernel=detail.get("kernel") or detail.get("library"), cached=profile.get("cached"),
-               measured_at=profile.get("measured_at"))
+    bandwidth = profile.bandwidth_gbs
+    bound = bound_by = ridge = fraction = None
     if peak and bandwidth and intensity:
         memory_bound = intensity * bandwidth
-        out["bound_gflops"] = min(peak, memory_bound)
-        out["bound_by"] = "memory" if memory_bound < peak else "compute"
-        out["ridge_intensity"] = peak / bandwidth
+        bound = min(peak, memory_bound)
+        bound_by = "memory" if memory_bound < peak else "compute"
+        ridge = peak / bandwidth
         if achieved:
-            out["fraction"] = achieved / out["bound_gflops"]
-            if out["fraction"] > 1.0:
+            fraction = achieved / bound
+            if fraction > 1.0:
                 above = ("the session beats the measured roofline: the probes probably ran on a busy machine "
                          "(or the kernel runs from cache); measure again with remeasure=True "
                          "(tunelab roofline --remeasure)")
-                out["note"] = f"{out['note']}; {above}" if out["note"] else above
-    return out
+                note = f"{note}; {above}" if note else above
+    return replace(report, peak_gflops=peak, bandwidth_gbs=bandwidth, ridge_intensity=ridge, bound_gflops=bound,
+                   bound_by=bound_by, fraction=fraction, peak_dtype=peak_dtype, kernel=profile.kernel, note=note,
+                   cached=profile.cached, measured_at=profile.measured_at)

@@ -148,7 +148,7 @@ def main() -> int:
     window.costmodel.bias.set_scope("workload")
     wait_for(app, lambda: not window.costmodel.bias_running)
     groups = window.costmodel.bias.groups()
-    flagged = [i for i in window.costmodel.bias.flagged_rows() if groups[i]["dimension"] != "all"]
+    flagged = [i for i in window.costmodel.bias.flagged_rows() if groups[i].dimension != "all"]
     if flagged:
         window.costmodel.bias.table.selectRow(flagged[0])
     settle(app)

@@ -46,18 +46,18 @@ def test_bias_table_shows_shapes_and_highlights_flagged_groups(qtbot, xgb_store)
     qtbot.waitUntil(lambda: not view.bias_running and view.bias.report is not None, timeout=30_000)
 
     report = view.bias.report
-    assert report["n"] == view.n_pairs > 0  # the trials predicted before they were measured
-    assert report["summary"] in view.bias.summary.text()
+    assert report.n == view.n_pairs > 0  # the trials predicted before they were measured
+    assert report.summary in view.bias.summary.text()
     # One shape group per task of the session, so the residuals per shape are visible.
-    shapes = {g["label"] for g in view.bias.groups() if g["dimension"] == "shape"}
+    shapes = {g.label for g in view.bias.groups() if g.dimension == "shape"}
     assert shapes == {"M=32,N=32,K=32", "M=16,N=32,K=32"}
     task_of = {t.id: t.task_id for t in store.trials(sid)}
     for g in view.bias.groups():
-        if g["dimension"] == "shape":
-            assert len({task_of[t] for t in g["trial_ids"]}) == 1
+        if g.dimension == "shape":
+            assert len({task_of[t] for t in g.trial_ids}) == 1
 
     flagged = view.bias.flagged_rows()
-    assert flagged, f"no group flagged: {report['summary']}"
+    assert flagged, f"no group flagged: {report.summary}"
     table = view.bias.table
     for row in range(table.rowCount()):
         highlighted = table.item(row, 0).background() == FLAGGED_BRUSH
@@ -66,16 +66,16 @@ def test_bias_table_shows_shapes_and_highlights_flagged_groups(qtbot, xgb_store)
     # Picking a group rings its trials in the scatter and in the residual plot.
     group = view.bias.groups()[flagged[0]]
     table.selectRow(flagged[0])
-    assert view.n_highlighted == len(group["trial_ids"]) > 0
-    assert len(view.residual_highlight.xData) == len(group["trial_ids"])
+    assert view.n_highlighted == len(group.trial_ids) > 0
+    assert len(view.residual_highlight.xData) == len(group.trial_ids)
     view.bias.flagged_check.setChecked(True)
-    assert all(g["flagged"] for g in view.bias.groups())
+    assert all(g.flagged for g in view.bias.groups())
 
     # Pooling: every gemm session of the store (the random and genetic ones have no predictions).
     view.bias.set_scope("workload")
     assert sorted(view.bias_session_ids()) == sorted(r.id for r in store.sessions())
-    qtbot.waitUntil(lambda: not view.bias_running and len(view.bias.report["session_ids"]) == 3, timeout=30_000)
-    assert view.bias.report["counts"]["no_prediction"] > 0
+    qtbot.waitUntil(lambda: not view.bias_running and len(view.bias.report.session_ids) == 3, timeout=30_000)
+    assert view.bias.report.counts.no_prediction > 0
     view.set_compare_sessions([sid, _random_session(store)])
     view.bias.set_scope("compare")
     assert view.bias_session_ids() == [sid, _random_session(store)]
@@ -220,8 +220,8 @@ def test_session_header_shows_x_of_vendor_and_roofline(qtbot, store_copy):
     figures.measure()
     qtbot.waitUntil(lambda: not figures.running, timeout=60_000)
     assert "× vendor" in figures.text() and "of roofline" in figures.text(), figures.text()
-    vendor = figures.figures["vendor"]
-    assert vendor["x_of_vendor"] == pytest.approx(vendor["median_ms"] / record.best_ms)
+    vendor = figures.figures.vendor
+    assert vendor.x_of_vendor == pytest.approx(vendor.baseline.median_ms / record.best_ms)
 
     again = SessionFigures(store_copy)  # the figures are stored now: shown without asking
     qtbot.addWidget(again)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import statistics
 import time
 from dataclasses import replace
 
@@ -11,7 +13,13 @@ from specs import small_spec
 from tunelab.core.records import MeasureOptions
 from tunelab.core.session.loop import create_session
 from tunelab.core.store.database import Store
-from tunelab.core.trust.baselines import baseline_for, blas_info, measure_baseline, time_callable
+from tunelab.core.trust.baselines import (
+    VendorComparison,
+    baseline_for,
+    blas_info,
+    measure_baseline,
+    time_callable,
+)
 from tunelab.core.workloads.catalog import get_workload
 
 FAST = MeasureOptions(number=2, repeat=3, min_repeat_ms=5)
@@ -44,10 +52,11 @@ def sessions(tmp_path_factory):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_numpy_vendor_path_is_correct(workload, shape, dtype):
     result = measure_baseline(workload, shape, dtype, "llvm", FAST)
-    assert result["correct"], result["max_abs_err"]
-    assert result["max_abs_err"] <= get_workload(workload).tolerance(dtype, shape)[1] + 1e-6
-    assert result["median_ms"] > 0 and result["gflops"] > 0 and len(result["samples_ms"]) == 3
-    assert result["library"].startswith("NumPy") and result["target_kind"] == "llvm"
+    assert result.correct, result.max_abs_err
+    assert result.max_abs_err <= get_workload(workload).tolerance(dtype, shape)[1] + 1e-6
+    assert result.median_ms > 0 and result.gflops > 0 and len(result.samples_ms) == 3
+    assert result.median_ms == statistics.median(result.samples_ms)
+    assert result.library.startswith("NumPy") and result.target_kind == "llvm"
 
 
 def test_time_callable_grows_number_like_time_evaluator():
@@ -63,20 +72,23 @@ def test_baseline_for_sessions_measures_once_and_caches(sessions):
     for sid in (gemm_id, conv_id):
         record = store.session(sid)
         first = baseline_for(store, record)
-        assert first is not None and first["cached"] is False and first["correct"]
-        assert first["x_of_vendor"] == pytest.approx(first["median_ms"] / record.best_ms)
-        assert first["session_gflops"] == pytest.approx(record.best_gflops)
+        assert first is not None and first.cached is False and first.baseline.correct
+        assert first.x_of_vendor == pytest.approx(first.baseline.median_ms / record.best_ms)
+        assert first.session_gflops == pytest.approx(record.best_gflops)
         kept = store.baseline(record.workload, record.shape, record.dtype, "llvm")
-        assert kept["median_ms"] == first["median_ms"] and kept["library"] == first["library"]
+        # what was measured, as stored: the store names the machine
+        assert replace(kept, hostname=None) == first.baseline and kept.hostname
         again = baseline_for(store, record)
-        assert again["cached"] is True and again["median_ms"] == first["median_ms"]
-        print(f"\n{record.workload} {record.shape}: vendor {first['library']} ({first['method']}) "
-              f"{first['median_ms']:.4f} ms = {first['gflops']:.1f} GFLOP/s; session best {record.best_ms:.4f} ms "
-              f"= {record.best_gflops:.1f} GFLOP/s -> {first['x_of_vendor']:.2f}x of vendor")
+        assert again.cached is True and again.baseline == kept
+        assert VendorComparison.from_json(json.loads(json.dumps(again.to_json()))) == again
+        vendor = first.baseline
+        print(f"\n{record.workload} {record.shape}: vendor {vendor.library} ({vendor.method}) "
+              f"{vendor.median_ms:.4f} ms = {vendor.gflops:.1f} GFLOP/s; session best {record.best_ms:.4f} ms "
+              f"= {record.best_gflops:.1f} GFLOP/s -> {first.x_of_vendor:.2f}x of vendor")
     record = store.session(gemm_id)
     fresh = baseline_for(store, record, remeasure=True)
-    assert fresh["cached"] is False
-    assert store.baseline(record.workload, record.shape, record.dtype, "llvm")["measured_at"] == fresh["measured_at"]
+    assert fresh.cached is False and "hostname" not in fresh.to_json()
+    assert store.baseline(record.workload, record.shape, record.dtype, "llvm").measured_at == fresh.baseline.measured_at
     # the same problem in another shape order is the same key
     assert store.baseline("gemm", dict(reversed(list(record.shape.items()))), "float32", "llvm") is not None
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from specs import small_spec
 from tunelab.core.errors import StoreError, TunelabError
-from tunelab.core.records import TrialRecord
+from tunelab.core.records import BiasCounts, BiasReport, TrialRecord
 from tunelab.core.search.costmodel import spearman, topk_recall
 from tunelab.core.store.database import Store
 from tunelab.core.trust.bias import (
@@ -80,13 +80,13 @@ def test_group_stats_match_the_definitions():
     m = [1.5, 2.0, 3.0, 4.0, 6.0, 5.0]
     stats = group_stats(p, m, k=3)
     res = np.log(np.array(p) / np.array(m))
-    assert stats["n"] == 6
-    assert stats["residual_mean"] == pytest.approx(res.mean())
-    assert stats["residual_std"] == pytest.approx(res.std(ddof=1))
-    assert stats["ratio"] == pytest.approx(math.exp(res.mean()))
-    assert stats["spearman"] == pytest.approx(spearman(p, m))
-    assert stats["topk_recall"] == topk_recall(p, m, 3) and stats["k"] == 3
-    assert group_stats([2.0], [1.0])["residual_std"] is None and group_stats([2.0], [1.0])["k"] == 1
+    assert stats.n == 6
+    assert stats.residual_mean == pytest.approx(res.mean())
+    assert stats.residual_std == pytest.approx(res.std(ddof=1))
+    assert stats.ratio == pytest.approx(math.exp(res.mean()))
+    assert stats.spearman == pytest.approx(spearman(p, m))
+    assert stats.topk_recall == topk_recall(p, m, 3) and stats.k == 3
+    assert group_stats([2.0], [1.0]).residual_std is None and group_stats([2.0], [1.0]).k == 1
 
 
 def test_flag_thresholds_are_exact():
@@ -94,16 +94,16 @@ def test_flag_thresholds_are_exact():
     just_under = group_stats([x * math.exp(BIAS_LIMIT - 0.01) for x in m], m)
     just_over = group_stats([x * math.exp(BIAS_LIMIT + 0.01) for x in m], m)
     below = group_stats([x * math.exp(-BIAS_LIMIT - 0.01) for x in m], m)
-    assert not just_under["biased"] and just_over["biased"] and below["biased"]
-    assert just_over["direction"] == "over" and below["direction"] == "under"
+    assert not just_under.biased and just_over.biased and below.biased
+    assert just_over.direction == "over" and below.direction == "under"
     # Backwards ranking: flagged with 8 trials, not with 7 (too few to say).
     back8 = group_stats(list(range(8, 0, -1)), list(range(1, 9)))
     back7 = group_stats(list(range(7, 0, -1)), list(range(1, 8)))
-    assert back8["spearman"] == -1.0 and back8["ranks_poorly"] and back8["flagged"]
-    assert RANK_MIN_N == 8 and not back7["ranks_poorly"] and not back7["flagged"]
+    assert back8.spearman == -1.0 and back8.ranks_poorly and back8.flagged
+    assert RANK_MIN_N == 8 and not back7.ranks_poorly and not back7.flagged
     # A Spearman of exactly 0.3 is not below the limit; a constant prediction has none and is not flagged.
     flat = group_stats([1.0] * 9, list(range(1, 10)))
-    assert flat["spearman"] is None and not flat["ranks_poorly"]
+    assert flat.spearman is None and not flat.ranks_poorly
 
 
 def test_regions_of_template_and_auto_configs():
@@ -117,38 +117,39 @@ def test_regions_of_template_and_auto_configs():
 
 def test_bias_report_flags_exactly_the_wrong_groups():
     report = bias_report(handmade(), [1, 2])
-    assert report["counts"] == {"trials": 30, "failed": 1, "no_prediction": 1, "predicted": 28}
-    groups = {g["key"]: g for g in report["groups"]}
+    assert report.counts == BiasCounts(trials=30, failed=1, no_prediction=1, predicted=28)
+    assert BiasReport.from_json(json.loads(json.dumps(report.to_json()))) == report
+    groups = {g.key: g for g in report.groups}
     m16 = groups["gemm|M=16,N=64,K=64|float32|llvm"]
     m64 = groups["gemm|M=64,N=64,K=64|float32|llvm"]
-    assert m16["label"] == "M=16,N=64,K=64" and m16["n"] == 20
-    assert m16["residual_mean"] == pytest.approx(math.log(0.7)) and m16["residual_std"] == pytest.approx(0.0, abs=1e-12)
-    assert m16["biased"] and m16["direction"] == "under" and m16["spearman"] == 1.0 and not m16["ranks_poorly"]
-    assert m16["topk_recall"] == 1.0 and m16["k"] == 5
-    assert m64["n"] == 8 and m64["residual_mean"] == pytest.approx(0.0, abs=1e-12) and not m64["biased"]
-    assert m64["spearman"] == -1.0 and m64["ranks_poorly"]
-    assert m64["topk_recall"] == pytest.approx(2 / 5)  # the 5 fastest measured vs the 5 fastest predicted: 2 shared
+    assert m16.label == "M=16,N=64,K=64" and m16.n == 20
+    assert m16.residual_mean == pytest.approx(math.log(0.7)) and m16.residual_std == pytest.approx(0.0, abs=1e-12)
+    assert m16.biased and m16.direction == "under" and m16.spearman == 1.0 and not m16.ranks_poorly
+    assert m16.topk_recall == 1.0 and m16.k == 5
+    assert m64.n == 8 and m64.residual_mean == pytest.approx(0.0, abs=1e-12) and not m64.biased
+    assert m64.spearman == -1.0 and m64.ranks_poorly
+    assert m64.topk_recall == pytest.approx(2 / 5)  # the 5 fastest measured vs the 5 fastest predicted: 2 shared
     overall = groups["all"]
-    assert overall["n"] == 28 and overall["residual_mean"] == pytest.approx(20 * math.log(0.7) / 28)
-    assert not overall["biased"] and overall["spearman"] >= 0.3 and not overall["flagged"]
+    assert overall.n == 28 and overall.residual_mean == pytest.approx(20 * math.log(0.7) / 28)
+    assert not overall.biased and overall.spearman >= 0.3 and not overall.flagged
     # Groups holding exactly one shape's trials say so; the summary names the shape only.
-    assert groups["order=ro,si,ri"]["same_as"] == "M=16,N=64,K=64" and groups["tile_j:large"]["same_as"] == "M=64,N=64,K=64"
-    assert groups["unroll=16"]["same_as"] == "all trials"
+    assert groups["order=ro,si,ri"].same_as == "M=16,N=64,K=64" and groups["tile_j:large"].same_as == "M=64,N=64,K=64"
+    assert groups["unroll=16"].same_as == "all trials"
     # parallel=false is half of M=16 (biased); parallel=true mixes both shapes and ranks poorly.
-    assert groups["parallel=false"]["n"] == 10 and groups["parallel=false"]["biased"]
-    assert groups["parallel=true"]["n"] == 18 and groups["parallel=true"]["ranks_poorly"]
-    assert not groups["parallel=true"]["biased"]
-    assert {k for k, g in groups.items() if g["flagged"]} == {
+    assert groups["parallel=false"].n == 10 and groups["parallel=false"].biased
+    assert groups["parallel=true"].n == 18 and groups["parallel=true"].ranks_poorly
+    assert not groups["parallel=true"].biased
+    assert {k for k, g in groups.items() if g.flagged} == {
         "gemm|M=16,N=64,K=64|float32|llvm", "gemm|M=64,N=64,K=64|float32|llvm", "order=ro,si,ri",
         "order=si,ro,ri", "parallel=false", "parallel=true", "tile_j:large", "tile_j:medium"}
-    assert report["flagged"] == [g["label"] for g in report["groups"] if g["flagged"]]
-    assert sorted(groups["parallel=false"]["trial_ids"]) == list(range(1, 20, 2))
-    assert report["summary"] == (
+    assert report.flagged == tuple(g.label for g in report.groups if g.flagged)
+    assert sorted(groups["parallel=false"].trial_ids) == list(range(1, 20, 2))
+    assert report.summary == (
         "The model under-predicts latency for shape M=16,N=64,K=64 by 1.4x on average; "
         "the model under-predicts latency for parallel=false by 1.4x on average; "
         "the model ranks poorly for shape M=64,N=64,K=64 (Spearman -1.00, n=8); "
         "1 more group(s) are flagged; it ranks well elsewhere "
-        f"(overall Spearman {overall['spearman']:.2f}, top-5 recall {overall['topk_recall']:.2f}, "
+        f"(overall Spearman {overall.spearman:.2f}, top-5 recall {overall.topk_recall:.2f}, "
         "mean residual -0.25, n=28).")
 
 
@@ -159,10 +160,10 @@ def test_rank_statistics_pool_sessions_by_their_own_scale():
     store.add(2, {"M": 64, "N": 8, "K": 8},
               [trial(10 + i, 2, cfg(), m, m * 1.1) for i, m in enumerate([100.0, 200.0, 400.0])])
     report = bias_report(store, [1, 2])
-    overall = report["groups"][0]
-    assert overall["key"] == "all" and overall["spearman"] == pytest.approx(1.0)
-    assert not report["flagged"]
-    assert report["summary"].startswith("The model is within 35 % on average in every group and has too few trials")
+    overall = report.groups[0]
+    assert overall.key == "all" and overall.spearman == pytest.approx(1.0)
+    assert not report.flagged
+    assert report.summary.startswith("The model is within 35 % on average in every group and has too few trials")
 
 
 def test_auto_sessions_group_by_sketch_and_bad_input():
@@ -170,18 +171,18 @@ def test_auto_sessions_group_by_sketch_and_bad_input():
     trials = [trial(i, 5, {"sketch": i % 2, "decisions": [[1, 2], 0]}, float(i + 1), float(i + 1) * (3.0 if i % 2 else 1.0))
               for i in range(8)]
     store.add(5, {"M": 32, "N": 32, "K": 32}, trials, space_kind="auto")
-    groups = {g["key"]: g for g in bias_report(store, [5])["groups"]}
-    assert groups["sketch=1"]["residual_mean"] == pytest.approx(math.log(3.0)) and groups["sketch=1"]["biased"]
-    assert groups["sketch=0"]["residual_mean"] == pytest.approx(0.0) and not groups["sketch=0"]["flagged"]
-    assert "over-predicts latency for sketch 1 by 3.0x" in bias_report(store, [5])["summary"]
+    groups = {g.key: g for g in bias_report(store, [5]).groups}
+    assert groups["sketch=1"].residual_mean == pytest.approx(math.log(3.0)) and groups["sketch=1"].biased
+    assert groups["sketch=0"].residual_mean == pytest.approx(0.0) and not groups["sketch=0"].flagged
+    assert "over-predicts latency for sketch 1 by 3.0x" in bias_report(store, [5]).summary
     with pytest.raises(TunelabError):
         bias_report(store, [])
     with pytest.raises(StoreError):
         bias_report(store, [99])
     empty = FakeStore()
     empty.add(1, {"M": 8}, [trial(1, 1, cfg(), 1.0, None)])
-    assert bias_report(empty, [1])["summary"].startswith("No successful trial has a cost-model prediction")
-    assert analyze([])["n"] == 0
+    assert bias_report(empty, [1]).summary.startswith("No successful trial has a cost-model prediction")
+    assert analyze([]).n == 0
 
 
 @pytest.mark.slow
@@ -199,23 +200,23 @@ def test_bias_report_on_real_xgb_sessions(tmp_path):
     predicted = [t for t in trials if t.ok and t.predicted_ms]
     # The model predicts from the second round on (the first batch trains it).
     assert all(t.predicted_ms is not None for t in trials if t.round >= 1)
-    assert report["counts"]["predicted"] == len(predicted) >= 12
-    assert report["counts"]["trials"] == 24
-    groups = {g["key"]: g for g in report["groups"]}
-    assert groups["all"]["n"] == len(predicted)
-    shapes = [g for g in report["groups"] if g["dimension"] == "shape"]
-    assert sorted(g["label"] for g in shapes) == ["M=32,N=32,K=32", "M=64,N=32,K=32"]
-    assert sum(g["n"] for g in shapes) == len(predicted)
+    assert report.counts.predicted == len(predicted) >= 12
+    assert report.counts.trials == 24
+    groups = {g.key: g for g in report.groups}
+    assert groups["all"].n == len(predicted)
+    shapes = [g for g in report.groups if g.dimension == "shape"]
+    assert sorted(g.label for g in shapes) == ["M=32,N=32,K=32", "M=64,N=32,K=32"]
+    assert sum(g.n for g in shapes) == len(predicted)
     res = [math.log(t.predicted_ms / t.latency_ms) for t in predicted]
-    assert groups["all"]["residual_mean"] == pytest.approx(float(np.mean(res)))
-    assert groups["all"]["residual_std"] == pytest.approx(float(np.std(res, ddof=1)))
-    for g in report["groups"]:
-        assert g["flagged"] == (g["biased"] or g["ranks_poorly"])
-        assert g["biased"] == (abs(g["residual_mean"]) > BIAS_LIMIT)
-        assert (g["words"] != "") == g["flagged"]
-    knob_groups = [g for g in report["groups"] if g["dimension"] == "knob" and g["key"].startswith("order=")]
-    assert sum(g["n"] for g in knob_groups) == len(predicted)
-    assert report["summary"].endswith(f"n={len(predicted)}).")
+    assert groups["all"].residual_mean == pytest.approx(float(np.mean(res)))
+    assert groups["all"].residual_std == pytest.approx(float(np.std(res, ddof=1)))
+    for g in report.groups:
+        assert g.flagged == (g.biased or g.ranks_poorly)
+        assert g.biased == (abs(g.residual_mean) > BIAS_LIMIT)
+        assert (g.words != "") == g.flagged
+    knob_groups = [g for g in report.groups if g.dimension == "knob" and g.key.startswith("order=")]
+    assert sum(g.n for g in knob_groups) == len(predicted)
+    assert report.summary.endswith(f"n={len(predicted)}).")
     store.close()
 
 
@@ -233,14 +234,16 @@ def test_a_session_with_several_shapes_is_grouped_per_shape(tmp_path):
         list(session.run())
         report = bias_report(store, [session.session_id])
         n_predicted = sum(1 for t in store.trials(session.session_id) if t.ok and t.predicted_ms is not None)
-    shapes = {g["label"] for g in report["groups"] if g["dimension"] == "shape"}
+    shapes = {g.label for g in report.groups if g.dimension == "shape"}
     assert shapes == {"M=32,N=32,K=32", "M=16,N=32,K=32"}
     # What the desktop app asks for, through the CLI in a child process: per task, with the plot points
     proc = subprocess.run([sys.executable, "-m", "tunelab", "bias", str(session.session_id), "--by-task", "--json",
                            "--db", str(tmp_path / "multi.sqlite")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    by_task = json.loads(proc.stdout)
-    assert {g["label"] for g in by_task["groups"] if g["dimension"] == "shape"} == shapes
-    assert len(by_task["points"]) == by_task["n"] == n_predicted
-    sid, measured, predicted, label = next(iter(by_task["points"].values()))
+    printed = json.loads(proc.stdout)
+    by_task = BiasReport.from_json(printed)
+    assert json.dumps(by_task.to_json()) == proc.stdout.strip()  # one JSON mapping, both ways
+    assert {g.label for g in by_task.groups if g.dimension == "shape"} == shapes
+    assert len(by_task.points) == by_task.n == n_predicted
+    sid, measured, predicted, label = next(iter(by_task.points.values()))
     assert sid == session.session_id and measured > 0 and predicted > 0 and label in shapes

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
 from specs import small_spec
+from tunelab.core.records import MachineProfile
 from tunelab.core.session.loop import create_session
 from tunelab.core.store.database import Store
-from tunelab.core.trust.roofline import BUDGET_S, machine_profile, measure_machine_profile, roofline_for
+from tunelab.core.trust.roofline import (
+    BUDGET_S,
+    BandwidthProbe,
+    PeakProbe,
+    RooflineReport,
+    machine_profile,
+    measure_machine_profile,
+    roofline_for,
+)
 from tunelab.core.workloads.catalog import get_workload
 
 
@@ -25,25 +35,30 @@ def session(tmp_path_factory):
 
 def test_profile_is_plausible_and_short():
     p = measure_machine_profile("llvm")
-    print(f"\nroofline probes: peak {p['peak_gflops']} GFLOP/s, bandwidth {p['bandwidth_gbs']:.1f} GB/s "
-          f"(copy {p['detail']['bandwidth_probe']['copy_gbs']:.1f}, add {p['detail']['bandwidth_probe']['add_gbs']:.1f}), "
-          f"{p['detail']['kernel']}, {p['elapsed_s']:.2f} s")
-    assert p["elapsed_s"] < BUDGET_S
-    assert p["peak_gflops"]["float32"] > 1 and p["peak_gflops"]["float64"] > 1
-    assert p["bandwidth_gbs"] > 0.5
-    assert p["detail"]["kernel"].startswith("NumPy")
+    stream = BandwidthProbe.from_json(p.detail["bandwidth_probe"])
+    print(f"\nroofline probes: peak {p.peak_gflops} GFLOP/s, bandwidth {p.bandwidth_gbs:.1f} GB/s "
+          f"(copy {stream.copy_gbs:.1f}, add {stream.add_gbs:.1f}), {p.kernel}, {p.elapsed_s:.2f} s")
+    assert p.elapsed_s < BUDGET_S
+    assert p.peak_gflops["float32"] > 1 and p.peak_gflops["float64"] > 1
+    assert p.bandwidth_gbs > 0.5 and stream.gbs == p.bandwidth_gbs
+    assert p.kernel.startswith("NumPy")
+    assert PeakProbe.from_json(p.detail["peak_probe"]["float32"]).gflops == p.peak_gflops["float32"]
+    assert MachineProfile.from_json(p.to_json()) == p
 
 
 def test_profile_is_stored_and_reused(session):
     store, _ = session
     assert store.machine_profile("llvm") is None
     first = machine_profile(store)
-    assert first["cached"] is False and store.machine_profile("llvm")["measured_at"] == first["measured_at"]
+    stored = store.machine_profile("llvm")
+    assert first.cached is False and stored.measured_at == first.measured_at
+    assert stored.cached is None and "cached" not in stored.to_json()  # a look-up says it, the store does not
     again = machine_profile(store)
-    assert again["cached"] is True and again["peak_gflops"] == first["peak_gflops"]
+    assert again.cached is True and again.peak_gflops == first.peak_gflops
+    assert again.to_json() == {**stored.to_json(), "cached": True}
     fresh = machine_profile(store, remeasure=True)
-    assert fresh["cached"] is False and fresh["measured_at"] > first["measured_at"]
-    assert store.machine_profile("llvm")["measured_at"] == fresh["measured_at"]
+    assert fresh.cached is False and fresh.measured_at > first.measured_at
+    assert store.machine_profile("llvm").measured_at == fresh.measured_at
 
 
 def test_roofline_for_session(session):
@@ -51,16 +66,29 @@ def test_roofline_for_session(session):
     record = store.session(sid)
     r = roofline_for(store, record)
     wl = get_workload(record.workload)
-    assert r["intensity"] == pytest.approx(wl.flops(record.shape) / wl.bytes_moved(record.shape, record.dtype))
-    assert r["bound_gflops"] == pytest.approx(min(r["peak_gflops"], r["intensity"] * r["bandwidth_gbs"]))
-    assert r["bound_by"] in ("compute", "memory") and r["achieved_gflops"] == pytest.approx(record.best_gflops)
-    assert 0 < r["fraction"] <= 1.5
-    print(f"\nroofline of {record.workload} {record.shape}: intensity {r['intensity']:.2f} FLOP/B, bound "
-          f"{r['bound_gflops']:.1f} GFLOP/s ({r['bound_by']}), best {r['achieved_gflops']:.1f} GFLOP/s = "
-          f"{100 * r['fraction']:.1f}%")
-    assert roofline_for(store, record)["cached"] is True  # measured once, then reused
+    assert r.intensity == pytest.approx(wl.flops(record.shape) / wl.bytes_moved(record.shape, record.dtype))
+    assert r.bound_gflops == pytest.approx(min(r.peak_gflops, r.intensity * r.bandwidth_gbs))
+    assert r.bound_by in ("compute", "memory") and r.achieved_gflops == pytest.approx(record.best_gflops)
+    assert 0 < r.fraction <= 1.5
+    print(f"\nroofline of {record.workload} {record.shape}: intensity {r.intensity:.2f} FLOP/B, bound "
+          f"{r.bound_gflops:.1f} GFLOP/s ({r.bound_by}), best {r.achieved_gflops:.1f} GFLOP/s = "
+          f"{100 * r.fraction:.1f}%")
+    assert roofline_for(store, record).cached is True  # measured once, then reused
+    assert RooflineReport.from_json(json.loads(json.dumps(r.to_json()))) == r
     half = roofline_for(store, replace(record, dtype="float16"))
-    assert half["peak_dtype"] == "float32" and "float16" in half["note"]
+    assert half.peak_dtype == "float32" and "float16" in half.note
     cuda = roofline_for(store, replace(record, target_kind="cuda"))
-    if cuda["peak_gflops"] is None:  # no PyTorch/CuPy GPU here: said so, nothing made up
-        assert cuda["fraction"] is None and "cuda" in cuda["note"]
+    if cuda.peak_gflops is None:  # no PyTorch/CuPy GPU here: said so, nothing made up
+        assert cuda.fraction is None and "cuda" in cuda.note
+
+
+def test_a_gpu_profile_names_its_library(monkeypatch):
+    # Where this host has no GPU, the probes' results stand in: what the profile and the roofline make of them.
+    from tunelab.core.trust import roofline
+
+    monkeypatch.setattr(roofline, "_gpu_probes", lambda dtypes, budget_s: (
+        {"float32": 50_000.0, "float64": 25_000.0}, 4_000.0, {"library": "PyTorch 2.5", "device": "a GPU"}))
+    p = measure_machine_profile("cuda")
+    assert p.target_kind == "cuda" and p.kernel == "PyTorch 2.5" and p.bandwidth_gbs == 4_000.0
+    assert p.peak_gflops == {"float32": 50_000.0, "float64": 25_000.0} and p.cached is None
+    assert MachineProfile.from_json(json.loads(json.dumps(p.to_json()))) == p
