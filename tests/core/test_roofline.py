@@ -11,7 +11,6 @@ from tunelab.core.records import MachineProfile
 from tunelab.core.session.loop import create_session
 from tunelab.core.store.database import Store
 from tunelab.core.trust.roofline import (
-    BUDGET_S,
     BandwidthProbe,
     PeakProbe,
     RooflineReport,
