@@ -250,6 +250,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     session.on_stage.append(lambda text: print(f"\n{STAGE_MARK}{text}", file=sys.stderr, flush=True))
     done, failed, best = record.n_trials, record.n_failed, record.best_ms
     interrupted = False
+    stopped: StoreError | None = None
     runner = session.run()
     try:
         for trial in runner:
@@ -262,6 +263,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         interrupted = True
         runner.close()
+    except StoreError as exc:  # the store could not take a write (a full disk): what it took is kept
+        stopped = exc
     progress.close()
     record = store.session(session.session_id)
     summary = {"session_id": record.id, "status": record.status, "trials": record.n_trials,
@@ -278,6 +281,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
             from core.confirm import format_confirmations
 
             print(format_confirmations(session.confirmations))
+    if stopped is not None:
+        print(f"tunelab: session {record.id} stopped: {stopped} The {record.n_trials} trial(s) stored before are "
+              f"kept; tunelab tune --resume {record.id} continues once the cause is fixed.", file=sys.stderr)
+        return 1
     if record.status == "failed":
         print(f"tunelab: session {record.id} failed: {record.error}", file=sys.stderr)
         return 1
