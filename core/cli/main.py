@@ -369,6 +369,7 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
     session.on_stage.append(lambda text: print(f"\n{STAGE_MARK}{text}", file=sys.stderr, flush=True))
     done, failed, best = record.n_trials, record.n_failed, record.best_ms
     interrupted = False
+    stopped: StoreError | None = None
     runner = session.run()
     try:
         for trial in runner:
@@ -392,10 +393,15 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             return stops.exit_code
         if session.crash is None:
             raise
+        if isinstance(exc, StoreFailure):  # the store or its disk failed underneath: not the input
+            kept = _count_trials(store, session.session_id)
+            print(f"tunelab: error: session {session.session_id} crashed: {exc} The {kept} trial(s) stored "
+                  f"before are kept; tunelab tune --resume {session.session_id} continues once the cause is "
+                  f"fixed.", file=sys.stderr)
+            return EXIT_STORE_FAILURE
         print(f"tunelab: error: session {session.session_id} crashed: {exc} "
               f"(tunelab tune --resume {session.session_id} continues it)", file=sys.stderr)
-        # the store or its disk failed underneath (full, I/O error, locked too long): not the input
-        return EXIT_STORE_FAILURE if isinstance(exc, StoreFailure) else EXIT_CRASHED
+        return EXIT_CRASHED
     progress.close()
     record = store.session(session.session_id)
     summary = {"session_id": record.id, "status": record.status, "trials": record.n_trials,
@@ -412,6 +418,10 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             from tunelab.core.trust.confirm import format_confirmations
 
             print(format_confirmations(session.confirmations))
+    if stopped is not None:
+        print(f"tunelab: session {record.id} stopped: {stopped} The {record.n_trials} trial(s) stored before are "
+              f"kept; tunelab tune --resume {record.id} continues once the cause is fixed.", file=sys.stderr)
+        return 1
     if record.status == "failed":
         print(f"tunelab: session {record.id} failed: {record.error}", file=sys.stderr)
         return 1
@@ -424,6 +434,13 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
               f"rejected before measuring (first: {session.first_rejection})", file=sys.stderr)
         return EXIT_NOTHING_MEASURED
     return 0
+
+
+def _count_trials(store: Any, session_id: int) -> int | str:
+    try:
+        return store.session(session_id).n_trials
+    except Exception:  # noqa: BLE001 - the store failed: say so without a number
+        return "earlier"
 
 
 def _spec_from_args(args: argparse.Namespace) -> Any:

@@ -118,6 +118,7 @@ def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None =
     import tvm
 
     workload, shape, dtype, target, space = validated if validated is not None else validate_spec(spec)
+    store.check_intact()  # nothing is written to a damaged file
     if not target.can_run:
         raise TargetError(f"{target.description}: kernels for this target can be built here but not measured"
                           + (f" ({target.why_not})" if target.why_not else ""))
@@ -162,6 +163,7 @@ class TuningSession:
         self.session_id = session_id
         record = store.session(session_id)
         if _prepared is None:
+            store.check_intact()  # a resumed session: nothing is written to a damaged file (create_session checks)
             workload = get_workload(record.workload, record.custom_source)
             target = target_from_json(record.target)
             space = space_for_session(record)
