@@ -30,11 +30,15 @@ def main(db_path: str | None = None, argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if not _display_available():
         # Qt would abort the process with a core dump; say what is wrong instead.
-        print("tunelab: error: no display to open a window on (set DISPLAY, run under xvfb-run, "
-              "or use the command line: tunelab --help)", file=sys.stderr)
+        print(
+            "tunelab: error: no display to open a window on (set DISPLAY, run under xvfb-run, "
+            "or use the command line: tunelab --help)",
+            file=sys.stderr,
+        )
         return 2
     from PySide6.QtCore import QCoreApplication, QSettings
     from PySide6.QtWidgets import QApplication, QMessageBox
+
     from tunelab.app.main_window import MainWindow
     from tunelab.app.resources import icon, stylesheet
     from tunelab.core.errors import TunelabError

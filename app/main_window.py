@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
 from tunelab.app.dialogs.export_dialog import ExportDialog, export_formats
 from tunelab.app.dialogs.new_session import NewSessionDialog
 from tunelab.app.resources import icon

@@ -21,7 +21,7 @@ COUNTER_ENV = "TUNELAB_PLANT_COUNTER"
 
 SIGNAL_MEANINGS = {
     signal.SIGILL: "an instruction this CPU lacks: the target's mcpu or mattr implies an instruction set "
-                   "the host cannot execute",
+    "the host cannot execute",
     signal.SIGSEGV: "a bad memory access (out-of-bounds index or a buffer too small for the kernel)",
     signal.SIGBUS: "a bad memory access (misaligned or unmapped memory)",
     signal.SIGKILL: "killed from outside: usually out of memory (the kernel OOM killer) or a timeout",
@@ -120,8 +120,20 @@ def plant(where: str) -> str | None:
 
 # ---- failure classes of trials ------------------------------------------------------------------------
 
-FAILURE_CLASSES = ("SIGILL", "SIGSEGV", "SIGBUS", "SIGKILL", "SIGFPE", "SIGABRT", "out of memory", "hang",
-                   "wrong result", "build error", "invalid schedule", "run error")
+FAILURE_CLASSES = (
+    "SIGILL",
+    "SIGSEGV",
+    "SIGBUS",
+    "SIGKILL",
+    "SIGFPE",
+    "SIGABRT",
+    "out of memory",
+    "hang",
+    "wrong result",
+    "build error",
+    "invalid schedule",
+    "run error",
+)
 
 
 def failure_class(status: str, error: str | None) -> str:

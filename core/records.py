@@ -76,7 +76,9 @@ class SessionSpec:
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     name: str = ""
     custom_source: str | None = None  # text of a person's own TE expression file (workload "custom")
-    shapes: tuple[dict[str, int], ...] = ()  # more shapes tuned in the same session (tasks), sharing the budget
+    shapes: tuple[
+        dict[str, int], ...
+    ] = ()  # more shapes tuned in the same session (tasks), sharing the budget
 
     def to_json(self) -> dict[str, Any]:
         """The spec as plain JSON values (what `tunelab tune --spec FILE` reads); `from_json` gives it back."""
@@ -97,8 +99,12 @@ class SessionSpec:
             where = f"session spec: {name!r}"
             if name == "measure":
                 _check_keys(value, MeasureOptions, "session spec: 'measure'")
-                values[name] = MeasureOptions(**{k: _checked(f"session spec: 'measure.{k}'", v, _MEASURE_TYPES[k])
-                                                 for k, v in value.items()})
+                values[name] = MeasureOptions(
+                    **{
+                        k: _checked(f"session spec: 'measure.{k}'", v, _MEASURE_TYPES[k])
+                        for k, v in value.items()
+                    }
+                )
             elif name == "shapes":
                 if not isinstance(value, list | tuple):
                     raise TunelabError(f"{where} must be a list of shapes, not {_type_name(value)}")
@@ -109,21 +115,59 @@ class SessionSpec:
 
 
 # The JSON types of SessionSpec's and MeasureOptions' fields, for `SessionSpec.from_json`.
-_SPEC_TYPES = {"workload": "str", "shape": "shape", "dtype": "str", "target": "str", "space_kind": "str",
-               "space": "dict?", "tuner": "str", "tuner_options": "dict", "trials": "int", "batch": "int",
-               "early_stop": "int?", "seed": "int", "name": "str", "custom_source": "str?"}
-_MEASURE_TYPES = {"number": "int", "repeat": "int", "min_repeat_ms": "int", "warmup": "int", "timeout_s": "float",
-                  "cache_flush": "bool", "check_correctness": "bool", "target_cv": "float", "max_repeat": "int",
-                  "cooldown_s": "float", "confirm_runs": "int", "confirm_top": "int",
-                  "fail_fast": "int"}
-_TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
-               "dict": "an object", "shape": "an object of integers, a \"K=V,...\" string or null",
-               "shape_item": "an object of integers or a \"K=V,...\" string"}
+_SPEC_TYPES = {
+    "workload": "str",
+    "shape": "shape",
+    "dtype": "str",
+    "target": "str",
+    "space_kind": "str",
+    "space": "dict?",
+    "tuner": "str",
+    "tuner_options": "dict",
+    "trials": "int",
+    "batch": "int",
+    "early_stop": "int?",
+    "seed": "int",
+    "name": "str",
+    "custom_source": "str?",
+}
+_MEASURE_TYPES = {
+    "number": "int",
+    "repeat": "int",
+    "min_repeat_ms": "int",
+    "warmup": "int",
+    "timeout_s": "float",
+    "cache_flush": "bool",
+    "check_correctness": "bool",
+    "target_cv": "float",
+    "max_repeat": "int",
+    "cooldown_s": "float",
+    "confirm_runs": "int",
+    "confirm_top": "int",
+    "fail_fast": "int",
+}
+_TYPE_WORDS = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "dict": "an object",
+    "shape": 'an object of integers, a "K=V,..." string or null',
+    "shape_item": 'an object of integers or a "K=V,..." string',
+}
 
 
 def _type_name(value: Any) -> str:
-    return {type(None): "null", bool: "true/false", int: "an integer", float: "a number", str: "a string",
-            list: "a list", tuple: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    return {
+        type(None): "null",
+        bool: "true/false",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        tuple: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
 
 
 def _check_keys(data: Any, cls: type, where: str, required: tuple[str, ...] = ()) -> None:
@@ -132,8 +176,10 @@ def _check_keys(data: Any, cls: type, where: str, required: tuple[str, ...] = ()
     known = [f.name for f in fields(cls)]
     unknown = [k for k in data if k not in known]
     if unknown:
-        raise TunelabError(f"{where} has unknown key{'s' if len(unknown) > 1 else ''} "
-                           f"{', '.join(repr(k) for k in unknown)} (known: {', '.join(known)})")
+        raise TunelabError(
+            f"{where} has unknown key{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(k) for k in unknown)} (known: {', '.join(known)})"
+        )
     missing = [k for k in required if k not in data]
     if missing:
         raise TunelabError(f"{where} lacks {', '.join(repr(k) for k in missing)}")
@@ -158,8 +204,13 @@ def _checked(where: str, value: Any, kind: str) -> Any:
     elif kind == "dict":
         ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
     else:  # a shape
-        ok = isinstance(value, str) or (isinstance(value, dict) and all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in value.items()))
+        ok = isinstance(value, str) or (
+            isinstance(value, dict)
+            and all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                for k, v in value.items()
+            )
+        )
     if not ok:
         wanted = _TYPE_WORDS[kind] + (" or null" if optional else "")
         raise TunelabError(f"{where} must be {wanted}, not {_type_name(value)}")
@@ -295,7 +346,9 @@ class MachineProfile:
     hostname: str
     peak_gflops: dict[str, float]  # dtype -> GFLOP/s
     bandwidth_gbs: float  # 10^9 bytes/s
-    detail: dict[str, Any]  # what was probed and how: BLAS, kernel, probe sizes (CPU) or library, device (GPU)
+    detail: dict[
+        str, Any
+    ]  # what was probed and how: BLAS, kernel, probe sizes (CPU) or library, device (GPU)
     version: int  # tunelab.core.trust.roofline.PROFILE_VERSION when it was measured
     elapsed_s: float  # the probes' time
     measured_at: float
@@ -426,8 +479,14 @@ class BiasReport:
         """As ``tunelab bias --json`` prints it: with ``points`` (``--by-task``) the figures come first and the
         trial ids are the keys of ``points`` (strings once in JSON)."""
         head = {"session_ids": list(self.session_ids), "counts": asdict(self.counts)}
-        body = {"n": self.n, "k": self.k, "groups": [g.to_json() for g in self.groups],
-                "flagged": list(self.flagged), "thresholds": dict(self.thresholds), "summary": self.summary}
+        body = {
+            "n": self.n,
+            "k": self.k,
+            "groups": [g.to_json() for g in self.groups],
+            "flagged": list(self.flagged),
+            "thresholds": dict(self.thresholds),
+            "summary": self.summary,
+        }
         if self.points is None:
             return {**head, **body}
         # the key order `tunelab bias --by-task --json` has always had
@@ -436,8 +495,14 @@ class BiasReport:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BiasReport:
         points = data.get("points")
-        return cls(session_ids=tuple(data["session_ids"]), counts=BiasCounts(**data["counts"]), n=data["n"],
-                   k=data["k"], groups=tuple(BiasGroup.from_json(g) for g in data["groups"]),
-                   flagged=tuple(data["flagged"]), thresholds=dict(data["thresholds"]), summary=data["summary"],
-                   points=None if points is None else {int(t): tuple(p) for t, p in points.items()})
-
+        return cls(
+            session_ids=tuple(data["session_ids"]),
+            counts=BiasCounts(**data["counts"]),
+            n=data["n"],
+            k=data["k"],
+            groups=tuple(BiasGroup.from_json(g) for g in data["groups"]),
+            flagged=tuple(data["flagged"]),
+            thresholds=dict(data["thresholds"]),
+            summary=data["summary"],
+            points=None if points is None else {int(t): tuple(p) for t, p in points.items()},
+        )

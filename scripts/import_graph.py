@@ -91,8 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.cycles:
             lint = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
             env = dict(os.environ, PYTHONPATH=str(view))
-            status = subprocess.run([lint, str(ROOT / "pyproject.toml"), "--no-cache"],
-                                    env=env, cwd=ROOT).returncode
+            status = subprocess.run(
+                [lint, str(ROOT / "pyproject.toml"), "--no-cache"], env=env, cwd=ROOT
+            ).returncode
         found = cycles(view)
     for component in found:
         print(f"import cycle of {len(component)} modules: {', '.join(component)}")

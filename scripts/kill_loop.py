@@ -26,9 +26,32 @@ import tempfile
 import time
 from pathlib import Path
 
-TUNE = ["tune", "gemm", "--shape", "M=32,N=32,K=32", "--space", "template", "--tuner", "genetic",
-        "--batch", "2", "--number", "1", "--repeat", "2", "--min-repeat-ms", "1", "--cooldown", "0",
-        "--max-repeat", "2", "--confirm-runs", "0", "--seed", "7"]
+TUNE = [
+    "tune",
+    "gemm",
+    "--shape",
+    "M=32,N=32,K=32",
+    "--space",
+    "template",
+    "--tuner",
+    "genetic",
+    "--batch",
+    "2",
+    "--number",
+    "1",
+    "--repeat",
+    "2",
+    "--min-repeat-ms",
+    "1",
+    "--cooldown",
+    "0",
+    "--max-repeat",
+    "2",
+    "--confirm-runs",
+    "0",
+    "--seed",
+    "7",
+]
 
 
 def snapshot(db: Path) -> tuple[dict[int, tuple], dict[int, tuple], int | None, str | None]:
@@ -55,8 +78,12 @@ def snapshot(db: Path) -> tuple[dict[int, tuple], dict[int, tuple], int | None, 
 
 
 def start(args: list[str], db: Path, log) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tunelab", *args, "--db", str(db)],
-                            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tunelab", *args, "--db", str(db)],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        start_new_session=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,8 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="tunelab-kill-loop-"))
     db = args.db or folder / "kill.sqlite"
     log = open(folder / "tune.log", "ab")
-    report: dict = {"kills": 0, "kills_with_new_trials": 0, "trials_lost": 0, "rows_changed": 0,
-                    "tuner_state_regressed": 0, "trials_at_kills": [], "log": str(folder / "tune.log")}
+    report: dict = {
+        "kills": 0,
+        "kills_with_new_trials": 0,
+        "trials_lost": 0,
+        "rows_changed": 0,
+        "tuner_state_regressed": 0,
+        "trials_at_kills": [],
+        "log": str(folder / "tune.log"),
+    }
     before_trials, before_samples, generation, _ = snapshot(db)
     command = [*TUNE, "--trials", str(args.trials)]
     started = time.time()
@@ -82,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(rng.uniform(0.3, args.max_delay))
         else:  # just after a trial landed, in the middle of the next batch's build or run
             deadline = time.time() + 120
-            while len(snapshot(db)[0]) <= len(before_trials) and proc.poll() is None and time.time() < deadline:
+            while (
+                len(snapshot(db)[0]) <= len(before_trials) and proc.poll() is None and time.time() < deadline
+            ):
                 time.sleep(0.1)
             time.sleep(rng.uniform(0.0, 1.5))
         if proc.poll() is not None:  # it finished the budget before the kill: the loop is over
@@ -111,11 +147,23 @@ def main(argv: list[str] | None = None) -> int:
     report["rows_changed"] += sum(t in trials and trials[t] != row for t, row in before_trials.items())
     configs = [row[6] for row in trials.values()]  # config_key
     report.update(
-        trials=len(trials), budget=args.trials, status=status, duplicates=len(configs) - len(set(configs)),
-        killed_by_us=sum(1 for row in trials.values() if row[8] and ("SIGKILL" in row[8] or "terminated" in row[8])),
-        wall_s=round(time.time() - started, 1))
-    ok = (report["trials_lost"] == 0 and report["rows_changed"] == 0 and report["duplicates"] == 0
-          and report["tuner_state_regressed"] == 0 and report["trials"] == args.trials and status == "finished")
+        trials=len(trials),
+        budget=args.trials,
+        status=status,
+        duplicates=len(configs) - len(set(configs)),
+        killed_by_us=sum(
+            1 for row in trials.values() if row[8] and ("SIGKILL" in row[8] or "terminated" in row[8])
+        ),
+        wall_s=round(time.time() - started, 1),
+    )
+    ok = (
+        report["trials_lost"] == 0
+        and report["rows_changed"] == 0
+        and report["duplicates"] == 0
+        and report["tuner_state_regressed"] == 0
+        and report["trials"] == args.trials
+        and status == "finished"
+    )
     report["ok"] = ok
     print(json.dumps(report))
     return 0 if ok else 1

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
 from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.core.records import SessionRecord
 
@@ -37,8 +38,9 @@ def export_formats() -> tuple[str, ...] | None:
 
 
 class ExportDialog(QDialog):
-    def __init__(self, record: SessionRecord, selected_trial: int | None, folder: str,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, record: SessionRecord, selected_trial: int | None, folder: str, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"Export from session {record.id}")
         self.trial_combo = QComboBox()
@@ -63,10 +65,14 @@ class ExportDialog(QDialog):
         form.addRow("Trial", self.trial_combo)
         form.addRow("Formats", formats_box)
         form.addRow("Folder", folder_row)
-        note = QLabel("The compiled library is built for the session's target; it loads on a machine like this one.")
+        note = QLabel(
+            "The compiled library is built for the session's target; it loads on a machine like this one."
+        )
         note.setProperty("role", "hint")
         note.setWordWrap(True)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        )
         buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Export")
         buttons.accepted.connect(self._on_accept)
         buttons.rejected.connect(self.reject)

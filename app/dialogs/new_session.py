@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
 from tunelab.app.dialogs.space_editor import SpaceEditor
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import MeasureOptions, SessionSpec
@@ -47,8 +48,10 @@ CUSTOM = "custom"  # tunelab.core.workloads.catalog.CUSTOM_NAME: the workload li
 CUSTOM_DIR_KEY = "new_session/custom_dir"  # the folder the file dialog last picked a custom file in
 CUSTOM_FILE_KEY = "new_session/custom_file"  # the last custom file that loaded
 CUSTOM_FILTER = "Python files (*.py);;All files (*)"
-CUSTOM_HINT = ("Choose a Python file that defines PARAMS, compute() and reference() "
-               "(the format of `tunelab tune custom --custom FILE`).")
+CUSTOM_HINT = (
+    "Choose a Python file that defines PARAMS, compute() and reference() "
+    "(the format of `tunelab tune custom --custom FILE`)."
+)
 TARGET_CHOICES = (("auto", "auto"), ("llvm", "CPU (llvm)"), ("cuda", "CUDA GPU"))
 SHAPE_MAX = 1 << 20
 PROBLEM_DEBOUNCE_MS = 200
@@ -156,8 +159,11 @@ class NewSessionDialog(QDialog):
             self.workload_combo.addItem(f"{wl.name} — {wl.title}", wl.name)
         self.workload_combo.insertSeparator(self.workload_combo.count())
         self.workload_combo.addItem("Custom TE file…", CUSTOM)
-        self.workload_combo.setItemData(self.workload_combo.count() - 1, "Your own TE compute file: " + CUSTOM_HINT,
-                                        Qt.ItemDataRole.ToolTipRole)
+        self.workload_combo.setItemData(
+            self.workload_combo.count() - 1,
+            "Your own TE compute file: " + CUSTOM_HINT,
+            Qt.ItemDataRole.ToolTipRole,
+        )
         self.workload_combo.currentIndexChanged.connect(self._on_workload_changed)
         self.workload_doc = QLabel()
         self.workload_doc.setWordWrap(True)
@@ -270,8 +276,9 @@ class NewSessionDialog(QDialog):
         measure = QFormLayout(measure_box)
         self.number_spin = _spin(1, 100_000, defaults.number, "Runs averaged into one sample")
         self.repeat_spin = _spin(1, 1000, defaults.repeat, "Samples kept per trial")
-        self.min_repeat_spin = _spin(0, 100_000, defaults.min_repeat_ms,
-                                     "Grow 'number' until one sample takes at least this long")
+        self.min_repeat_spin = _spin(
+            0, 100_000, defaults.min_repeat_ms, "Grow 'number' until one sample takes at least this long"
+        )
         self.min_repeat_spin.setSuffix(" ms")
         self.warmup_spin = _spin(0, 1000, defaults.warmup, "Untimed runs before timing")
         self.timeout_spin = QDoubleSpinBox()
@@ -284,10 +291,14 @@ class NewSessionDialog(QDialog):
         self.flush_check.setChecked(defaults.cache_flush)
         self.check_check = QCheckBox("Check each kernel's result against NumPy")
         self.check_check.setChecked(defaults.check_correctness)
-        self.confirm_spin = _spin(0, 32, defaults.confirm_runs,
-                                  "When tuning finishes, re-measure the fastest trials in this many fresh processes: "
-                                  "the fastest of many noisy figures is biased low (the winner's curse), so exports "
-                                  "state the confirmed figure. 0 turns it off.")
+        self.confirm_spin = _spin(
+            0,
+            32,
+            defaults.confirm_runs,
+            "When tuning finishes, re-measure the fastest trials in this many fresh processes: "
+            "the fastest of many noisy figures is biased low (the winner's curse), so exports "
+            "state the confirmed figure. 0 turns it off.",
+        )
         self.confirm_spin.setSpecialValueText("off")
         self.confirm_spin.setSuffix(" processes")
         measure.addRow("Number", self.number_spin)
@@ -325,19 +336,32 @@ class NewSessionDialog(QDialog):
     def spec(self) -> SessionSpec:
         """The session as the dialog shows it now."""
         measure = MeasureOptions(
-            number=self.number_spin.value(), repeat=self.repeat_spin.value(),
-            min_repeat_ms=self.min_repeat_spin.value(), warmup=self.warmup_spin.value(),
-            timeout_s=float(self.timeout_spin.value()), cache_flush=self.flush_check.isChecked(),
-            check_correctness=self.check_check.isChecked(), confirm_runs=self.confirm_spin.value())
+            number=self.number_spin.value(),
+            repeat=self.repeat_spin.value(),
+            min_repeat_ms=self.min_repeat_spin.value(),
+            warmup=self.warmup_spin.value(),
+            timeout_s=float(self.timeout_spin.value()),
+            cache_flush=self.flush_check.isChecked(),
+            check_correctness=self.check_check.isChecked(),
+            confirm_runs=self.confirm_spin.value(),
+        )
         custom = self.is_custom
         return SessionSpec(
-            workload=CUSTOM if custom else self.workload.name, shape=self.shape(),
-            dtype=self.dtype_combo.currentText(), custom_source=self._custom_source if custom else None,
-            target=self.target_combo.currentData(), space_kind=self.space_kind_combo.currentData(),
-            space=self.space_editor.space_data(), tuner=self.tuner_combo.currentData(),
-            trials=self.trials_spin.value(), batch=self.batch_spin.value(),
+            workload=CUSTOM if custom else self.workload.name,
+            shape=self.shape(),
+            dtype=self.dtype_combo.currentText(),
+            custom_source=self._custom_source if custom else None,
+            target=self.target_combo.currentData(),
+            space_kind=self.space_kind_combo.currentData(),
+            space=self.space_editor.space_data(),
+            tuner=self.tuner_combo.currentData(),
+            trials=self.trials_spin.value(),
+            batch=self.batch_spin.value(),
             early_stop=self.early_spin.value() if self.early_check.isChecked() else None,
-            seed=self.seed_spin.value(), measure=measure, name=self.name_edit.text().strip())
+            seed=self.seed_spin.value(),
+            measure=measure,
+            name=self.name_edit.text().strip(),
+        )
 
     def can_start(self) -> bool:
         return self.start_button.isEnabled()
@@ -376,7 +400,9 @@ class NewSessionDialog(QDialog):
                 self._custom = load_custom_workload(source)
                 self._custom_source = source
             except TunelabError as exc:
-                self._custom_error = f"{Path(path).name} does not load: {str(exc).removeprefix(CUSTOM + ': ')}"
+                self._custom_error = (
+                    f"{Path(path).name} does not load: {str(exc).removeprefix(CUSTOM + ': ')}"
+                )
             except Exception as exc:  # noqa: BLE001 - whatever the person's file does is a message, not a crash
                 self._custom_error = f"{Path(path).name} does not load: {type(exc).__name__}: {exc}"
         if self._custom is not None and self._settings is not None:
@@ -421,7 +447,7 @@ class NewSessionDialog(QDialog):
         while self.shape_form.rowCount():
             self.shape_form.removeRow(0)
         self._shape_spins = {}
-        for p in (wl.params if wl is not None else ()):
+        for p in wl.params if wl is not None else ():
             spin = _spin(p.minimum, SHAPE_MAX, p.default, p.doc)
             spin.setObjectName(f"shape_{p.name}")
             spin.setMinimumWidth(120)
@@ -431,7 +457,7 @@ class NewSessionDialog(QDialog):
         self.preset_combo.blockSignals(True)
         self.preset_combo.clear()
         self.preset_combo.addItem("(custom)", None)
-        for name, shape in (wl.presets.items() if wl is not None else ()):
+        for name, shape in wl.presets.items() if wl is not None else ():
             self.preset_combo.addItem(f"{name}  ({', '.join(f'{k}={v}' for k, v in shape.items())})", name)
         self.preset_combo.blockSignals(False)
         self.dtype_combo.blockSignals(True)
@@ -460,8 +486,14 @@ class NewSessionDialog(QDialog):
         if self.workload is None:
             return
         shape = self.shape()
-        match = next((i for i in range(1, self.preset_combo.count())
-                      if {**shape, **self.workload.presets[self.preset_combo.itemData(i)]} == shape), 0)
+        match = next(
+            (
+                i
+                for i in range(1, self.preset_combo.count())
+                if {**shape, **self.workload.presets[self.preset_combo.itemData(i)]} == shape
+            ),
+            0,
+        )
         self.preset_combo.blockSignals(True)
         self.preset_combo.setCurrentIndex(match)
         self.preset_combo.blockSignals(False)
@@ -480,7 +512,9 @@ class NewSessionDialog(QDialog):
             self._problem_error = str(exc)
         auto = detected_target("auto")
         self.target_label.setText(auto.description)
-        self.target_label.setToolTip(auto.note or "LLVM's host CPU name; this host can execute its instruction sets")
+        self.target_label.setToolTip(
+            auto.note or "LLVM's host CPU name; this host can execute its instruction sets"
+        )
         if self._target is not None and not self._target.can_run:
             self._problem_error = f"{self._target.description}: kernels can be built here but not measured"
         shape = None
@@ -494,8 +528,13 @@ class NewSessionDialog(QDialog):
         self.problem_error.setText(self._problem_error or "")
         self.problem_error.setVisible(self._problem_error is not None)
         if shape is not None and self._target is not None:
-            self.space_editor.set_problem(self.workload, shape, self.dtype_combo.currentText(), self._target,
-                                          self.space_kind_combo.currentData())
+            self.space_editor.set_problem(
+                self.workload,
+                shape,
+                self.dtype_combo.currentText(),
+                self._target,
+                self.space_kind_combo.currentData(),
+            )
         else:
             self._update_state()
 
@@ -511,17 +550,24 @@ class NewSessionDialog(QDialog):
         kind = self.space_kind_combo.currentData()
         recommended = recommend_tuner(kind, size)
         available = tuner_availability()
-        usable = recommended if available.get(recommended) is None else next(
-            (t for t in FALLBACK_TUNERS if available.get(t) is None), recommended)
+        usable = (
+            recommended
+            if available.get(recommended) is None
+            else next((t for t in FALLBACK_TUNERS if available.get(t) is None), recommended)
+        )
         for i in range(self.tuner_combo.count()):
             name = self.tuner_combo.itemData(i)
             self.tuner_combo.setItemText(i, f"{name} (recommended)" if name == usable else name)
         article = "an" if kind == "auto" else "a"
         if usable == recommended:
-            self.tuner_hint.setText(f"Recommended for {article} {kind} space of {size:,} configs: {recommended}.")
+            self.tuner_hint.setText(
+                f"Recommended for {article} {kind} space of {size:,} configs: {recommended}."
+            )
         else:
-            self.tuner_hint.setText(f"{recommended} suits {article} {kind} space of {size:,} configs but is not available "
-                                    f"here ({available[recommended]}); {usable} is the next best.")
+            self.tuner_hint.setText(
+                f"{recommended} suits {article} {kind} space of {size:,} configs but is not available "
+                f"here ({available[recommended]}); {usable} is the next best."
+            )
         if not self._tuner_chosen:
             self.tuner_combo.setCurrentIndex(self.tuner_combo.findData(usable))
 
@@ -541,13 +587,18 @@ class NewSessionDialog(QDialog):
         size = self.space_editor.size()
         shape = ",".join(f"{k}={v}" for k, v in self.shape().items())
         wl = self.workload
-        what = "custom (no file)" if wl is None else (
-            f"custom ({Path(self.custom_path or '').name})" if self.is_custom else wl.name)
-        parts = [f"{what} {shape} {self.dtype_combo.currentText()}",
-                 self._target.description if self._target else "no target",
-                 f"{self.space_kind_combo.currentData()} space" + (f" of {size:,}" if size else ""),
-                 f"{self.tuner_combo.currentData()}",
-                 f"{self.trials_spin.value()} trials in batches of {self.batch_spin.value()}"]
+        what = (
+            "custom (no file)"
+            if wl is None
+            else (f"custom ({Path(self.custom_path or '').name})" if self.is_custom else wl.name)
+        )
+        parts = [
+            f"{what} {shape} {self.dtype_combo.currentText()}",
+            self._target.description if self._target else "no target",
+            f"{self.space_kind_combo.currentData()} space" + (f" of {size:,}" if size else ""),
+            f"{self.tuner_combo.currentData()}",
+            f"{self.trials_spin.value()} trials in batches of {self.batch_spin.value()}",
+        ]
         self.summary.setText(" · ".join(parts))
 
     def _on_start(self) -> None:
@@ -584,7 +635,9 @@ class NewSessionDialog(QDialog):
             except (TypeError, ValueError):
                 last = {}
         workload = last.get("workload", "gemm")
-        custom_file = str(self._settings.value(CUSTOM_FILE_KEY, "") or "") if self._settings is not None else ""
+        custom_file = (
+            str(self._settings.value(CUSTOM_FILE_KEY, "") or "") if self._settings is not None else ""
+        )
         if workload == CUSTOM and custom_file and Path(custom_file).is_file():
             # the last custom file, read again (it may have been edited); checked once restored
             self.load_custom_file(custom_file, check_now=False)
@@ -611,9 +664,13 @@ class NewSessionDialog(QDialog):
             self.early_check.setChecked(True)
             self.early_spin.setValue(last["early_stop"])
         m = last.get("measure") or {}
-        for spin, key in ((self.number_spin, "number"), (self.repeat_spin, "repeat"),
-                          (self.min_repeat_spin, "min_repeat_ms"), (self.warmup_spin, "warmup"),
-                          (self.confirm_spin, "confirm_runs")):
+        for spin, key in (
+            (self.number_spin, "number"),
+            (self.repeat_spin, "repeat"),
+            (self.min_repeat_spin, "min_repeat_ms"),
+            (self.warmup_spin, "warmup"),
+            (self.confirm_spin, "confirm_runs"),
+        ):
             if isinstance(m.get(key), int):
                 spin.setValue(m[key])
         if isinstance(m.get("timeout_s"), int | float):
@@ -633,4 +690,3 @@ class NewSessionDialog(QDialog):
             combo.blockSignals(True)
             combo.setCurrentIndex(index)
             combo.blockSignals(False)
-

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
 from tunelab.core.errors import TunelabError
 from tunelab.core.target.info import TargetInfo
 
@@ -170,8 +171,15 @@ class SpaceEditor(QWidget):
     def rule_row(self, name: str) -> _RuleRow:
         return next(r for r in self._rule_rows if r.rule["name"] == name)
 
-    def set_problem(self, workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo, kind: str,
-                    data: dict[str, Any] | None = None) -> None:
+    def set_problem(
+        self,
+        workload: Any,
+        shape: dict[str, int],
+        dtype: str,
+        target: TargetInfo,
+        kind: str,
+        data: dict[str, Any] | None = None,
+    ) -> None:
         """Show the default space of this problem (or `data`, an earlier edit of it)."""
         from tunelab.core.search.space.factory import make_space
 
@@ -247,8 +255,11 @@ class SpaceEditor(QWidget):
         line = 0
         for rule in self._defaults["rules"]:
             given = rules.get(rule["name"], rule)
-            shown = {"name": rule["name"], "enabled": given.get("enabled", True),
-                     "params": {**rule["params"], **(given.get("params") or {})}}
+            shown = {
+                "name": rule["name"],
+                "enabled": given.get("enabled", True),
+                "params": {**rule["params"], **(given.get("params") or {})},
+            }
             row = _RuleRow(shown)
             self._grid.addWidget(row.enabled, line, 0, 1, 3)
             line += 1
@@ -289,7 +300,7 @@ class SpaceEditor(QWidget):
                 if not isinstance(value, list):
                     reason = "must be a JSON list of candidates, e.g. [1, 2, 4]"
                 else:
-                    knobs = [*defaults[:i], {**defaults[i], "candidates": value}, *defaults[i + 1:]]
+                    knobs = [*defaults[:i], {**defaults[i], "candidates": value}, *defaults[i + 1 :]]
                     try:
                         validate_template({**self._defaults, "knobs": knobs}, self._axes, kind)
                     except TunelabError as exc:
@@ -300,8 +311,11 @@ class SpaceEditor(QWidget):
             if reason:
                 errors.append(f"{row.knob['name']}: {reason}")
         if errors:
-            self._set_state(None, errors[0] if len(errors) == 1 else f"{len(errors)} knobs are invalid; "
-                            f"first: {errors[0]}", None)
+            self._set_state(
+                None,
+                errors[0] if len(errors) == 1 else f"{len(errors)} knobs are invalid; first: {errors[0]}",
+                None,
+            )
             return
         knobs = [{**d, "candidates": r.candidates} for d, r in zip(defaults, self._knob_rows, strict=True)]
         data = {**self._defaults, "knobs": knobs}
@@ -332,7 +346,7 @@ class SpaceEditor(QWidget):
         for i, row in enumerate(self._rule_rows):
             rule, reason = self._rule_value(row)
             if reason is None:
-                trial = [*defaults[:i], rule, *defaults[i + 1:]]
+                trial = [*defaults[:i], rule, *defaults[i + 1 :]]
                 try:
                     validate_rules({"rules": trial}, kind)
                 except TunelabError as exc:
@@ -377,8 +391,9 @@ class SpaceEditor(QWidget):
         label.setText(reason or "")
         label.setVisible(bool(reason))
 
-    def _set_state(self, data: dict[str, Any] | None, error: str | None, size: int | None,
-                   sketches: int | None = None) -> None:
+    def _set_state(
+        self, data: dict[str, Any] | None, error: str | None, size: int | None, sketches: int | None = None
+    ) -> None:
         self._data, self._error, self._size = data, error, size
         if error is not None:
             self.size_label.setText("Space size: —")

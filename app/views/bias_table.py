@@ -28,29 +28,61 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import BiasGroup, BiasReport
 from tunelab.core.store.database import Store
 
 FLAGGED_BRUSH = QBrush(QColor("#fde3e0"))
 SAME_AS_COLOR = QColor("#80868b")
-COLUMNS = ("Group", "n", "Model is off by", "Spread (σ of log)", "Spearman ρ", "Top-k recall", "What is wrong")
-DIMENSIONS = (("all", "overall"), ("shape", "shape"), ("knob", "knob"), ("tile", "tile"), ("sketch", "sketch"))
-SCOPES = (("session", "This session"), ("compare", "Sessions ticked in Compare"),
-          ("workload", "All sessions of this workload"))
+COLUMNS = (
+    "Group",
+    "n",
+    "Model is off by",
+    "Spread (σ of log)",
+    "Spearman ρ",
+    "Top-k recall",
+    "What is wrong",
+)
+DIMENSIONS = (
+    ("all", "overall"),
+    ("shape", "shape"),
+    ("knob", "knob"),
+    ("tile", "tile"),
+    ("sketch", "sketch"),
+)
+SCOPES = (
+    ("session", "This session"),
+    ("compare", "Sessions ticked in Compare"),
+    ("workload", "All sessions of this workload"),
+)
 
 
 def bias_job(store: Store, session_ids: list[int], k: int) -> BiasReport:
     """tunelab.core.trust.bias's report by task, with the points for the plots (:func:`tunelab.core.trust.bias.bias_report_by_task`),
     computed in a child process (``tunelab bias --by-task --json``): on 100k trials it is seconds of
     Python that, in a thread of this process, held the GIL long enough to stall the GUI for 0.5 s."""
-    cmd = [sys.executable, "-m", "tunelab", "bias", *(str(i) for i in session_ids), "--top-k", str(k),
-           "--by-task", "--json", "--db", str(store.path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tunelab",
+        "bias",
+        *(str(i) for i in session_ids),
+        "--top-k",
+        str(k),
+        "--by-task",
+        "--json",
+        "--db",
+        str(store.path),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-        raise TunelabError((lines[-1] if lines else f"tunelab bias ended with exit code {proc.returncode}")
-                           .removeprefix("tunelab: error: "))
+        raise TunelabError(
+            (lines[-1] if lines else f"tunelab bias ended with exit code {proc.returncode}").removeprefix(
+                "tunelab: error: "
+            )
+        )
     return BiasReport.from_json(json.loads(proc.stdout))
 
 
@@ -90,14 +122,17 @@ class BiasTable(QWidget):
         self.scope_combo = QComboBox()
         for key, text in SCOPES:
             self.scope_combo.addItem(text, key)
-        self.scope_combo.setToolTip("Which sessions the bias table pools; sessions of other shapes give one "
-                                    "shape group each")
+        self.scope_combo.setToolTip(
+            "Which sessions the bias table pools; sessions of other shapes give one shape group each"
+        )
         self.k_spin = QSpinBox()
         self.k_spin.setRange(1, 50)
         self.k_spin.setValue(5)
         self.k_spin.setPrefix("top-k: ")
-        self.k_spin.setToolTip("k of the top-k recall: the share of the k fastest measured trials the model "
-                               "also ranks among its k fastest")
+        self.k_spin.setToolTip(
+            "k of the top-k recall: the share of the k fastest measured trials the model "
+            "also ranks among its k fastest"
+        )
         self.dimension_combo = QComboBox()
         self.dimension_combo.addItem("Every group", "")
         for key, text in DIMENSIONS[1:]:
@@ -194,9 +229,11 @@ class BiasTable(QWidget):
         where = f"session {sessions[0]}" if len(sessions) == 1 else f"{len(sessions)} sessions"
         self.summary.setText(f"<b>Where the model is wrong</b> ({where}): {report.summary}")
         missing = report.counts.no_prediction
-        self.status.setText(f"{len(report.flagged)} of {len(report.groups)} groups flagged · "
-                            f"{report.counts.predicted} predicted trials"
-                            + (f" ({missing} measured before the model was trained)" if missing else ""))
+        self.status.setText(
+            f"{len(report.flagged)} of {len(report.groups)} groups flagged · "
+            f"{report.counts.predicted} predicted trials"
+            + (f" ({missing} measured before the model was trained)" if missing else "")
+        )
         self._fill()
         if selected is not None:
             self.select_group(selected.label, selected.dimension)
@@ -218,12 +255,20 @@ class BiasTable(QWidget):
         for row, g in enumerate(groups):
             name = "overall" if g.dimension == "all" else f"{g.dimension}: {g.label}"
             recall = g.topk_recall
-            values = (name, str(g.n), off_by(g), _num(g.residual_std, ".2f"), _num(g.spearman, ".2f"),
-                      "—" if recall is None else f"{recall:.2f} (k={g.k})",
-                      g.words or ("" if not g.same_as else f"same trials as {g.same_as}"))
-            tip = (f"{name}: {g.n} trials · mean log residual {_num(g.residual_mean, '+.3f')}"
-                   + (f"\n{g.words}" if g.words else "")
-                   + (f"\nHolds exactly the trials of {g.same_as}." if g.same_as else ""))
+            values = (
+                name,
+                str(g.n),
+                off_by(g),
+                _num(g.residual_std, ".2f"),
+                _num(g.spearman, ".2f"),
+                "—" if recall is None else f"{recall:.2f} (k={g.k})",
+                g.words or ("" if not g.same_as else f"same trials as {g.same_as}"),
+            )
+            tip = (
+                f"{name}: {g.n} trials · mean log residual {_num(g.residual_mean, '+.3f')}"
+                + (f"\n{g.words}" if g.words else "")
+                + (f"\nHolds exactly the trials of {g.same_as}." if g.same_as else "")
+            )
             for col, text in enumerate(values):
                 item = QTableWidgetItem(text)
                 item.setToolTip(tip)

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
 from tunelab.app.resources import icon
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape
 from tunelab.app.widgets.table_model import HeaderedTableModel
@@ -151,8 +152,17 @@ class SessionTableModel(HeaderedTableModel):
     @staticmethod
     def _sort_key(r: SessionRecord, col: int):
         inf = float("inf")
-        keys = (r.id, r.name.lower(), r.status, r.workload, target_text(r), r.tuner, r.n_trials,
-                r.best_ms if r.best_ms is not None else inf, r.best_gflops or 0.0)
+        keys = (
+            r.id,
+            r.name.lower(),
+            r.status,
+            r.workload,
+            target_text(r),
+            r.tuner,
+            r.n_trials,
+            r.best_ms if r.best_ms is not None else inf,
+            r.best_gflops or 0.0,
+        )
         return keys[col]
 
     @staticmethod
@@ -174,7 +184,9 @@ class SessionBrowser(QWidget):
     session_selected = Signal(int)  # -1: nothing selected
     resume_requested = Signal(int)
 
-    def __init__(self, store: Store, watcher: StoreWatcher | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, store: Store, watcher: StoreWatcher | None = None, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self._store = store
         self.model = SessionTableModel(self)

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
 from tunelab.app.widgets.formatting import flatten_config, fmt_gflops, fmt_ms, fmt_shape
 from tunelab.app.widgets.log_axis import log_axes
 from tunelab.app.workers.following import behind_while_hidden
@@ -113,10 +114,12 @@ class CompareView(QWidget):
 
         self.curves_widget = pg.GraphicsLayoutWidget()
         self.curves_widget.setBackground("w")
-        self.by_trial = self.curves_widget.addPlot(row=0, col=0, title="Best so far vs trial",
-                                                   axisItems=log_axes("left"))
-        self.by_time = self.curves_widget.addPlot(row=0, col=1, title="Best so far vs wall time",
-                                                  axisItems=log_axes("left"))
+        self.by_trial = self.curves_widget.addPlot(
+            row=0, col=0, title="Best so far vs trial", axisItems=log_axes("left")
+        )
+        self.by_time = self.curves_widget.addPlot(
+            row=0, col=1, title="Best so far vs wall time", axisItems=log_axes("left")
+        )
         for plot, xlabel in ((self.by_trial, "Trial"), (self.by_time, "Seconds since the first trial")):
             plot.setLabel("bottom", xlabel)
             plot.setLabel("left", "Best latency (ms)")
@@ -125,7 +128,9 @@ class CompareView(QWidget):
             plot.showGrid(x=True, y=True, alpha=0.25)
             plot.setDownsampling(mode="peak")
             plot.setClipToView(True)
-        self.legend = self.by_trial.addLegend(offset=(-10, 10), labelTextColor="#202124", brush=(255, 255, 255, 210))
+        self.legend = self.by_trial.addLegend(
+            offset=(-10, 10), labelTextColor="#202124", brush=(255, 255, 255, 210)
+        )
 
         self.summary_table = QTableWidget()
         self.diff_table = QTableWidget()
@@ -290,7 +295,9 @@ class CompareView(QWidget):
         if len(records) < 2:
             self.diff_label.setText("Tick two or more sessions to compare their best configs.")
         else:
-            self.diff_label.setText(f"{n_diff} of {len(rows)} knobs differ between the best configs (highlighted).")
+            self.diff_label.setText(
+                f"{n_diff} of {len(rows)} knobs differ between the best configs (highlighted)."
+            )
 
     def _on_item_changed(self, _item: QListWidgetItem) -> None:
         self.refresh()

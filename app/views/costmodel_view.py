@@ -18,6 +18,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+
 from tunelab.app.views.bias_table import BiasTable, bias_job
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
 from tunelab.app.widgets.log_axis import log_axes
@@ -60,8 +61,9 @@ def density_rgba(x: np.ndarray, y: np.ndarray, bins: int = DENSITY_BINS):
 
 
 class CostModelView(QWidget):
-    def __init__(self, store: Store, redraw_ms: int = REDRAW_MS, bias_ms: int = BIAS_MS,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, store: Store, redraw_ms: int = REDRAW_MS, bias_ms: int = BIAS_MS, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self._store = store
         self.session_id: int | None = None
@@ -84,55 +86,77 @@ class CostModelView(QWidget):
         self.layout_widget = pg.GraphicsLayoutWidget()
         self.layout_widget.setBackground("w")
 
-        self.scatter_plot = self.layout_widget.addPlot(row=0, col=0, rowspan=2, title="Predicted vs measured (ms)",
-                                                       axisItems=log_axes("bottom", "left"))
+        self.scatter_plot = self.layout_widget.addPlot(
+            row=0, col=0, rowspan=2, title="Predicted vs measured (ms)", axisItems=log_axes("bottom", "left")
+        )
         self.scatter_plot.setLabel("bottom", "Measured (ms)")
         self.scatter_plot.setLabel("left", "Predicted (ms)")
         self.scatter_plot.setLogMode(x=True, y=True)
         for side in ("bottom", "left"):
             self.scatter_plot.getAxis(side).enableAutoSIPrefix(False)
         self.scatter_plot.showGrid(x=True, y=True, alpha=0.25)
-        self.scatter = self.scatter_plot.plot(pen=None, symbol="o", symbolSize=7, symbolPen=None,
-                                              symbolBrush=POINT_BRUSH)
+        self.scatter = self.scatter_plot.plot(
+            pen=None, symbol="o", symbolSize=7, symbolPen=None, symbolBrush=POINT_BRUSH
+        )
         # Many trials: their density instead (view coordinates are log10 ms, as the axes are log).
         self.density = pg.ImageItem(axisOrder="row-major")
         self.density.setZValue(-2)
         self.density.hide()
         self.scatter_plot.addItem(self.density)
         # In log-log coordinates y = x is still the 45-degree line through the origin.
-        self.identity = pg.InfiniteLine(pos=(0, 0), angle=45,
-                                        pen=pg.mkPen("#3c4043", width=1.5, style=Qt.PenStyle.DashLine))
+        self.identity = pg.InfiniteLine(
+            pos=(0, 0), angle=45, pen=pg.mkPen("#3c4043", width=1.5, style=Qt.PenStyle.DashLine)
+        )
         self.identity.setZValue(5)  # above the density image
         self.scatter_plot.addItem(self.identity, ignoreBounds=True)
         # Other pooled sessions' trials (grey, behind) and the picked bias group's trials (on top).
-        self.context_scatter = self.scatter_plot.plot(pen=None, symbol="o", symbolSize=6, symbolPen=None,
-                                                      symbolBrush=CONTEXT_BRUSH)
+        self.context_scatter = self.scatter_plot.plot(
+            pen=None, symbol="o", symbolSize=6, symbolPen=None, symbolBrush=CONTEXT_BRUSH
+        )
         self.context_scatter.setZValue(-5)
-        self.highlight = self.scatter_plot.plot(pen=None, symbol="o", symbolSize=13, symbolBrush=None,
-                                                symbolPen=pg.mkPen(HIGHLIGHT_PEN, width=2.5))
+        self.highlight = self.scatter_plot.plot(
+            pen=None,
+            symbol="o",
+            symbolSize=13,
+            symbolBrush=None,
+            symbolPen=pg.mkPen(HIGHLIGHT_PEN, width=2.5),
+        )
         self.highlight.setZValue(10)
 
-        self.residual_plot = self.layout_widget.addPlot(row=0, col=1, title="Prediction error per trial: (predicted − measured) / measured")
+        self.residual_plot = self.layout_widget.addPlot(
+            row=0, col=1, title="Prediction error per trial: (predicted − measured) / measured"
+        )
         self.residual_plot.setLabel("bottom", "Trial")
         self.residual_plot.setLabel("left", "Error (%)")
         self.residual_plot.getAxis("left").enableAutoSIPrefix(False)
         self.residual_plot.showGrid(x=True, y=True, alpha=0.25)
-        self.residual_plot.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#5f6368")), ignoreBounds=True)
+        self.residual_plot.addItem(
+            pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#5f6368")), ignoreBounds=True
+        )
         self.residual_plot.setDownsampling(auto=True, mode="peak")
         self.residual_plot.setClipToView(True)
-        self.residuals = self.residual_plot.plot(pen=pg.mkPen((42, 111, 219, 90)), symbol="o", symbolSize=5,
-                                                 symbolPen=None, symbolBrush=POINT_BRUSH)
+        self.residuals = self.residual_plot.plot(
+            pen=pg.mkPen((42, 111, 219, 90)),
+            symbol="o",
+            symbolSize=5,
+            symbolPen=None,
+            symbolBrush=POINT_BRUSH,
+        )
         self.residuals.setSkipFiniteCheck(True)
         # With many trials the line above is drawn downsampled and without markers; these are a thinned set.
-        self.residual_points = self.residual_plot.plot(pen=None, symbol="o", symbolSize=5, symbolPen=None,
-                                                       symbolBrush=POINT_BRUSH)
+        self.residual_points = self.residual_plot.plot(
+            pen=None, symbol="o", symbolSize=5, symbolPen=None, symbolBrush=POINT_BRUSH
+        )
         self.residual_points.setDownsampling(ds=1, auto=False)
         self.residual_points.setSkipFiniteCheck(True)
-        self.residual_highlight = self.residual_plot.plot(pen=None, symbol="o", symbolSize=10, symbolBrush=None,
-                                                          symbolPen=pg.mkPen(HIGHLIGHT_PEN, width=2))
+        self.residual_highlight = self.residual_plot.plot(
+            pen=None, symbol="o", symbolSize=10, symbolBrush=None, symbolPen=pg.mkPen(HIGHLIGHT_PEN, width=2)
+        )
         self.residual_highlight.setZValue(10)
 
-        self.rank_plot = self.layout_widget.addPlot(row=1, col=1, title="Rank correlation per round (Spearman ρ)")
+        self.rank_plot = self.layout_widget.addPlot(
+            row=1, col=1, title="Rank correlation per round (Spearman ρ)"
+        )
         self.rank_plot.setLabel("bottom", "Round")
         self.rank_plot.setLabel("left", "ρ")
         self.rank_plot.setYRange(-1.05, 1.05)
@@ -217,8 +241,11 @@ class CostModelView(QWidget):
         if scope == "workload":
             try:
                 mine = self._store.session(self.session_id)
-                same = [r.id for r in self._store.sessions()
-                        if r.workload == mine.workload and r.custom_source == mine.custom_source]
+                same = [
+                    r.id
+                    for r in self._store.sessions()
+                    if r.workload == mine.workload and r.custom_source == mine.custom_source
+                ]
             except TunelabError:
                 return [self.session_id]
             return [self.session_id] + [i for i in sorted(same) if i != self.session_id]
@@ -262,8 +289,9 @@ class CostModelView(QWidget):
             keep = c["ok"] & (predicted > 0) & np.isfinite(measured) & (measured != 0)
         if not keep.any():
             return False
-        self._pairs.extend(index=c["index"][keep], measured=measured[keep], predicted=predicted[keep],
-                           id=c["id"][keep])
+        self._pairs.extend(
+            index=c["index"][keep], measured=measured[keep], predicted=predicted[keep], id=c["id"][keep]
+        )
         return True
 
     def showEvent(self, event) -> None:  # noqa: N802
@@ -304,7 +332,8 @@ class CostModelView(QWidget):
         if not report.n:
             self.bias.show_message(
                 "<b>Where the model is wrong</b>: nothing to judge yet — no successful trial has a prediction "
-                f"({report.counts.trials} trials; the model predicts from the second round on).")
+                f"({report.counts.trials} trials; the model predicts from the second round on)."
+            )
         else:
             self.bias.set_report(report)
         self._draw_context(report)
@@ -351,7 +380,9 @@ class CostModelView(QWidget):
         if len(rows) > SCATTER_CAP:
             rows = rows[decimate(np.arange(len(rows)), SCATTER_CAP)]
         measured, predicted = self._pairs.col("measured")[rows], self._pairs.col("predicted")[rows]
-        self.residual_highlight.setData(self._pairs.col("index")[rows], 100.0 * (predicted - measured) / measured)
+        self.residual_highlight.setData(
+            self._pairs.col("index")[rows], 100.0 * (predicted - measured) / measured
+        )
 
     def _on_redraw(self) -> None:
         if behind_while_hidden(self):
@@ -394,8 +425,10 @@ class CostModelView(QWidget):
             return
         n = len(self._pairs)
         if n == 0:
-            self.summary.setText(f"<b>Session {self.session_id}</b> · no predictions yet: the cost model "
-                                 "predicts once enough trials are measured to train it (from the second round on).")
+            self.summary.setText(
+                f"<b>Session {self.session_id}</b> · no predictions yet: the cost model "
+                "predicts once enough trials are measured to train it (from the second round on)."
+            )
             return
         key = (self.session_id, n, self._last_id)
         if key != self._summary_key:  # Spearman and the medians only when the data changed
@@ -404,6 +437,7 @@ class CostModelView(QWidget):
             self._summary_text = (
                 f"<b>Session {self.session_id}</b> · {n} trials predicted before they were measured · "
                 f"Spearman ρ overall {rho_text} · median |error| {float(np.median(np.abs(residual))):.0f}% · "
-                f"bias (median error) {float(np.median(residual)):+.0f}%")
+                f"bias (median error) {float(np.median(residual)):+.0f}%"
+            )
             self._summary_key = key
         self.summary.setText(self._summary_text)

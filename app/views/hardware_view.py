@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, n_rows, rows_after
 from tunelab.app.widgets.log_axis import log_axes
 from tunelab.app.workers.following import behind_while_hidden
@@ -116,7 +117,9 @@ class HardwareView(QWidget):
         self.disturbed_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.disturbed_table = QTableWidget(0, 4)
         self.disturbed_table.setObjectName("disturbed_table")
-        self.disturbed_table.setHorizontalHeaderLabels(("Trial", "Seconds", "What else was going on", "Other pids"))
+        self.disturbed_table.setHorizontalHeaderLabels(
+            ("Trial", "Seconds", "What else was going on", "Other pids")
+        )
         self.disturbed_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.disturbed_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.disturbed_table.verticalHeader().setVisible(False)
@@ -139,11 +142,13 @@ class HardwareView(QWidget):
 
         self.trial_plot = self._add_plot("trials", "Latency (ms)")
         self.trial_plot.setLogMode(y=True)
-        self.trial_curve = self.trial_plot.plot(pen=None, symbol="o", symbolSize=5, symbolPen=None,
-                                                symbolBrush=(42, 111, 219, 170))
+        self.trial_curve = self.trial_plot.plot(
+            pen=None, symbol="o", symbolSize=5, symbolPen=None, symbolBrush=(42, 111, 219, 170)
+        )
         # Rings around the trials measured while the machine was not quiet (hover: cause and pids).
-        self.disturbed_markers = pg.ScatterPlotItem(size=11, brush=None, hoverable=True, hoverSize=14,
-                                                    tip=lambda x, y, data: data)
+        self.disturbed_markers = pg.ScatterPlotItem(
+            size=11, brush=None, hoverable=True, hoverSize=14, tip=lambda x, y, data: data
+        )
         self.disturbed_markers.setZValue(5)
         self.trial_plot.addItem(self.disturbed_markers)
 
@@ -164,8 +169,9 @@ class HardwareView(QWidget):
     def exportable(self):
         return self.layout_widget.scene()
 
-    def set_session(self, session: Any, trials: list | None = None,
-                    columns: TrialColumns | None = None) -> None:
+    def set_session(
+        self, session: Any, trials: list | None = None, columns: TrialColumns | None = None
+    ) -> None:
         """Show a session (an id, a SessionRecord or None); `columns` (what `Store.trial_columns`
         returns) or `trials`, when given, are the main window's one read of its trials, so this view
         does not read them again."""
@@ -217,8 +223,13 @@ class HardwareView(QWidget):
         c = rows_after(columns, self._last_trial_id)
         if n_rows(c):
             latency = np.where(c["ok"] & (c["latency_ms"] != 0), c["latency_ms"], math.nan)
-            self._trials.extend(id=c["id"], index=c["index"], start=c["started_at"] - self._t0,
-                                t=c["finished_at"] - self._t0, latency=latency)
+            self._trials.extend(
+                id=c["id"],
+                index=c["index"],
+                start=c["started_at"] - self._t0,
+                t=c["finished_at"] - self._t0,
+                latency=latency,
+            )
             self._last_trial_id = int(c["id"][-1])
             self._stamps_dirty = True
         if (samples or n_rows(c)) and not self._redraw_timer.isActive():
@@ -279,8 +290,11 @@ class HardwareView(QWidget):
             for i, (field, name) in enumerate(drawn):
                 if field not in self._curves:
                     limit = field.endswith("_limit_w")
-                    pen = pg.mkPen(LIMIT, width=1, style=Qt.PenStyle.DashLine) if limit else \
-                        pg.mkPen(SERIES_PENS[i % len(SERIES_PENS)], width=1.5)
+                    pen = (
+                        pg.mkPen(LIMIT, width=1, style=Qt.PenStyle.DashLine)
+                        if limit
+                        else pg.mkPen(SERIES_PENS[i % len(SERIES_PENS)], width=1.5)
+                    )
                     self._curves[field] = plot.plot(pen=pen, connect="finite", name=name)
                 self._curves[field].setData(t, self._samples.col(field))
         self.trial_curve.setData(self._trials.col("t"), self._trials.col("latency"))
@@ -306,10 +320,15 @@ class HardwareView(QWidget):
             if row >= len(ids) or ids[row] != trial_id or what is None:
                 continue
             col = self._trials.col
-            index, start, end, latency = (int(col("index")[row]), float(col("start")[row]),
-                                          float(col("t")[row]), float(col("latency")[row]))
-            out.append({"trial_id": trial_id, "index": index, "start": start, "end": end, "latency": latency,
-                        **what})
+            index, start, end, latency = (
+                int(col("index")[row]),
+                float(col("start")[row]),
+                float(col("t")[row]),
+                float(col("latency")[row]),
+            )
+            out.append(
+                {"trial_id": trial_id, "index": index, "start": start, "end": end, "latency": latency, **what}
+            )
         self.disturbed = out
 
     def disturbed_summary(self) -> str:
@@ -331,18 +350,23 @@ class HardwareView(QWidget):
             elif kind == "warning":
                 extra = f" ({hits[0]['warning']})"
             n = len(hits)
-            parts.append(f"<span style='color:{color}'>{n} trial{'s' if n != 1 else ''} measured {words}{extra}"
-                         "</span>")
+            parts.append(
+                f"<span style='color:{color}'>{n} trial{'s' if n != 1 else ''} measured {words}{extra}</span>"
+            )
         return " · ".join(parts)
 
     def _update_disturbed(self) -> None:
         summary = self.disturbed_summary()
         n_trials = len(self._trials)
         if summary:
-            self.disturbed_label.setText(f"{summary} — shaded on the time axis and ringed in the trials panel "
-                                         f"(hover for details); {len(self.disturbed)} of {n_trials} trials are listed below.")
+            self.disturbed_label.setText(
+                f"{summary} — shaded on the time axis and ringed in the trials panel "
+                f"(hover for details); {len(self.disturbed)} of {n_trials} trials are listed below."
+            )
         elif n_trials:
-            self.disturbed_label.setText("No trial was measured while another process was busy or the GPU throttled.")
+            self.disturbed_label.setText(
+                "No trial was measured while another process was busy or the GPU throttled."
+            )
         else:
             self.disturbed_label.setText("")
         self.disturbed_label.setVisible(bool(self.disturbed_label.text()))
@@ -353,7 +377,9 @@ class HardwareView(QWidget):
             values = (str(d["trial_id"]), f"{d['end']:.1f}", d["cause"], ", ".join(map(str, d["pids"])))
             for c, text in enumerate(values):
                 item = QTableWidgetItem(text)
-                item.setToolTip(d["cause"] + (f"\n(cool-down warning: {d['warning']})" if d.get("warning") else ""))
+                item.setToolTip(
+                    d["cause"] + (f"\n(cool-down warning: {d['warning']})" if d.get("warning") else "")
+                )
                 table.setItem(r, c, item)
         table.setVisible(bool(rows))
 
@@ -371,8 +397,13 @@ class HardwareView(QWidget):
         spots = []
         for d in self.disturbed:
             y = d["latency"] if math.isfinite(d["latency"]) else top
-            spots.append({"pos": (d["end"], math.log10(y)), "data": f"trial {d['trial_id']}: {d['cause']}",
-                          "pen": pg.mkPen(DISTURBED[d["kind"]][1], width=2)})
+            spots.append(
+                {
+                    "pos": (d["end"], math.log10(y)),
+                    "data": f"trial {d['trial_id']}: {d['cause']}",
+                    "pen": pg.mkPen(DISTURBED[d["kind"]][1], width=2),
+                }
+            )
         self.disturbed_markers.setData(spots)
         # Spans: runs of consecutive disturbed trials with the same cause, widened to stay visible.
         t = self._trials.col("t")
@@ -383,8 +414,12 @@ class HardwareView(QWidget):
         spans: list[list[dict]] = []
         for d in sorted(self.disturbed, key=lambda d: d["index"]):
             last = spans[-1][-1] if spans else None
-            if (last is not None and last["kind"] == d["kind"] and last["cause"] == d["cause"]
-                    and position.get(d["index"], -2) - position.get(last["index"], -9) == 1):
+            if (
+                last is not None
+                and last["kind"] == d["kind"]
+                and last["cause"] == d["cause"]
+                and position.get(d["index"], -2) - position.get(last["index"], -9) == 1
+            ):
                 spans[-1].append(d)
             else:
                 spans.append([d])
@@ -398,7 +433,9 @@ class HardwareView(QWidget):
             tip = f"{which}: {run[0]['cause']}"
             brush = DISTURBED[run[0]["kind"]][0]
             for plot in self._plots.values():
-                region = pg.LinearRegionItem(values=(start, end), movable=False, brush=brush, pen=pg.mkPen(None))
+                region = pg.LinearRegionItem(
+                    values=(start, end), movable=False, brush=brush, pen=pg.mkPen(None)
+                )
                 region.setZValue(-20)
                 region.setToolTip(tip)
                 plot.addItem(region)
@@ -419,7 +456,9 @@ class HardwareView(QWidget):
             for key, plot in self._plots.items():
                 if key == "trials":
                     continue
-                region = pg.LinearRegionItem(values=span, movable=False, brush=THROTTLE_BRUSH, pen=pg.mkPen(None))
+                region = pg.LinearRegionItem(
+                    values=span, movable=False, brush=THROTTLE_BRUSH, pen=pg.mkPen(None)
+                )
                 region.setZValue(-10)
                 plot.addItem(region)
                 self._regions.append(region)

@@ -17,6 +17,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QLineF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, gflops
 from tunelab.app.widgets.log_axis import LogAxis
@@ -89,8 +90,10 @@ class LivePlot(QWidget):
         self.redraws = 0
 
         pg.setConfigOptions(antialias=True)
-        self.plot_widget = pg.PlotWidget(background="w", axisItems={
-            "left": _LogAxis("left"), "bottom": _Axis("bottom"), "right": _Axis("right")})
+        self.plot_widget = pg.PlotWidget(
+            background="w",
+            axisItems={"left": _LogAxis("left"), "bottom": _Axis("bottom"), "right": _Axis("right")},
+        )
         self.plot_item = item = self.plot_widget.getPlotItem()
         item.setDownsampling(auto=True, mode="peak")
         item.setClipToView(True)
@@ -100,10 +103,17 @@ class LivePlot(QWidget):
         item.getAxis("left").enableAutoSIPrefix(False)
         self.legend = item.addLegend(offset=(-10, 10), labelTextColor="#202124", brush=(255, 255, 255, 210))
 
-        self.ok_curve = item.plot(pen=None, symbol="o", symbolSize=7, symbolPen=None, symbolBrush=OK_BRUSH,
-                                  name="trial latency")
-        self.failed_curve = item.plot(pen=None, symbol="x", symbolSize=11, symbolPen=pg.mkPen(FAILED_PEN, width=2),
-                                      symbolBrush=FAILED_PEN, name="failed trial")
+        self.ok_curve = item.plot(
+            pen=None, symbol="o", symbolSize=7, symbolPen=None, symbolBrush=OK_BRUSH, name="trial latency"
+        )
+        self.failed_curve = item.plot(
+            pen=None,
+            symbol="x",
+            symbolSize=11,
+            symbolPen=pg.mkPen(FAILED_PEN, width=2),
+            symbolBrush=FAILED_PEN,
+            name="failed trial",
+        )
         self.best_curve = item.plot(pen=pg.mkPen(BEST_PEN, width=2.5), stepMode="right", name="best so far")
         for curve in (self.ok_curve, self.failed_curve, self.best_curve):
             curve.setSkipFiniteCheck(True)
@@ -123,8 +133,9 @@ class LivePlot(QWidget):
         right.enableAutoSIPrefix(False)
         right.setGrid(False)  # the latency axis has the grid; a second one (GFLOP/s) only cluttered it
         self.gflops_view.setXLink(item)
-        self.gflops_curve = pg.PlotDataItem(pen=pg.mkPen(GFLOPS_PEN, width=2, style=Qt.PenStyle.DashLine),
-                                            stepMode="right")
+        self.gflops_curve = pg.PlotDataItem(
+            pen=pg.mkPen(GFLOPS_PEN, width=2, style=Qt.PenStyle.DashLine), stepMode="right"
+        )
         self.gflops_curve.setSkipFiniteCheck(True)
         # Its own ViewBox: PlotItem's downsampling settings do not reach it. Not clipped to the view: it
         # holds only the improvements, and clipping would make its axis range follow the zoom.
@@ -240,7 +251,9 @@ class LivePlot(QWidget):
             first_pos = len(self._ok)
             self._ok.extend(index=index, latency=latency, id=ids[good])
             # A new best is strictly better than every earlier one (the first of equal latencies wins).
-            before = np.minimum.accumulate(np.r_[math.inf if self._best_ms is None else self._best_ms, latency])[:-1]
+            before = np.minimum.accumulate(
+                np.r_[math.inf if self._best_ms is None else self._best_ms, latency]
+            )[:-1]
             new = np.flatnonzero(latency < before)
             if len(new):
                 best = latency[new]
@@ -287,8 +300,12 @@ class LivePlot(QWidget):
     def _draw_points(self) -> None:
         """The per-trial markers: every one when they are few, else a stable subset of those in view."""
         vb = self.plot_item.vb
-        key = (len(self._ok), len(self._failed), self.log_check.isChecked(),
-               None if vb.autoRangeEnabled()[0] else tuple(vb.viewRange()[0]))
+        key = (
+            len(self._ok),
+            len(self._failed),
+            self.log_check.isChecked(),
+            None if vb.autoRangeEnabled()[0] else tuple(vb.viewRange()[0]),
+        )
         if key == self._drawn_key:
             return
         self._drawn_key = key
@@ -304,7 +321,9 @@ class LivePlot(QWidget):
         if len(failed_x):
             if len(failed_x) > FAILED_CAP:
                 m = len(failed_x)
-                failed_x = failed_x[decimate(self._visible(failed_x), FAILED_CAP, np.arange(max(0, m - 16), m))]
+                failed_x = failed_x[
+                    decimate(self._visible(failed_x), FAILED_CAP, np.arange(max(0, m - 16), m))
+                ]
             top = float(ok_y.max()) * 1.6 if n else 1.0
             self.failed_curve.setData(failed_x, np.full(len(failed_x), top))
         else:
@@ -325,8 +344,10 @@ class LivePlot(QWidget):
         if self.n_failed:
             text += f", <span style='color:{FAILED_PEN}'>{self.n_failed} failed (✕ at the top)</span>"
         if self._best_ms is not None:
-            text += (f" · best {fmt_ms(self._best_ms)} ms = {fmt_gflops(gflops(self._flops, self._best_ms))} GFLOP/s"
-                     f" at trial {self._best_index}")
+            text += (
+                f" · best {fmt_ms(self._best_ms)} ms = {fmt_gflops(gflops(self._flops, self._best_ms))} GFLOP/s"
+                f" at trial {self._best_index}"
+            )
         elif self.n_trials == 0:
             text += " · waiting for the first trial…"
         self.title.setText(text)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
+
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
 from tunelab.app.workers.worker import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
@@ -30,7 +31,10 @@ MEASURE_LINK = "<a href='measure'>vendor &amp; roofline…</a>"
 
 def figures_available() -> bool:
     """This build of tunelab has tunelab.core.trust.baselines and tunelab.core.trust.roofline."""
-    return all(importlib.util.find_spec(m) is not None for m in ("tunelab.core.trust.baselines", "tunelab.core.trust.roofline"))
+    return all(
+        importlib.util.find_spec(m) is not None
+        for m in ("tunelab.core.trust.baselines", "tunelab.core.trust.roofline")
+    )
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,11 @@ def _cached(store: Store, record: SessionRecord) -> bool:
     from tunelab.core.trust.baselines import CPU_WORKLOADS
 
     try:
-        vendor = (record.custom_source is not None or record.workload not in CPU_WORKLOADS
-                  or store.baseline(record.workload, record.shape, record.dtype, record.target_kind) is not None)
+        vendor = (
+            record.custom_source is not None
+            or record.workload not in CPU_WORKLOADS
+            or store.baseline(record.workload, record.shape, record.dtype, record.target_kind) is not None
+        )
         profile = store.machine_profile(record.target_kind)
     except (AttributeError, TunelabError):
         return False
@@ -126,8 +133,12 @@ class SessionFigures(QLabel):
         self._best = self._primary(record) if record is not None else (None, None, "")
         if not same:
             self._figures = None
-            if record is not None and self._available and record.best_ms is not None \
-                    and _cached(self._store, record):
+            if (
+                record is not None
+                and self._available
+                and record.best_ms is not None
+                and _cached(self._store, record)
+            ):
                 self.measure()
         self._show()
 
@@ -169,8 +180,10 @@ class SessionFigures(QLabel):
             return
         if self._figures is None:
             self.setText(MEASURE_LINK)
-            self.setToolTip("Measure the vendor library on this problem and this machine's roofline (a few "
-                            "seconds, once per machine), then show how the best kernel compares")
+            self.setToolTip(
+                "Measure the vendor library on this problem and this machine's roofline (a few "
+                "seconds, once per machine), then show how the best kernel compares"
+            )
             return
         best_ms, best_gflops, shape = self._best
         if best_ms is None:
@@ -184,26 +197,33 @@ class SessionFigures(QLabel):
             x = vendor.median_ms / best_ms
             color = "#1e8e3e" if x >= 1 else "#202124"
             parts.append(f"<span style='color:{color}'><b>{x:.2f}× vendor</b></span>")
-            tips.append(f"Vendor: {vendor.library or '?'} ({vendor.method or ''}) "
-                        f"{fmt_ms(vendor.median_ms)} ms = {fmt_gflops(vendor.gflops)} GFLOP/s; "
-                        f"the best kernel {fmt_ms(best_ms)} ms. Above 1×: faster than the vendor.")
+            tips.append(
+                f"Vendor: {vendor.library or '?'} ({vendor.method or ''}) "
+                f"{fmt_ms(vendor.median_ms)} ms = {fmt_gflops(vendor.gflops)} GFLOP/s; "
+                f"the best kernel {fmt_ms(best_ms)} ms. Above 1×: faster than the vendor."
+            )
         elif self._figures.session_id is not None:
             parts.append("<span style='color:#5f6368'>no vendor baseline</span>")
-            tips.append("No vendor library computes this workload here (a custom workload, or a GPU without "
-                        "PyTorch or CuPy).")
+            tips.append(
+                "No vendor library computes this workload here (a custom workload, or a GPU without "
+                "PyTorch or CuPy)."
+            )
         roof = self._figures.roofline
         if roof and roof.bound_gflops:
             fraction = (best_gflops or 0.0) / roof.bound_gflops
             if fraction > 1.0:  # above the measured roof: the probes were likely disturbed (see the tooltip)
-                parts.append(f"<span style='color:#b06000'><b>{fraction:.0%} of roofline ⚠</b></span> "
-                             f"({roof.bound_by}-bound)")
+                parts.append(
+                    f"<span style='color:#b06000'><b>{fraction:.0%} of roofline ⚠</b></span> "
+                    f"({roof.bound_by}-bound)"
+                )
             else:
                 parts.append(f"<b>{fraction:.0%} of roofline</b> ({roof.bound_by}-bound)")
-            tips.append(f"Roofline: min(peak {fmt_gflops(roof.peak_gflops)} GFLOP/s, "
-                        f"{roof.intensity or 0:.2f} FLOP/byte × {roof.bandwidth_gbs or 0:.1f} GB/s) = "
-                        f"{fmt_gflops(roof.bound_gflops)} GFLOP/s; the best kernel reaches "
-                        f"{fmt_gflops(best_gflops)} GFLOP/s."
-                        + (f" {roof.note}" if roof.note else ""))
+            tips.append(
+                f"Roofline: min(peak {fmt_gflops(roof.peak_gflops)} GFLOP/s, "
+                f"{roof.intensity or 0:.2f} FLOP/byte × {roof.bandwidth_gbs or 0:.1f} GB/s) = "
+                f"{fmt_gflops(roof.bound_gflops)} GFLOP/s; the best kernel reaches "
+                f"{fmt_gflops(best_gflops)} GFLOP/s." + (f" {roof.note}" if roof.note else "")
+            )
         elif roof and roof.note:
             parts.append("<span style='color:#5f6368'>no roofline</span>")
             tips.append(roof.note)

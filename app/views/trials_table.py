@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
 from tunelab.app.widgets.buffers import TrialColumns, columns_of, concat_columns, n_rows, rows_after
 from tunelab.app.widgets.formatting import config_summary, first_line, fmt_ms
 from tunelab.app.widgets.table_model import HeaderedTableModel

@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
 from tunelab.app.workers.worker import Cancelled, StreamWorker, keep_alive
 from tunelab.core.errors import TunelabError
@@ -50,8 +51,20 @@ VERDICT_STYLE = {  # verdict -> (headline, text colour, background)
 }
 ROW_BRUSH = {"noisy": QBrush(QColor("#fef7e0")), "regressed": QBrush(QColor("#fce8e6"))}
 FALLS_OFF_BRUSH = QBrush(QColor("#fce8e6"))
-SCHEDULE_COLUMNS = ("Schedule", "Recorded ms", "Re-measured ms", "Ratio", "CV", "Runs", "Quiet runs", "Throttled",
-                    "Placement", "Machine", "Verdict", "Cause")
+SCHEDULE_COLUMNS = (
+    "Schedule",
+    "Recorded ms",
+    "Re-measured ms",
+    "Ratio",
+    "CV",
+    "Runs",
+    "Quiet runs",
+    "Throttled",
+    "Placement",
+    "Machine",
+    "Verdict",
+    "Cause",
+)
 SHAPE_COLUMNS = ("Shape", "Status", "Latency ms", "GFLOP/s", "Tuned ms", "× tuned", "Falls off", "Why")
 PAST_COLUMNS = ("When", "Verdict", "Runs", "Summary")
 BAR_BRUSH = (42, 111, 219, 200)
@@ -65,8 +78,18 @@ def validate_available() -> bool:
     return importlib.util.find_spec("tunelab.core.trust.validate") is not None
 
 
-def validation_job(store: Store, session_id: int, *, top_k: int, runs: int, shapes: str, remeasure: bool,
-                   emit, is_cancelled, task: int = 0) -> dict[str, Any]:
+def validation_job(
+    store: Store,
+    session_id: int,
+    *,
+    top_k: int,
+    runs: int,
+    shapes: str,
+    remeasure: bool,
+    emit,
+    is_cancelled,
+    task: int = 0,
+) -> dict[str, Any]:
     """Runs in the worker. Emits ("stage", text), ("progress", done, total, text), ("report", report),
     ("shapes", n), ("row", row); returns {"report", "across", "cancelled"}. `task` picks the shape of a
     session that tunes several (0: its primary shape, the one the shape list starts from).
@@ -83,8 +106,10 @@ def validation_job(store: Store, session_id: int, *, top_k: int, runs: int, shap
     shapes = (shapes or "").strip()
     shape_list: list[dict[str, int]] = []
     if shapes and task:
-        raise TunelabError("the shape list carries the primary shape's best schedule over: pick the primary "
-                           "shape (or clear the shapes) to validate another one")
+        raise TunelabError(
+            "the shape list carries the primary shape's best schedule over: pick the primary "
+            "shape (or clear the shapes) to validate another one"
+        )
     if shapes:
         from tunelab.core.trust.shapes import parse_shapes
         from tunelab.core.workloads.catalog import get_workload
@@ -95,14 +120,28 @@ def validation_job(store: Store, session_id: int, *, top_k: int, runs: int, shap
         try:
             from tunelab.core.trust.validate import ValidationCancelled, validate_session
         except ImportError as exc:
-            raise TunelabError("this build of tunelab has no tunelab.core.trust.validate: only the shapes can be checked") from exc
-        emit(("stage", f"Re-measuring the {top_k} fastest schedule(s) of session {session_id} in {runs} fresh "
-                       "process(es)…"))
+            raise TunelabError(
+                "this build of tunelab has no tunelab.core.trust.validate: only the shapes can be checked"
+            ) from exc
+        emit(
+            (
+                "stage",
+                f"Re-measuring the {top_k} fastest schedule(s) of session {session_id} in {runs} fresh "
+                "process(es)…",
+            )
+        )
         which = {"task": task} if task else {}  # older tunelab.core.trust.validate: no tasks
         try:
-            report = validate_session(store, session_id, top_k=top_k, runs=runs, record=False, **which,
-                                      on_progress=lambda done, total, text: emit(("progress", done, total, text)),
-                                      is_cancelled=is_cancelled)
+            report = validate_session(
+                store,
+                session_id,
+                top_k=top_k,
+                runs=runs,
+                record=False,
+                **which,
+                on_progress=lambda done, total, text: emit(("progress", done, total, text)),
+                is_cancelled=is_cancelled,
+            )
         except ValidationCancelled:
             return {"report": None, "across": None, "cancelled": True}
         emit(("report", report))
@@ -194,8 +233,9 @@ class ValidationView(QWidget):
         self.runs_spin = QSpinBox()
         self.runs_spin.setRange(1, 50)
         self.runs_spin.setValue(5)
-        self.runs_spin.setToolTip("Fresh processes: each loads every schedule afresh and measures it once, "
-                                  "in a rotated order")
+        self.runs_spin.setToolTip(
+            "Fresh processes: each loads every schedule afresh and measures it once, in a rotated order"
+        )
         self.task_combo = QComboBox()
         self.task_combo.setToolTip("The session tunes several shapes: which one to re-measure")
         self.task_label = QLabel("Shape")
@@ -203,8 +243,10 @@ class ValidationView(QWidget):
         self.task_label.hide()
         self.shapes_edit = QLineEdit()
         self.shapes_edit.setObjectName("shapes_edit")
-        self.shapes_edit.setToolTip("Other shapes to carry the best schedule over to (optional): "
-                                    "M=8,16,32,64 · M=16..128 · M=64,N=64,K=64;M=128,N=128,K=128")
+        self.shapes_edit.setToolTip(
+            "Other shapes to carry the best schedule over to (optional): "
+            "M=8,16,32,64 · M=16..128 · M=64,N=64,K=64;M=128,N=128,K=128"
+        )
         self.shapes_edit.textChanged.connect(lambda _t: self._update_buttons())
         self.validate_button = QPushButton("Validate")
         self.validate_button.setObjectName("validate_button")
@@ -215,14 +257,20 @@ class ValidationView(QWidget):
         self.shapes_button.clicked.connect(lambda: self.start(remeasure=False))
         self.stop_button = QPushButton("Stop")
         self.stop_button.setObjectName("stop_button")
-        self.stop_button.setToolTip("Stop: nothing of this run is stored (a re-measurement's worker processes "
-                                    "are killed at once; the shapes stop after the one being measured)")
+        self.stop_button.setToolTip(
+            "Stop: nothing of this run is stored (a re-measurement's worker processes "
+            "are killed at once; the shapes stop after the one being measured)"
+        )
         self.stop_button.clicked.connect(self.stop)
         controls = QHBoxLayout()
         controls.setContentsMargins(0, 0, 0, 0)
         controls.addWidget(self.task_label)
         controls.addWidget(self.task_combo)
-        for label, widget in (("Top K", self.k_spin), ("Repeats", self.runs_spin), ("Other shapes", self.shapes_edit)):
+        for label, widget in (
+            ("Top K", self.k_spin),
+            ("Repeats", self.runs_spin),
+            ("Other shapes", self.shapes_edit),
+        ):
             controls.addWidget(QLabel(label))
             controls.addWidget(widget, 1 if widget is self.shapes_edit else 0)
         for button in (self.validate_button, self.shapes_button, self.stop_button):
@@ -244,8 +292,9 @@ class ValidationView(QWidget):
         self.verdict_box.setObjectName("verdict_box")
         self.verdict_label = QLabel("Not validated yet")
         self.verdict_label.setObjectName("verdict_label")
-        self.cause_label = QLabel("Re-measure the fastest schedules in fresh processes to see whether the "
-                                  "session's figures hold.")
+        self.cause_label = QLabel(
+            "Re-measure the fastest schedules in fresh processes to see whether the session's figures hold."
+        )
         self.cause_label.setObjectName("verdict_cause")
         self.cause_label.setWordWrap(True)
         self.cause_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -286,7 +335,8 @@ class ValidationView(QWidget):
         self.plot_caption = QLabel(
             f"<b>GFLOP/s per shape</b>: {square.format('#2a6fdb')} this schedule ({square.format('#d93025')} falls off) · "
             f"{square.format('#80868b')} the schedule tuned for that shape · "
-            f"<span style='color:{RATIO_PEN}'>&#9670; × the tuned time</span> (right axis; dashed: the fall-off limit)")
+            f"<span style='color:{RATIO_PEN}'>&#9670; × the tuned time</span> (right axis; dashed: the fall-off limit)"
+        )
         self.plot_caption.setWordWrap(True)
         self.plot_caption.setStyleSheet("color: #3c4043;")
         self.plot.setLabel("left", "GFLOP/s")
@@ -305,11 +355,18 @@ class ValidationView(QWidget):
         right.enableAutoSIPrefix(False)
         self.ratio_view.setXLink(self.plot)
         self.ratio_view.setZValue(self.plot.vb.zValue() + 1)  # the ratio line over the bars
-        self.ratio_curve = pg.PlotDataItem(pen=pg.mkPen(RATIO_PEN, width=2), symbol="d", symbolSize=10,
-                                           symbolBrush=RATIO_PEN, symbolPen=None, connect="finite")
+        self.ratio_curve = pg.PlotDataItem(
+            pen=pg.mkPen(RATIO_PEN, width=2),
+            symbol="d",
+            symbolSize=10,
+            symbolBrush=RATIO_PEN,
+            symbolPen=None,
+            connect="finite",
+        )
         self.ratio_view.addItem(self.ratio_curve)
-        self.ratio_limit = pg.InfiniteLine(pos=MAX_RATIO, angle=0,
-                                           pen=pg.mkPen(RATIO_PEN, style=Qt.PenStyle.DashLine))
+        self.ratio_limit = pg.InfiniteLine(
+            pos=MAX_RATIO, angle=0, pen=pg.mkPen(RATIO_PEN, style=Qt.PenStyle.DashLine)
+        )
         self.ratio_view.addItem(self.ratio_limit, ignoreBounds=True)
         self.plot.vb.sigResized.connect(self._sync_views)
 
@@ -408,10 +465,14 @@ class ValidationView(QWidget):
         if record is None:
             self.title.setText("No session selected.")
         else:
-            best = "no successful trial yet" if record.best_ms is None else f"best {fmt_ms(record.best_ms)} ms"
-            self.title.setText(f"<b>Session {record.id}</b> {record.name} · {record.n_trials} trials, {best}. "
-                               "Validate re-measures its fastest schedules in fresh processes and, with shapes, "
-                               "carries the best one over to them.")
+            best = (
+                "no successful trial yet" if record.best_ms is None else f"best {fmt_ms(record.best_ms)} ms"
+            )
+            self.title.setText(
+                f"<b>Session {record.id}</b> {record.name} · {record.n_trials} trials, {best}. "
+                "Validate re-measures its fastest schedules in fresh processes and, with shapes, "
+                "carries the best one over to them."
+            )
             self.shapes_edit.setPlaceholderText(f"optional, e.g. {default_shapes(record.shape)}")
         if not self.running:
             self._clear_results()
@@ -456,7 +517,9 @@ class ValidationView(QWidget):
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.get("created_at") or 0))
             k = len(run.get("results") or [])
             what = f"top {k} × {run.get('runs')}"
-            if self._purpose(run) == "confirm":  # tunelab.core.trust.confirm: done by the session itself when it finished
+            if (
+                self._purpose(run) == "confirm"
+            ):  # tunelab.core.trust.confirm: done by the session itself when it finished
                 what = f"confirmation: {what}"
             values = (when, str(run.get("verdict")), what, str(run.get("summary") or ""))
             for col, text in enumerate(values):
@@ -492,15 +555,20 @@ class ValidationView(QWidget):
         self._rows = [r for r in report.get("shapes") or [] if "falls_off" in r]
         self.across = report.get("across_shapes")
         self._fill_shapes()
-        self._set_stage(f"Stored validation {run['id']} of {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.get('created_at') or 0))}.")
+        self._set_stage(
+            f"Stored validation {run['id']} of {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.get('created_at') or 0))}."
+        )
 
     # ---- running -------------------------------------------------------------------------------
     def _update_buttons(self) -> None:
         idle = not self.running and self.session_id is not None
         has_validate = validate_available()
         self.validate_button.setEnabled(idle and has_validate)
-        self.validate_button.setToolTip("Re-measure the K fastest schedules in fresh processes, then the shapes"
-                                        if has_validate else "This build of tunelab has no tunelab.core.trust.validate")
+        self.validate_button.setToolTip(
+            "Re-measure the K fastest schedules in fresh processes, then the shapes"
+            if has_validate
+            else "This build of tunelab has no tunelab.core.trust.validate"
+        )
         self.shapes_button.setEnabled(idle and bool(self.shapes_edit.text().strip()))
         self.stop_button.setEnabled(self.running and not self.worker.cancelled)
         for w in (self.k_spin, self.runs_spin, self.shapes_edit, self.task_combo):
@@ -516,8 +584,16 @@ class ValidationView(QWidget):
         self._clear_results()
         self._run_session = self.session_id
         self._remeasuring = remeasure
-        worker = StreamWorker(self._store.path, validation_job, self.session_id, top_k=self.k_spin.value(),
-                              runs=self.runs_spin.value(), shapes=shapes, remeasure=remeasure, task=self.task)
+        worker = StreamWorker(
+            self._store.path,
+            validation_job,
+            self.session_id,
+            top_k=self.k_spin.value(),
+            runs=self.runs_spin.value(),
+            shapes=shapes,
+            remeasure=remeasure,
+            task=self.task,
+        )
         worker.progress.connect(self._on_progress)
         worker.succeeded.connect(self._on_done)
         worker.failed.connect(self._on_failed)
@@ -583,8 +659,10 @@ class ValidationView(QWidget):
         if self._remeasuring:
             self.verdict_label.setText("Stopped")
             self._style_verdict(None)
-            self.cause_label.setText("The re-measurement was stopped before it finished; nothing was stored. "
-                                     "Past validations are unchanged.")
+            self.cause_label.setText(
+                "The re-measurement was stopped before it finished; nothing was stored. "
+                "Past validations are unchanged."
+            )
             self._set_figures("")
         self._set_stage("Stopped.")
 
@@ -612,8 +690,9 @@ class ValidationView(QWidget):
         self.last_error = ""
         self.schedule_table.setRowCount(0)
         self.verdict_label.setText("Not validated yet")
-        self.cause_label.setText("Re-measure the fastest schedules in fresh processes to see whether the "
-                                 "session's figures hold.")
+        self.cause_label.setText(
+            "Re-measure the fastest schedules in fresh processes to see whether the session's figures hold."
+        )
         self._set_figures("")
         self._style_verdict(None)
         self._fill_shapes()
@@ -621,7 +700,9 @@ class ValidationView(QWidget):
 
     def _style_verdict(self, verdict: str | None) -> None:
         _, color, background = VERDICT_STYLE.get(verdict or "", ("", "#5f6368", "#f1f3f4"))
-        self.verdict_box.setStyleSheet(f"QFrame#verdict_box {{ background: {background}; border-radius: 6px; }}")
+        self.verdict_box.setStyleSheet(
+            f"QFrame#verdict_box {{ background: {background}; border-radius: 6px; }}"
+        )
         self.verdict_label.setStyleSheet(f"font-size: 26px; font-weight: 700; color: {color};")
         self.cause_label.setStyleSheet(f"font-size: 15px; color: {color};")
         self.figures_label.setStyleSheet("font-size: 13px; color: #202124;")
@@ -635,14 +716,18 @@ class ValidationView(QWidget):
         summary = str(report.get("summary") or "")
         at = summary.find(cause) if cause else -1
         if at >= 0:  # "[<schedule>: ]<cause>; <figures>": say the cause once
-            cause, summary = summary[:at] + cause, summary[at + len(cause):].lstrip("; ")
+            cause, summary = summary[:at] + cause, summary[at + len(cause) :].lstrip("; ")
         elif verdict == "stable" and not cause:
             cause = "The figures hold: the re-measurements agree with the recorded ones and with each other."
             summary = summary.removeprefix("the figures hold: ")
         summary = summary[:1].upper() + summary[1:]
         if report.get("ranking_holds") is False:
-            summary += (". The ranking changed: recorded " + ", ".join(report.get("recorded_order") or [])
-                        + "; re-measured " + ", ".join(report.get("remeasured_order") or []))
+            summary += (
+                ". The ranking changed: recorded "
+                + ", ".join(report.get("recorded_order") or [])
+                + "; re-measured "
+                + ", ".join(report.get("remeasured_order") or [])
+            )
         self.cause_label.setText(cause[:1].upper() + cause[1:])
         self._set_figures(summary + ("." if summary and not summary.endswith(".") else ""))
         schedules = report.get("schedules") or []
@@ -650,15 +735,27 @@ class ValidationView(QWidget):
         table.setRowCount(len(schedules))
         for row, s in enumerate(schedules):
             confirmed = s.get("recorded_kind") == "confirmed"
-            values = (str(s.get("label")), fmt_ms(s.get("recorded_ms")) + (" *" if confirmed else ""),
-                      fmt_ms(s.get("remeasured_ms")), _ratio(s.get("ratio")), _pct(s.get("cv")),
-                      f"{s.get('runs')} / {s.get('runs_tried', s.get('runs'))}", str(s.get("quiet_runs", "—")),
-                      "yes" if s.get("throttled") else "no", _change(s.get("placement_ratio")),
-                      _change(s.get("machine_drift")), str(s.get("verdict")), str(s.get("cause") or ""))
-            tips = {1: "* confirmed in fresh processes when the session finished" if confirmed else
-                       "the figure the session measured",
-                    8: "how much slower with every buffer at the same page offset (tunelab.core.measure.placement)",
-                    9: "how much slower the machine itself was than at recording, by a reference kernel"}
+            values = (
+                str(s.get("label")),
+                fmt_ms(s.get("recorded_ms")) + (" *" if confirmed else ""),
+                fmt_ms(s.get("remeasured_ms")),
+                _ratio(s.get("ratio")),
+                _pct(s.get("cv")),
+                f"{s.get('runs')} / {s.get('runs_tried', s.get('runs'))}",
+                str(s.get("quiet_runs", "—")),
+                "yes" if s.get("throttled") else "no",
+                _change(s.get("placement_ratio")),
+                _change(s.get("machine_drift")),
+                str(s.get("verdict")),
+                str(s.get("cause") or ""),
+            )
+            tips = {
+                1: "* confirmed in fresh processes when the session finished"
+                if confirmed
+                else "the figure the session measured",
+                8: "how much slower with every buffer at the same page offset (tunelab.core.measure.placement)",
+                9: "how much slower the machine itself was than at recording, by a reference kernel",
+            }
             for col, text in enumerate(values):
                 item = QTableWidgetItem(text)
                 item.setToolTip(tips.get(col) or str(s.get("cause") or s.get("verdict")))
@@ -680,10 +777,16 @@ class ValidationView(QWidget):
             if r.get("tuned_session_id") is not None:
                 tuned += f" (#{r['tuned_session_id']})"
             falls = r.get("falls_off")
-            values = (str(r.get("shape_text")), str(r.get("status")), fmt_ms(r.get("latency_ms")),
-                      fmt_gflops(r.get("gflops")), tuned, _ratio(r.get("ratio_to_tuned")),
-                      "—" if falls is None else ("yes" if falls else "no"),
-                      "; ".join(r.get("reasons") or []) or str(r.get("error") or ""))
+            values = (
+                str(r.get("shape_text")),
+                str(r.get("status")),
+                fmt_ms(r.get("latency_ms")),
+                fmt_gflops(r.get("gflops")),
+                tuned,
+                _ratio(r.get("ratio_to_tuned")),
+                "—" if falls is None else ("yes" if falls else "no"),
+                "; ".join(r.get("reasons") or []) or str(r.get("error") or ""),
+            )
             for col, text in enumerate(values):
                 item = QTableWidgetItem(text)
                 item.setToolTip(values[-1] or text)
@@ -702,8 +805,12 @@ class ValidationView(QWidget):
         elif self.running and self._n_shapes:
             self.shapes_summary.setText(f"{len(rows)} of {self._n_shapes} shape(s) measured…")
         else:
-            self.shapes_summary.setText("" if rows else "Give a shape list and press Validate (or Shapes only) to "
-                                        "see how the best schedule does on other shapes.")
+            self.shapes_summary.setText(
+                ""
+                if rows
+                else "Give a shape list and press Validate (or Shapes only) to "
+                "see how the best schedule does on other shapes."
+            )
         self._draw_plot()
 
     def _draw_plot(self) -> None:
@@ -714,8 +821,10 @@ class ValidationView(QWidget):
         self.bars.setOpts(x=x - 0.2, height=heights, width=0.38, brushes=brushes)
         tuned = [r.get("tuned_gflops") or 0.0 for r in rows]
         self.tuned_bars.setOpts(x=x + 0.2, height=tuned, width=0.38)
-        ratio = np.array([r.get("ratio_to_tuned") if r.get("ratio_to_tuned") is not None else np.nan
-                          for r in rows], dtype=float)
+        ratio = np.array(
+            [r.get("ratio_to_tuned") if r.get("ratio_to_tuned") is not None else np.nan for r in rows],
+            dtype=float,
+        )
         finite = np.isfinite(ratio)
         self.ratio_curve.setData(x[finite], ratio[finite])
         self.plot.getAxis("bottom").setTicks([list(zip(x.tolist(), _varying_label(rows), strict=True)), []])

@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+
 from tunelab.core.records import TRIAL_STATUSES, TrialRecord
 from tunelab.core.store.database import TRIAL_COLUMNS
 
@@ -26,8 +27,9 @@ def columns_of(trials: Sequence[TrialRecord]) -> TrialColumns:
     out["ok"] = out["status"] == status["ok"]
     for name in _FLOAT_FIELDS:  # None -> NaN
         out[name] = np.array([getattr(t, name) for t in trials], dtype=np.float64).reshape(n)
-    out["task_id"] = np.fromiter((-1 if t.task_id is None else t.task_id for t in trials), dtype=np.int64,
-                                 count=n)
+    out["task_id"] = np.fromiter(
+        (-1 if t.task_id is None else t.task_id for t in trials), dtype=np.int64, count=n
+    )
     error = np.full(n, None, dtype=object)
     error[:] = [t.error for t in trials]
     out["error"] = error
@@ -98,7 +100,7 @@ class GrowingColumns:
             return
         self._reserve(self.n + k)
         for name, column in arrays.items():
-            self._data[name][self.n: self.n + k] = column
+            self._data[name][self.n : self.n + k] = column
         self.n += k
 
     def col(self, name: str) -> np.ndarray:

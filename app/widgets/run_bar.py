@@ -7,6 +7,7 @@ from typing import Any
 
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
+
 from tunelab.app.views.session_figures import SessionFigures
 from tunelab.app.widgets.buffers import TrialColumns, columns_of, n_rows, rows_after
 from tunelab.app.widgets.formatting import fmt_duration
@@ -29,8 +30,9 @@ def eta_seconds(finished_at: list[float], done: int, budget: int) -> float | Non
 
 
 class RunBar(QWidget):
-    def __init__(self, store: Store, pause_action: QAction, stop_action: QAction,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, store: Store, pause_action: QAction, stop_action: QAction, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("RunBar")
         self._store = store
@@ -96,8 +98,9 @@ class RunBar(QWidget):
         self.stage_label.setText(shown)
         self.stage_label.setVisible(bool(shown))
 
-    def set_session(self, session: Any, trials: list | None = None,
-                    columns: TrialColumns | None = None) -> None:
+    def set_session(
+        self, session: Any, trials: list | None = None, columns: TrialColumns | None = None
+    ) -> None:
         """Show a session (an id, a SessionRecord or None); with the main window's read of its
         trials (`columns` as `Store.trial_columns` gives them, or `trials`), only their last finish
         times are kept for the ETA and nothing is read again."""

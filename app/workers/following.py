@@ -11,8 +11,9 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.store.database import Store
 
 
-def read_new(store: Store, session_id: int | None, since_id: int,
-             on_error: Callable[[str], Any]) -> TrialColumns | None:
+def read_new(
+    store: Store, session_id: int | None, since_id: int, on_error: Callable[[str], Any]
+) -> TrialColumns | None:
     """The session's trials stored after ``since_id`` as columns; None (and ``on_error(message)``) when
     the store cannot be read, None without a word when no session is followed."""
     if session_id is None:

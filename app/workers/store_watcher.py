@@ -14,6 +14,7 @@ import sqlite3
 import time
 
 from PySide6.QtCore import QObject, QTimer, Signal
+
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
 from tunelab.core.store.database import Store

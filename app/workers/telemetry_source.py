@@ -16,12 +16,26 @@ from tunelab.core.store.database import Store
 PANELS = (
     ("temperature", "Temperature (°C)", (("gpu_temp_c", "GPU"), ("cpu_temp_c", "CPU"))),
     ("power", "Power (W)", (("gpu_power_w", "GPU"), ("gpu_power_limit_w", "GPU limit"))),
-    ("clocks", "Clock (MHz)", (("gpu_sm_clock_mhz", "GPU SM"), ("gpu_mem_clock_mhz", "GPU memory"),
-                               ("cpu_freq_mhz", "CPU"))),
-    ("utilization", "Utilization (%)", (("gpu_util_pct", "GPU"), ("gpu_mem_util_pct", "GPU memory"),
-                                        ("cpu_load_mean", "CPU, mean of cores"))),
+    (
+        "clocks",
+        "Clock (MHz)",
+        (("gpu_sm_clock_mhz", "GPU SM"), ("gpu_mem_clock_mhz", "GPU memory"), ("cpu_freq_mhz", "CPU")),
+    ),
+    (
+        "utilization",
+        "Utilization (%)",
+        (
+            ("gpu_util_pct", "GPU"),
+            ("gpu_mem_util_pct", "GPU memory"),
+            ("cpu_load_mean", "CPU, mean of cores"),
+        ),
+    ),
     ("memory", "GPU memory (MiB)", (("gpu_mem_used_mib", "used"),)),
-    ("others", "Other busy processes", (("other_busy_procs", "on the CPU"), ("other_gpu_procs", "on the GPU"))),
+    (
+        "others",
+        "Other busy processes",
+        (("other_busy_procs", "on the CPU"), ("other_gpu_procs", "on the GPU")),
+    ),
 )
 FIELDS = tuple(field for _, _, series in PANELS for field, _ in series)
 
@@ -103,12 +117,21 @@ def disturbance(stamp: dict[str, Any] | None) -> dict[str, Any] | None:
         reasons = ", ".join(stamp.get("throttle_reasons") or []) or "no reason given"
         parts.append(f"the GPU was throttled ({reasons})")
     if gpu:
-        parts.append(f"{'another process' if len(gpu) == 1 else f'{len(gpu)} other processes'} used the GPU "
-                     f"({_pids(gpu)})")
+        parts.append(
+            f"{'another process' if len(gpu) == 1 else f'{len(gpu)} other processes'} used the GPU "
+            f"({_pids(gpu)})"
+        )
     if busy:
-        parts.append(f"{'another process was' if len(busy) == 1 else f'{len(busy)} other processes were'} busy "
-                     f"on the CPU ({_pids(busy)})")
+        parts.append(
+            f"{'another process was' if len(busy) == 1 else f'{len(busy)} other processes were'} busy "
+            f"on the CPU ({_pids(busy)})"
+        )
     kind = "throttled" if throttled else "gpu" if gpu else "busy" if busy else "warning"
     cause = "measured while " + " and ".join(parts) if parts else str(warning)
-    return {"kind": kind, "cause": cause, "pids": sorted(set(busy) | set(gpu)), "warning": warning,
-            "throttle_reasons": list(stamp.get("throttle_reasons") or [])}
+    return {
+        "kind": kind,
+        "cause": cause,
+        "pids": sorted(set(busy) | set(gpu)),
+        "warning": warning,
+        "throttle_reasons": list(stamp.get("throttle_reasons") or []),
+    }

@@ -25,6 +25,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal
 from shiboken6 import isValid
+
 from tunelab.core.errors import Cancelled as CoreCancelled
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionSpec
@@ -77,8 +78,14 @@ class TuningWorker(QThread):
 
     POLL_S = 0.1
 
-    def __init__(self, db_path: str | Path, *, spec: SessionSpec | None = None,
-                 session_id: int | None = None, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        db_path: str | Path,
+        *,
+        spec: SessionSpec | None = None,
+        session_id: int | None = None,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         if (spec is None) == (session_id is None):
             raise ValueError("give a spec (new session) or a session_id (resume), not both")
@@ -86,7 +93,9 @@ class TuningWorker(QThread):
         self._spec = spec
         self._session_id = session_id
         self._proc: subprocess.Popen | None = None
-        self._ready = threading.Event()  # the child has installed its signal handlers (and stored the session)
+        self._ready = (
+            threading.Event()
+        )  # the child has installed its signal handlers (and stored the session)
         self._lock = threading.Lock()
         self._paused = False
         self._cancelled = False
@@ -155,7 +164,11 @@ class TuningWorker(QThread):
             with self._lock:
                 self._proc = subprocess.Popen(
                     [sys.executable, "-m", "tunelab", "tune", *what, "--db", str(self._db_path), "--json"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, bufsize=1)
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    bufsize=1,
+                )
             reader = threading.Thread(target=self._read_stderr, args=(self._proc, stderr_lines), daemon=True)
             reader.start()
             while True:
@@ -174,7 +187,8 @@ class TuningWorker(QThread):
             if self._proc.returncode not in (0, 130, 143, -signal.SIGTERM):
                 message = next((line for line in reversed(stderr_lines) if line.strip()), "").strip()
                 message = message.removeprefix("tunelab: error: ").removeprefix("tunelab: ") or (
-                    f"the tuning process ended with exit code {self._proc.returncode}")
+                    f"the tuning process ended with exit code {self._proc.returncode}"
+                )
                 self.failed.emit(message, "".join(stderr_lines[-40:]))
         except BaseException as exc:  # noqa: BLE001 - everything becomes a message, never a crash
             self.failed.emit(*describe_error(exc))
@@ -195,7 +209,7 @@ class TuningWorker(QThread):
         for line in proc.stderr:
             lines.append(line)
             if line.startswith(STAGE_MARK):
-                self.stage.emit(line[len(STAGE_MARK):].strip())
+                self.stage.emit(line[len(STAGE_MARK) :].strip())
             if CONTROL_READY in line and not self._ready.is_set():
                 announce = self._spec is not None
                 found = _SESSION_LINE.match(line)
@@ -222,8 +236,14 @@ class CallWorker(QThread):
     succeeded = Signal(object)
     failed = Signal(str, str)
 
-    def __init__(self, db_path: str | Path, fn: Callable[..., Any], *args: Any,
-                 parent: QObject | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        db_path: str | Path,
+        fn: Callable[..., Any],
+        *args: Any,
+        parent: QObject | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(parent)
         self._db_path = Path(db_path)
         self._fn = fn
@@ -257,11 +277,18 @@ class StreamWorker(CallWorker):
 
     progress = Signal(object)
 
-    def __init__(self, db_path: str | Path, fn: Callable[..., Any], *args: Any,
-                 parent: QObject | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        db_path: str | Path,
+        fn: Callable[..., Any],
+        *args: Any,
+        parent: QObject | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._cancel = threading.Event()
-        super().__init__(db_path, fn, *args, parent=parent, emit=self._emit, is_cancelled=self._cancel.is_set,
-                         **kwargs)
+        super().__init__(
+            db_path, fn, *args, parent=parent, emit=self._emit, is_cancelled=self._cancel.is_set, **kwargs
+        )
 
     @property
     def cancelled(self) -> bool:

@@ -56,21 +56,32 @@ def _chosen_best(store: Store, task: Any, confirmed: dict[int, dict[str, Any]]) 
     if not mine:
         return best_id
     fastest = min(mine, key=lambda k: (confirmed[k]["median_ms"], k))
-    if best_id in confirmed and confirmed[fastest]["median_ms"] >= CLEARLY_FASTER * confirmed[best_id]["median_ms"]:
+    if (
+        best_id in confirmed
+        and confirmed[fastest]["median_ms"] >= CLEARLY_FASTER * confirmed[best_id]["median_ms"]
+    ):
         return best_id
     return fastest
 
 
-def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, out_dir: str | os.PathLike[str],
-                 formats: tuple[str, ...] = FORMATS, force: bool = False) -> dict[str, str]:
+def export_trial(
+    store: Store,
+    session_id: int,
+    trial_id: int | None = None,
+    *,
+    out_dir: str | os.PathLike[str],
+    formats: tuple[str, ...] = FORMATS,
+    force: bool = False,
+) -> dict[str, str]:
     """Write the chosen (default: best) trial of a session; return {format: path}.
 
     A file of an earlier export at one of those paths is a TunelabError unless ``force``; so is an
     ``out_dir`` that is a file or cannot be written (checked before anything is built)."""
     import tvm
+    from tvm.s_tir import meta_schedule as ms
+
     from tunelab.core.search.space.factory import space_for_task
     from tunelab.core.target.info import target_from_json
-    from tvm.s_tir import meta_schedule as ms
 
     unknown = set(formats) - set(FORMATS)
     if unknown:
@@ -89,7 +100,9 @@ def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, 
         if trial.session_id != session_id:
             raise StoreError(f"trial {trial_id} belongs to session {trial.session_id}, not {session_id}")
         if not trial.ok:
-            raise StoreError(f"trial {trial_id} failed ({trial.status}); only a successful trial can be exported")
+            raise StoreError(
+                f"trial {trial_id} failed ({trial.status}); only a successful trial can be exported"
+            )
     task = next((t for t in tasks if t.id == trial.task_id), tasks[0])
     space = space_for_task(record, task)
     sch = space.schedule(trial.config)
@@ -107,28 +120,41 @@ def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, 
     if "schedule" in formats:
         samples = store.samples(trial.id)
         stated = confirmation["samples_ms"] if confirmation and confirmation["samples_ms"] else samples
-        stats = {"median_ms": latency_ms, "source": "confirmed" if confirmation else "session",
-                 "session_median_ms": trial.latency_ms,
-                 "mean_ms": statistics.fmean(stated) if stated else trial.mean_ms,
-                 "std_ms": statistics.pstdev(stated) if len(stated) > 1 else trial.std_ms,
-                 "min_ms": min(stated, default=trial.min_ms), "max_ms": max(stated, default=trial.max_ms),
-                 "samples_ms": stated, "session_samples_ms": samples,
-                 "gflops": flops / (latency_ms * 1e-3) / 1e9 if latency_ms else None,
-                 "measure": record.measure}
+        stats = {
+            "median_ms": latency_ms,
+            "source": "confirmed" if confirmation else "session",
+            "session_median_ms": trial.latency_ms,
+            "mean_ms": statistics.fmean(stated) if stated else trial.mean_ms,
+            "std_ms": statistics.pstdev(stated) if len(stated) > 1 else trial.std_ms,
+            "min_ms": min(stated, default=trial.min_ms),
+            "max_ms": max(stated, default=trial.max_ms),
+            "samples_ms": stated,
+            "session_samples_ms": samples,
+            "gflops": flops / (latency_ms * 1e-3) / 1e9 if latency_ms else None,
+            "measure": record.measure,
+        }
         if confirmation:
-            stats["confirmed"] = {k: confirmation[k] for k in ("runs", "cv", "run_cv", "verdict", "validation_id")}
+            stats["confirmed"] = {
+                k: confirmation[k] for k in ("runs", "cv", "run_cv", "verdict", "validation_id")
+            }
             # the machine's speed then, by tunelab.core.trust.validate's reference kernel: a later re-measurement can
             # tell the machine drifting from the schedule changing
             stats["reference_ms"] = confirmation.get("reference_ms")
         doc = {
             "tunelab_schedule": SCHEDULE_FORMAT,
-            "workload": record.workload, "shape": shape, "dtype": record.dtype,
+            "workload": record.workload,
+            "shape": shape,
+            "dtype": record.dtype,
             "custom_source": record.custom_source,
-            "target": record.target, "space_kind": record.space_kind, "space": record.space,
-            "config": trial.config, "trace": _trace_json(sch),
+            "target": record.target,
+            "space_kind": record.space_kind,
+            "space": record.space,
+            "config": trial.config,
+            "trace": _trace_json(sch),
             "stats": stats,
             "session": {"id": record.id, "name": record.name, "trial_id": trial.id, "tuner": record.tuner},
-            "tvm_version": tvm.__version__, "exported_at": time.time(),
+            "tvm_version": tvm.__version__,
+            "exported_at": time.time(),
         }
         path = out / f"{name}.schedule.json"
         _write(path, json.dumps(doc, indent=1))
@@ -153,18 +179,25 @@ def export_trial(store: Store, session_id: int, trial_id: int | None = None, *, 
         for stale in ("database_workload.json", "database_tuning_record.json"):
             (folder / stale).unlink(missing_ok=True)
         db = ms.database.JSONDatabase(work_dir=str(folder))
-        workload = db.commit_workload(space.mod if hasattr(space, "mod") else tvm.IRModule({"main": space.prim_func}))
+        workload = db.commit_workload(
+            space.mod if hasattr(space, "mod") else tvm.IRModule({"main": space.prim_func})
+        )
         args = ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"])
-        db.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, [latency_ms * 1e-3],
-                                                         target.tvm_target(), args))
+        db.commit_tuning_record(
+            ms.database.TuningRecord(sch.trace, workload, [latency_ms * 1e-3], target.tvm_target(), args)
+        )
         written["database"] = str(folder)
     return written
 
 
 def _paths(out: Path, name: str) -> dict[str, Path]:
     """What each format writes (the database: its records file, the one an earlier export left)."""
-    return {"schedule": out / f"{name}.schedule.json", "tvmscript": out / f"{name}.tvmscript.py",
-            "library": out / f"{name}.so", "database": out / "database" / "database_tuning_record.json"}
+    return {
+        "schedule": out / f"{name}.schedule.json",
+        "tvmscript": out / f"{name}.tvmscript.py",
+        "library": out / f"{name}.so",
+        "database": out / "database" / "database_tuning_record.json",
+    }
 
 
 def _check_out_dir(out: Path, paths: list[Path], force: bool) -> None:
@@ -180,8 +213,10 @@ def _check_out_dir(out: Path, paths: list[Path], force: bool) -> None:
         raise TunelabError(f"cannot export into {out}: the folder is read-only")
     earlier = [p for p in paths if p.exists()]
     if earlier and not force:
-        raise TunelabError(f"{out} already holds an export ({earlier[0].relative_to(out)}); choose another "
-                           f"folder, or overwrite it with --force")
+        raise TunelabError(
+            f"{out} already holds an export ({earlier[0].relative_to(out)}); choose another "
+            f"folder, or overwrite it with --force"
+        )
 
 
 def _write(path: Path, text: str) -> None:
@@ -214,20 +249,26 @@ def load_schedule_file(path: str | os.PathLike[str], *, trust_custom: bool = Fal
         if key not in doc:
             raise TunelabError(f"schedule file {path} has no {key!r}")
     # What the readers (schedule_from_file, tunelab.core.trust.validate) take from the file, by type.
-    for key, kinds, words in (("workload", str, "a string"), ("dtype", str, "a string"),
-                              ("shape", dict, "an object"), ("target", dict, "an object"),
-                              ("custom_source", (str, type(None)), "a string or null"),
-                              ("config", (dict, type(None)), "an object or null"),
-                              ("stats", (dict, type(None)), "an object or null"),
-                              ("session", (dict, type(None)), "an object or null")):
+    for key, kinds, words in (
+        ("workload", str, "a string"),
+        ("dtype", str, "a string"),
+        ("shape", dict, "an object"),
+        ("target", dict, "an object"),
+        ("custom_source", (str, type(None)), "a string or null"),
+        ("config", (dict, type(None)), "an object or null"),
+        ("stats", (dict, type(None)), "an object or null"),
+        ("session", (dict, type(None)), "an object or null"),
+    ):
         if not isinstance(doc.get(key), kinds):
             raise TunelabError(f"schedule file {path}: {key!r} must be {words}")
     problem = _trace_problem(doc["trace"])
     if problem:
         raise TunelabError(f"schedule file {path}: {problem}")
     if doc.get("custom_source") is not None and not trust_custom:
-        raise TunelabError(f"schedule file {path} carries the code of a custom workload (custom_source), which "
-                           f"would run in this process; read it, then pass --trust-custom to run it")
+        raise TunelabError(
+            f"schedule file {path} carries the code of a custom workload (custom_source), which "
+            f"would run in this process; read it, then pass --trust-custom to run it"
+        )
     return doc
 
 
@@ -236,7 +277,9 @@ def _is_int(value: Any) -> bool:
 
 
 def _has_null(value: Any) -> bool:
-    stack = [value]  # not recursive: json.loads reads nesting deeper than Python's recursion limit allows here
+    stack = [
+        value
+    ]  # not recursive: json.loads reads nesting deeper than Python's recursion limit allows here
     while stack:
         item = stack.pop()
         if item is None:
@@ -256,34 +299,47 @@ def _trace_problem(trace: Any) -> str:
         return "the trace must be a list of two lists (instructions, decisions)"
     insts, decisions = trace
     for i, inst in enumerate(insts):
-        if not (isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str)
-                and all(isinstance(part, list) for part in inst[1:]) and all(isinstance(o, str) for o in inst[3])):
+        if not (
+            isinstance(inst, list)
+            and len(inst) == 4
+            and isinstance(inst[0], str)
+            and all(isinstance(part, list) for part in inst[1:])
+            and all(isinstance(o, str) for o in inst[3])
+        ):
             return f"instruction {i} of the trace is not [kind, inputs, attributes, outputs]"
         if _has_null(inst[2]):
             return f"instruction {i} of the trace ({inst[0][:40]}) has a null attribute"
     for entry in decisions:
-        if not (isinstance(entry, list) and len(entry) == 2 and _is_int(entry[0]) and 0 <= entry[0] < len(insts)):
+        if not (
+            isinstance(entry, list) and len(entry) == 2 and _is_int(entry[0]) and 0 <= entry[0] < len(insts)
+        ):
             return f"a decision of the trace is not [instruction index, value] for one of its {len(insts)} instructions"
         index, value = entry
         kind, _, attrs, _ = insts[index]
         if _has_null(value):
             return f"the decision for instruction {index} of the trace is null"
-        if kind == "SamplePerfectTile" and not (isinstance(value, list) and value
-                                                and all(_is_int(f) and f >= 1 for f in value)):
+        if kind == "SamplePerfectTile" and not (
+            isinstance(value, list) and value and all(_is_int(f) and f >= 1 for f in value)
+        ):
             return f"the decision for instruction {index} (SamplePerfectTile) must be a list of positive integers"
-        if kind == "SampleCategorical" and not (_is_int(value) and attrs and isinstance(attrs[0], list)
-                                                and 0 <= value < len(attrs[0])):
-            return f"the decision for instruction {index} (SampleCategorical) must be the index of a candidate"
+        if kind == "SampleCategorical" and not (
+            _is_int(value) and attrs and isinstance(attrs[0], list) and 0 <= value < len(attrs[0])
+        ):
+            return (
+                f"the decision for instruction {index} (SampleCategorical) must be the index of a candidate"
+            )
     return ""
 
 
-def schedule_from_file(path: str | os.PathLike[str], *, trust_custom: bool = False) -> tuple[dict[str, Any], Any]:
+def schedule_from_file(
+    path: str | os.PathLike[str], *, trust_custom: bool = False
+) -> tuple[dict[str, Any], Any]:
     """Apply an exported schedule to its workload, without tuning: (file contents, tvm Schedule).
     A custom workload's code in the file runs only with ``trust_custom`` (:func:`load_schedule_file`)."""
     import tvm
-    from tunelab.core.workloads.catalog import get_workload
     from tvm.s_tir import Schedule, Trace
 
+    from tunelab.core.workloads.catalog import get_workload
 
     doc = load_schedule_file(path, trust_custom=trust_custom)
     workload = get_workload(doc["workload"], doc.get("custom_source"))
@@ -292,12 +348,15 @@ def schedule_from_file(path: str | os.PathLike[str], *, trust_custom: bool = Fal
     try:
         Trace.apply_json_to_schedule(doc["trace"], sch)
     except Exception as exc:
-        raise TunelabError(f"the schedule in {path} does not apply to {doc['workload']}: {str(exc).splitlines()[-1]}") from None
+        raise TunelabError(
+            f"the schedule in {path} does not apply to {doc['workload']}: {str(exc).splitlines()[-1]}"
+        ) from None
     return doc, sch
 
 
-def build_schedule_file(path: str | os.PathLike[str], target: dict[str, Any] | None = None, *,
-                        trust_custom: bool = False) -> Any:
+def build_schedule_file(
+    path: str | os.PathLike[str], target: dict[str, Any] | None = None, *, trust_custom: bool = False
+) -> Any:
     """Compile an exported schedule: a tvm runtime Executable whose ``["main"]`` runs the kernel."""
     import tvm
 

@@ -45,7 +45,7 @@ def placed_copy(x: np.ndarray, offset: int) -> np.ndarray:
         raise ValueError(f"a buffer offset must be a multiple of {ALIGN} in [0, {PAGE}), not {offset}")
     raw = np.empty(max(x.nbytes, 1) + 2 * PAGE, dtype=np.uint8)
     start = (offset - raw.ctypes.data) % PAGE
-    view = raw[start:start + x.nbytes].view(x.dtype).reshape(x.shape)
+    view = raw[start : start + x.nbytes].view(x.dtype).reshape(x.shape)
     view[...] = x
     return view  # keeps `raw` alive through .base
 
@@ -58,5 +58,7 @@ def placed_tensors(arrays: list[np.ndarray], device: Any, layout: str = DEFAULT_
 
     if device.dlpack_device_type() != tvm.cpu(0).dlpack_device_type():
         return [tvm.runtime.tensor(x, device) for x in arrays]
-    return [tvm.runtime.from_dlpack(placed_copy(np.ascontiguousarray(x), page_offset(layout, i)))
-            for i, x in enumerate(arrays)]
+    return [
+        tvm.runtime.from_dlpack(placed_copy(np.ascontiguousarray(x), page_offset(layout, i)))
+        for i, x in enumerate(arrays)
+    ]

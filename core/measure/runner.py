@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from tunelab.core.records import MeasureOptions
 from tunelab.core.stats import coefficient_of_variation
 from tunelab.core.target.info import TargetInfo, cpu_core_count
@@ -76,7 +77,7 @@ class AllocArguments:
         from tunelab.core.measure.placement import placed_tensors
 
         inputs, expected = _inputs_and_reference(self.problem)
-        outputs = [np.zeros(shape, dtype=dtype) for _, dtype, shape in args_info[len(inputs):]]
+        outputs = [np.zeros(shape, dtype=dtype) for _, dtype, shape in args_info[len(inputs) :]]
         # Buffers placed on purpose, not wherever this worker's heap history puts them: the figure
         # must not depend on the process that measured it (tunelab.core.measure.placement).
         return [placed_tensors([*inputs, *outputs], device) for _ in range(alloc_repeat)]
@@ -89,8 +90,15 @@ class WrongResult(RuntimeError):
 class Evaluate:
     """LocalRunner's f_run_evaluator: warm up, check the output, then time every repeat."""
 
-    def __init__(self, problem: tuple, warmup: int, check: bool, tolerance: tuple[float, float],
-                 target_cv: float = 0.0, max_repeat: int = 0) -> None:
+    def __init__(
+        self,
+        problem: tuple,
+        warmup: int,
+        check: bool,
+        tolerance: tuple[float, float],
+        target_cv: float = 0.0,
+        max_repeat: int = 0,
+    ) -> None:
         self.problem = problem
         self.warmup = warmup
         self.check = check
@@ -98,9 +106,12 @@ class Evaluate:
         self.target_cv = target_cv
         self.max_repeat = max_repeat
 
-    def __call__(self, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list[list[Any]]) -> list[float]:
-        from tunelab.core.faults import plant
+    def __call__(
+        self, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list[list[Any]]
+    ) -> list[float]:
         from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+
+        from tunelab.core.faults import plant
 
         fault = plant("run")  # a test hook: nothing happens unless TUNELAB_PLANT_FAULT names "run"
         args = repeated_args[0]
@@ -114,10 +125,17 @@ class Evaluate:
             _, expected = _inputs_and_reference(self.problem)
             got = args[-1].numpy()
             rtol, atol = self.tolerance
-            if got.shape != expected.shape or not np.allclose(got, expected, rtol=rtol, atol=atol, equal_nan=False):
-                err = float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64)))) \
-                    if got.shape == expected.shape else float("nan")
-                raise WrongResult(f"wrong result: max abs error {err:.3g} exceeds atol {atol:g} + rtol {rtol:g}")
+            if got.shape != expected.shape or not np.allclose(
+                got, expected, rtol=rtol, atol=atol, equal_nan=False
+            ):
+                err = (
+                    float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64))))
+                    if got.shape == expected.shape
+                    else float("nan")
+                )
+                raise WrongResult(
+                    f"wrong result: max abs error {err:.3g} exceeds atol {atol:g} + rtol {rtol:g}"
+                )
         samples = list(run_evaluator_common(rt_mod, device, evaluator_config, repeated_args))
         # Stop as soon as the spread is small; otherwise sample on, up to the cap.
         while len(samples) < self.max_repeat and _spread(samples) > self.target_cv:
@@ -162,32 +180,54 @@ class Measurer:
     ``custom_source`` is accepted for callers that pass it; the workload object already holds it, and
     its inputs and reference are computed here, once (the workers only load them)."""
 
-    def __init__(self, workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo,
-                 options: MeasureOptions, *, seed: int = 0, custom_source: str | None = None) -> None:
-        from tunelab.core.faults import keep_worker_exit_status
+    def __init__(
+        self,
+        workload: Any,
+        shape: dict[str, int],
+        dtype: str,
+        target: TargetInfo,
+        options: MeasureOptions,
+        *,
+        seed: int = 0,
+        custom_source: str | None = None,
+    ) -> None:
         from tvm.s_tir import meta_schedule as ms
+
+        from tunelab.core.faults import keep_worker_exit_status
 
         keep_worker_exit_status()  # a kernel that kills its worker is named by its signal
         self.target = target
         self.options = options
         self._folder = tempfile.mkdtemp(prefix="tunelab-measure-")
         try:
-            self.problem = _write_problem(self._folder, workload, shape, dtype, seed, options.check_correctness)
+            self.problem = _write_problem(
+                self._folder, workload, shape, dtype, seed, options.check_correctness
+            )
         except BaseException:
             shutil.rmtree(self._folder, ignore_errors=True)
             raise
         self._tvm_target = target.tvm_target()
         self._build_pool: Any = None
         self._build_pool_uses = 0
-        config = ms.runner.EvaluatorConfig(number=options.number, repeat=options.repeat,
-                                           min_repeat_ms=options.min_repeat_ms,
-                                           enable_cpu_cache_flush=options.cache_flush)
+        config = ms.runner.EvaluatorConfig(
+            number=options.number,
+            repeat=options.repeat,
+            min_repeat_ms=options.min_repeat_ms,
+            enable_cpu_cache_flush=options.cache_flush,
+        )
         self.runner = ms.runner.LocalRunner(
-            timeout_sec=options.timeout_s, evaluator_config=config,
+            timeout_sec=options.timeout_s,
+            evaluator_config=config,
             f_alloc_argument=AllocArguments(self.problem),
-            f_run_evaluator=Evaluate(self.problem, options.warmup, options.check_correctness,
-                                     workload.tolerance(dtype, shape), options.target_cv,
-                                     max(options.max_repeat, options.repeat)))
+            f_run_evaluator=Evaluate(
+                self.problem,
+                options.warmup,
+                options.check_correctness,
+                workload.tolerance(dtype, shape),
+                options.target_cv,
+                max(options.max_repeat, options.repeat),
+            ),
+        )
 
     def measure(self, schedules: list[Any], stop: Callable[[], bool] | None = None) -> list[MeasureResult]:
         """Build all schedules (in parallel workers), then run each in the runner's worker.
@@ -214,13 +254,17 @@ class Measurer:
                     break
                 t0 = time.time()
                 if b.error_msg is not None:
-                    results.append(MeasureResult("build_error", _short(b.error_msg), (), build_s, None, started,
-                                                 time.time()))
+                    results.append(
+                        MeasureResult(
+                            "build_error", _short(b.error_msg), (), build_s, None, started, time.time()
+                        )
+                    )
                     continue
                 args_info = ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"])
                 try:
-                    future = self.runner.run([ms.runner.RunnerInput(b.artifact_path, self.target.device_type,
-                                                                    args_info)])[0]
+                    future = self.runner.run(
+                        [ms.runner.RunnerInput(b.artifact_path, self.target.device_type, args_info)]
+                    )[0]
                     res = future.result()
                 finally:
                     shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
@@ -229,7 +273,9 @@ class Measurer:
                     break  # it ran while the stop came (its worker may have died of it): not a measurement
                 if res.error_msg is not None:
                     error = _short(_run_error_text(res.error_msg, self.options.timeout_s))
-                    results.append(MeasureResult(_classify(res.error_msg), error, (), build_s, t1 - t0, started, t1))
+                    results.append(
+                        MeasureResult(_classify(res.error_msg), error, (), build_s, t1 - t0, started, t1)
+                    )
                 else:
                     samples = tuple(float(x) * 1e3 for x in res.run_secs)
                     results.append(MeasureResult("ok", None, samples, build_s, t1 - t0, started, t1))
@@ -276,8 +322,9 @@ class Measurer:
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
-def _write_problem(folder: str, workload: Any, shape: dict[str, int], dtype: str, seed: int,
-                   check: bool) -> tuple[tuple[str, ...], str | None]:
+def _write_problem(
+    folder: str, workload: Any, shape: dict[str, int], dtype: str, seed: int, check: bool
+) -> tuple[tuple[str, ...], str | None]:
     """The deterministic inputs (and, when checked, the NumPy reference) as .npy files in ``folder``."""
     inputs = workload.make_inputs(shape, dtype, seed)
     paths = []

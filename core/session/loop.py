@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+
 from tunelab.core.errors import Cancelled, SpaceError, StoreError, TargetError, TunelabError
 from tunelab.core.records import MeasureOptions, NewTrial, SessionRecord, SessionSpec, TrialRecord
 from tunelab.core.search.costmodel import CostModel, spearman
@@ -38,7 +39,9 @@ from tunelab.core.target.info import TargetInfo, resolve_target, target_from_jso
 from tunelab.core.workloads.base import format_shape
 from tunelab.core.workloads.catalog import get_workload
 
-PAUSED_HEARTBEAT_S = 30.0  # a paused session still marks itself alive (tunelab.core.store.database.HEARTBEAT_STALE_S)
+PAUSED_HEARTBEAT_S = (
+    30.0  # a paused session still marks itself alive (tunelab.core.store.database.HEARTBEAT_STALE_S)
+)
 MAX_REJECTED_ASKS = 20  # ask rounds in a row that yield only invalid or known configs: the space is spent
 
 
@@ -63,14 +66,26 @@ def validate_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetIn
     if spec.early_stop is not None and spec.early_stop < 1:
         raise TunelabError(f"early stopping needs at least 1 trial, not {spec.early_stop}")
     m = spec.measure
-    if (m.number < 1 or m.repeat < 1 or m.min_repeat_ms < 0 or m.warmup < 0 or m.timeout_s <= 0
-            or m.target_cv < 0 or m.max_repeat < 1 or m.cooldown_s < 0):
-        raise TunelabError("measurement options must be positive (number, repeat, max repeat >= 1; timeout > 0)")
+    if (
+        m.number < 1
+        or m.repeat < 1
+        or m.min_repeat_ms < 0
+        or m.warmup < 0
+        or m.timeout_s <= 0
+        or m.target_cv < 0
+        or m.max_repeat < 1
+        or m.cooldown_s < 0
+    ):
+        raise TunelabError(
+            "measurement options must be positive (number, repeat, max repeat >= 1; timeout > 0)"
+        )
     if m.fail_fast < 0:
         raise TunelabError(f"fail-fast needs 0 (off) or a number of trials, not {m.fail_fast}")
     if not 0 <= m.confirm_runs <= 32 or not 0 <= m.confirm_top <= 32:
-        raise TunelabError(f"confirmation needs 0..32 fresh processes and 0..32 schedules, not "
-                           f"{m.confirm_runs} and {m.confirm_top} (0 turns it off)")
+        raise TunelabError(
+            f"confirmation needs 0..32 fresh processes and 0..32 schedules, not "
+            f"{m.confirm_runs} and {m.confirm_top} (0 turns it off)"
+        )
     resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)
     for s in (shape, *others):  # a person's compute and reference at these shapes, in a child first
         workload.vet(s, dtype)
@@ -96,8 +111,10 @@ def check_schedulable(space: SearchSpace) -> None:
             return
         except InvalidSchedule as exc:
             first = first or str(exc)
-    raise SpaceError(f"the {space.kind} space cannot schedule this compute: every config tried was rejected "
-                     f"(first: {first})")
+    raise SpaceError(
+        f"the {space.kind} space cannot schedule this compute: every config tried was rejected "
+        f"(first: {first})"
+    )
 
 
 def extra_shapes(workload: Any, shape: dict[str, int], shapes: Any) -> list[dict[str, int]]:
@@ -120,22 +137,32 @@ def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None =
     workload, shape, dtype, target, space = validated if validated is not None else validate_spec(spec)
     store.check_intact()  # nothing is written to a damaged file
     if not target.can_run:
-        raise TargetError(f"{target.description}: kernels for this target can be built here but not measured"
-                          + (f" ({target.why_not})" if target.why_not else ""))
+        raise TargetError(
+            f"{target.description}: kernels for this target can be built here but not measured"
+            + (f" ({target.why_not})" if target.why_not else "")
+        )
     from tunelab.core.target.selfcheck import self_check
 
     self_check(target)  # a target whose kernels die here is refused before anything is stored
     others = extra_shapes(workload, shape, spec.shapes)
     other_spaces = [task_space(workload, s, dtype, target, spec.space_kind, spec.space) for s in others]
-    name = spec.name or f"{workload.name} {format_shape(shape)}" + (f" +{len(others)} shapes" if others else "")
+    name = spec.name or f"{workload.name} {format_shape(shape)}" + (
+        f" +{len(others)} shapes" if others else ""
+    )
     spec = replace(spec, shape=shape, shapes=tuple(others), dtype=dtype, name=name)
     space_json = space.to_json()
     if other_spaces:
         space_json["task_spaces"] = [s.to_json() for s in other_spaces]
     tasks = [(s, float(workload.flops(s))) for s in [shape, *others]]
-    session_id = store.create_session(spec, target_json=target.json, target_kind=target.kind,
-                                      space_json=space_json, tvm_version=tvm.__version__,
-                                      flops=float(workload.flops(shape)), tasks=tasks)
+    session_id = store.create_session(
+        spec,
+        target_json=target.json,
+        target_kind=target.kind,
+        space_json=space_json,
+        tvm_version=tvm.__version__,
+        flops=float(workload.flops(shape)),
+        tasks=tasks,
+    )
     return TuningSession(store, session_id, _prepared=(workload, shape, dtype, target, space))
 
 
@@ -178,7 +205,9 @@ class TuningSession:
         self.on_stage: list[Callable[[str], None]] = []  # what the session does besides trials, in words
         # Run, in order, when the session finished (before its status says so); see _before_finish.
         self.before_finish: list[Callable[[TuningSession], None]] = []
-        self.confirmations: list[dict[str, Any]] = []  # the reports of tunelab.core.trust.confirm once finished
+        self.confirmations: list[
+            dict[str, Any]
+        ] = []  # the reports of tunelab.core.trust.confirm once finished
         self.crash: str | None = None  # "Type: message" of what ended the last run as crashed
 
     # ---- control (safe from any thread) ---------------------------------------------------------
@@ -210,15 +239,18 @@ class TuningSession:
 
         record = self.store.session(self.session_id)
         if not self.target.can_run:
-            raise TargetError(f"{self.target.description}: this machine cannot run kernels for the session's target"
-                              + (f" ({self.target.why_not})" if self.target.why_not else ""))
+            raise TargetError(
+                f"{self.target.description}: this machine cannot run kernels for the session's target"
+                + (f" ({self.target.why_not})" if self.target.why_not else "")
+            )
         from tunelab.core.target.selfcheck import self_check
 
         self_check(self.target)  # before the first batch (cached per target and machine)
         saved_patience, saved_on_wait = self.store.write_patience_s, self.store.on_lock_wait
         self.store.write_patience_s = session_write_patience()
         self.store.on_lock_wait = lambda limit: self._stage(
-            f"the database is locked by another process; waiting up to {limit:g} s to write")
+            f"the database is locked by another process; waiting up to {limit:g} s to write"
+        )
         try:
             # One runner per session: refused (nothing written) while another live process runs it;
             # from here on this process owns it, so the history read below stays complete.
@@ -235,9 +267,19 @@ class TuningSession:
         tasks = []
         for task_record in task_records:
             space = self.space if task_record.index == 0 else space_for_task(record, task_record)
-            mine = [t for t in history if t.task_id in (task_record.id, None if task_record.index == 0 else -1)]
-            tasks.append(_Task(task_record, space, mine, multi, record, state.get(str(task_record.index))
-                               if multi else state))
+            mine = [
+                t for t in history if t.task_id in (task_record.id, None if task_record.index == 0 else -1)
+            ]
+            tasks.append(
+                _Task(
+                    task_record,
+                    space,
+                    mine,
+                    multi,
+                    record,
+                    state.get(str(task_record.index)) if multi else state,
+                )
+            )
         rounds = self.store.rounds(self.session_id)
         round_index = (rounds[-1].round + 1) if rounds else (max((t.round for t in history), default=-1) + 1)
         n_done = len(history)
@@ -259,8 +301,11 @@ class TuningSession:
                 if self._wait_while_paused():
                     final_status = "cancelled"
                     break
-                live = [t for t in tasks if not t.exhausted and
-                        (record.early_stop is None or t.since_best < record.early_stop)]
+                live = [
+                    t
+                    for t in tasks
+                    if not t.exhausted and (record.early_stop is None or t.since_best < record.early_stop)
+                ]
                 if not live:
                     break
                 task = min(live, key=lambda t: t.priority())
@@ -270,25 +315,46 @@ class TuningSession:
                     task.exhausted = True
                     continue
                 if task.measurer is None:
-                    task.measurer = Measurer(self.workload, task.record.shape, self.dtype, self.target, options,
-                                             seed=record.seed, custom_source=record.custom_source)
+                    task.measurer = Measurer(
+                        self.workload,
+                        task.record.shape,
+                        self.dtype,
+                        self.target,
+                        options,
+                        seed=record.seed,
+                        custom_source=record.custom_source,
+                    )
                 warning = self._cool_down(sampler, options.cooldown_s)
                 configs = [c for c, _ in batch]
-                predicted = task.cost_model.predict(task.space.features(configs)) if task.cost_model.trained else None
+                predicted = (
+                    task.cost_model.predict(task.space.features(configs)) if task.cost_model.trained else None
+                )
                 # Only the trials measured before a cancel come back: the rest were cut short.
                 results = task.measurer.measure([sch for _, sch in batch], stop=self._cancel.is_set)
                 cut_short = len(results) < len(batch)
                 trials = []
                 best_before = task.best
                 for i, (config, result) in enumerate(zip(configs[: len(results)], results, strict=True)):
-                    trial = self.store.add_trial(self.session_id, NewTrial(
-                        round=round_index, config=config, status=result.status, error=result.error,
-                        samples_ms=result.samples_ms,
-                        predicted_ms=float(predicted[i]) if predicted is not None else None,
-                        build_s=result.build_s, run_s=result.run_s,
-                        started_at=result.started_at, finished_at=result.finished_at),
-                        task.key(config), task_id=task.record.id)
-                    stamp = sampler.summary_between(trial.finished_at - (result.run_s or 0.0), trial.finished_at)
+                    trial = self.store.add_trial(
+                        self.session_id,
+                        NewTrial(
+                            round=round_index,
+                            config=config,
+                            status=result.status,
+                            error=result.error,
+                            samples_ms=result.samples_ms,
+                            predicted_ms=float(predicted[i]) if predicted is not None else None,
+                            build_s=result.build_s,
+                            run_s=result.run_s,
+                            started_at=result.started_at,
+                            finished_at=result.finished_at,
+                        ),
+                        task.key(config),
+                        task_id=task.record.id,
+                    )
+                    stamp = sampler.summary_between(
+                        trial.finished_at - (result.run_s or 0.0), trial.finished_at
+                    )
                     if warning:
                         stamp["warning"] = warning
                     self.store.stamp_trial(trial.id, stamp)
@@ -302,14 +368,21 @@ class TuningSession:
                     task.tell(trials, best_before)
                     rho = None
                     if predicted is not None:
-                        pairs = [(t.predicted_ms, t.latency_ms) for t in trials if t.ok and t.predicted_ms is not None]
+                        pairs = [
+                            (t.predicted_ms, t.latency_ms)
+                            for t in trials
+                            if t.ok and t.predicted_ms is not None
+                        ]
                         rho = spearman([p for p, _ in pairs], [m for _, m in pairs]) if pairs else None
                     self.store.add_round(self.session_id, round_index, len(trials), rho, task.best)
                 if not cut_short:
                     # After a cut-short batch the state of the last whole batch stays: its tuner asked
                     # for configs that were never measured, and a resumed session asks for them again.
-                    tuner_state = ({str(t.record.index): _jsonable(t.tuner.state_dict()) for t in tasks} if multi
-                                   else _jsonable(tasks[0].tuner.state_dict()))
+                    tuner_state = (
+                        {str(t.record.index): _jsonable(t.tuner.state_dict()) for t in tasks}
+                        if multi
+                        else _jsonable(tasks[0].tuner.state_dict())
+                    )
                     self.store.save_tuner_state(self.session_id, tuner_state)
                 now = time.time()
                 self.store.add_telemetry(self.session_id, sampler.samples_between(telemetry_until, now))
@@ -343,7 +416,9 @@ class TuningSession:
             try:
                 sampler.stop()
                 try:
-                    self.store.add_telemetry(self.session_id, sampler.samples_between(telemetry_until, time.time()))
+                    self.store.add_telemetry(
+                        self.session_id, sampler.samples_between(telemetry_until, time.time())
+                    )
                 except Exception:  # telemetry never decides a session's outcome
                     pass
                 for task in tasks:
@@ -376,7 +451,9 @@ class TuningSession:
             except Cancelled:
                 self._stage("confirmation stopped; the session's own figures stand")
             except Exception as exc:  # a failed step is reported, the tuned results are kept
-                self._stage(f"confirmation failed ({type(exc).__name__}: {exc}); the session's own figures stand")
+                self._stage(
+                    f"confirmation failed ({type(exc).__name__}: {exc}); the session's own figures stand"
+                )
 
     def _cool_down(self, sampler: Any, limit_s: float) -> str | None:
         """Wait (up to `limit_s`) while the machine is hot or busy; the reason if it stays so."""
@@ -436,15 +513,25 @@ class TuningSession:
             empty_asks = 0 if added else empty_asks + 1
         return batch
 
+
 class _Task:
     """One shape of a session with its own space, tuner, cost model and measurement workers."""
 
-    def __init__(self, record: Any, space: SearchSpace, history: list[TrialRecord], multi: bool,
-                 session: SessionRecord, tuner_state: dict[str, Any] | None) -> None:
+    def __init__(
+        self,
+        record: Any,
+        space: SearchSpace,
+        history: list[TrialRecord],
+        multi: bool,
+        session: SessionRecord,
+        tuner_state: dict[str, Any] | None,
+    ) -> None:
         self.record = record
         self.space = space
         self.multi = multi
-        self.tuner = make_tuner(session.tuner, space, seed=session.seed + record.index, **session.tuner_options)
+        self.tuner = make_tuner(
+            session.tuner, space, seed=session.seed + record.index, **session.tuner_options
+        )
         self.cost_model = CostModel(seed=session.seed, nthread=1)  # the CPU is busy measuring
         self.measurer: Any = None
         self.exhausted = False
@@ -488,7 +575,9 @@ class _Task:
     def _fit(self) -> None:
         ok = [t for t in self.history if t.ok and t.latency_ms]
         if len(ok) >= self.cost_model.min_samples:
-            self.cost_model.fit(self.space.features([t.config for t in ok]), np.array([t.latency_ms for t in ok]))
+            self.cost_model.fit(
+                self.space.features([t.config for t in ok]), np.array([t.latency_ms for t in ok])
+            )
 
     def close(self) -> None:
         if self.measurer is not None:

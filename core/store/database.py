@@ -39,6 +39,7 @@ import numpy as np
 import platformdirs
 import psutil
 from sqlite_utils import Database
+
 from tunelab.core.errors import SessionBusyError, StoreError, StoreFailure, StoreLockedError
 from tunelab.core.records import (
     SESSION_STATUSES,
@@ -364,12 +365,37 @@ _TRIAL_COLUMNS = (
 
 
 # Store.trial_columns: the fields it returns, and the numeric ones read in one SELECT.
-TRIAL_COLUMNS = ("id", "index", "round", "status", "ok", "latency_ms", "mean_ms", "std_ms", "predicted_ms",
-                 "started_at", "finished_at", "task_id", "error")
-_COLUMNS_NUMERIC = ("id", "index", "round", "status", "latency_ms", "mean_ms", "std_ms", "predicted_ms",
-                    "started_at", "finished_at", "task_id")
-_STATUS_CODE = "CASE status " + " ".join(
-    f"WHEN '{s}' THEN {i}" for i, s in enumerate(TRIAL_STATUSES)) + " ELSE -1 END"
+TRIAL_COLUMNS = (
+    "id",
+    "index",
+    "round",
+    "status",
+    "ok",
+    "latency_ms",
+    "mean_ms",
+    "std_ms",
+    "predicted_ms",
+    "started_at",
+    "finished_at",
+    "task_id",
+    "error",
+)
+_COLUMNS_NUMERIC = (
+    "id",
+    "index",
+    "round",
+    "status",
+    "latency_ms",
+    "mean_ms",
+    "std_ms",
+    "predicted_ms",
+    "started_at",
+    "finished_at",
+    "task_id",
+)
+_STATUS_CODE = (
+    "CASE status " + " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(TRIAL_STATUSES)) + " ELSE -1 END"
+)
 _COLUMNS_SELECT = (
     f"SELECT id, idx, round, {_STATUS_CODE}, latency_ms, mean_ms, std_ms, predicted_ms, started_at, "
     "finished_at, task_id FROM trials WHERE session_id = ? AND id > ? ORDER BY id"
@@ -381,8 +407,15 @@ _IN_CHUNK = 500  # ids per "id IN (...)" (SQLite allows at least 999 parameters)
 
 
 # SQLite result codes that mean the file or the disk failed, not that the file named is wrong.
-_FAILURE_CODES = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_NOMEM",
-                  "SQLITE_PROTOCOL", "SQLITE_CANTOPEN")
+_FAILURE_CODES = (
+    "SQLITE_FULL",
+    "SQLITE_IOERR",
+    "SQLITE_BUSY",
+    "SQLITE_LOCKED",
+    "SQLITE_NOMEM",
+    "SQLITE_PROTOCOL",
+    "SQLITE_CANTOPEN",
+)
 _FAILURE_WORDS = ("disk i/o error", "database or disk is full", "database is locked", "out of memory")
 
 
@@ -445,7 +478,9 @@ def _connect_readonly(path: Path) -> sqlite3.Connection:
         conn.close()
     except sqlite3.DatabaseError:  # not a database at all: _check_schema says so
         return conn
-    return sqlite3.connect(f"{base}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    return sqlite3.connect(
+        f"{base}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
+    )
 
 
 def _pid_alive(pid: int) -> bool:
@@ -505,8 +540,10 @@ def _is_lock(exc: sqlite3.Error) -> bool:
 
 
 def _locked(path: Path, exc: sqlite3.Error) -> str:
-    return (f"{path} is locked by another process ({exc}) for longer than {BUSY_TIMEOUT_S:g} s; "
-            "try again once it lets go.")
+    return (
+        f"{path} is locked by another process ({exc}) for longer than {BUSY_TIMEOUT_S:g} s; "
+        "try again once it lets go."
+    )
 
 
 _Reader = TypeVar("_Reader", bound=Callable[..., Any])
@@ -580,7 +617,9 @@ class Store:
                 uri = f"file:{quote(str(self.path.absolute()))}?mode={'rwc' if create else 'rw'}"
                 conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
-            raise _store_error(f"Cannot open the tunelab database {self.path}: {exc}.", exc, opening=True) from exc
+            raise _store_error(
+                f"Cannot open the tunelab database {self.path}: {exc}.", exc, opening=True
+            ) from exc
         self._conn = conn
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -596,7 +635,9 @@ class Store:
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
             conn.close()
-            raise _store_error(f"Cannot open the tunelab database {self.path}: {exc}.", exc, opening=True) from exc
+            raise _store_error(
+                f"Cannot open the tunelab database {self.path}: {exc}.", exc, opening=True
+            ) from exc
         except BaseException:
             conn.close()
             raise
@@ -644,8 +685,12 @@ class Store:
             ) from exc
         if not tables:
             size = self.path.stat().st_size
-            if 0 < size < 100:  # what is left of a file cut inside SQLite's 100-byte header: SQLite sees no tables
-                raise StoreError(f"{self.path} is not a tunelab database ({size} bytes, less than an SQLite header).")
+            if (
+                0 < size < 100
+            ):  # what is left of a file cut inside SQLite's 100-byte header: SQLite sees no tables
+                raise StoreError(
+                    f"{self.path} is not a tunelab database ({size} bytes, less than an SQLite header)."
+                )
             if not create:
                 raise StoreError(f"{self.path} is an empty SQLite file, not a tunelab database.")
             return 0
@@ -870,8 +915,9 @@ class Store:
             raise StoreError(f"session {session_id} does not exist in {self.path}")
         return self._other_runner(*row)
 
-    def _other_runner(self, status: str, pid: int | None, hostname: str | None,
-                      updated_at: float) -> tuple[int, str] | None:
+    def _other_runner(
+        self, status: str, pid: int | None, hostname: str | None, updated_at: float
+    ) -> tuple[int, str] | None:
         if status not in ("running", "paused") or pid is None:
             return None
         if hostname == self._hostname and int(pid) == os.getpid():
@@ -882,8 +928,10 @@ class Store:
 
     def _busy_message(self, session_id: int, pid: int, hostname: str) -> str:
         where = "" if hostname == self._hostname else f" on {hostname}"
-        return (f"session {session_id} is being tuned by pid {pid}{where}; a session has one runner at a "
-                f"time: stop that process (or let it finish), then resume")
+        return (
+            f"session {session_id} is being tuned by pid {pid}{where}; a session has one runner at a "
+            f"time: stop that process (or let it finish), then resume"
+        )
 
     def claim_session(self, session_id: int) -> None:
         """Become the session's runner: status "running", owned by this process (pid, hostname).
@@ -1181,15 +1229,18 @@ class Store:
             self._require_session(session_id)
             if trial_ids is None:
                 rows = conn.execute(
-                    "SELECT id, config FROM trials WHERE session_id = ?", (session_id,)).fetchall()
+                    "SELECT id, config FROM trials WHERE session_id = ?", (session_id,)
+                ).fetchall()
             else:
                 ids = [int(i) for i in trial_ids]
                 rows = []
                 for start in range(0, len(ids), _IN_CHUNK):
-                    chunk = ids[start: start + _IN_CHUNK]
+                    chunk = ids[start : start + _IN_CHUNK]
                     rows += conn.execute(
                         f"SELECT id, config FROM trials WHERE id IN ({','.join('?' * len(chunk))}) "
-                        "AND session_id = ?", (*chunk, session_id)).fetchall()
+                        "AND session_id = ?",
+                        (*chunk, session_id),
+                    ).fetchall()
         gc_was_on = gc.isenabled()
         gc.disable()  # as in trials(): many surviving objects, nothing for the GC to free
         try:
@@ -1451,10 +1502,13 @@ class Store:
     def _trial_record(row: Sequence[Any], samples: Sequence[float]) -> TrialRecord:
         # _TRIAL_COLUMNS are in TrialRecord's field order (positional: listing 100k trials stays cheap)
         return TrialRecord(
-            *row[:4], _json_decode(row[4]), *row[5:17], _loads(row[17]), samples_ms=tuple(samples),
+            *row[:4],
+            _json_decode(row[4]),
+            *row[5:17],
+            _loads(row[17]),
+            samples_ms=tuple(samples),
             task_id=row[18],
         )
-
 
     # ----------------------------------------------------------------------------------- validations
 
@@ -1469,19 +1523,40 @@ class Store:
             cur = conn.execute(
                 """INSERT INTO validations (session_id, schedule_file, created_at, hostname, runs, verdict,
                     cause, summary, report) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (session_id, source.get("path"), float(report.get("finished_at") or time.time()),
-                 report.get("hostname") or self._hostname, int(report.get("runs") or 0),
-                 str(report.get("verdict")), report.get("cause"), str(report.get("summary") or ""),
-                 _dumps(report)),
+                (
+                    session_id,
+                    source.get("path"),
+                    float(report.get("finished_at") or time.time()),
+                    report.get("hostname") or self._hostname,
+                    int(report.get("runs") or 0),
+                    str(report.get("verdict")),
+                    report.get("cause"),
+                    str(report.get("summary") or ""),
+                    _dumps(report),
+                ),
             )
             validation_id = int(cur.lastrowid)
             conn.executemany(
                 """INSERT INTO validation_results (validation_id, idx, trial_id, label, recorded_ms,
                     remeasured_ms, cv, runs, throttled, verdict, cause, detail)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                [(validation_id, i, s.get("trial_id"), str(s.get("label")), s.get("recorded_ms"),
-                  s.get("remeasured_ms"), s.get("cv"), int(s.get("runs") or 0), int(bool(s.get("throttled"))),
-                  str(s.get("verdict")), s.get("cause"), _dumps(s)) for i, s in enumerate(schedules)],
+                [
+                    (
+                        validation_id,
+                        i,
+                        s.get("trial_id"),
+                        str(s.get("label")),
+                        s.get("recorded_ms"),
+                        s.get("remeasured_ms"),
+                        s.get("cv"),
+                        int(s.get("runs") or 0),
+                        int(bool(s.get("throttled"))),
+                        str(s.get("verdict")),
+                        s.get("cause"),
+                        _dumps(s),
+                    )
+                    for i, s in enumerate(schedules)
+                ],
             )
         return validation_id
 
@@ -1492,8 +1567,10 @@ class Store:
         with self._read():
             if session_id is not None:
                 self._require_session(session_id)
-            sql = ("SELECT id, session_id, schedule_file, created_at, hostname, runs, verdict, cause, summary "
-                   "FROM validations")
+            sql = (
+                "SELECT id, session_id, schedule_file, created_at, hostname, runs, verdict, cause, summary "
+                "FROM validations"
+            )
             params: tuple[Any, ...] = ()
             if session_id is not None:
                 sql += " WHERE session_id = ?"
@@ -1530,8 +1607,9 @@ class Store:
     # ----------------------------------------------------------------------------------- baselines
 
     @_reader
-    def baseline(self, workload: str, shape: dict[str, int], dtype: str, target_kind: str,
-                 hostname: str | None = None) -> VendorBaseline | None:
+    def baseline(
+        self, workload: str, shape: dict[str, int], dtype: str, target_kind: str, hostname: str | None = None
+    ) -> VendorBaseline | None:
         """The stored vendor baseline of one problem on this (or ``hostname``'s) machine; None if none."""
         row = self._conn.execute(
             """SELECT detail FROM vendor_baselines WHERE hostname = ? AND workload = ? AND shape = ? AND dtype = ?
@@ -1552,8 +1630,18 @@ class Store:
                 ON CONFLICT (hostname, workload, shape, dtype, target_kind) DO UPDATE SET
                     library = excluded.library, median_ms = excluded.median_ms, gflops = excluded.gflops,
                     measured_at = excluded.measured_at, detail = excluded.detail""",
-                (data["hostname"], entry.workload, _shape_key(entry.shape), entry.dtype, entry.target_kind,
-                 entry.library, float(entry.median_ms), entry.gflops, float(entry.measured_at), _dumps(data)),
+                (
+                    data["hostname"],
+                    entry.workload,
+                    _shape_key(entry.shape),
+                    entry.dtype,
+                    entry.target_kind,
+                    entry.library,
+                    float(entry.median_ms),
+                    entry.gflops,
+                    float(entry.measured_at),
+                    _dumps(data),
+                ),
             )
 
     # ----------------------------------------------------------------------------------- machine profile
@@ -1575,8 +1663,14 @@ class Store:
             conn.execute(
                 """INSERT OR REPLACE INTO machine_profile (hostname, target_kind, measured_at, peak_gflops,
                     bandwidth_gbs, detail) VALUES (?, ?, ?, ?, ?, ?)""",
-                (profile.hostname, profile.target_kind, float(profile.measured_at), _dumps(profile.peak_gflops),
-                 float(profile.bandwidth_gbs), _dumps(data)),
+                (
+                    profile.hostname,
+                    profile.target_kind,
+                    float(profile.measured_at),
+                    _dumps(profile.peak_gflops),
+                    float(profile.bandwidth_gbs),
+                    _dumps(data),
+                ),
             )
 
 

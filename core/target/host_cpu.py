@@ -24,29 +24,86 @@ LLVM_NAME_ENV = "TUNELAB_LLVM_HOST_CPU"
 # may emit in a kernel are listed: a feature outside this table (tuning hints such as
 # "fast-15bytenop", system instructions) never decides whether a kernel runs.
 X86_FLAGS = {
-    "sse": "sse", "sse2": "sse2", "sse3": "pni", "ssse3": "ssse3", "sse4.1": "sse4_1", "sse4.2": "sse4_2",
-    "sse4a": "sse4a", "avx": "avx", "avx2": "avx2", "fma": "fma", "fma4": "fma4", "f16c": "f16c",
-    "bmi": "bmi1", "bmi2": "bmi2", "lzcnt": "abm", "popcnt": "popcnt", "movbe": "movbe", "adx": "adx",
-    "aes": "aes", "pclmul": "pclmulqdq", "sha": "sha_ni", "gfni": "gfni", "vaes": "vaes",
-    "vpclmulqdq": "vpclmulqdq", "avxvnni": "avx_vnni", "avxifma": "avx_ifma",
-    "avxvnniint8": "avx_vnni_int8", "avxneconvert": "avx_ne_convert",
-    "avx512f": "avx512f", "avx512cd": "avx512cd", "avx512bw": "avx512bw", "avx512dq": "avx512dq",
-    "avx512vl": "avx512vl", "avx512ifma": "avx512ifma", "avx512vbmi": "avx512vbmi",
-    "avx512vbmi2": "avx512_vbmi2", "avx512vnni": "avx512_vnni", "avx512bitalg": "avx512_bitalg",
-    "avx512vpopcntdq": "avx512_vpopcntdq", "avx512bf16": "avx512_bf16", "avx512fp16": "avx512_fp16",
-    "avx512vp2intersect": "avx512_vp2intersect", "amx-tile": "amx_tile", "amx-int8": "amx_int8",
-    "amx-bf16": "amx_bf16", "amx-fp16": "amx_fp16",
+    "sse": "sse",
+    "sse2": "sse2",
+    "sse3": "pni",
+    "ssse3": "ssse3",
+    "sse4.1": "sse4_1",
+    "sse4.2": "sse4_2",
+    "sse4a": "sse4a",
+    "avx": "avx",
+    "avx2": "avx2",
+    "fma": "fma",
+    "fma4": "fma4",
+    "f16c": "f16c",
+    "bmi": "bmi1",
+    "bmi2": "bmi2",
+    "lzcnt": "abm",
+    "popcnt": "popcnt",
+    "movbe": "movbe",
+    "adx": "adx",
+    "aes": "aes",
+    "pclmul": "pclmulqdq",
+    "sha": "sha_ni",
+    "gfni": "gfni",
+    "vaes": "vaes",
+    "vpclmulqdq": "vpclmulqdq",
+    "avxvnni": "avx_vnni",
+    "avxifma": "avx_ifma",
+    "avxvnniint8": "avx_vnni_int8",
+    "avxneconvert": "avx_ne_convert",
+    "avx512f": "avx512f",
+    "avx512cd": "avx512cd",
+    "avx512bw": "avx512bw",
+    "avx512dq": "avx512dq",
+    "avx512vl": "avx512vl",
+    "avx512ifma": "avx512ifma",
+    "avx512vbmi": "avx512vbmi",
+    "avx512vbmi2": "avx512_vbmi2",
+    "avx512vnni": "avx512_vnni",
+    "avx512bitalg": "avx512_bitalg",
+    "avx512vpopcntdq": "avx512_vpopcntdq",
+    "avx512bf16": "avx512_bf16",
+    "avx512fp16": "avx512_fp16",
+    "avx512vp2intersect": "avx512_vp2intersect",
+    "amx-tile": "amx_tile",
+    "amx-int8": "amx_int8",
+    "amx-bf16": "amx_bf16",
+    "amx-fp16": "amx_fp16",
 }
 AARCH64_FLAGS = {
-    "neon": "asimd", "fp-armv8": "fp", "fullfp16": "asimdhp", "dotprod": "asimddp", "fp16fml": "asimdfhm",
-    "rdm": "asimdrdm", "i8mm": "i8mm", "bf16": "bf16", "sve": "sve", "sve2": "sve2", "sme": "sme",
-    "lse": "atomics", "rcpc": "lrcpc", "crc": "crc32", "aes": "aes", "sha2": "sha2", "sha3": "sha3",
-    "jsconv": "jscvt", "complxnum": "fcma",
+    "neon": "asimd",
+    "fp-armv8": "fp",
+    "fullfp16": "asimdhp",
+    "dotprod": "asimddp",
+    "fp16fml": "asimdfhm",
+    "rdm": "asimdrdm",
+    "i8mm": "i8mm",
+    "bf16": "bf16",
+    "sve": "sve",
+    "sve2": "sve2",
+    "sme": "sme",
+    "lse": "atomics",
+    "rcpc": "lrcpc",
+    "crc": "crc32",
+    "aes": "aes",
+    "sha2": "sha2",
+    "sha3": "sha3",
+    "jsconv": "jscvt",
+    "complxnum": "fcma",
 }
 # archspec's -march extensions (aarch64) -> LLVM mattr features.
 _AARCH64_EXTENSIONS = {
-    "fp16": ["+fullfp16"], "dotprod": ["+dotprod"], "sve": ["+sve"], "sve2": ["+sve2"], "bf16": ["+bf16"],
-    "i8mm": ["+i8mm"], "rcpc": ["+rcpc"], "crypto": ["+aes", "+sha2"], "fp16fml": ["+fp16fml"], "lse": ["+lse"],
+    "fp16": ["+fullfp16"],
+    "dotprod": ["+dotprod"],
+    "sve": ["+sve"],
+    "sve2": ["+sve2"],
+    "bf16": ["+bf16"],
+    "i8mm": ["+i8mm"],
+    "rcpc": ["+rcpc"],
+    "crypto": ["+aes", "+sha2"],
+    "fp16fml": ["+fp16fml"],
+    "lse": ["+lse"],
 }
 
 
@@ -165,7 +222,11 @@ def isa_level(features: Iterable[str], arch: str) -> str:
     have = set(features)
     if arch == "x86_64":
         if "avx512f" in have:
-            extra = [n for f, n in (("avx512vnni", "VNNI"), ("avx512bf16", "BF16"), ("amx-tile", "AMX")) if f in have]
+            extra = [
+                n
+                for f, n in (("avx512vnni", "VNNI"), ("avx512bf16", "BF16"), ("amx-tile", "AMX"))
+                if f in have
+            ]
             return "AVX-512" + "".join(f"+{n}" for n in extra)
         if "avx2" in have:
             return "AVX2+FMA" if "fma" in have else "AVX2"
@@ -173,7 +234,9 @@ def isa_level(features: Iterable[str], arch: str) -> str:
             return "AVX"
         return "SSE4.2" if "sse4.2" in have else "SSE2"
     if arch == "aarch64":
-        base = "SVE2" if "sve2" in have else "SVE" if "sve" in have else "NEON" if "neon" in have else "scalar"
+        base = (
+            "SVE2" if "sve2" in have else "SVE" if "sve" in have else "NEON" if "neon" in have else "scalar"
+        )
         extra = [f for f in ("dotprod", "i8mm", "bf16") if f in have]
         return base + "".join(f"+{f}" for f in extra)
     return arch
@@ -235,8 +298,10 @@ def choose_cpu(host: HostCPU) -> CPUChoice:
             if tried:
                 spelled = mcpu + (f" ({','.join(mattr)})" if mattr else "")
                 more = f" and {len(first_missing) - 4} more" if len(first_missing) > 4 else ""
-                note = (f"LLVM names this CPU {host.llvm_name}, but this host lacks its "
-                        f"{', '.join(first_missing[:4])}{more}; using {spelled}")
+                note = (
+                    f"LLVM names this CPU {host.llvm_name}, but this host lacks its "
+                    f"{', '.join(first_missing[:4])}{more}; using {spelled}"
+                )
             return CPUChoice(mcpu, mattr, isa, note)
         if not tried:
             first_missing = missing

@@ -78,8 +78,9 @@ def llvm_target() -> TargetInfo:
     target: dict[str, Any] = {"kind": "llvm", "num-cores": cores, "mcpu": choice.mcpu}
     if choice.mattr:
         target["mattr"] = list(choice.mattr)
-    return TargetInfo("llvm", target, "cpu", _cpu_description(choice.mcpu, choice.isa, cores), True,
-                      note=choice.note)
+    return TargetInfo(
+        "llvm", target, "cpu", _cpu_description(choice.mcpu, choice.isa, cores), True, note=choice.note
+    )
 
 
 def _cpu_description(mcpu: str, isa: str, cores: Any) -> str:
@@ -160,7 +161,7 @@ def resolve_target(spec: str | dict | None) -> TargetInfo:
         except RecursionError:
             raise TargetError("target is not valid JSON: it is nested too deeply") from None
     if not isinstance(spec, dict) or spec.get("kind") not in ("llvm", "cuda"):
-        raise TargetError("a JSON target needs \"kind\": \"llvm\" or \"cuda\"")
+        raise TargetError('a JSON target needs "kind": "llvm" or "cuda"')
     base = llvm_target() if spec["kind"] == "llvm" else cuda_target()
     merged = {**base.json, **spec}
     if base.kind == "llvm" and "mattr" in base.json and "mcpu" in spec and "mattr" not in spec:
@@ -179,12 +180,16 @@ def resolve_target(spec: str | dict | None) -> TargetInfo:
 
     mcpu = str(merged.get("mcpu") or "generic")
     if mcpu != "generic" and not is_valid_cpu(mcpu, host_cpu().arch) and not merged.get("mtriple"):
-        raise TargetError(f"LLVM knows no CPU {shown(mcpu)} for this {host_cpu().arch} host; "
-                          f"leave mcpu out to use the detected {base.json['mcpu']}")
+        raise TargetError(
+            f"LLVM knows no CPU {shown(mcpu)} for this {host_cpu().arch} host; "
+            f"leave mcpu out to use the detected {base.json['mcpu']}"
+        )
     why_not, isa = _llvm_runnable(merged)
     if why_not:
-        raise TargetError(f"{why_not}; leave mcpu out to use the detected {base.json['mcpu']} "
-                          f"or give an mattr that turns those off")
+        raise TargetError(
+            f"{why_not}; leave mcpu out to use the detected {base.json['mcpu']} "
+            f"or give an mattr that turns those off"
+        )
     return TargetInfo("llvm", merged, "cpu", _cpu_description(mcpu, isa, merged.get("num-cores", "?")), True)
 
 

@@ -60,9 +60,12 @@ def _cache_file() -> Path:
 
 def _key(target: TargetInfo) -> str:
     import tvm
+
     from tunelab.core.target.host_cpu import host_cpu
 
-    text = json.dumps([SELF_CHECK_VERSION, target.json, host_cpu().fingerprint, tvm.__version__], sort_keys=True)
+    text = json.dumps(
+        [SELF_CHECK_VERSION, target.json, host_cpu().fingerprint, tvm.__version__], sort_keys=True
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -126,15 +129,24 @@ def self_check(target: TargetInfo, *, use_cache: bool = True) -> None:
         try:
             _build(target, lib)
         except Exception as exc:
-            raise TargetError(f"kernels for {mcpu} cannot be built here: {str(exc).splitlines()[0]}") from None
+            raise TargetError(
+                f"kernels for {mcpu} cannot be built here: {str(exc).splitlines()[0]}"
+            ) from None
         try:
-            child = subprocess.run([sys.executable, "-c", _CHILD, str(lib), str(N)],
-                                   capture_output=True, text=True, timeout=TIMEOUT_S)
+            child = subprocess.run(
+                [sys.executable, "-c", _CHILD, str(lib), str(N)],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+            )
         except subprocess.TimeoutExpired:
-            raise TargetError(f"a kernel built for {mcpu} hung here for {TIMEOUT_S:.0f} s; "
-                              f"use --target with another mcpu") from None
+            raise TargetError(
+                f"a kernel built for {mcpu} hung here for {TIMEOUT_S:.0f} s; use --target with another mcpu"
+            ) from None
     if child.returncode == 3:
-        raise TargetError(f"a kernel built for {mcpu} computes wrong results here; use --target with another mcpu")
+        raise TargetError(
+            f"a kernel built for {mcpu} computes wrong results here; use --target with another mcpu"
+        )
     if child.returncode != 0:
         from tunelab.core.target.host_cpu import choose_cpu, host_cpu, missing_features
 
@@ -142,7 +154,10 @@ def self_check(target: TargetInfo, *, use_cache: bool = True) -> None:
         lacks = missing_features(str(mcpu), tuple(target.json.get("mattr") or ()), host)
         lacking = f"; this CPU lacks {', '.join(lacks[:4])}" if lacks else ""
         detail = child.stderr.strip().splitlines()[-1:] if child.returncode > 0 else []
-        raise TargetError(f"kernels built for {mcpu} {describe_exit(child.returncode)} here"
-                          + (f": {detail[0]}" if detail else "") + lacking
-                          + f"; use --target '{{\"kind\":\"llvm\",\"mcpu\":\"{choose_cpu(host).mcpu}\"}}'")
+        raise TargetError(
+            f"kernels built for {mcpu} {describe_exit(child.returncode)} here"
+            + (f": {detail[0]}" if detail else "")
+            + lacking
+            + f'; use --target \'{{"kind":"llvm","mcpu":"{choose_cpu(host).mcpu}"}}\''
+        )
     _remember(key)

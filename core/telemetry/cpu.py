@@ -136,5 +136,3 @@ def _busy_pct(before: Any, after: Any) -> float:
         return 0.0
     busy = (all_delta - (idle(after) - idle(before))) / all_delta * 100.0
     return round(min(100.0, max(0.0, busy)), 1)
-
-

@@ -215,4 +215,3 @@ def summarize(samples: Sequence[TelemetrySample]) -> dict[str, Any]:
     out["other_busy_procs_max"] = max((s.other_busy_procs for s in samples), default=0)
     out["other_busy_pids"] = sorted({p for s in samples for p in s.other_busy_pids})
     return out
-

@@ -90,7 +90,6 @@ class TelemetrySampler:
         self._errors = 0
         self.last_error: str | None = None
 
-
     # ------------------------------------------------------------------------------- state
 
     @property
@@ -284,5 +283,3 @@ def _compose(t: float, cpu: CpuReading | None, gpu: GpuReading | None) -> Teleme
 
 
 # ------------------------------------------------------------------------------------------- summary
-
-

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from tunelab.core.records import MeasureOptions, SessionRecord, VendorBaseline
 from tunelab.core.stats import median
 
@@ -54,22 +55,41 @@ class VendorComparison:
 
     def to_json(self) -> dict[str, Any]:
         """The baseline's JSON with the session's side after it."""
-        return {**self.baseline.to_json(), "cached": self.cached, "session_id": self.session_id, "task": self.task,
-                "session_best_ms": self.session_best_ms, "session_gflops": self.session_gflops,
-                "x_of_vendor": self.x_of_vendor}
+        return {
+            **self.baseline.to_json(),
+            "cached": self.cached,
+            "session_id": self.session_id,
+            "task": self.task,
+            "session_best_ms": self.session_best_ms,
+            "session_gflops": self.session_gflops,
+            "x_of_vendor": self.x_of_vendor,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> VendorComparison:
-        return cls(baseline=VendorBaseline.from_json(data), cached=data["cached"], session_id=data["session_id"],
-                   task=data["task"], session_best_ms=data["session_best_ms"], session_gflops=data["session_gflops"],
-                   x_of_vendor=data["x_of_vendor"])
+        return cls(
+            baseline=VendorBaseline.from_json(data),
+            cached=data["cached"],
+            session_id=data["session_id"],
+            task=data["task"],
+            session_best_ms=data["session_best_ms"],
+            session_gflops=data["session_gflops"],
+            x_of_vendor=data["x_of_vendor"],
+        )
 
 
 # ------------------------------------------------------------------------------------------ timing
 
 
-def time_callable(fn: Callable[[], Any], *, number: int = 3, repeat: int = 3, min_repeat_ms: float = 20.0,
-                  warmup: int = 1, sync: Callable[[], Any] | None = None) -> list[float]:
+def time_callable(
+    fn: Callable[[], Any],
+    *,
+    number: int = 3,
+    repeat: int = 3,
+    min_repeat_ms: float = 20.0,
+    warmup: int = 1,
+    sync: Callable[[], Any] | None = None,
+) -> list[float]:
     """Samples in ms, as TVM's ``time_evaluator`` takes them: each the mean of ``number`` calls, with
     ``number`` grown (x1.618 at least) until one sample lasts ``min_repeat_ms``."""
     sync = sync or (lambda: None)
@@ -106,17 +126,24 @@ def blas_info() -> dict[str, Any]:
     if not blas:
         return {"library": "unknown", "note": "threadpoolctl found no BLAS in this process"}
     pool = blas[0]
-    return {"library": pool.get("internal_api"), "version": pool.get("version"), "kernel": pool.get("architecture"),
-            "threads": pool.get("num_threads"), "threading_layer": pool.get("threading_layer"),
-            "path": pool.get("filepath")}
+    return {
+        "library": pool.get("internal_api"),
+        "version": pool.get("version"),
+        "kernel": pool.get("architecture"),
+        "threads": pool.get("num_threads"),
+        "threading_layer": pool.get("threading_layer"),
+        "path": pool.get("filepath"),
+    }
 
 
 def blas_description(info: dict[str, Any] | None = None) -> str:
     """``"NumPy + openblas 0.3.31 (SkylakeX kernel, 2 threads)"``."""
     info = info or blas_info()
     parts = [p for p in (info.get("library"), info.get("version")) if p]
-    detail = [f"{info['kernel']} kernel" if info.get("kernel") else None,
-              f"{info['threads']} threads" if info.get("threads") else None]
+    detail = [
+        f"{info['kernel']} kernel" if info.get("kernel") else None,
+        f"{info['threads']} threads" if info.get("threads") else None,
+    ]
     extra = ", ".join(d for d in detail if d)
     return "NumPy + " + " ".join(parts or ["BLAS"]) + (f" ({extra})" if extra else "")
 
@@ -139,8 +166,9 @@ def _windows(xp: np.ndarray, axes: tuple[int, int], s: dict[str, int], P: int, Q
     return win[tuple(index)]
 
 
-def _numpy_kernel(name: str, s: dict[str, int], inputs: Sequence[np.ndarray],
-                  out: np.ndarray) -> tuple[Callable[[], None], str] | None:
+def _numpy_kernel(
+    name: str, s: dict[str, int], inputs: Sequence[np.ndarray], out: np.ndarray
+) -> tuple[Callable[[], None], str] | None:
     """(a call that writes ``out``, what it does) for a workload through NumPy's BLAS; None if none."""
     if name in ("gemm", "batch_matmul"):
         a, b = inputs
@@ -209,8 +237,12 @@ def _numpy_kernel(name: str, s: dict[str, int], inputs: Sequence[np.ndarray],
 # ------------------------------------------------------------------------------------------ GPU paths
 
 
-def _torch_kernel(name: str, s: dict[str, int], inputs: Sequence[np.ndarray], out_shape: tuple[int, ...],
-                  ) -> tuple[Callable[[], None], Callable[[], np.ndarray], Callable[[], None], str] | None:
+def _torch_kernel(
+    name: str,
+    s: dict[str, int],
+    inputs: Sequence[np.ndarray],
+    out_shape: tuple[int, ...],
+) -> tuple[Callable[[], None], Callable[[], np.ndarray], Callable[[], None], str] | None:
     """(call, fetch the output, sync, library) through PyTorch on the GPU (cuBLAS / cuDNN); None if
     PyTorch or a GPU is missing."""
     try:
@@ -244,6 +276,7 @@ def _torch_kernel(name: str, s: dict[str, int], inputs: Sequence[np.ndarray], ou
 
         out["c"] = c
     elif name == "conv2d_nchw":
+
         def run() -> None:
             out["c"] = F.conv2d(t[0], t[1], stride=stride, padding=pad, dilation=dil)
 
@@ -269,8 +302,12 @@ def _torch_kernel(name: str, s: dict[str, int], inputs: Sequence[np.ndarray], ou
     return run, (lambda: out["c"].cpu().numpy()), torch.cuda.synchronize, lib
 
 
-def _cupy_kernel(name: str, s: dict[str, int], inputs: Sequence[np.ndarray], out_shape: tuple[int, ...],
-                 ) -> tuple[Callable[[], None], Callable[[], np.ndarray], Callable[[], None], str] | None:
+def _cupy_kernel(
+    name: str,
+    s: dict[str, int],
+    inputs: Sequence[np.ndarray],
+    out_shape: tuple[int, ...],
+) -> tuple[Callable[[], None], Callable[[], np.ndarray], Callable[[], None], str] | None:
     """The matrix products through CuPy (cuBLAS); None without CuPy, a GPU, or for convolutions."""
     if name not in ("gemm", "batch_matmul", "dense_bias"):
         return None
@@ -292,6 +329,7 @@ def _cupy_kernel(name: str, s: dict[str, int], inputs: Sequence[np.ndarray], out
             if s["relu"]:
                 cp.maximum(c, 0, out=c)
     else:
+
         def run() -> None:
             cp.matmul(g[0], g[1], out=c)
 
@@ -301,8 +339,15 @@ def _cupy_kernel(name: str, s: dict[str, int], inputs: Sequence[np.ndarray], out
 # ------------------------------------------------------------------------------------------ measuring
 
 
-def measure_baseline(workload: str, shape: dict[str, int], dtype: str, target_kind: str = "llvm",
-                     options: MeasureOptions | None = None, *, seed: int = 0) -> VendorBaseline | None:
+def measure_baseline(
+    workload: str,
+    shape: dict[str, int],
+    dtype: str,
+    target_kind: str = "llvm",
+    options: MeasureOptions | None = None,
+    *,
+    seed: int = 0,
+) -> VendorBaseline | None:
     """Measure one problem through the vendor library for ``target_kind``; None where there is none."""
     from tunelab.core.workloads.catalog import get_workload
 
@@ -314,7 +359,9 @@ def measure_baseline(workload: str, shape: dict[str, int], dtype: str, target_ki
     out_shape = tuple(wl.output_shape(shape))
     info: dict[str, Any] = {}
     if target_kind == "cuda":
-        made = _torch_kernel(wl.name, shape, inputs, out_shape) or _cupy_kernel(wl.name, shape, inputs, out_shape)
+        made = _torch_kernel(wl.name, shape, inputs, out_shape) or _cupy_kernel(
+            wl.name, shape, inputs, out_shape
+        )
         if made is None:
             return None
         run, fetch, sync, library = made
@@ -340,20 +387,42 @@ def measure_baseline(workload: str, shape: dict[str, int], dtype: str, target_ki
     rtol, atol = wl.tolerance(dtype, shape)
     err = float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64)))) if got.size else 0.0
     correct = got.shape == expected.shape and bool(np.allclose(got, expected, rtol=rtol, atol=atol))
-    samples = time_callable(run, number=opts.number, repeat=opts.repeat, min_repeat_ms=opts.min_repeat_ms,
-                            warmup=opts.warmup, sync=sync)
+    samples = time_callable(
+        run,
+        number=opts.number,
+        repeat=opts.repeat,
+        min_repeat_ms=opts.min_repeat_ms,
+        warmup=opts.warmup,
+        sync=sync,
+    )
     median_ms = median(samples) or 0.0  # time_callable takes at least one sample: never None
     flops = float(wl.flops(shape))
-    return VendorBaseline(workload=wl.name, shape=shape, dtype=dtype, target_kind=target_kind, library=library,
-                          method=method, median_ms=median_ms, samples_ms=tuple(samples),
-                          gflops=flops / (median_ms * 1e-3) / 1e9 if median_ms > 0 else None,
-                          correct=correct, max_abs_err=err,
-                          measure={"number": opts.number, "repeat": opts.repeat,
-                                   "min_repeat_ms": opts.min_repeat_ms, "warmup": opts.warmup},
-                          measured_at=time.time(), blas=info or None)
+    return VendorBaseline(
+        workload=wl.name,
+        shape=shape,
+        dtype=dtype,
+        target_kind=target_kind,
+        library=library,
+        method=method,
+        median_ms=median_ms,
+        samples_ms=tuple(samples),
+        gflops=flops / (median_ms * 1e-3) / 1e9 if median_ms > 0 else None,
+        correct=correct,
+        max_abs_err=err,
+        measure={
+            "number": opts.number,
+            "repeat": opts.repeat,
+            "min_repeat_ms": opts.min_repeat_ms,
+            "warmup": opts.warmup,
+        },
+        measured_at=time.time(),
+        blas=info or None,
+    )
 
 
-def task_figures(store: Store, record: SessionRecord, task: int = 0) -> tuple[dict[str, int], float, float | None]:
+def task_figures(
+    store: Store, record: SessionRecord, task: int = 0
+) -> tuple[dict[str, int], float, float | None]:
     """(shape, FLOP per call, best ms) of one shape (task) of a session; task 0 is its primary shape.
 
     A session that tunes several shapes keeps a best per shape; the session's own ``best_ms`` is the
@@ -368,13 +437,16 @@ def task_figures(store: Store, record: SessionRecord, task: int = 0) -> tuple[di
     if not tasks:
         return dict(record.shape), float(record.flops), record.best_ms
     if not 0 <= task < len(tasks):
-        raise TunelabError(f"session {record.id} tunes {len(tasks)} shape(s); the task must be 0..{len(tasks) - 1}")
+        raise TunelabError(
+            f"session {record.id} tunes {len(tasks)} shape(s); the task must be 0..{len(tasks) - 1}"
+        )
     t = tasks[task]
     return dict(t.shape), float(t.flops), t.best_ms
 
 
-def baseline_for(store: Store, record: SessionRecord, *, remeasure: bool = False,
-                 task: int = 0) -> VendorComparison | None:
+def baseline_for(
+    store: Store, record: SessionRecord, *, remeasure: bool = False, task: int = 0
+) -> VendorComparison | None:
     """The session's problem through the vendor library, measured once per machine and kept in the store,
     against the session's best; ``task`` picks one shape of a session that tunes several (0: the
     primary one).
@@ -387,13 +459,21 @@ def baseline_for(store: Store, record: SessionRecord, *, remeasure: bool = False
     entry = None if remeasure else store.baseline(record.workload, shape, record.dtype, record.target_kind)
     cached = entry is not None
     if entry is None:
-        options = MeasureOptions.from_json({k: v for k, v in record.measure.items()
-                                            if k in ("number", "repeat", "min_repeat_ms", "warmup")})
-        entry = measure_baseline(record.workload, shape, record.dtype, record.target_kind, options,
-                                 seed=record.seed)
+        options = MeasureOptions.from_json(
+            {k: v for k, v in record.measure.items() if k in ("number", "repeat", "min_repeat_ms", "warmup")}
+        )
+        entry = measure_baseline(
+            record.workload, shape, record.dtype, record.target_kind, options, seed=record.seed
+        )
         if entry is None:
             return None
         store.put_baseline(entry)
-    return VendorComparison(baseline=entry, cached=cached, session_id=record.id, task=task, session_best_ms=best_ms,
-                            session_gflops=flops / (best_ms * 1e-3) / 1e9 if best_ms else None,
-                            x_of_vendor=entry.median_ms / best_ms if best_ms else None)
+    return VendorComparison(
+        baseline=entry,
+        cached=cached,
+        session_id=record.id,
+        task=task,
+        session_best_ms=best_ms,
+        session_gflops=flops / (best_ms * 1e-3) / 1e9 if best_ms else None,
+        x_of_vendor=entry.median_ms / best_ms if best_ms else None,
+    )

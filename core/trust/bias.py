@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
+
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import BiasCounts, BiasGroup, BiasPoint, BiasReport
 from tunelab.core.search.costmodel import spearman, topk_recall
@@ -121,6 +122,7 @@ def collect_rows(store: Any, session_ids: Sequence[int]) -> tuple[list[dict[str,
     multi_target = len({r.target_kind for r in records}) > 1
     rows: list[dict[str, Any]] = []
     counts = {"trials": 0, "failed": 0, "no_prediction": 0}
+
     def shape_key_label(record: Any, shape: dict[str, int]) -> tuple[str, str]:
         label = format_shape(shape)
         if multi_wl:
@@ -143,9 +145,20 @@ def collect_rows(store: Any, session_ids: Sequence[int]) -> tuple[list[dict[str,
             if not _positive(t.predicted_ms):
                 counts["no_prediction"] += 1
                 continue
-            rows.append({"session_id": record.id, "task_id": t.task_id, "trial_id": t.id, "round": t.round,
-                         "shape_key": key, "shape_label": label, "space_kind": record.space_kind, "config": t.config,
-                         "predicted_ms": float(t.predicted_ms), "measured_ms": float(t.latency_ms)})
+            rows.append(
+                {
+                    "session_id": record.id,
+                    "task_id": t.task_id,
+                    "trial_id": t.id,
+                    "round": t.round,
+                    "shape_key": key,
+                    "shape_label": label,
+                    "space_kind": record.space_kind,
+                    "config": t.config,
+                    "predicted_ms": float(t.predicted_ms),
+                    "measured_ms": float(t.latency_ms),
+                }
+            )
     return rows, BiasCounts(**counts, predicted=len(rows))
 
 
@@ -156,9 +169,14 @@ def _positive(x: Any) -> bool:
 # ------------------------------------------------------------------------------------------- statistics
 
 
-def group_stats(predicted: Sequence[float], measured: Sequence[float], *, k: int = DEFAULT_K,
-                rank_predicted: Sequence[float] | None = None,
-                rank_measured: Sequence[float] | None = None) -> GroupStats:
+def group_stats(
+    predicted: Sequence[float],
+    measured: Sequence[float],
+    *,
+    k: int = DEFAULT_K,
+    rank_predicted: Sequence[float] | None = None,
+    rank_measured: Sequence[float] | None = None,
+) -> GroupStats:
     """n, residual mean and std, ratio, Spearman and top-k recall of one group, with its flags.
 
     Residuals come from `predicted`/`measured`; rank statistics from `rank_predicted` and
@@ -185,25 +203,43 @@ def group_stats(predicted: Sequence[float], measured: Sequence[float], *, k: int
         direction = "under"
     else:
         direction = "exact"
-    return GroupStats(n=n, residual_mean=mean, residual_std=std, ratio=math.exp(mean) if mean is not None else None,
-                      direction=direction, spearman=rho, topk_recall=recall, k=kk, biased=biased,
-                      ranks_poorly=ranks_poorly, flagged=biased or ranks_poorly)
+    return GroupStats(
+        n=n,
+        residual_mean=mean,
+        residual_std=std,
+        ratio=math.exp(mean) if mean is not None else None,
+        direction=direction,
+        spearman=rho,
+        topk_recall=recall,
+        k=kk,
+        biased=biased,
+        ranks_poorly=ranks_poorly,
+        flagged=biased or ranks_poorly,
+    )
 
 
 def describe(group: BiasGroup) -> str:
     """What is wrong with one group, in words ("" when it is not flagged)."""
     overall = group.dimension == "all"
-    where = "" if overall else (f" for shape {group.label}" if group.dimension == "shape" else f" for {group.label}")
+    where = (
+        ""
+        if overall
+        else (f" for shape {group.label}" if group.dimension == "shape" else f" for {group.label}")
+    )
     parts = []
     if group.biased and group.residual_mean is not None:
         mean = group.residual_mean
         verb = "under-predicts" if mean < 0 else "over-predicts"
-        parts.append(f"the model {verb} latency{where} by {math.exp(abs(mean)):.1f}x on average"
-                     + (" overall" if overall else ""))
+        parts.append(
+            f"the model {verb} latency{where} by {math.exp(abs(mean)):.1f}x on average"
+            + (" overall" if overall else "")
+        )
     if group.ranks_poorly:
         rank = f"(Spearman {group.spearman:.2f}, n={group.n})"
         if parts:
-            parts.append(f"{'ranks' if overall else 'it ranks'} poorly{' there' if not overall else ''} {rank}")
+            parts.append(
+                f"{'ranks' if overall else 'it ranks'} poorly{' there' if not overall else ''} {rank}"
+            )
         else:
             parts.append(f"the model ranks poorly{where or ' overall'} {rank}")
     return ", and ".join(parts)
@@ -228,8 +264,9 @@ def analyze(rows: Iterable[Mapping[str, Any]], *, k: int = DEFAULT_K) -> BiasRep
     members: dict[tuple[str, str], dict[str, Any]] = {}
 
     def add(dimension: str, key: str, label: str, index: int) -> None:
-        entry = members.setdefault((dimension, key), {"dimension": dimension, "key": key, "label": label,
-                                                      "rows": []})
+        entry = members.setdefault(
+            (dimension, key), {"dimension": dimension, "key": key, "label": label, "rows": []}
+        )
         entry["rows"].append(index)
 
     for index, r in enumerate(rows):
@@ -245,20 +282,36 @@ def analyze(rows: Iterable[Mapping[str, Any]], *, k: int = DEFAULT_K) -> BiasRep
     for (dimension, key), entry in sorted(members.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
         grp_rows = [rows[i] for i in entry["rows"]]
         s = [scale[(r.get("session_id"), r.get("task_id"))] for r in grp_rows]
-        stats = group_stats([r["predicted_ms"] for r in grp_rows], [r["measured_ms"] for r in grp_rows], k=k,
-                            rank_predicted=[r["predicted_ms"] / x for r, x in zip(grp_rows, s, strict=True)],
-                            rank_measured=[r["measured_ms"] / x for r, x in zip(grp_rows, s, strict=True)])
+        stats = group_stats(
+            [r["predicted_ms"] for r in grp_rows],
+            [r["measured_ms"] for r in grp_rows],
+            k=k,
+            rank_predicted=[r["predicted_ms"] / x for r, x in zip(grp_rows, s, strict=True)],
+            rank_measured=[r["measured_ms"] / x for r, x in zip(grp_rows, s, strict=True)],
+        )
         # A group holding exactly the trials of an earlier one (a knob value only one shape used)
         # repeats its verdict: the summary names the earlier one only.
         same_as = seen.setdefault(tuple(entry["rows"]), entry["label"])
-        group = BiasGroup(dimension=dimension, key=key, label=entry["label"], **asdict(stats), words="",
-                          trial_ids=tuple(r.get("trial_id") for r in grp_rows),
-                          same_as=None if same_as == entry["label"] else same_as)
+        group = BiasGroup(
+            dimension=dimension,
+            key=key,
+            label=entry["label"],
+            **asdict(stats),
+            words="",
+            trial_ids=tuple(r.get("trial_id") for r in grp_rows),
+            same_as=None if same_as == entry["label"] else same_as,
+        )
         groups.append(replace(group, words=describe(group)) if group.flagged else group)
-    return BiasReport(session_ids=(), counts=BiasCounts(trials=len(rows), predicted=len(rows)), n=len(rows), k=k,
-                      groups=tuple(groups), flagged=tuple(g.label for g in groups if g.flagged),
-                      thresholds={"bias_limit": BIAS_LIMIT, "rank_limit": RANK_LIMIT, "rank_min_n": RANK_MIN_N},
-                      summary=summarize(groups))
+    return BiasReport(
+        session_ids=(),
+        counts=BiasCounts(trials=len(rows), predicted=len(rows)),
+        n=len(rows),
+        k=k,
+        groups=tuple(groups),
+        flagged=tuple(g.label for g in groups if g.flagged),
+        thresholds={"bias_limit": BIAS_LIMIT, "rank_limit": RANK_LIMIT, "rank_min_n": RANK_MIN_N},
+        summary=summarize(groups),
+    )
 
 
 def summarize(groups: Sequence[BiasGroup]) -> str:
@@ -276,8 +329,10 @@ def summarize(groups: Sequence[BiasGroup]) -> str:
         return "No successful trial has a cost-model prediction yet, so there is nothing to judge."
     rho = overall.spearman
     rho_text = f"Spearman {rho:.2f}" if rho is not None else "Spearman undefined"
-    totals = (f"overall {rho_text}, top-{overall.k} recall {overall.topk_recall:.2f}, "
-              f"mean residual {overall.residual_mean:+.2f}, n={overall.n}")
+    totals = (
+        f"overall {rho_text}, top-{overall.k} recall {overall.topk_recall:.2f}, "
+        f"mean residual {overall.residual_mean:+.2f}, n={overall.n}"
+    )
 
     base = overall.residual_mean
 
@@ -292,8 +347,13 @@ def summarize(groups: Sequence[BiasGroup]) -> str:
         return (mean > 0) != (base > 0) or abs(mean) - abs(base) > BIAS_LIMIT
 
     def worst_first(g: BiasGroup) -> tuple[bool, float, float, int, str]:
-        return (g.n < 2, -round(abs(g.residual_mean or 0.0), 3) if g.biased else 0.0,
-                g.spearman if g.spearman is not None else 1.0, -g.n, g.label)
+        return (
+            g.n < 2,
+            -round(abs(g.residual_mean or 0.0), 3) if g.biased else 0.0,
+            g.spearman if g.spearman is not None else 1.0,
+            -g.n,
+            g.label,
+        )
 
     others = sorted((g for g in groups if telling(g)), key=worst_first)
     parts = []
@@ -322,7 +382,9 @@ def summarize(groups: Sequence[BiasGroup]) -> str:
 def bias_report(store: Any, session_ids: Sequence[int], *, k: int = DEFAULT_K) -> BiasReport:
     """The cost-model bias of one or more sessions (see the module docstring)."""
     rows, counts = collect_rows(store, session_ids)
-    return replace(analyze(rows, k=k), session_ids=tuple(dict.fromkeys(int(i) for i in session_ids)), counts=counts)
+    return replace(
+        analyze(rows, k=k), session_ids=tuple(dict.fromkeys(int(i) for i in session_ids)), counts=counts
+    )
 
 
 def bias_report_by_task(store: Any, session_ids: Sequence[int], *, k: int = DEFAULT_K) -> BiasReport:
@@ -347,7 +409,12 @@ def bias_report_by_task(store: Any, session_ids: Sequence[int], *, k: int = DEFA
         r["shape_key"] = r["shape_key"].replace(base, own)
         # Rank statistics normalise per session; a task is a shape of its own, so normalise per task.
         r["session_id"] = f"{sid}/{task.index}"
-    points: dict[int, BiasPoint] = {r["trial_id"]: (r["sid"], r["measured_ms"], r["predicted_ms"], r["shape_label"])
-                                for r in rows}
-    return replace(analyze(rows, k=k), session_ids=tuple(dict.fromkeys(int(i) for i in session_ids)),
-                   counts=counts, points=points)
+    points: dict[int, BiasPoint] = {
+        r["trial_id"]: (r["sid"], r["measured_ms"], r["predicted_ms"], r["shape_label"]) for r in rows
+    }
+    return replace(
+        analyze(rows, k=k),
+        session_ids=tuple(dict.fromkeys(int(i) for i in session_ids)),
+        counts=counts,
+        points=points,
+    )

@@ -26,9 +26,15 @@ from tunelab.core.trust.confirmed import CONFIRM_PURPOSE
 StageFn = Callable[[str], None]
 
 
-def confirm_session(store: Store, session_id: int, *, top_k: int | None = None, runs: int | None = None,
-                    is_cancelled: Callable[[], bool] | None = None,
-                    on_stage: StageFn | None = None) -> list[dict[str, Any]]:
+def confirm_session(
+    store: Store,
+    session_id: int,
+    *,
+    top_k: int | None = None,
+    runs: int | None = None,
+    is_cancelled: Callable[[], bool] | None = None,
+    on_stage: StageFn | None = None,
+) -> list[dict[str, Any]]:
     """Re-measure each shape's ``top_k`` fastest trials in ``runs`` fresh processes and store the
     reports (one validation per shape). Defaults come from the session's measurement options; with
     ``runs`` 0 nothing happens. Returns the stored reports. Raises
@@ -51,8 +57,16 @@ def confirm_session(store: Store, session_id: int, *, top_k: int | None = None, 
         if on_stage is not None:
             shape = f" for shape {index}" if len(tasks) > 1 else ""
             on_stage(f"confirming the {k} fastest schedule(s){shape} in {runs} fresh processes")
-        report = validate_session(store, session_id, top_k=k, runs=runs, task=index, record=False,
-                                  is_cancelled=is_cancelled, against="session")
+        report = validate_session(
+            store,
+            session_id,
+            top_k=k,
+            runs=runs,
+            task=index,
+            record=False,
+            is_cancelled=is_cancelled,
+            against="session",
+        )
         report["source"]["purpose"] = CONFIRM_PURPOSE
         report["id"] = store.add_validation(report)
         reports.append(report)
@@ -65,7 +79,9 @@ def format_confirmations(reports: list[dict[str, Any]]) -> str:
     for report in reports:
         timed = [s for s in report.get("schedules", []) if s.get("remeasured_ms") is not None]
         if not timed:
-            lines.append(f"confirmation: no timing in {report.get('runs')} fresh processes ({report.get('cause')})")
+            lines.append(
+                f"confirmation: no timing in {report.get('runs')} fresh processes ({report.get('cause')})"
+            )
             continue
         best = min(timed, key=lambda s: s["remeasured_ms"])
         ms, recorded = best["remeasured_ms"], best.get("recorded_ms")

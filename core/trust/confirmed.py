@@ -27,8 +27,15 @@ def confirmations(store: Store, session_id: int) -> dict[int, dict[str, Any]]:
             trial_id = s.get("trial_id")
             if trial_id is None or trial_id in found or s.get("remeasured_ms") is None:
                 continue
-            found[trial_id] = {"median_ms": s["remeasured_ms"], "samples_ms": list(s.get("samples_ms") or []),
-                               "runs": s.get("runs"), "cv": s.get("cv"), "run_cv": s.get("run_cv"),
-                               "verdict": s.get("verdict"), "session_ms": s.get("recorded_ms"),
-                               "reference_ms": s.get("reference_ms"), "validation_id": entry["id"]}
+            found[trial_id] = {
+                "median_ms": s["remeasured_ms"],
+                "samples_ms": list(s.get("samples_ms") or []),
+                "runs": s.get("runs"),
+                "cv": s.get("cv"),
+                "run_cv": s.get("run_cv"),
+                "verdict": s.get("verdict"),
+                "session_ms": s.get("recorded_ms"),
+                "reference_ms": s.get("reference_ms"),
+                "validation_id": entry["id"],
+            }
     return found

@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from tunelab.core.records import MachineProfile, SessionRecord
 
 if TYPE_CHECKING:
@@ -154,8 +155,9 @@ def cpu_peak_gflops(dtype: str, budget_s: float = 0.8) -> PeakProbe:
     return PeakProbe(gflops=rate / 1e9, n=n, reps=reps)
 
 
-def cpu_bandwidth_gbs(budget_s: float = 0.8, nbytes: int = STREAM_BYTES,
-                      threads: int | None = None) -> BandwidthProbe:
+def cpu_bandwidth_gbs(
+    budget_s: float = 0.8, nbytes: int = STREAM_BYTES, threads: int | None = None
+) -> BandwidthProbe:
     """Best GB/s of a copy and of an add over ``nbytes`` arrays, split over ``threads`` threads
     (NumPy releases the GIL in both); set-up included in ``budget_s``."""
     from tunelab.core.target.info import cpu_core_count
@@ -169,6 +171,7 @@ def cpu_bandwidth_gbs(budget_s: float = 0.8, nbytes: int = STREAM_BYTES,
     chunks = [slice(i * n // threads, (i + 1) * n // threads) for i in range(threads)]
     pool = ThreadPoolExecutor(threads)
     try:
+
         def copy() -> None:
             list(pool.map(lambda s: np.copyto(b[s], a[s]), chunks))
 
@@ -180,11 +183,19 @@ def cpu_bandwidth_gbs(budget_s: float = 0.8, nbytes: int = STREAM_BYTES,
         add_rate, add_reps = _best_rate(add, 3.0 * nbytes, start + budget_s)
     finally:
         pool.shutdown()
-    return BandwidthProbe(gbs=max(copy_rate, add_rate) / 1e9, copy_gbs=copy_rate / 1e9, add_gbs=add_rate / 1e9,
-                          bytes_per_array=nbytes, threads=threads, reps=copy_reps + add_reps)
+    return BandwidthProbe(
+        gbs=max(copy_rate, add_rate) / 1e9,
+        copy_gbs=copy_rate / 1e9,
+        add_gbs=add_rate / 1e9,
+        bytes_per_array=nbytes,
+        threads=threads,
+        reps=copy_reps + add_reps,
+    )
 
 
-def _gpu_probes(dtypes: Sequence[str], budget_s: float) -> tuple[dict[str, float], float, dict[str, Any]] | None:
+def _gpu_probes(
+    dtypes: Sequence[str], budget_s: float
+) -> tuple[dict[str, float], float, dict[str, Any]] | None:
     """(peak GFLOP/s per dtype (matmul), bandwidth GB/s (device copy), detail) through PyTorch, else CuPy;
     None without either."""
     try:
@@ -212,8 +223,15 @@ def _gpu_probes(dtypes: Sequence[str], budget_s: float) -> tuple[dict[str, float
                 torch.cuda.synchronize()
 
             bw = _best_rate(copy, 2.0 * src.numel() * 4, time.perf_counter() + per)[0] / 1e9
-            return peaks, bw, {"library": f"PyTorch {torch.__version__}", "device": torch.cuda.get_device_name(0),
-                               "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}
+            return (
+                peaks,
+                bw,
+                {
+                    "library": f"PyTorch {torch.__version__}",
+                    "device": torch.cuda.get_device_name(0),
+                    "tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+                },
+            )
     except ImportError:
         pass
     try:
@@ -247,8 +265,9 @@ def _gpu_probes(dtypes: Sequence[str], budget_s: float) -> tuple[dict[str, float
     return peaks, bw, {"library": f"CuPy {cp.__version__}"}
 
 
-def measure_machine_profile(target_kind: str = "llvm", dtypes: Sequence[str] = DTYPES,
-                            budget_s: float = BUDGET_S) -> MachineProfile | None:
+def measure_machine_profile(
+    target_kind: str = "llvm", dtypes: Sequence[str] = DTYPES, budget_s: float = BUDGET_S
+) -> MachineProfile | None:
     """Run the probes now; None for a GPU target without PyTorch or CuPy (or without a GPU).
 
     On the CPU, float16 is not probed (NumPy has no float16 BLAS): its roofline uses the float32 peak.
@@ -281,15 +300,27 @@ def measure_machine_profile(target_kind: str = "llvm", dtypes: Sequence[str] = D
         info = blas_info()
         peaks = {d: p.gflops for d, p in probes.items()}
         bandwidth = stream.gbs
-        detail = {"blas": info, "kernel": blas_description(info),
-                  "peak_probe": {d: p.to_json() for d, p in probes.items()}, "bandwidth_probe": stream.to_json()}
-    return MachineProfile(target_kind=target_kind, hostname=socket.gethostname(), peak_gflops=peaks,
-                          bandwidth_gbs=bandwidth, detail=detail, version=PROFILE_VERSION,
-                          elapsed_s=round(time.perf_counter() - started, 3), measured_at=time.time())
+        detail = {
+            "blas": info,
+            "kernel": blas_description(info),
+            "peak_probe": {d: p.to_json() for d, p in probes.items()},
+            "bandwidth_probe": stream.to_json(),
+        }
+    return MachineProfile(
+        target_kind=target_kind,
+        hostname=socket.gethostname(),
+        peak_gflops=peaks,
+        bandwidth_gbs=bandwidth,
+        detail=detail,
+        version=PROFILE_VERSION,
+        elapsed_s=round(time.perf_counter() - started, 3),
+        measured_at=time.time(),
+    )
 
 
-def machine_profile(store: Store, target_kind: str = "llvm", *, dtypes: Sequence[str] = DTYPES,
-                    remeasure: bool = False) -> MachineProfile | None:
+def machine_profile(
+    store: Store, target_kind: str = "llvm", *, dtypes: Sequence[str] = DTYPES, remeasure: bool = False
+) -> MachineProfile | None:
     """This machine's profile for ``target_kind`` from the store (``cached``), measured (and stored) the
     first time, or again for ``remeasure`` or a dtype not yet probed. None where it cannot be measured."""
     profile = None if remeasure else store.machine_profile(target_kind)
@@ -303,7 +334,9 @@ def machine_profile(store: Store, target_kind: str = "llvm", *, dtypes: Sequence
     return replace(fresh, cached=False)
 
 
-def roofline_for(store: Store, record: SessionRecord, *, remeasure: bool = False, task: int = 0) -> RooflineReport:
+def roofline_for(
+    store: Store, record: SessionRecord, *, remeasure: bool = False, task: int = 0
+) -> RooflineReport:
     """Where the session's best kernel (of shape ``task``; 0 is the primary one) sits under this
     machine's roofline (measured and stored the first time, see :func:`machine_profile`)."""
     from tunelab.core.trust.baselines import task_figures
@@ -315,15 +348,35 @@ def roofline_for(store: Store, record: SessionRecord, *, remeasure: bool = False
     moved = float(wl.bytes_moved(shape, record.dtype))
     intensity = flops / moved if moved else None
     achieved = flops / (best_ms * 1e-3) / 1e9 if best_ms else None
-    report = RooflineReport(session_id=record.id, task=task, workload=record.workload, shape=shape,
-                            dtype=record.dtype, target_kind=record.target_kind, flops=flops, bytes_moved=moved,
-                            intensity=intensity, peak_gflops=None, bandwidth_gbs=None, ridge_intensity=None,
-                            bound_gflops=None, bound_by=None, achieved_gflops=achieved, fraction=None,
-                            peak_dtype=None, kernel=None, note=None, cached=None, measured_at=None)
+    report = RooflineReport(
+        session_id=record.id,
+        task=task,
+        workload=record.workload,
+        shape=shape,
+        dtype=record.dtype,
+        target_kind=record.target_kind,
+        flops=flops,
+        bytes_moved=moved,
+        intensity=intensity,
+        peak_gflops=None,
+        bandwidth_gbs=None,
+        ridge_intensity=None,
+        bound_gflops=None,
+        bound_by=None,
+        achieved_gflops=achieved,
+        fraction=None,
+        peak_dtype=None,
+        kernel=None,
+        note=None,
+        cached=None,
+        measured_at=None,
+    )
     profile = machine_profile(store, record.target_kind, dtypes=(record.dtype,), remeasure=remeasure)
     if profile is None:
-        return replace(report, note=f"no way to profile a {record.target_kind} machine here "
-                                    "(needs PyTorch or CuPy and a GPU)")
+        return replace(
+            report,
+            note=f"no way to profile a {record.target_kind} machine here (needs PyTorch or CuPy and a GPU)",
+        )
     peaks = profile.peak_gflops
     peak_dtype = record.dtype if record.dtype in peaks else "float32"
     note = None
@@ -340,10 +393,23 @@ def roofline_for(store: Store, record: SessionRecord, *, remeasure: bool = False
         if achieved:
             fraction = achieved / bound
             if fraction > 1.0:
-                above = ("the session beats the measured roofline: the probes probably ran on a busy machine "
-                         "(or the kernel runs from cache); measure again with remeasure=True "
-                         "(tunelab roofline --remeasure)")
+                above = (
+                    "the session beats the measured roofline: the probes probably ran on a busy machine "
+                    "(or the kernel runs from cache); measure again with remeasure=True "
+                    "(tunelab roofline --remeasure)"
+                )
                 note = f"{note}; {above}" if note else above
-    return replace(report, peak_gflops=peak, bandwidth_gbs=bandwidth, ridge_intensity=ridge, bound_gflops=bound,
-                   bound_by=bound_by, fraction=fraction, peak_dtype=peak_dtype, kernel=profile.kernel, note=note,
-                   cached=profile.cached, measured_at=profile.measured_at)
+    return replace(
+        report,
+        peak_gflops=peak,
+        bandwidth_gbs=bandwidth,
+        ridge_intensity=ridge,
+        bound_gflops=bound,
+        bound_by=bound_by,
+        fraction=fraction,
+        peak_dtype=peak_dtype,
+        kernel=profile.kernel,
+        note=note,
+        cached=profile.cached,
+        measured_at=profile.measured_at,
+    )

@@ -390,6 +390,7 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
     ``tuned_stored_ms``, ``tuned_gflops``, ``ratio_to_tuned``, ``falls_off``, ``reasons``.
     """
     import tvm_ffi
+
     from tunelab.core.measure.runner import Measurer
     from tunelab.core.search.space.factory import space_for_session
     from tunelab.core.search.space.tvm_context import InvalidSchedule

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from tunelab.core.errors import Cancelled, TunelabError
 from tunelab.core.measure.placement import DEFAULT_LAYOUT, LAYOUTS, placed_tensors
 from tunelab.core.records import MeasureOptions
@@ -381,10 +382,11 @@ def _validate(problem: _Problem, items: list[_Item], runs: int, options: Measure
 def _prepare(problem: _Problem, items: list[_Item], options: MeasureOptions,
              folder: Path) -> tuple[dict[str, Any], dict[int, str]]:
     """Compile every schedule into ``folder`` and write the worker's job file; return (job, build errors)."""
+    from tvm.s_tir import meta_schedule as ms
+
     from tunelab.core.measure.runner import fast_build
     from tunelab.core.target.info import target_from_json
     from tunelab.core.workloads.catalog import get_workload
-    from tvm.s_tir import meta_schedule as ms
 
     target = target_from_json(problem.target)
     workload = get_workload(problem.workload, problem.custom_source)

@@ -15,9 +15,12 @@ def confirm_when_finished(session: TuningSession) -> TuningSession:
     curse: core.trust.confirm), storing the confirmation; its MeasureOptions say how many (0: none)."""
 
     def confirm(finished: TuningSession) -> None:
-        finished.confirmations = confirm_session(finished.store, finished.session_id,
-                                                 is_cancelled=finished.cancel_requested,
-                                                 on_stage=finished.report_stage)
+        finished.confirmations = confirm_session(
+            finished.store,
+            finished.session_id,
+            is_cancelled=finished.cancel_requested,
+            on_stage=finished.report_stage,
+        )
 
     session.before_finish.append(confirm)
     return session

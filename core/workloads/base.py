@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 import tvm
-from tunelab.core.errors import WorkloadError, shown
 from tvm import te
+
+from tunelab.core.errors import WorkloadError, shown
 
 FLOAT_DTYPES = ("float32", "float64", "float16")
 
@@ -69,8 +70,9 @@ def _int_value(wl_name: str, key: str, value: Any) -> int:
             try:
                 return int(text)
             except ValueError:  # more digits than Python converts
-                raise WorkloadError(f"{wl_name}: shape parameter '{key}' has {len(text)} digits; "
-                                    f"that is no size") from None
+                raise WorkloadError(
+                    f"{wl_name}: shape parameter '{key}' has {len(text)} digits; that is no size"
+                ) from None
     raise WorkloadError(f"{wl_name}: shape parameter '{key}' must be an integer, got {shown(value)}")
 
 
@@ -143,7 +145,8 @@ class Workload:
             raise WorkloadError(
                 f"{self.name}: the shape {named} leaves out {', '.join(missing)}; give every parameter "
                 f"({', '.join(self.param_names)}) or a preset, or no shape for the default "
-                f"{format_shape(self.default_shape())}")
+                f"{format_shape(self.default_shape())}"
+            )
         for p in self.params:
             if shape[p.name] < p.minimum:
                 raise WorkloadError(
@@ -167,7 +170,9 @@ class Workload:
             return self.dtypes[0]
         dt = str(dtype).strip()
         if dt not in self.dtypes:
-            raise WorkloadError(f"{self.name}: dtype {shown(dt)} is not supported; choose one of {', '.join(self.dtypes)}")
+            raise WorkloadError(
+                f"{self.name}: dtype {shown(dt)} is not supported; choose one of {', '.join(self.dtypes)}"
+            )
         return dt
 
     # ---- TVM --------------------------------------------------------------------------------------------
@@ -234,11 +239,14 @@ class Workload:
         total = psutil.virtual_memory().total
         if need > total:
             if need == float("inf"):
-                raise WorkloadError(f"{self.name}: the shape {format_shape(s)} needs more bytes for its tensors "
-                                    f"than can be counted, far more than this machine's {format_bytes(total)} of memory")
+                raise WorkloadError(
+                    f"{self.name}: the shape {format_shape(s)} needs more bytes for its tensors "
+                    f"than can be counted, far more than this machine's {format_bytes(total)} of memory"
+                )
             raise WorkloadError(
                 f"{self.name}: the shape {format_shape(s)} needs {format_bytes(need)} ({need:,.0f} bytes) for its "
-                f"tensors, more than this machine's {format_bytes(total)} of memory")
+                f"tensors, more than this machine's {format_bytes(total)} of memory"
+            )
 
     def arithmetic_intensity(self, shape, dtype: str | None = None) -> float:
         """FLOP per byte moved."""

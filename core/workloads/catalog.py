@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
-from tunelab.core.errors import WorkloadError, shown
-from tunelab.core.workloads.base import Param, Workload
 from tvm import te
 
+from tunelab.core.errors import WorkloadError, shown
+from tunelab.core.workloads.base import Param, Workload
+
 __all__ = ["WORKLOADS", "get_workload", "list_workloads", "load_custom_workload"]
+
 
 class Gemm(Workload):
     name = "gemm"
@@ -146,7 +148,9 @@ class DenseBias(Workload):
 class BatchMatmul(Workload):
     name = "batch_matmul"
     title = "Batch matmul  C[b] = A[b] @ B[b]"
-    description = "Batched matrix multiply C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]; A is B x M x K, B is B x K x N."
+    description = (
+        "Batched matrix multiply C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]; A is B x M x K, B is B x K x N."
+    )
     params = (
         Param("B", 12, 1, "batch size"),
         Param("M", 128, 1, "rows of each A and C"),
@@ -189,7 +193,9 @@ def _conv_out(size: int, kernel: int, stride: int, pad: int, dilation: int) -> i
     return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
 
 
-def _windows_nchw(x: np.ndarray, R: int, S: int, stride: int, pad: int, dilation: int, P: int, Q: int) -> np.ndarray:
+def _windows_nchw(
+    x: np.ndarray, R: int, S: int, stride: int, pad: int, dilation: int, P: int, Q: int
+) -> np.ndarray:
     """(N, C, H, W) -> view (N, C, P, Q, R, S) of the padded input's receptive fields."""
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     eh, ew = dilation * (R - 1) + 1, dilation * (S - 1) + 1
@@ -239,13 +245,90 @@ _CONV_PARAMS = (
 )
 
 _CONV_PRESETS = {
-    "resnet-stem-7x7": {"N": 1, "C": 3, "H": 224, "W": 224, "K": 64, "R": 7, "S": 7, "stride": 2, "pad": 3, "dilation": 1},
-    "resnet-3x3-56": {"N": 1, "C": 64, "H": 56, "W": 56, "K": 64, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1},
-    "resnet-3x3-28": {"N": 1, "C": 128, "H": 28, "W": 28, "K": 128, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1},
-    "resnet-3x3-14": {"N": 1, "C": 256, "H": 14, "W": 14, "K": 256, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1},
-    "resnet-3x3-7": {"N": 1, "C": 512, "H": 7, "W": 7, "K": 512, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1},
-    "resnet-1x1-56": {"N": 1, "C": 64, "H": 56, "W": 56, "K": 256, "R": 1, "S": 1, "stride": 1, "pad": 0, "dilation": 1},
-    "resnet-3x3-56-s2": {"N": 1, "C": 128, "H": 56, "W": 56, "K": 128, "R": 3, "S": 3, "stride": 2, "pad": 1, "dilation": 1},
+    "resnet-stem-7x7": {
+        "N": 1,
+        "C": 3,
+        "H": 224,
+        "W": 224,
+        "K": 64,
+        "R": 7,
+        "S": 7,
+        "stride": 2,
+        "pad": 3,
+        "dilation": 1,
+    },
+    "resnet-3x3-56": {
+        "N": 1,
+        "C": 64,
+        "H": 56,
+        "W": 56,
+        "K": 64,
+        "R": 3,
+        "S": 3,
+        "stride": 1,
+        "pad": 1,
+        "dilation": 1,
+    },
+    "resnet-3x3-28": {
+        "N": 1,
+        "C": 128,
+        "H": 28,
+        "W": 28,
+        "K": 128,
+        "R": 3,
+        "S": 3,
+        "stride": 1,
+        "pad": 1,
+        "dilation": 1,
+    },
+    "resnet-3x3-14": {
+        "N": 1,
+        "C": 256,
+        "H": 14,
+        "W": 14,
+        "K": 256,
+        "R": 3,
+        "S": 3,
+        "stride": 1,
+        "pad": 1,
+        "dilation": 1,
+    },
+    "resnet-3x3-7": {
+        "N": 1,
+        "C": 512,
+        "H": 7,
+        "W": 7,
+        "K": 512,
+        "R": 3,
+        "S": 3,
+        "stride": 1,
+        "pad": 1,
+        "dilation": 1,
+    },
+    "resnet-1x1-56": {
+        "N": 1,
+        "C": 64,
+        "H": 56,
+        "W": 56,
+        "K": 256,
+        "R": 1,
+        "S": 1,
+        "stride": 1,
+        "pad": 0,
+        "dilation": 1,
+    },
+    "resnet-3x3-56-s2": {
+        "N": 1,
+        "C": 128,
+        "H": 56,
+        "W": 56,
+        "K": 128,
+        "R": 3,
+        "S": 3,
+        "stride": 2,
+        "pad": 1,
+        "dilation": 1,
+    },
 }
 
 
@@ -305,7 +388,8 @@ class Conv2dNCHW(_Conv2dBase):
         out = te.compute(
             (N, K, P, Q),
             lambda n, f, y, x: te.sum(
-                A_pad[n, rc, y * stride + ry * dil, x * stride + rx * dil] * B[f, rc, ry, rx], axis=[rc, ry, rx]
+                A_pad[n, rc, y * stride + ry * dil, x * stride + rx * dil] * B[f, rc, ry, rx],
+                axis=[rc, ry, rx],
             ),
             name="conv",
         )
@@ -346,7 +430,8 @@ class Conv2dNHWC(_Conv2dBase):
         out = te.compute(
             (N, P, Q, K),
             lambda n, y, x, f: te.sum(
-                A_pad[n, y * stride + ry * dil, x * stride + rx * dil, rc] * B[ry, rx, rc, f], axis=[ry, rx, rc]
+                A_pad[n, y * stride + ry * dil, x * stride + rx * dil, rc] * B[ry, rx, rc, f],
+                axis=[ry, rx, rc],
             ),
             name="conv",
         )
@@ -362,7 +447,9 @@ class Conv2dNHWC(_Conv2dBase):
     def _reference(self, inputs, s):
         a, w = inputs
         P, Q = self._pq(s)
-        win = _windows_nchw(a.transpose(0, 3, 1, 2), s["R"], s["S"], s["stride"], s["pad"], s["dilation"], P, Q)
+        win = _windows_nchw(
+            a.transpose(0, 3, 1, 2), s["R"], s["S"], s["stride"], s["pad"], s["dilation"], P, Q
+        )
         return np.einsum("ncpqrs,rsck->npqk", win, w, optimize=True)
 
 
@@ -386,12 +473,72 @@ class DepthwiseConv2d(Workload):
         Param("multiplier", 1, 1, "output channels per input channel"),
     )
     presets = {
-        "mobilenet-3x3-112": {"N": 1, "C": 32, "H": 112, "W": 112, "R": 3, "S": 3, "stride": 1, "pad": 1, "multiplier": 1},
-        "mobilenet-3x3-112-s2": {"N": 1, "C": 96, "H": 112, "W": 112, "R": 3, "S": 3, "stride": 2, "pad": 1, "multiplier": 1},
-        "mobilenet-3x3-56": {"N": 1, "C": 144, "H": 56, "W": 56, "R": 3, "S": 3, "stride": 1, "pad": 1, "multiplier": 1},
-        "mobilenet-3x3-28": {"N": 1, "C": 192, "H": 28, "W": 28, "R": 3, "S": 3, "stride": 1, "pad": 1, "multiplier": 1},
-        "mobilenet-3x3-14": {"N": 1, "C": 576, "H": 14, "W": 14, "R": 3, "S": 3, "stride": 1, "pad": 1, "multiplier": 1},
-        "efficientnet-5x5-28": {"N": 1, "C": 240, "H": 28, "W": 28, "R": 5, "S": 5, "stride": 1, "pad": 2, "multiplier": 1},
+        "mobilenet-3x3-112": {
+            "N": 1,
+            "C": 32,
+            "H": 112,
+            "W": 112,
+            "R": 3,
+            "S": 3,
+            "stride": 1,
+            "pad": 1,
+            "multiplier": 1,
+        },
+        "mobilenet-3x3-112-s2": {
+            "N": 1,
+            "C": 96,
+            "H": 112,
+            "W": 112,
+            "R": 3,
+            "S": 3,
+            "stride": 2,
+            "pad": 1,
+            "multiplier": 1,
+        },
+        "mobilenet-3x3-56": {
+            "N": 1,
+            "C": 144,
+            "H": 56,
+            "W": 56,
+            "R": 3,
+            "S": 3,
+            "stride": 1,
+            "pad": 1,
+            "multiplier": 1,
+        },
+        "mobilenet-3x3-28": {
+            "N": 1,
+            "C": 192,
+            "H": 28,
+            "W": 28,
+            "R": 3,
+            "S": 3,
+            "stride": 1,
+            "pad": 1,
+            "multiplier": 1,
+        },
+        "mobilenet-3x3-14": {
+            "N": 1,
+            "C": 576,
+            "H": 14,
+            "W": 14,
+            "R": 3,
+            "S": 3,
+            "stride": 1,
+            "pad": 1,
+            "multiplier": 1,
+        },
+        "efficientnet-5x5-28": {
+            "N": 1,
+            "C": 240,
+            "H": 28,
+            "W": 28,
+            "R": 5,
+            "S": 5,
+            "stride": 1,
+            "pad": 2,
+            "multiplier": 1,
+        },
     }
     main_block = "conv"
 
@@ -414,15 +561,18 @@ class DepthwiseConv2d(Workload):
         ry = te.reduce_axis((0, R), name="ry")
         rx = te.reduce_axis((0, S), name="rx")
         if m == 1:
+
             def body(n, f, y, x):
                 return te.sum(A_pad[n, f, y * stride + ry, x * stride + rx] * B[f, 0, ry, rx], axis=[ry, rx])
         else:
+
             def body(n, f, y, x):
                 return te.sum(
                     A_pad[n, te.indexdiv(f, m), y * stride + ry, x * stride + rx]
                     * B[te.indexdiv(f, m), te.indexmod(f, m), ry, rx],
                     axis=[ry, rx],
                 )
+
         out = te.compute((N, C * m, P, Q), body, name="conv")
         return [A, B, out]
 
@@ -452,8 +602,7 @@ class DepthwiseConv2d(Workload):
 # Registry
 # ======================================================================================================
 WORKLOADS: dict[str, Workload] = {
-    wl.name: wl
-    for wl in (Gemm(), DenseBias(), BatchMatmul(), Conv2dNCHW(), Conv2dNHWC(), DepthwiseConv2d())
+    wl.name: wl for wl in (Gemm(), DenseBias(), BatchMatmul(), Conv2dNCHW(), Conv2dNHWC(), DepthwiseConv2d())
 }
 
 CUSTOM_NAME = "custom"
@@ -503,5 +652,3 @@ def load_custom_workload(source: str, name: str = CUSTOM_NAME, *, vet: bool = Tr
 
 # Custom workloads loaded in this process (source, name) -> workload: the person's file runs here once.
 _CUSTOM_LOADED: dict[tuple[str, str], Workload] = {}
-
-

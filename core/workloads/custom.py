@@ -54,9 +54,10 @@ from typing import Any
 
 import numpy as np
 import tvm
+from tvm import te
+
 from tunelab.core.errors import WorkloadError
 from tunelab.core.workloads.base import Param, Workload, estimate_flops, reduction_extent
-from tvm import te
 
 __all__ = ["CustomWorkload", "SUPPORTED_DTYPES", "EXAMPLE_SOURCE", "vet_custom"]
 
@@ -122,8 +123,15 @@ def vet_timeout_s() -> float:
     return value if value > 0 else VET_TIMEOUT_S
 
 
-def vet_custom(source: str, name: str = "custom", *, build: bool = False, shape: Any = None,
-               dtype: str | None = None, timeout_s: float | None = None) -> None:
+def vet_custom(
+    source: str,
+    name: str = "custom",
+    *,
+    build: bool = False,
+    shape: Any = None,
+    dtype: str | None = None,
+    timeout_s: float | None = None,
+) -> None:
     """Load a workload file in a child process first, within a time limit; WorkloadError (one line) when
     it fails there: raises, loops past the limit, or ends the process (sys.exit, os._exit, a signal).
 
@@ -151,8 +159,9 @@ def vet_custom(source: str, name: str = "custom", *, build: bool = False, shape:
         raise WorkloadError(_VETTED[key])
 
 
-def _vet_in_child(source: str, name: str, build: bool, shape: Any, dtype: str | None,
-                  timeout_s: float) -> dict[str, Any]:
+def _vet_in_child(
+    source: str, name: str, build: bool, shape: Any, dtype: str | None, timeout_s: float
+) -> dict[str, Any]:
     from tunelab.core.faults import describe_exit
 
     with tempfile.TemporaryDirectory(prefix="tunelab-vet-") as folder:
@@ -161,23 +170,35 @@ def _vet_in_child(source: str, name: str, build: bool, shape: Any, dtype: str | 
             json.dump({"source": source, "name": name, "build": build, "shape": shape, "dtype": dtype}, f)
         with open(log, "wb") as err:
             # Its own process group: a file that starts processes of its own is stopped with them.
-            proc = subprocess.Popen([sys.executable, "-m", "tunelab.core.workloads.custom", "--vet", job, result],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tunelab.core.workloads.custom", "--vet", job, result],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+            )
             try:
                 proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
-                what = f"building the shape {_shape_text(shape)}" if build and isinstance(shape, dict) else "loading"
-                return {"error": f"{name}: the workload file did not finish {what} within {timeout_s:g} s "
-                                 f"(an endless loop?); it was stopped and nothing ran in tunelab"}
+                what = (
+                    f"building the shape {_shape_text(shape)}"
+                    if build and isinstance(shape, dict)
+                    else "loading"
+                )
+                return {
+                    "error": f"{name}: the workload file did not finish {what} within {timeout_s:g} s "
+                    f"(an endless loop?); it was stopped and nothing ran in tunelab"
+                }
         try:
             with open(result, encoding="utf-8") as f:
                 return json.load(f)
         except (OSError, ValueError):
             tail = _last_line(log)
-            return {"error": f"{name}: the workload file ended the process that loads it "
-                             f"({describe_exit(proc.returncode)}) before it finished" + (f": {tail}" if tail else "")}
+            return {
+                "error": f"{name}: the workload file ended the process that loads it "
+                f"({describe_exit(proc.returncode)}) before it finished" + (f": {tail}" if tail else "")
+            }
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -242,7 +263,9 @@ class CustomWorkload(Workload):
         self.params = self._read_params(ns)
         self.dtypes = self._read_dtypes(ns)
         doc = ns.get("DESCRIPTION") or ns.get("__doc__") or ""
-        self.description = str(doc).strip() or f"Custom workload with parameters {', '.join(self.param_names)}."
+        self.description = (
+            str(doc).strip() or f"Custom workload with parameters {', '.join(self.param_names)}."
+        )
         self.title = str(ns.get("TITLE") or f"Custom: {name}")
         self._cache: dict[tuple, list[te.Tensor]] = {}
         self._check_signature()
@@ -256,7 +279,9 @@ class CustomWorkload(Workload):
         try:
             te.create_prim_func(tensors)
         except Exception as exc:  # noqa: BLE001 - TVM raises many kinds; all mean the same to the user
-            raise WorkloadError(f"{name}: TVM cannot turn compute()'s tensors into a PrimFunc: {exc}") from exc
+            raise WorkloadError(
+                f"{name}: TVM cannot turn compute()'s tensors into a PrimFunc: {exc}"
+            ) from exc
         for preset, shape in presets.items():
             if not isinstance(shape, Mapping):
                 raise WorkloadError(f"{name}: PRESETS['{preset}'] must be a dict of parameter -> value")
@@ -270,7 +295,9 @@ class CustomWorkload(Workload):
             code = compile(source, FILENAME, "exec")
         except SyntaxError as exc:
             where = f"line {exc.lineno}" if exc.lineno else "an unknown line"
-            raise WorkloadError(f"{self.name}: syntax error on {where} of the workload file: {exc.msg}") from None
+            raise WorkloadError(
+                f"{self.name}: syntax error on {where} of the workload file: {exc.msg}"
+            ) from None
         ns: dict[str, Any] = {
             "__name__": "tunelab_custom_workload",
             "__builtins__": builtins,
@@ -282,7 +309,9 @@ class CustomWorkload(Workload):
         try:
             exec(code, ns)  # noqa: S102 - running the person's own workload file is the point
         except USER_ERRORS as exc:  # noqa: BLE001
-            raise WorkloadError(f"{self.name}: the workload file failed while loading: {_describe(exc)}") from exc
+            raise WorkloadError(
+                f"{self.name}: the workload file failed while loading: {_describe(exc)}"
+            ) from exc
         return ns
 
     def _callable(self, ns: dict[str, Any], key: str, required: bool = True) -> Callable | None:
@@ -292,15 +321,21 @@ class CustomWorkload(Workload):
                 raise WorkloadError(f"{self.name}: the workload file must define a function {key}()")
             return None
         if not callable(fn):
-            raise WorkloadError(f"{self.name}: {key} in the workload file must be a function, got {type(fn).__name__}")
+            raise WorkloadError(
+                f"{self.name}: {key} in the workload file must be a function, got {type(fn).__name__}"
+            )
         return fn
 
     def _read_params(self, ns: dict[str, Any]) -> tuple[Param, ...]:
         raw = ns.get("PARAMS")
         if raw is None:
-            raise WorkloadError(f"{self.name}: the workload file must define PARAMS, a dict of name -> default int")
+            raise WorkloadError(
+                f"{self.name}: the workload file must define PARAMS, a dict of name -> default int"
+            )
         if not isinstance(raw, Mapping):
-            raise WorkloadError(f"{self.name}: PARAMS must be a dict of name -> default int, got {type(raw).__name__}")
+            raise WorkloadError(
+                f"{self.name}: PARAMS must be a dict of name -> default int, got {type(raw).__name__}"
+            )
         params = []
         for key, value in raw.items():
             if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key) or key == "dtype":
@@ -331,7 +366,9 @@ class CustomWorkload(Workload):
             inspect.signature(self._compute).bind(**kwargs)
         except TypeError as exc:
             wanted = ", ".join([*self.param_names, "dtype"])
-            raise WorkloadError(f"{self.name}: compute() must take the keyword arguments {wanted} ({exc})") from None
+            raise WorkloadError(
+                f"{self.name}: compute() must take the keyword arguments {wanted} ({exc})"
+            ) from None
         except ValueError:  # no signature available (a builtin); find out when calling it
             pass
 
@@ -354,7 +391,9 @@ class CustomWorkload(Workload):
             )
         tensors = list(result)
         if len(tensors) < 2:
-            raise WorkloadError(f"{self.name}: compute() must return at least one input placeholder and the output")
+            raise WorkloadError(
+                f"{self.name}: compute() must return at least one input placeholder and the output"
+            )
         for i, t in enumerate(tensors[:-1]):
             if not isinstance(t.op, te.PlaceholderOp):
                 raise WorkloadError(
@@ -405,7 +444,9 @@ class CustomWorkload(Workload):
     def bytes_moved(self, shape, dtype: str | None = None) -> float:
         s = self._shape(shape)
         tensors = self._tensors(s, self.check_dtype(dtype))
-        return float(sum(int(np.prod([int(x) for x in t.shape])) * np.dtype(str(t.dtype)).itemsize for t in tensors))
+        return float(
+            sum(int(np.prod([int(x) for x in t.shape])) * np.dtype(str(t.dtype)).itemsize for t in tensors)
+        )
 
     # ---- NumPy ------------------------------------------------------------------------------------------
     def make_inputs(self, shape, dtype: str | None = None, seed: int = 0) -> list[np.ndarray]:
@@ -449,7 +490,9 @@ class CustomWorkload(Workload):
 
     def vet(self, shape, dtype: str | None = None) -> None:
         """Build this shape's tensors, inputs and reference in a time-limited child first (vet_custom)."""
-        vet_custom(self.source, self.name, build=True, shape=self._shape(shape), dtype=self.check_dtype(dtype))
+        vet_custom(
+            self.source, self.name, build=True, shape=self._shape(shape), dtype=self.check_dtype(dtype)
+        )
 
     def to_json(self) -> dict[str, Any]:
         out = super().to_json()

@@ -15,6 +15,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 from PySide6.QtCore import QSettings, QThreadPool  # noqa: E402
+
 from tunelab.core.records import MeasureOptions, SessionSpec  # noqa: E402
 from tunelab.core.store.database import Store  # noqa: E402
 
@@ -25,8 +26,16 @@ SMALL_MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0
 
 def small_spec(**changes) -> SessionSpec:
     """The issue's small session: gemm 32^3 on LLVM, template space, 8 random trials in batches of 4."""
-    values = dict(workload="gemm", shape={"M": 32, "N": 32, "K": 32}, target="llvm", space_kind="template",
-                  tuner="random", trials=8, batch=4, measure=SMALL_MEASURE)
+    values = dict(
+        workload="gemm",
+        shape={"M": 32, "N": 32, "K": 32},
+        target="llvm",
+        space_kind="template",
+        tuner="random",
+        trials=8,
+        batch=4,
+        measure=SMALL_MEASURE,
+    )
     values.update(changes)
     return SessionSpec(**values)
 
@@ -79,8 +88,12 @@ def xgb_db(tuned_db, tmp_path_factory) -> tuple[Path, int]:
     path = copy_db(tuned_db, tmp_path_factory.mktemp("xgb") / "xgb.sqlite")
     store = Store(path)
     try:
-        session = create_session(store, small_spec(tuner="xgb", trials=16, shapes=({"M": 16, "N": 32, "K": 32},),
-                                                    name="gemm 32³ + M=16 · xgb"))
+        session = create_session(
+            store,
+            small_spec(
+                tuner="xgb", trials=16, shapes=({"M": 16, "N": 32, "K": 32},), name="gemm 32³ + M=16 · xgb"
+            ),
+        )
         for _ in session.run():
             pass
     finally:
@@ -136,7 +149,6 @@ def _no_leaked_threads(qapp):
             worker.cancel()
         worker.wait(60_000)
     QThreadPool.globalInstance().waitForDone(5_000)
-    leaked = [t for t in threading.enumerate()
-              if t.ident not in before and t.is_alive() and not t.daemon]
+    leaked = [t for t in threading.enumerate() if t.ident not in before and t.is_alive() and not t.daemon]
     assert not leaked_workers, f"test left worker threads running: {leaked_workers}"
     assert not leaked, f"test left Python threads running: {[t.name for t in leaked]}"

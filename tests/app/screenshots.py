@@ -110,6 +110,7 @@ def main() -> int:
 
     from PySide6.QtCore import QSettings, Qt
     from PySide6.QtWidgets import QApplication
+
     from tunelab.app.dialogs.new_session import NewSessionDialog
     from tunelab.app.main_window import MainWindow
     from tunelab.app.resources import stylesheet

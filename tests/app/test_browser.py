@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from PySide6.QtCore import Qt
+
 from tunelab.app.views.browser import COLUMNS, SessionBrowser
 from tunelab.app.workers.store_watcher import StoreWatcher
 
@@ -83,9 +84,22 @@ def test_watcher_rereads_only_the_sessions_that_changed(qtbot, store_copy):
         pass
     assert watcher.changed_ids is None  # (everything)
     now = time.time()
-    store_copy.add_trial(older, NewTrial(round=9, config={"new": 1}, status="ok", error=None, samples_ms=(1e-6,),
-                                         predicted_ms=None, build_s=0.1, run_s=0.1, started_at=now,
-                                         finished_at=now), "new-1")
+    store_copy.add_trial(
+        older,
+        NewTrial(
+            round=9,
+            config={"new": 1},
+            status="ok",
+            error=None,
+            samples_ms=(1e-6,),
+            predicted_ms=None,
+            build_s=0.1,
+            run_s=0.1,
+            started_at=now,
+            finished_at=now,
+        ),
+        "new-1",
+    )
     with qtbot.waitSignal(watcher.sessions_changed):
         watcher.poll()
     assert watcher.changed_ids == {older}  # the other session was not read again

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QTimer
+
 from tunelab.app.main_window import MainWindow
 
 TICK_MS = 10
@@ -27,8 +28,10 @@ def test_event_loop_keeps_beating_while_tuning(qtbot, store_copy, settings, smal
     gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
     worst_ms = 1000 * max(gaps)
     p99_ms = 1000 * sorted(gaps)[int(0.99 * (len(gaps) - 1))]
-    print(f"\nevent-loop heartbeat while tuning: {len(gaps)} ticks, worst gap {worst_ms:.0f} ms "
-          f"(stall {worst_ms - TICK_MS:.0f} ms), p99 {p99_ms:.0f} ms")
+    print(
+        f"\nevent-loop heartbeat while tuning: {len(gaps)} ticks, worst gap {worst_ms:.0f} ms "
+        f"(stall {worst_ms - TICK_MS:.0f} ms), p99 {p99_ms:.0f} ms"
+    )
     assert worst_ms < MAX_STALL_MS
     # the live view redraws from its timer, not once per trial: 3 batches of 4 trials
     assert window.live.n_trials == 12 and window.live.redraws < 12 + 2

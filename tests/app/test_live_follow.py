@@ -36,11 +36,21 @@ WRITER = textwrap.dedent("""
 
 
 def test_live_plot_follows_a_session_written_by_another_process(qtbot, store_copy, tmp_path):
-    spec = SessionSpec(workload="gemm", shape={"M": 32, "N": 32, "K": 32}, target="llvm", trials=N_TRIALS,
-                       name="written elsewhere")
-    session_id = store_copy.create_session(spec, target_json={"kind": "llvm", "mcpu": "generic"},
-                                           target_kind="llvm", space_json={"kind": "template", "knobs": []},
-                                           tvm_version="test", flops=65536.0)
+    spec = SessionSpec(
+        workload="gemm",
+        shape={"M": 32, "N": 32, "K": 32},
+        target="llvm",
+        trials=N_TRIALS,
+        name="written elsewhere",
+    )
+    session_id = store_copy.create_session(
+        spec,
+        target_json={"kind": "llvm", "mcpu": "generic"},
+        target_kind="llvm",
+        space_json={"kind": "template", "knobs": []},
+        tvm_version="test",
+        flops=65536.0,
+    )
     watcher = StoreWatcher(store_copy, interval_ms=50)
     browser = SessionBrowser(store_copy, watcher)
     live = LivePlot(store_copy, redraw_ms=20)
@@ -54,8 +64,9 @@ def test_live_plot_follows_a_session_written_by_another_process(qtbot, store_cop
 
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
-    writer = subprocess.Popen([sys.executable, str(script), str(store_copy.path), str(session_id),
-                               str(N_TRIALS), str(FAILED_EVERY)])
+    writer = subprocess.Popen(
+        [sys.executable, str(script), str(store_copy.path), str(session_id), str(N_TRIALS), str(FAILED_EVERY)]
+    )
     try:
         # partway: some trials already drawn while the other process keeps writing
         qtbot.waitUntil(lambda: 0 < live.n_trials < N_TRIALS, timeout=10_000)
@@ -67,8 +78,10 @@ def test_live_plot_follows_a_session_written_by_another_process(qtbot, store_cop
     assert writer.returncode == 0
     qtbot.waitUntil(lambda: live.n_trials == N_TRIALS, timeout=5_000)
     assert live.n_failed == N_TRIALS // FAILED_EVERY
-    qtbot.waitUntil(lambda: live.redraws >= 2 and len(live.ok_curve.getData()[0]) == N_TRIALS - live.n_failed,
-                    timeout=5_000)
+    qtbot.waitUntil(
+        lambda: live.redraws >= 2 and len(live.ok_curve.getData()[0]) == N_TRIALS - live.n_failed,
+        timeout=5_000,
+    )
     qtbot.waitUntil(lambda: browser.record(session_id).status == "finished", timeout=5_000)
     assert browser.record(session_id).n_trials == N_TRIALS
     watcher.stop()

@@ -13,6 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Slot
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication, QMessageBox
+
 from tunelab.app.dialogs.new_session import NewSessionDialog
 from tunelab.app.main_window import MainWindow
 from tunelab.core.records import SessionRecord
@@ -124,7 +125,9 @@ def test_resume_a_cancelled_session_from_the_browser(qtbot, store_copy, settings
     assert record.status == "finished" and record.n_trials == 6
 
 
-def test_closing_while_tuning_asks_and_stops_cooperatively(qtbot, store_copy, settings, monkeypatch, small_spec):
+def test_closing_while_tuning_asks_and_stops_cooperatively(
+    qtbot, store_copy, settings, monkeypatch, small_spec
+):
     window = _window(qtbot, store_copy, settings)
     asked = []
 
@@ -216,10 +219,20 @@ def test_starting_and_resuming_never_import_the_tuning_loop_into_the_gui(tmp_pat
     root = Path(__file__).resolve().parents[2]
     temp = tmp_path / "tmp"  # where the worker writes the spec file for the child
     temp.mkdir()
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", TMPDIR=str(temp),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "db.sqlite"), str(tmp_path / "s.ini")],
-                          capture_output=True, text=True, timeout=600, cwd=root, env=env)
+    env = dict(
+        os.environ,
+        QT_QPA_PLATFORM="offscreen",
+        TMPDIR=str(temp),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "db.sqlite"), str(tmp_path / "s.ini")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
     assert doc["imported"] == []

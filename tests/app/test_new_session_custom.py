@@ -10,6 +10,7 @@ import textwrap
 import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QFileDialog
+
 from tunelab.app.dialogs.new_session import CUSTOM_DIR_KEY, CUSTOM_FILE_KEY, NewSessionDialog
 from tunelab.app.main_window import MainWindow
 from tunelab.core.workloads.custom import EXAMPLE_SOURCE
@@ -17,17 +18,19 @@ from tunelab.core.workloads.custom import EXAMPLE_SOURCE
 TUNE_TIMEOUT_MS = 180_000
 
 # tunelab.core.workloads.custom's own example, made small, with two dtypes, a title and a preset
-ROW_SUM = EXAMPLE_SOURCE.replace('PARAMS = {"M": 256, "N": 256}\nDTYPES = ["float32"]\n',
-                                 'PARAMS = {"M": 32, "N": 32}\nDTYPES = ["float32", "float64"]\n'
-                                 'TITLE = "Row sum of squares"\nPRESETS = {"tall": {"M": 64, "N": 16}}\n')
+ROW_SUM = EXAMPLE_SOURCE.replace(
+    'PARAMS = {"M": 256, "N": 256}\nDTYPES = ["float32"]\n',
+    'PARAMS = {"M": 32, "N": 32}\nDTYPES = ["float32", "float64"]\n'
+    'TITLE = "Row sum of squares"\nPRESETS = {"tall": {"M": 64, "N": 16}}\n',
+)
 assert ROW_SUM != EXAMPLE_SOURCE
 
-BROKEN = textwrap.dedent('''\
+BROKEN = textwrap.dedent("""\
     PARAMS = {"M": 32, "N": 32}
 
     def compute(M, N, dtype)
         return []
-''')
+""")
 
 
 @pytest.fixture
@@ -80,8 +83,10 @@ def test_custom_file_runs_a_real_session_from_start_to_finish(qtbot, store_copy,
             assert "Row sum of squares" in dialog.workload_doc.text()
             # its parameters, presets and dtypes, as for a catalog workload
             assert dialog.shape() == {"M": 32, "N": 32}
-            assert [dialog.dtype_combo.itemText(i) for i in range(dialog.dtype_combo.count())] == ["float32",
-                                                                                                  "float64"]
+            assert [dialog.dtype_combo.itemText(i) for i in range(dialog.dtype_combo.count())] == [
+                "float32",
+                "float64",
+            ]
             dialog.preset_combo.setCurrentIndex(dialog.preset_combo.findData("tall"))
             assert dialog.shape() == {"M": 64, "N": 16}
             dialog._shape_spins["M"].setValue(32)
@@ -136,7 +141,9 @@ def test_custom_file_runs_a_real_session_from_start_to_finish(qtbot, store_copy,
     assert again.is_custom and again.custom_path == str(path)
 
 
-def test_broken_custom_file_is_one_message_and_start_stays_disabled(qtbot, store_copy, settings, tmp_path, pick):
+def test_broken_custom_file_is_one_message_and_start_stays_disabled(
+    qtbot, store_copy, settings, tmp_path, pick
+):
     before = [r.id for r in store_copy.sessions()]
     broken = tmp_path / "broken.py"
     broken.write_text(BROKEN)

@@ -86,8 +86,13 @@ def test_auto_space_rules_validate_and_size(qtbot, settings):
     assert dialog.can_start()
     assert editor.size() < full  # fewer innermost tile choices
 
-    for rule in ("AutoInline", "AddRFactor", "MultiLevelTiling", "ParallelizeVectorizeUnroll",
-                 "RandomComputeLocation"):
+    for rule in (
+        "AutoInline",
+        "AddRFactor",
+        "MultiLevelTiling",
+        "ParallelizeVectorizeUnroll",
+        "RandomComputeLocation",
+    ):
         editor.rule_row(rule).enabled.setChecked(False)
     assert "enable at least one" in (editor.error() or "")
     assert not dialog.can_start()

@@ -11,6 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
+
 from tunelab.app.views.bias_table import FLAGGED_BRUSH
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView

@@ -9,6 +9,7 @@ import time
 import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
+
 from tunelab.app.views.compare import CompareView
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
@@ -275,6 +276,7 @@ def test_trials_table_from_columns_shows_what_it_shows_from_records(qtbot, store
 
 def test_views_take_one_shared_read_and_follow_new_trials(qtbot, store_copy):
     from PySide6.QtGui import QAction
+
     from tunelab.app.widgets.run_bar import RunBar
 
     record = _first(store_copy)

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from tunelab.core.records import MeasureOptions, NewTrial, SessionSpec
 from tunelab.core.search.space.base import config_key
 from tunelab.core.store.database import Store
@@ -40,18 +41,35 @@ UNROLL = [0, 8, 16, 32, 64, 128, 256, 512, 1024]
 ORDERS = ["ro,si,ri", "ro,ri,si", "si,ro,ri"]
 
 FAILURES = (
-    ("build_error", "TVMError: Traceback (most recent call last):\n  File \"tvm/driver/build_module.py\", "
-                    "line 241, in build\nInternalError: Check failed: (extent > 0) is false: split produced an empty loop"),
-    ("run_error", "RuntimeError: Traceback (most recent call last):\n  LocalRunner worker: kernel crashed "
-                  "(SIGSEGV) while running the module"),
+    (
+        "build_error",
+        'TVMError: Traceback (most recent call last):\n  File "tvm/driver/build_module.py", '
+        "line 241, in build\nInternalError: Check failed: (extent > 0) is false: split produced an empty loop",
+    ),
+    (
+        "run_error",
+        "RuntimeError: Traceback (most recent call last):\n  LocalRunner worker: kernel crashed "
+        "(SIGSEGV) while running the module",
+    ),
     ("timeout", "TimeoutError: the run exceeded 30.0 s"),
-    ("wrong_result", "AssertionError: output differs from the NumPy reference: max |error| 3.2e-01 at (17, 402)"),
+    (
+        "wrong_result",
+        "AssertionError: output differs from the NumPy reference: max |error| 3.2e-01 at (17, 402)",
+    ),
 )
 
 
 def big_spec() -> SessionSpec:
-    knobs = [{"name": f"tile_{axis}", "type": "split", "axis": axis, "parts": 2, "candidates": [[t] for t in TILES]}
-             for axis in ("i", "j", "k")]
+    knobs = [
+        {
+            "name": f"tile_{axis}",
+            "type": "split",
+            "axis": axis,
+            "parts": 2,
+            "candidates": [[t] for t in TILES],
+        }
+        for axis in ("i", "j", "k")
+    ]
     knobs += [
         {"name": "order", "type": "order", "candidates": list(ORDERS)},
         {"name": "unroll", "type": "choice", "candidates": list(UNROLL)},
@@ -59,9 +77,17 @@ def big_spec() -> SessionSpec:
         {"name": "parallel", "type": "choice", "candidates": [True, False]},
     ]
     return SessionSpec(
-        workload="gemm", shape={"M": 512, "N": 512, "K": 512}, target="llvm", space_kind="template",
-        space={"kind": "template", "knobs": knobs}, tuner="xgb", trials=N_TRIALS, batch=BATCH, seed=SEED,
-        measure=MeasureOptions(number=3, repeat=SAMPLES, min_repeat_ms=20), name="gemm 512^3 · 100k trials (benchmark)",
+        workload="gemm",
+        shape={"M": 512, "N": 512, "K": 512},
+        target="llvm",
+        space_kind="template",
+        space={"kind": "template", "knobs": knobs},
+        tuner="xgb",
+        trials=N_TRIALS,
+        batch=BATCH,
+        seed=SEED,
+        measure=MeasureOptions(number=3, repeat=SAMPLES, min_repeat_ms=20),
+        name="gemm 512^3 · 100k trials (benchmark)",
     )
 
 
@@ -117,18 +143,34 @@ def build(path: str | os.PathLike[str], progress: bool = False) -> int:
         current_round = 0
         started = time.perf_counter()
         for rnd, config, status, error, samples, predicted, build_s, run_s, t_start, t_end in _trials(
-                space, flops, rng, time.time() - 14 * 3600):
+            space, flops, rng, time.time() - 14 * 3600
+        ):
             if rnd != current_round:
                 rho = spearman([p for p, _ in pairs], [m for _, m in pairs]) if pairs else None
                 store.add_round(sid, current_round, BATCH, rho, best)
                 pairs, current_round = [], rnd
                 if progress and rnd % 200 == 0:
-                    print(f"  round {rnd}: {rnd * BATCH} trials in {time.perf_counter() - started:.1f} s",
-                          file=sys.stderr)
-            trial = store.add_trial(sid, NewTrial(
-                round=rnd, config=config, status=status, error=error, samples_ms=samples,
-                predicted_ms=predicted, build_s=build_s, run_s=run_s, started_at=t_start, finished_at=t_end,
-            ), config_key(config), task_id=task_id)
+                    print(
+                        f"  round {rnd}: {rnd * BATCH} trials in {time.perf_counter() - started:.1f} s",
+                        file=sys.stderr,
+                    )
+            trial = store.add_trial(
+                sid,
+                NewTrial(
+                    round=rnd,
+                    config=config,
+                    status=status,
+                    error=error,
+                    samples_ms=samples,
+                    predicted_ms=predicted,
+                    build_s=build_s,
+                    run_s=run_s,
+                    started_at=t_start,
+                    finished_at=t_end,
+                ),
+                config_key(config),
+                task_id=task_id,
+            )
             if trial.ok:
                 best = trial.latency_ms if best is None else min(best, trial.latency_ms)
                 if predicted is not None:

@@ -24,6 +24,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+
 from tunelab.core.store.database import Store, schema_version  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -96,7 +97,8 @@ def big_store(request) -> tuple[Path, int]:
         session_id = _usable(path, builder.N_TRIALS)
         assert session_id is not None, f"the big store at {path} did not come out as expected"
         request.config._bench_notes.append(
-            f"built the {builder.N_TRIALS}-trial store through Store.add_trial in {built_s:.1f} s -> {path}")
+            f"built the {builder.N_TRIALS}-trial store through Store.add_trial in {built_s:.1f} s -> {path}"
+        )
     _check_read_back(path, session_id)
     return path, session_id
 
@@ -112,9 +114,12 @@ def _check_read_back(path: Path, session_id: int) -> None:
         try:
             for t in tail:
                 config, status, latency, predicted = conn.execute(
-                    "SELECT config, status, latency_ms, predicted_ms FROM trials WHERE id = ?", (t.id,)).fetchone()
-                samples = [r[0] for r in conn.execute(
-                    "SELECT ms FROM samples WHERE trial_id = ? ORDER BY idx", (t.id,))]
+                    "SELECT config, status, latency_ms, predicted_ms FROM trials WHERE id = ?", (t.id,)
+                ).fetchone()
+                samples = [
+                    r[0]
+                    for r in conn.execute("SELECT ms FROM samples WHERE trial_id = ? ORDER BY idx", (t.id,))
+                ]
                 assert t.config == json.loads(config) and t.status == status
                 assert t.latency_ms == latency and t.predicted_ms == predicted
                 assert list(t.samples_ms) == samples
@@ -194,13 +199,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     for note in notes:
         tr.write_line(note)
     for name, row in results:
-        fields = [f"{k}={_num(v)}" if isinstance(v, float) else f"{k}={v}"
-                  for k, v in row.items() if k not in ("target_ms", "note") and v is not None]
+        fields = [
+            f"{k}={_num(v)}" if isinstance(v, float) else f"{k}={v}"
+            for k, v in row.items()
+            if k not in ("target_ms", "note") and v is not None
+        ]
         target = row.get("target_ms")
         verdict = ""
         if target is not None:
             worst = row.get("median_ms", row.get("worst_ms"))
-            verdict = f"  target < {target:g} ms: {'met' if worst is not None and worst < target else 'MISSED'}"
+            verdict = (
+                f"  target < {target:g} ms: {'met' if worst is not None and worst < target else 'MISSED'}"
+            )
         tr.write_line(f"{name:<44} {' '.join(fields)}{verdict}")
         if row.get("note"):
             tr.write_line(f"{'':<44} {row['note']}")

@@ -19,6 +19,7 @@ import time
 
 import pytest
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+
 from tunelab.app.main_window import MainWindow
 from tunelab.core.records import MeasureOptions, SessionSpec
 from tunelab.core.store.database import Store
@@ -72,8 +73,11 @@ def wait_workers(qapp, timeout_s: float = 300.0) -> None:
 
 
 def loaded(window: MainWindow, max_id: int) -> bool:
-    return (window.live.n_trials == N_TRIALS and window.trials.model.rowCount() == N_TRIALS
-            and window.costmodel._last_id == max_id)
+    return (
+        window.live.n_trials == N_TRIALS
+        and window.trials.model.rowCount() == N_TRIALS
+        and window.costmodel._last_id == max_id
+    )
 
 
 def open_window(qapp, path, session_id: int, settings) -> tuple[MainWindow, Store, dict[str, float]]:
@@ -159,7 +163,9 @@ def test_open_100k_session(benchmark, styled_qapp, big_store, settings, record):
         process_until(qapp, lambda: live_paints.n > before, timeout_s=30)
         settle = time.perf_counter() - t
         cm_paints = PaintCounter(window.costmodel.layout_widget.viewport())
-        first_cost_model = paint_after(qapp, lambda: window.tabs.setCurrentWidget(window.costmodel), cm_paints)
+        first_cost_model = paint_after(
+            qapp, lambda: window.tabs.setCurrentWidget(window.costmodel), cm_paints
+        )
         table_paints = PaintCounter(window.trials.table.viewport())
         t = time.perf_counter()  # the cost-model view's bias table is computed in a worker once it shows
         process_until(qapp, lambda: not getattr(window.costmodel, "bias_running", False), timeout_s=300)
@@ -178,8 +184,12 @@ def test_open_100k_session(benchmark, styled_qapp, big_store, settings, record):
     record("  after open: Cost model tab's bias table ready (worker)", [bias_ready])
     record("  after open: first show of Trials tab", [first_table])
     benchmark.extra_info.update({k: statistics.median(r[k] for r in rounds) for k in rounds[0]})
-    print("\nopen 100k session (s):", ", ".join(f"{t:.2f}" for t in totals),
-          "| phases of the last round (ms):", ", ".join(f"{k} {ms(v)}" for k, v in rounds[-1].items()))
+    print(
+        "\nopen 100k session (s):",
+        ", ".join(f"{t:.2f}" for t in totals),
+        "| phases of the last round (ms):",
+        ", ".join(f"{k} {ms(v)}" for k, v in rounds[-1].items()),
+    )
 
 
 # ------------------------------------------------------------------------------------ (b) redraw
@@ -327,7 +337,9 @@ def test_store_trial_columns_full(benchmark, big, record):
     """The read the views share: every trial as NumPy columns (no record, no config decoded)."""
     store, session_id = big
     times: list[float] = []
-    columns = benchmark.pedantic(_timed(lambda: store.trial_columns(session_id), times), rounds=5, iterations=1)
+    columns = benchmark.pedantic(
+        _timed(lambda: store.trial_columns(session_id), times), rounds=5, iterations=1
+    )
     assert len(columns["id"]) == N_TRIALS
     record("store: trial_columns(sid) all 100k", times)
     configs: list[float] = []
@@ -368,8 +380,14 @@ def test_store_watcher_poll(benchmark, styled_qapp, big, record):
 
 TICK_MS = 10
 HEARTBEAT_SPEC = SessionSpec(
-    workload="gemm", shape={"M": 64, "N": 64, "K": 64}, target="llvm", space_kind="template", tuner="random",
-    trials=32, batch=8, measure=MeasureOptions(number=2, repeat=3, min_repeat_ms=5),
+    workload="gemm",
+    shape={"M": 64, "N": 64, "K": 64},
+    target="llvm",
+    space_kind="template",
+    tuner="random",
+    trials=32,
+    batch=8,
+    measure=MeasureOptions(number=2, repeat=3, min_repeat_ms=5),
 )
 
 
@@ -398,8 +416,14 @@ def _gaps(ticks: list[float], cpu: list[float], events: list[tuple[float, str]])
     worst = max(range(len(gaps)), key=gaps.__getitem__)
     at = ticks[worst]
     near = min(events, key=lambda e: abs(e[0] - at))[1] if events else "-"
-    return {"gaps": gaps, "worst_ms": 1000 * gaps[worst], "at_s": at - ticks[0], "near": near,
-            "gui_cpu_ms": 1000 * (cpu[worst + 1] - cpu[worst]), "tuning_s": ticks[-1] - ticks[0]}
+    return {
+        "gaps": gaps,
+        "worst_ms": 1000 * gaps[worst],
+        "at_s": at - ticks[0],
+        "near": near,
+        "gui_cpu_ms": 1000 * (cpu[worst + 1] - cpu[worst]),
+        "tuning_s": ticks[-1] - ticks[0],
+    }
 
 
 def test_heartbeat_while_tuning(benchmark, qtbot, styled_qapp, tuning_store, settings, record):
@@ -444,7 +468,9 @@ def test_heartbeat_while_tuning(benchmark, qtbot, styled_qapp, tuning_store, set
         rounds.append(_gaps(ticks, cpu, events))
 
     benchmark.pedantic(tune, rounds=HEARTBEAT_ROUNDS, iterations=1)
-    tuning_loop_here = "tunelab.core.session.loop" in sys.modules  # only if this run built the big store (in-process)
+    tuning_loop_here = (
+        "tunelab.core.session.loop" in sys.modules
+    )  # only if this run built the big store (in-process)
     gaps = sorted(g for r in rounds for g in r["gaps"])
     worst = max(rounds, key=lambda r: r["worst_ms"])
     result = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from specs import small_spec
+
 from tunelab.core.store.database import Store
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+
 from tunelab.core.errors import SpaceError
 from tunelab.core.records import Config, TrialRecord
 from tunelab.core.search.space.base import SearchSpace, config_key

@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from specs import small_spec
+
 from tunelab.core.records import MeasureOptions
 from tunelab.core.session.loop import create_session
 from tunelab.core.store.database import Store
@@ -23,7 +24,18 @@ from tunelab.core.trust.baselines import (
 from tunelab.core.workloads.catalog import get_workload
 
 FAST = MeasureOptions(number=2, repeat=3, min_repeat_ms=5)
-CONV_SHAPE = {"N": 1, "C": 16, "H": 14, "W": 14, "K": 16, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1}
+CONV_SHAPE = {
+    "N": 1,
+    "C": 16,
+    "H": 14,
+    "W": 14,
+    "K": 16,
+    "R": 3,
+    "S": 3,
+    "stride": 1,
+    "pad": 1,
+    "dilation": 1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +44,10 @@ def sessions(tmp_path_factory):
     path = tmp_path_factory.mktemp("baselines") / "tunelab.sqlite"
     store = Store(path)
     ids = []
-    for spec in (small_spec(trials=4), small_spec(workload="conv2d_nchw", shape=CONV_SHAPE, trials=2, batch=2)):
+    for spec in (
+        small_spec(trials=4),
+        small_spec(workload="conv2d_nchw", shape=CONV_SHAPE, trials=2, batch=2),
+    ):
         session = create_session(store, spec)
         for _ in session.run():
             pass
@@ -41,14 +56,26 @@ def sessions(tmp_path_factory):
     store.close()
 
 
-@pytest.mark.parametrize(("workload", "shape"), [
-    ("gemm", {"M": 96, "N": 80, "K": 64}),
-    ("batch_matmul", {"B": 3, "M": 16, "N": 24, "K": 8}),
-    ("dense_bias", {"M": 16, "N": 24, "K": 32, "relu": 1}),
-    ("conv2d_nchw", {"N": 2, "C": 3, "H": 9, "W": 11, "K": 4, "R": 3, "S": 2, "stride": 2, "pad": 1, "dilation": 2}),
-    ("conv2d_nhwc", {"N": 2, "C": 3, "H": 9, "W": 11, "K": 4, "R": 3, "S": 2, "stride": 1, "pad": 0, "dilation": 1}),
-    ("depthwise_conv2d", {"N": 1, "C": 4, "H": 8, "W": 8, "R": 3, "S": 3, "stride": 2, "pad": 1, "multiplier": 2}),
-])
+@pytest.mark.parametrize(
+    ("workload", "shape"),
+    [
+        ("gemm", {"M": 96, "N": 80, "K": 64}),
+        ("batch_matmul", {"B": 3, "M": 16, "N": 24, "K": 8}),
+        ("dense_bias", {"M": 16, "N": 24, "K": 32, "relu": 1}),
+        (
+            "conv2d_nchw",
+            {"N": 2, "C": 3, "H": 9, "W": 11, "K": 4, "R": 3, "S": 2, "stride": 2, "pad": 1, "dilation": 2},
+        ),
+        (
+            "conv2d_nhwc",
+            {"N": 2, "C": 3, "H": 9, "W": 11, "K": 4, "R": 3, "S": 2, "stride": 1, "pad": 0, "dilation": 1},
+        ),
+        (
+            "depthwise_conv2d",
+            {"N": 1, "C": 4, "H": 8, "W": 8, "R": 3, "S": 3, "stride": 2, "pad": 1, "multiplier": 2},
+        ),
+    ],
+)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_numpy_vendor_path_is_correct(workload, shape, dtype):
     result = measure_baseline(workload, shape, dtype, "llvm", FAST)
@@ -61,8 +88,9 @@ def test_numpy_vendor_path_is_correct(workload, shape, dtype):
 
 def test_time_callable_grows_number_like_time_evaluator():
     calls = []
-    samples = time_callable(lambda: (calls.append(1), time.sleep(0.001)), number=1, repeat=3, min_repeat_ms=10,
-                            warmup=2)
+    samples = time_callable(
+        lambda: (calls.append(1), time.sleep(0.001)), number=1, repeat=3, min_repeat_ms=10, warmup=2
+    )
     assert len(samples) == 3 and all(0.9 <= s < 20 for s in samples)
     assert len(calls) >= 2 + 3 * 10 * 0.5  # each sample ran long enough, i.e. several calls
 
@@ -82,13 +110,18 @@ def test_baseline_for_sessions_measures_once_and_caches(sessions):
         assert again.cached is True and again.baseline == kept
         assert VendorComparison.from_json(json.loads(json.dumps(again.to_json()))) == again
         vendor = first.baseline
-        print(f"\n{record.workload} {record.shape}: vendor {vendor.library} ({vendor.method}) "
-              f"{vendor.median_ms:.4f} ms = {vendor.gflops:.1f} GFLOP/s; session best {record.best_ms:.4f} ms "
-              f"= {record.best_gflops:.1f} GFLOP/s -> {first.x_of_vendor:.2f}x of vendor")
+        print(
+            f"\n{record.workload} {record.shape}: vendor {vendor.library} ({vendor.method}) "
+            f"{vendor.median_ms:.4f} ms = {vendor.gflops:.1f} GFLOP/s; session best {record.best_ms:.4f} ms "
+            f"= {record.best_gflops:.1f} GFLOP/s -> {first.x_of_vendor:.2f}x of vendor"
+        )
     record = store.session(gemm_id)
     fresh = baseline_for(store, record, remeasure=True)
     assert fresh.cached is False and "hostname" not in fresh.to_json()
-    assert store.baseline(record.workload, record.shape, record.dtype, "llvm").measured_at == fresh.baseline.measured_at
+    assert (
+        store.baseline(record.workload, record.shape, record.dtype, "llvm").measured_at
+        == fresh.baseline.measured_at
+    )
     # the same problem in another shape order is the same key
     assert store.baseline("gemm", dict(reversed(list(record.shape.items()))), "float32", "llvm") is not None
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from specs import small_spec
+
 from tunelab.core.errors import StoreError, TunelabError
 from tunelab.core.records import BiasCounts, BiasReport, TrialRecord
 from tunelab.core.search.costmodel import spearman, topk_recall
@@ -27,10 +28,26 @@ from tunelab.core.trust.bias import (
 
 
 def trial(tid, session_id, config, measured, predicted, status="ok", rnd=1):
-    return TrialRecord(id=tid, session_id=session_id, index=tid, round=rnd, config=config, status=status,
-                       error=None, latency_ms=measured, mean_ms=measured, std_ms=0.0, min_ms=measured,
-                       max_ms=measured, predicted_ms=predicted, build_s=0.1, run_s=0.1, started_at=0.0,
-                       finished_at=0.0, trace_json=None)
+    return TrialRecord(
+        id=tid,
+        session_id=session_id,
+        index=tid,
+        round=rnd,
+        config=config,
+        status=status,
+        error=None,
+        latency_ms=measured,
+        mean_ms=measured,
+        std_ms=0.0,
+        min_ms=measured,
+        max_ms=measured,
+        predicted_ms=predicted,
+        build_s=0.1,
+        run_s=0.1,
+        started_at=0.0,
+        finished_at=0.0,
+        trace_json=None,
+    )
 
 
 class FakeStore:
@@ -40,8 +57,9 @@ class FakeStore:
         self._sessions, self._trials = {}, {}
 
     def add(self, sid, shape, trials, space_kind="template", workload="gemm"):
-        self._sessions[sid] = SimpleNamespace(id=sid, workload=workload, shape=shape, dtype="float32",
-                                              target_kind="llvm", space_kind=space_kind)
+        self._sessions[sid] = SimpleNamespace(
+            id=sid, workload=workload, shape=shape, dtype="float32", target_kind="llvm", space_kind=space_kind
+        )
         self._trials[sid] = trials
 
     def session(self, sid):
@@ -54,8 +72,14 @@ class FakeStore:
 
 
 def cfg(order="ro,si,ri", inner_j=8, parallel=True):
-    return {"tile_i": [4], "tile_j": [inner_j], "order": order, "unroll": 16, "vectorize": True,
-            "parallel": parallel}
+    return {
+        "tile_i": [4],
+        "tile_j": [inner_j],
+        "order": order,
+        "unroll": 16,
+        "vectorize": True,
+        "parallel": parallel,
+    }
 
 
 def handmade() -> FakeStore:
@@ -68,8 +92,10 @@ def handmade() -> FakeStore:
     a.append(trial(91, 1, cfg(), 2.5, None, rnd=0))
     # Shape M=64: unbiased on average (the same multiset of values) but ranked backwards.
     measured = [3.0 * (i + 1) for i in range(8)]
-    b = [trial(100 + i, 2, cfg(order="si,ro,ri", inner_j=32), m, p)
-         for i, (m, p) in enumerate(zip(measured, measured[::-1], strict=True))]
+    b = [
+        trial(100 + i, 2, cfg(order="si,ro,ri", inner_j=32), m, p)
+        for i, (m, p) in enumerate(zip(measured, measured[::-1], strict=True))
+    ]
     store.add(1, {"M": 16, "N": 64, "K": 64}, a)
     store.add(2, {"M": 64, "N": 64, "K": 64}, b)
     return store
@@ -110,9 +136,17 @@ def test_regions_of_template_and_auto_configs():
     assert tile_bucket(1) == "small" and tile_bucket(4) == "small" and tile_bucket(5) == "medium"
     assert tile_bucket(16) == "medium" and tile_bucket(17) == "large" and tile_bucket(64) == "large"
     keys = [key for _, key, _ in regions(cfg(inner_j=32, parallel=False), "template")]
-    assert keys == ["tile_i:small", "tile_j:large", "order=ro,si,ri", "unroll=16", "vectorize=true",
-                    "parallel=false"]
-    assert regions({"sketch": 2, "decisions": [[1, 2, 4, 8], 1]}, "auto") == [("sketch", "sketch=2", "sketch 2")]
+    assert keys == [
+        "tile_i:small",
+        "tile_j:large",
+        "order=ro,si,ri",
+        "unroll=16",
+        "vectorize=true",
+        "parallel=false",
+    ]
+    assert regions({"sketch": 2, "decisions": [[1, 2, 4, 8], 1]}, "auto") == [
+        ("sketch", "sketch=2", "sketch 2")
+    ]
 
 
 def test_bias_report_flags_exactly_the_wrong_groups():
@@ -123,25 +157,39 @@ def test_bias_report_flags_exactly_the_wrong_groups():
     m16 = groups["gemm|M=16,N=64,K=64|float32|llvm"]
     m64 = groups["gemm|M=64,N=64,K=64|float32|llvm"]
     assert m16.label == "M=16,N=64,K=64" and m16.n == 20
-    assert m16.residual_mean == pytest.approx(math.log(0.7)) and m16.residual_std == pytest.approx(0.0, abs=1e-12)
+    assert m16.residual_mean == pytest.approx(math.log(0.7)) and m16.residual_std == pytest.approx(
+        0.0, abs=1e-12
+    )
     assert m16.biased and m16.direction == "under" and m16.spearman == 1.0 and not m16.ranks_poorly
     assert m16.topk_recall == 1.0 and m16.k == 5
     assert m64.n == 8 and m64.residual_mean == pytest.approx(0.0, abs=1e-12) and not m64.biased
     assert m64.spearman == -1.0 and m64.ranks_poorly
-    assert m64.topk_recall == pytest.approx(2 / 5)  # the 5 fastest measured vs the 5 fastest predicted: 2 shared
+    assert m64.topk_recall == pytest.approx(
+        2 / 5
+    )  # the 5 fastest measured vs the 5 fastest predicted: 2 shared
     overall = groups["all"]
     assert overall.n == 28 and overall.residual_mean == pytest.approx(20 * math.log(0.7) / 28)
     assert not overall.biased and overall.spearman >= 0.3 and not overall.flagged
     # Groups holding exactly one shape's trials say so; the summary names the shape only.
-    assert groups["order=ro,si,ri"].same_as == "M=16,N=64,K=64" and groups["tile_j:large"].same_as == "M=64,N=64,K=64"
+    assert (
+        groups["order=ro,si,ri"].same_as == "M=16,N=64,K=64"
+        and groups["tile_j:large"].same_as == "M=64,N=64,K=64"
+    )
     assert groups["unroll=16"].same_as == "all trials"
     # parallel=false is half of M=16 (biased); parallel=true mixes both shapes and ranks poorly.
     assert groups["parallel=false"].n == 10 and groups["parallel=false"].biased
     assert groups["parallel=true"].n == 18 and groups["parallel=true"].ranks_poorly
     assert not groups["parallel=true"].biased
     assert {k for k, g in groups.items() if g.flagged} == {
-        "gemm|M=16,N=64,K=64|float32|llvm", "gemm|M=64,N=64,K=64|float32|llvm", "order=ro,si,ri",
-        "order=si,ro,ri", "parallel=false", "parallel=true", "tile_j:large", "tile_j:medium"}
+        "gemm|M=16,N=64,K=64|float32|llvm",
+        "gemm|M=64,N=64,K=64|float32|llvm",
+        "order=ro,si,ri",
+        "order=si,ro,ri",
+        "parallel=false",
+        "parallel=true",
+        "tile_j:large",
+        "tile_j:medium",
+    }
     assert report.flagged == tuple(g.label for g in report.groups if g.flagged)
     assert sorted(groups["parallel=false"].trial_ids) == list(range(1, 20, 2))
     assert report.summary == (
@@ -150,26 +198,42 @@ def test_bias_report_flags_exactly_the_wrong_groups():
         "the model ranks poorly for shape M=64,N=64,K=64 (Spearman -1.00, n=8); "
         "1 more group(s) are flagged; it ranks well elsewhere "
         f"(overall Spearman {overall.spearman:.2f}, top-5 recall {overall.topk_recall:.2f}, "
-        "mean residual -0.25, n=28).")
+        "mean residual -0.25, n=28)."
+    )
 
 
 def test_rank_statistics_pool_sessions_by_their_own_scale():
     # Two perfectly ranked sessions at very different scales: pooled Spearman stays 1.
     store = FakeStore()
-    store.add(1, {"M": 16, "N": 8, "K": 8}, [trial(i, 1, cfg(), m, m * 1.1) for i, m in enumerate([1.0, 2.0, 4.0])])
-    store.add(2, {"M": 64, "N": 8, "K": 8},
-              [trial(10 + i, 2, cfg(), m, m * 1.1) for i, m in enumerate([100.0, 200.0, 400.0])])
+    store.add(
+        1, {"M": 16, "N": 8, "K": 8}, [trial(i, 1, cfg(), m, m * 1.1) for i, m in enumerate([1.0, 2.0, 4.0])]
+    )
+    store.add(
+        2,
+        {"M": 64, "N": 8, "K": 8},
+        [trial(10 + i, 2, cfg(), m, m * 1.1) for i, m in enumerate([100.0, 200.0, 400.0])],
+    )
     report = bias_report(store, [1, 2])
     overall = report.groups[0]
     assert overall.key == "all" and overall.spearman == pytest.approx(1.0)
     assert not report.flagged
-    assert report.summary.startswith("The model is within 35 % on average in every group and has too few trials")
+    assert report.summary.startswith(
+        "The model is within 35 % on average in every group and has too few trials"
+    )
 
 
 def test_auto_sessions_group_by_sketch_and_bad_input():
     store = FakeStore()
-    trials = [trial(i, 5, {"sketch": i % 2, "decisions": [[1, 2], 0]}, float(i + 1), float(i + 1) * (3.0 if i % 2 else 1.0))
-              for i in range(8)]
+    trials = [
+        trial(
+            i,
+            5,
+            {"sketch": i % 2, "decisions": [[1, 2], 0]},
+            float(i + 1),
+            float(i + 1) * (3.0 if i % 2 else 1.0),
+        )
+        for i in range(8)
+    ]
     store.add(5, {"M": 32, "N": 32, "K": 32}, trials, space_kind="auto")
     groups = {g.key: g for g in bias_report(store, [5]).groups}
     assert groups["sketch=1"].residual_mean == pytest.approx(math.log(3.0)) and groups["sketch=1"].biased
@@ -227,18 +291,41 @@ def test_a_session_with_several_shapes_is_grouped_per_shape(tmp_path):
     from tunelab.core.trust.bias import bias_report
 
     with Store(tmp_path / "multi.sqlite") as store:
-        session = create_session(store, SessionSpec(
-            workload="gemm", shape={"M": 32, "N": 32, "K": 32}, shapes=({"M": 16, "N": 32, "K": 32},),
-            target="llvm", tuner="xgb", trials=16, batch=4,
-            measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0)))
+        session = create_session(
+            store,
+            SessionSpec(
+                workload="gemm",
+                shape={"M": 32, "N": 32, "K": 32},
+                shapes=({"M": 16, "N": 32, "K": 32},),
+                target="llvm",
+                tuner="xgb",
+                trials=16,
+                batch=4,
+                measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0),
+            ),
+        )
         list(session.run())
         report = bias_report(store, [session.session_id])
         n_predicted = sum(1 for t in store.trials(session.session_id) if t.ok and t.predicted_ms is not None)
     shapes = {g.label for g in report.groups if g.dimension == "shape"}
     assert shapes == {"M=32,N=32,K=32", "M=16,N=32,K=32"}
     # What the desktop app asks for, through the CLI in a child process: per task, with the plot points
-    proc = subprocess.run([sys.executable, "-m", "tunelab", "bias", str(session.session_id), "--by-task", "--json",
-                           "--db", str(tmp_path / "multi.sqlite")], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tunelab",
+            "bias",
+            str(session.session_id),
+            "--by-task",
+            "--json",
+            "--db",
+            str(tmp_path / "multi.sqlite"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     printed = json.loads(proc.stdout)
     by_task = BiasReport.from_json(printed)

@@ -17,8 +17,9 @@ def tunelab(*args: str, db=None, timeout: float = 600) -> subprocess.CompletedPr
     env = dict(os.environ)
     if db is not None:
         env["TUNELAB_DB"] = str(db)
-    return subprocess.run([sys.executable, "-m", "tunelab", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "tunelab", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def digest(path) -> str:
@@ -29,10 +30,33 @@ def digest(path) -> str:
 def tuned_db(tmp_path_factory):
     db = tmp_path_factory.mktemp("cli") / "cli.sqlite"
     runs = []
-    for tuner, confirm in (("xgb", []), ("random", ["--confirm-runs", "0"])):  # the first one confirms (default)
-        proc = tunelab("tune", "gemm", "--shape", "M=32,N=32,K=32", "--trials", "6", "--batch", "3",
-                       "--target", "llvm", "--tuner", tuner, "--number", "1", "--repeat", "2",
-                       "--min-repeat-ms", "1", *confirm, "--json", db=db)
+    for tuner, confirm in (
+        ("xgb", []),
+        ("random", ["--confirm-runs", "0"]),
+    ):  # the first one confirms (default)
+        proc = tunelab(
+            "tune",
+            "gemm",
+            "--shape",
+            "M=32,N=32,K=32",
+            "--trials",
+            "6",
+            "--batch",
+            "3",
+            "--target",
+            "llvm",
+            "--tuner",
+            tuner,
+            "--number",
+            "1",
+            "--repeat",
+            "2",
+            "--min-repeat-ms",
+            "1",
+            *confirm,
+            "--json",
+            db=db,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs.append((proc.stdout, proc.stderr))
     return db, runs
@@ -140,7 +164,9 @@ def test_resume_unknown_session(tmp_path):
 def test_gui_without_a_display_says_so(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     env["TUNELAB_DB"] = str(tmp_path / "db.sqlite")
-    proc = subprocess.run([sys.executable, "-m", "tunelab"], capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunelab"], capture_output=True, text=True, timeout=120, env=env
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "no display" in proc.stderr
 
@@ -155,10 +181,36 @@ def test_signals_steer_a_running_tune(tmp_path):
 
     db = tmp_path / "steer.sqlite"
     env = dict(os.environ, TUNELAB_DB=str(db))
-    proc = subprocess.Popen([sys.executable, "-m", "tunelab", "tune", "gemm", "--shape", "M=32,N=32,K=32",
-                             "--trials", "64", "--batch", "2", "--target", "llvm", "--tuner", "random",
-                             "--number", "1", "--repeat", "2", "--cooldown", "0", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tunelab",
+            "tune",
+            "gemm",
+            "--shape",
+            "M=32,N=32,K=32",
+            "--trials",
+            "64",
+            "--batch",
+            "2",
+            "--target",
+            "llvm",
+            "--tuner",
+            "random",
+            "--number",
+            "1",
+            "--repeat",
+            "2",
+            "--cooldown",
+            "0",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     for line in proc.stderr:
         if CONTROL_READY in line:
             break
@@ -183,9 +235,16 @@ def test_signals_steer_a_running_tune(tmp_path):
 def _spec_doc(**changes) -> dict:
     from tunelab.core.records import MeasureOptions, SessionSpec
 
-    values = dict(workload="gemm", shape={"M": 32, "N": 32, "K": 32}, target="llvm", space_kind="template",
-                  tuner="random", trials=4, batch=4,
-                  measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, confirm_runs=0))
+    values = dict(
+        workload="gemm",
+        shape={"M": 32, "N": 32, "K": 32},
+        target="llvm",
+        space_kind="template",
+        tuner="random",
+        trials=4,
+        batch=4,
+        measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, confirm_runs=0),
+    )
     values.update(changes)
     return SessionSpec(**values).to_json()
 
@@ -220,13 +279,17 @@ BAD_SPECS = [
 ]
 
 
-@pytest.mark.parametrize(("text", "extra", "message"), [b[1:] for b in BAD_SPECS], ids=[b[0] for b in BAD_SPECS])
+@pytest.mark.parametrize(
+    ("text", "extra", "message"), [b[1:] for b in BAD_SPECS], ids=[b[0] for b in BAD_SPECS]
+)
 def test_bad_spec_exits_2_with_one_line_and_stores_nothing(tuned_db, tmp_path, text, extra, message):
     db, _ = tuned_db
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(text)
     before = digest(db)
     for store in (db, tmp_path / "new.sqlite"):  # an existing store, and one that is not there yet
-        assert_one_line_error(tunelab("tune", *extra, "--spec", str(spec_file), "--db", str(store), "--json"), message)
+        assert_one_line_error(
+            tunelab("tune", *extra, "--spec", str(spec_file), "--db", str(store), "--json"), message
+        )
     assert digest(db) == before
     assert not (tmp_path / "new.sqlite").exists()

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 from specs import small_spec
+
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.files import export_trial
 from tunelab.core.records import MeasureOptions
@@ -27,8 +28,13 @@ CONFIRMING = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=0, c
 def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path):
     store = Store(tmp_path / "t.sqlite")
     # two shapes (tasks): each gets its own confirmation
-    spec = small_spec(shape={"M": 64, "N": 64, "K": 64}, shapes=({"M": 32, "N": 64, "K": 64},), trials=8, batch=4,
-                      measure=CONFIRMING)
+    spec = small_spec(
+        shape={"M": 64, "N": 64, "K": 64},
+        shapes=({"M": 32, "N": 64, "K": 64},),
+        trials=8,
+        batch=4,
+        measure=CONFIRMING,
+    )
     session = confirm_when_finished(create_session(store, spec))
     stages: list[str] = []
     session.on_stage.append(stages.append)
@@ -66,7 +72,9 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
         assert set(entry["layout_ms"]) == {"staggered", "aligned"} and entry["placement_ratio"] > 0
         assert entry["layout_ms"]["staggered"] == pytest.approx(entry["remeasured_ms"], rel=0.5)
     report = validate_session(store, sid, top_k=1, runs=1, record=False, against="session")
-    assert report["schedules"][0]["recorded_kind"] == "session" and report["schedules"][0]["session_ms"] is None
+    assert (
+        report["schedules"][0]["recorded_kind"] == "session" and report["schedules"][0]["session_ms"] is None
+    )
     with pytest.raises(TunelabError, match="against"):
         validate_session(store, sid, against="luck")
 
@@ -82,7 +90,9 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
     best = fastest if clearly else session_best
     assert doc["session"]["trial_id"] == best
     stats = doc["stats"]
-    assert stats["source"] == "confirmed" and stats["median_ms"] == pytest.approx(confirmed[best]["median_ms"])
+    assert stats["source"] == "confirmed" and stats["median_ms"] == pytest.approx(
+        confirmed[best]["median_ms"]
+    )
     assert stats["session_median_ms"] == pytest.approx(store.trial(best).latency_ms)
     assert stats["samples_ms"] == confirmed[best]["samples_ms"]
     assert stats["session_samples_ms"] == store.samples(best)
@@ -94,15 +104,25 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
     from tunelab.core.export.files import _chosen_best
 
     other = next(k for k in primary if k != session_best)
-    assert _chosen_best(store, tasks[0], {session_best: {"median_ms": 1.0}, other: {"median_ms": 0.97}}) == session_best
-    assert _chosen_best(store, tasks[0], {session_best: {"median_ms": 1.0}, other: {"median_ms": 0.90}}) == other
+    assert (
+        _chosen_best(store, tasks[0], {session_best: {"median_ms": 1.0}, other: {"median_ms": 0.97}})
+        == session_best
+    )
+    assert (
+        _chosen_best(store, tasks[0], {session_best: {"median_ms": 1.0}, other: {"median_ms": 0.90}}) == other
+    )
     assert _chosen_best(store, tasks[0], {other: {"median_ms": 1.0}}) == other
     assert _chosen_best(store, tasks[0], {}) == session_best
 
     # a chosen trial that was never confirmed keeps the session's figure
     unconfirmed = next(t for t in trials if t.ok and t.id not in confirmed and t.task_id == tasks[0].id)
-    doc = json.loads(open(export_trial(store, sid, unconfirmed.id, out_dir=tmp_path / "o2",
-                                       formats=("schedule",))["schedule"]).read())
+    doc = json.loads(
+        open(
+            export_trial(store, sid, unconfirmed.id, out_dir=tmp_path / "o2", formats=("schedule",))[
+                "schedule"
+            ]
+        ).read()
+    )
     assert doc["stats"]["source"] == "session" and doc["stats"]["median_ms"] == unconfirmed.latency_ms
     assert not worker_processes()
     store.close()
@@ -110,8 +130,9 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
 
 def test_confirmation_off_and_bad_counts(tmp_path):
     store = Store(tmp_path / "t.sqlite")
-    session = confirm_when_finished(create_session(store, small_spec(trials=4, measure=replace(CONFIRMING,
-                                                                                         confirm_runs=0))))
+    session = confirm_when_finished(
+        create_session(store, small_spec(trials=4, measure=replace(CONFIRMING, confirm_runs=0)))
+    )
     list(session.run())
     assert session.confirmations == [] and store.validations(session.session_id) == []
     assert confirm_session(store, session.session_id) == []  # the session's own options: off
@@ -125,8 +146,9 @@ def test_confirmation_off_and_bad_counts(tmp_path):
 
 def test_cancel_during_confirmation_keeps_the_session_finished(tmp_path):
     store = Store(tmp_path / "t.sqlite")
-    session = confirm_when_finished(create_session(store, small_spec(trials=4, measure=replace(CONFIRMING,
-                                                                                         confirm_runs=4))))
+    session = confirm_when_finished(
+        create_session(store, small_spec(trials=4, measure=replace(CONFIRMING, confirm_runs=4)))
+    )
     # the stage callback runs just before the fresh processes start: stop there
     session.on_stage.append(lambda text: session.cancel() if text.startswith("confirming") else None)
     stages: list[str] = []

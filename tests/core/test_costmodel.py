@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+
 from tunelab.core.search.costmodel import CostModel, spearman, topk_recall
 
 

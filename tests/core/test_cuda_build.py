@@ -10,13 +10,16 @@ import shutil
 
 import numpy as np
 import pytest
+
 from tunelab.core.search.space.factory import make_space
 from tunelab.core.search.space.tvm_context import InvalidSchedule
 from tunelab.core.target.info import cuda_available, resolve_target
 from tunelab.core.workloads.catalog import get_workload
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed"),
+]
 
 
 def valid_configs(space, count, seed=0, tries=400):
@@ -46,9 +49,14 @@ def nvcc_ptx(sch, target):
     return source, bytes(ptx)
 
 
-@pytest.mark.parametrize("workload,shape", [("gemm", "M=128,N=128,K=128"),
-                                            ("dense_bias", "M=64,N=64,K=64"),
-                                            ("conv2d_nchw", "N=1,C=16,H=14,W=14,K=16,R=3,S=3,stride=1,pad=1")])
+@pytest.mark.parametrize(
+    "workload,shape",
+    [
+        ("gemm", "M=128,N=128,K=128"),
+        ("dense_bias", "M=64,N=64,K=64"),
+        ("conv2d_nchw", "N=1,C=16,H=14,W=14,K=16,R=3,S=3,stride=1,pad=1"),
+    ],
+)
 @pytest.mark.parametrize("kind", ["template", "auto"])
 def test_cuda_schedules_compile_with_nvcc(workload, shape, kind):
     target = resolve_target("cuda")
@@ -82,5 +90,7 @@ def test_cuda_session_without_gpu_is_refused_before_storing(tmp_path):
 
     with Store(tmp_path / "db.sqlite") as store:
         with pytest.raises(TargetError, match="built here but not measured"):
-            create_session(store, SessionSpec(workload="gemm", shape={"M": 64, "N": 64, "K": 64}, target="cuda"))
+            create_session(
+                store, SessionSpec(workload="gemm", shape={"M": 64, "N": 64, "K": 64}, target="cuda")
+            )
         assert store.sessions() == []

@@ -10,6 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 from specs import small_spec
+
 from tunelab.core.errors import SpaceError, TunelabError
 from tunelab.core.export.files import build_schedule_file, export_trial, schedule_from_file
 from tunelab.core.records import MeasureOptions
@@ -92,8 +93,9 @@ WRONG_REFERENCE = textwrap.dedent("""
 
 
 def test_wrong_kernel_is_a_failed_trial_and_the_session_goes_on(store):
-    session = create_session(store, small_spec(workload="custom", custom_source=WRONG_REFERENCE, shape={},
-                                               trials=4, batch=2))
+    session = create_session(
+        store, small_spec(workload="custom", custom_source=WRONG_REFERENCE, shape={}, trials=4, batch=2)
+    )
     trials = list(session.run())
     assert len(trials) == 4
     assert all(t.status == "wrong_result" for t in trials)
@@ -102,9 +104,13 @@ def test_wrong_kernel_is_a_failed_trial_and_the_session_goes_on(store):
 
 
 def test_timeout_is_a_failed_trial(store):
-    measure = MeasureOptions(number=3, repeat=3, min_repeat_ms=0, timeout_s=1.0, check_correctness=False, confirm_runs=0)
-    session = create_session(store, small_spec(shape={"M": 2048, "N": 2048, "K": 2048}, tuner="grid",
-                                               trials=1, batch=1, measure=measure))
+    measure = MeasureOptions(
+        number=3, repeat=3, min_repeat_ms=0, timeout_s=1.0, check_correctness=False, confirm_runs=0
+    )
+    session = create_session(
+        store,
+        small_spec(shape={"M": 2048, "N": 2048, "K": 2048}, tuner="grid", trials=1, batch=1, measure=measure),
+    )
     [trial] = list(session.run())
     assert trial.status == "timeout", trial.error
     assert store.session(session.session_id).status == "finished"
@@ -161,8 +167,20 @@ def test_export_loads_in_a_fresh_process_with_plain_tvm(finished_session, tmp_pa
     written = export_trial(store, session_id, out_dir=tmp_path / "best")
     assert set(written) == {"schedule", "tvmscript", "library", "database"}
     best = store.best_trial(session_id)
-    proc = subprocess.run([sys.executable, "-c", FRESH_PROCESS_CHECK, str(tmp_path), written["library"],
-                           written["database"], str(best.latency_ms)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            FRESH_PROCESS_CHECK,
+            str(tmp_path),
+            written["library"],
+            written["database"],
+            str(best.latency_ms),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     measured = json.loads(proc.stdout.strip().splitlines()[-1])["median_ms"]
     # Same kernel, same machine: within a generous factor (2 shared cores, microsecond kernels).
@@ -180,6 +198,7 @@ def test_export_loads_in_a_fresh_process_with_plain_tvm(finished_session, tmp_pa
 
 def test_schedule_file_builds_without_tuning(finished_session, tmp_path):
     import tvm
+
     from tunelab.core.workloads.catalog import get_workload
 
     path, session_id = finished_session
@@ -211,7 +230,9 @@ def test_export_rejects_bad_requests(finished_session, tmp_path):
 
 @pytest.mark.parametrize(("target_cv", "expected"), [(0.0, 9), (10.0, 3)])
 def test_repeats_adapt_to_the_spread(store, target_cv, expected):
-    measure = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, target_cv=target_cv, max_repeat=9, cooldown_s=0, confirm_runs=0)
+    measure = MeasureOptions(
+        number=1, repeat=3, min_repeat_ms=1, target_cv=target_cv, max_repeat=9, cooldown_s=0, confirm_runs=0
+    )
     session = create_session(store, small_spec(trials=2, batch=2, measure=measure))
     trials = list(session.run())
     assert [len(t.samples_ms) for t in trials] == [expected, expected]
@@ -219,8 +240,12 @@ def test_repeats_adapt_to_the_spread(store, target_cv, expected):
 
 def start_neighbour() -> int:
     """A busy process outside this process tree (reparented to init), as a real neighbour is."""
-    out = subprocess.run(["sh", "-c", "(while :; do :; done) >/dev/null 2>&1 & echo $!"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["sh", "-c", "(while :; do :; done) >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(out.stdout.strip())
 
 
@@ -263,8 +288,9 @@ def test_several_shapes_share_one_budget(store, tmp_path):
     assert len(per_task) == 12  # nothing measured twice for one shape
     # Each task's trial is exported with its own shape.
     other = tasks[2]
-    written = export_trial(store, session.session_id, other.best_trial_id, out_dir=tmp_path,
-                           formats=("schedule", "library"))
+    written = export_trial(
+        store, session.session_id, other.best_trial_id, out_dir=tmp_path, formats=("schedule", "library")
+    )
     doc, _ = schedule_from_file(written["schedule"])
     assert doc["shape"] == other.shape
 

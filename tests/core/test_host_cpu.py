@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 
 import pytest
+
 from tunelab.core.errors import TargetError
 from tunelab.core.target.host_cpu import (
     HostCPU,
@@ -24,22 +25,43 @@ from tunelab.core.target.host_cpu import (
 from tunelab.core.target.info import llvm_target, resolve_target, target_from_json
 
 # An AMD EPYC VM whose hypervisor masks AVX-512 (and VAES): LLVM names it znver4 from CPUID.
-MASKED_ZEN4 = HostCPU("x86_64", "AuthenticAMD", "AMD EPYC 9R14", frozenset(
-    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
-    "syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good nopl cpuid pni pclmulqdq ssse3 fma "
-    "cx16 sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy abm "
-    "sse4a misalignsse 3dnowprefetch topoext fsgsbase bmi1 avx2 smep bmi2 rdseed adx smap clflushopt clwb "
-    "sha_ni xsaveopt xsavec xgetbv1 clzero arat".split()), "znver4")
+MASKED_ZEN4 = HostCPU(
+    "x86_64",
+    "AuthenticAMD",
+    "AMD EPYC 9R14",
+    frozenset(
+        "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
+        "syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good nopl cpuid pni pclmulqdq ssse3 fma "
+        "cx16 sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy abm "
+        "sse4a misalignsse 3dnowprefetch topoext fsgsbase bmi1 avx2 smep bmi2 rdseed adx smap clflushopt clwb "
+        "sha_ni xsaveopt xsavec xgetbv1 clzero arat".split()
+    ),
+    "znver4",
+)
 # A Sapphire Rapids host that really has AVX-512, AMX and the rest.
-SAPPHIRE_RAPIDS = HostCPU("x86_64", "GenuineIntel", "Intel Xeon Platinum 8488C", MASKED_ZEN4.flags | frozenset(
-    "avx512f avx512dq avx512ifma avx512cd avx512bw avx512vl avx512vbmi avx512_vbmi2 avx512_vnni avx512_bitalg "
-    "avx512_vpopcntdq avx512_bf16 avx512_fp16 avx_vnni amx_tile amx_int8 amx_bf16 gfni vaes vpclmulqdq pku "
-    "waitpkg movdiri movdir64b serialize tsxldtrk pconfig cldemote enqcmd uintr wbnoinvd rdpid".split()),
-    "sapphirerapids")
+SAPPHIRE_RAPIDS = HostCPU(
+    "x86_64",
+    "GenuineIntel",
+    "Intel Xeon Platinum 8488C",
+    MASKED_ZEN4.flags
+    | frozenset(
+        "avx512f avx512dq avx512ifma avx512cd avx512bw avx512vl avx512vbmi avx512_vbmi2 avx512_vnni avx512_bitalg "
+        "avx512_vpopcntdq avx512_bf16 avx512_fp16 avx_vnni amx_tile amx_int8 amx_bf16 gfni vaes vpclmulqdq pku "
+        "waitpkg movdiri movdir64b serialize tsxldtrk pconfig cldemote enqcmd uintr wbnoinvd rdpid".split()
+    ),
+    "sapphirerapids",
+)
 # An Arm server whose name (neoverse-v1) implies SVE, bf16 and i8mm that this VM does not expose.
-MASKED_NEOVERSE = HostCPU("aarch64", "ARM", "", frozenset(
-    "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp "
-    "ssbs".split()), "neoverse-v1")
+MASKED_NEOVERSE = HostCPU(
+    "aarch64",
+    "ARM",
+    "",
+    frozenset(
+        "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp "
+        "ssbs".split()
+    ),
+    "neoverse-v1",
+)
 
 
 def _runs_on(choice, host) -> bool:
@@ -80,7 +102,9 @@ def test_this_hosts_default_target_is_executable_and_described():
     target = llvm_target()
     host = host_cpu()
     assert not missing_features(target.json["mcpu"], tuple(target.json.get("mattr", ())), host)
-    isa = isa_level(llvm_features(target.json["mcpu"], tuple(target.json.get("mattr", ())), host.arch), host.arch)
+    isa = isa_level(
+        llvm_features(target.json["mcpu"], tuple(target.json.get("mattr", ())), host.arch), host.arch
+    )
     assert target.description == f"CPU {target.json['mcpu']} · {isa}, {target.json['num-cores']} cores"
     assert resolve_target("auto").json == target.json or resolve_target("auto").kind == "cuda"
 
@@ -123,6 +147,7 @@ def test_stored_target_the_host_lacks_cannot_run_and_says_why():
 
 # ---- the self-check: real kernels in real child processes -------------------------------------------
 
+
 def test_self_check_passes_for_the_default_target_and_is_cached(monkeypatch, tmp_path):
     from tunelab.core.target import selfcheck
 
@@ -150,8 +175,9 @@ def test_self_check_names_a_real_sigill():
     assert "znver4" in message and "SIGILL" in message and "avx512" in message and "--target" in message
 
 
-@pytest.mark.parametrize(("fault", "words"), [("sigill", "SIGILL"), ("sigsegv", "SIGSEGV"),
-                                             ("wrong", "wrong results")])
+@pytest.mark.parametrize(
+    ("fault", "words"), [("sigill", "SIGILL"), ("sigsegv", "SIGSEGV"), ("wrong", "wrong results")]
+)
 def test_self_check_names_planted_faults(monkeypatch, fault, words):
     from tunelab.core.faults import PLANT_ENV
     from tunelab.core.target.selfcheck import self_check
@@ -163,6 +189,7 @@ def test_self_check_names_planted_faults(monkeypatch, fault, words):
 
 def test_a_target_that_dies_here_starts_no_session(monkeypatch, store):
     from specs import small_spec
+
     from tunelab.core.faults import PLANT_ENV
     from tunelab.core.session.loop import create_session
 
@@ -176,9 +203,26 @@ def test_a_target_that_dies_here_starts_no_session(monkeypatch, store):
 def test_cli_refuses_an_mcpu_the_host_lacks_before_storing(tmp_path):
     mcpu = _an_mcpu_this_host_lacks()
     db = tmp_path / "t.sqlite"
-    proc = subprocess.run([sys.executable, "-m", "tunelab", "tune", "gemm", "--shape", "M=32,N=32,K=32",
-                           "--trials", "2", "--target", json.dumps({"kind": "llvm", "mcpu": mcpu}), "--db", str(db)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tunelab",
+            "tune",
+            "gemm",
+            "--shape",
+            "M=32,N=32,K=32",
+            "--trials",
+            "2",
+            "--target",
+            json.dumps({"kind": "llvm", "mcpu": mcpu}),
+            "--db",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and mcpu in lines[0] and "lacks" in lines[0]
@@ -198,10 +242,38 @@ def test_a_host_named_for_features_it_lacks_measures_every_trial(tmp_path):
         pytest.skip("needs an x86 host without AVX-512")
     db = tmp_path / "t.sqlite"
     env = dict(os.environ, **{LLVM_NAME_ENV: "znver4"})
-    proc = subprocess.run([sys.executable, "-m", "tunelab", "tune", "gemm", "--shape", "M=64,N=64,K=512",
-                           "--trials", "8", "--batch", "4", "--number", "1", "--repeat", "2", "--min-repeat-ms", "1",
-                           "--cooldown", "0", "--confirm-runs", "0", "--json", "--db", str(db)],
-                          capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tunelab",
+            "tune",
+            "gemm",
+            "--shape",
+            "M=64,N=64,K=512",
+            "--trials",
+            "8",
+            "--batch",
+            "4",
+            "--number",
+            "1",
+            "--repeat",
+            "2",
+            "--min-repeat-ms",
+            "1",
+            "--cooldown",
+            "0",
+            "--confirm-runs",
+            "0",
+            "--json",
+            "--db",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     assert doc["trials"] == 8 and doc["failed"] == 0, proc.stderr[-2000:]

@@ -201,10 +201,12 @@ def _run_in(venv: Path, *args: str, **kwargs) -> subprocess.CompletedProcess[str
 
 @pytest.mark.slow
 def test_wheel_installs_into_a_fresh_venv(installed_venv: Path) -> None:
-    code = ("import importlib, importlib.util; "
-            "print(*(importlib.import_module(n).__file__ for n in ('tunelab', 'tunelab.core', 'tunelab.app', "
-            "'tunelab.core.cli.main', 'tunelab.app.main')), sep='\\n'); "
-            "print('generic:', [n for n in ('core', 'app') if importlib.util.find_spec(n) is not None])")
+    code = (
+        "import importlib, importlib.util; "
+        "print(*(importlib.import_module(n).__file__ for n in ('tunelab', 'tunelab.core', 'tunelab.app', "
+        "'tunelab.core.cli.main', 'tunelab.app.main')), sep='\\n'); "
+        "print('generic:', [n for n in ('core', 'app') if importlib.util.find_spec(n) is not None])"
+    )
     out = _run_in(installed_venv, str(installed_venv / "bin" / "python"), "-c", code)
     assert out.returncode == 0, out.stderr
     *paths, generic = out.stdout.strip().splitlines()
@@ -233,5 +235,7 @@ def test_every_package_folder_is_installed() -> None:
     listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
     folders = {"tunelab"} | {
         "tunelab." + ".".join(init.parent.relative_to(REPO).parts)
-        for top in ("core", "app") for init in (REPO / top).rglob("__init__.py")}
+        for top in ("core", "app")
+        for init in (REPO / top).rglob("__init__.py")
+    }
     assert folders == listed

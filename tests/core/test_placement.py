@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from tunelab.core.measure.placement import LAYOUTS, PAGE, page_offset, placed_copy, placed_tensors
 
 
@@ -25,6 +26,7 @@ def test_offsets_and_copies():
 
 def test_a_real_kernel_on_placed_buffers():
     import tvm
+
     from tunelab.core.measure.runner import fast_build
     from tunelab.core.target.info import resolve_target
     from tunelab.core.workloads.catalog import get_workload
@@ -39,6 +41,8 @@ def test_a_real_kernel_on_placed_buffers():
         arrays = [*inputs, np.zeros(gemm.output_shape(shape), dtype="float32")]
         args = placed_tensors(arrays, dev, layout)
         for i, a in enumerate(args):
-            assert np.from_dlpack(a).ctypes.data % PAGE == page_offset(layout, i)  # zero-copy: where we put it
+            assert np.from_dlpack(a).ctypes.data % PAGE == page_offset(
+                layout, i
+            )  # zero-copy: where we put it
         lib["main"](*args)
         np.testing.assert_allclose(args[-1].numpy(), gemm.reference(inputs, shape), rtol=1e-4, atol=1e-4)

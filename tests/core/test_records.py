@@ -6,22 +6,46 @@ import json
 from dataclasses import fields
 
 import pytest
+
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import MeasureOptions, SessionSpec
 
 FULL = SessionSpec(
-    workload="custom", shape={"M": 32, "N": 16, "K": 8}, dtype="float16", target='{"kind": "llvm"}',
-    space_kind="auto", space={"sketches": [1, 2], "tile_i": [[4, 8]], "nested": {"a": None}}, tuner="genetic",
-    tuner_options={"pop_size": 16, "mutation": 0.25, "names": ["x"]}, trials=12, batch=3, early_stop=5, seed=7,
-    measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, warmup=0, timeout_s=12.5, cache_flush=True,
-                           check_correctness=False, target_cv=0.1, max_repeat=4, cooldown_s=0.0, confirm_runs=0,
-                           confirm_top=2),
-    name="a name — with unicode ³", custom_source="import tvm\n# the TE compute\n",
+    workload="custom",
+    shape={"M": 32, "N": 16, "K": 8},
+    dtype="float16",
+    target='{"kind": "llvm"}',
+    space_kind="auto",
+    space={"sketches": [1, 2], "tile_i": [[4, 8]], "nested": {"a": None}},
+    tuner="genetic",
+    tuner_options={"pop_size": 16, "mutation": 0.25, "names": ["x"]},
+    trials=12,
+    batch=3,
+    early_stop=5,
+    seed=7,
+    measure=MeasureOptions(
+        number=1,
+        repeat=2,
+        min_repeat_ms=1,
+        warmup=0,
+        timeout_s=12.5,
+        cache_flush=True,
+        check_correctness=False,
+        target_cv=0.1,
+        max_repeat=4,
+        cooldown_s=0.0,
+        confirm_runs=0,
+        confirm_top=2,
+    ),
+    name="a name — with unicode ³",
+    custom_source="import tvm\n# the TE compute\n",
     shapes=({"M": 16, "N": 16, "K": 8}, {"M": 64, "N": 16, "K": 8}),
 )
 
 
-@pytest.mark.parametrize("spec", [FULL, SessionSpec(workload="gemm", shape={"M": 8})], ids=["full", "defaults"])
+@pytest.mark.parametrize(
+    "spec", [FULL, SessionSpec(workload="gemm", shape={"M": 8})], ids=["full", "defaults"]
+)
 def test_round_trip_is_exact(spec):
     text = json.dumps(spec.to_json())  # plain JSON
     again = SessionSpec.from_json(json.loads(text))
@@ -46,10 +70,15 @@ def test_every_field_is_written():
 
 
 def test_missing_keys_take_the_defaults_and_shapes_may_be_cli_text():
-    spec = SessionSpec.from_json({"workload": "gemm", "shape": "M=64,N=64", "shapes": ["M=32"],
-                                  "measure": {"timeout_s": 10}})
-    assert spec == SessionSpec(workload="gemm", shape="M=64,N=64", shapes=("M=32",),  # type: ignore[arg-type]
-                               measure=MeasureOptions(timeout_s=10.0))
+    spec = SessionSpec.from_json(
+        {"workload": "gemm", "shape": "M=64,N=64", "shapes": ["M=32"], "measure": {"timeout_s": 10}}
+    )
+    assert spec == SessionSpec(
+        workload="gemm",
+        shape="M=64,N=64",
+        shapes=("M=32",),  # type: ignore[arg-type]
+        measure=MeasureOptions(timeout_s=10.0),
+    )
     assert isinstance(spec.measure.timeout_s, float)
 
 
@@ -69,8 +98,14 @@ BAD = [
     ({"workload": "gemm", "shape": {}, "tuner_options": None}, "'tuner_options' must be an object, not null"),
     ({"workload": "gemm", "shape": {}, "early_stop": "never"}, "'early_stop' must be an integer or null"),
     ({"workload": "gemm", "shape": {}, "measure": None}, "'measure' must be a JSON object, not null"),
-    ({"workload": "gemm", "shape": {}, "measure": {"cache_flush": "yes"}}, "'measure.cache_flush' must be true or false"),
-    ({"workload": "gemm", "shape": {}, "measure": {"timeout_s": "30"}}, "'measure.timeout_s' must be a number"),
+    (
+        {"workload": "gemm", "shape": {}, "measure": {"cache_flush": "yes"}},
+        "'measure.cache_flush' must be true or false",
+    ),
+    (
+        {"workload": "gemm", "shape": {}, "measure": {"timeout_s": "30"}},
+        "'measure.timeout_s' must be a number",
+    ),
 ]
 
 

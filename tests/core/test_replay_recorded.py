@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from replay import ReplayRunner, tune
+
 from tunelab.core.records import SessionSpec
 from tunelab.core.search.tuners.registry import make_tuner, tuner_names
 from tunelab.core.session.loop import validate_spec
@@ -33,7 +34,9 @@ def recorded():
     for knob in data["knobs"]:
         knob["candidates"] = doc["knobs"][knob["name"]]
     *_, space = validate_spec(SessionSpec(**{**spec.__dict__, "space": data}))
-    table = {space.key(t["config"]): (t["latency_ms"] if t["status"] == "ok" else None) for t in doc["trials"]}
+    table = {
+        space.key(t["config"]): (t["latency_ms"] if t["status"] == "ok" else None) for t in doc["trials"]
+    }
     assert len(table) == space.size == 576
     return space, table
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 from specs import small_spec
+
 from tunelab.core.records import MachineProfile
 from tunelab.core.session.loop import create_session
 from tunelab.core.store.database import Store
@@ -35,9 +36,13 @@ def session(tmp_path_factory):
 def test_profile_is_plausible_and_short():
     p = measure_machine_profile("llvm")
     stream = BandwidthProbe.from_json(p.detail["bandwidth_probe"])
-    print(f"\nroofline probes: peak {p.peak_gflops} GFLOP/s, bandwidth {p.bandwidth_gbs:.1f} GB/s "
-          f"(copy {stream.copy_gbs:.1f}, add {stream.add_gbs:.1f}), {p.kernel}, {p.elapsed_s:.2f} s")
-    assert p.elapsed_s > 0  # how long the probe takes is a benchmark figure, not a unit test's (a shared machine)
+    print(
+        f"\nroofline probes: peak {p.peak_gflops} GFLOP/s, bandwidth {p.bandwidth_gbs:.1f} GB/s "
+        f"(copy {stream.copy_gbs:.1f}, add {stream.add_gbs:.1f}), {p.kernel}, {p.elapsed_s:.2f} s"
+    )
+    assert (
+        p.elapsed_s > 0
+    )  # how long the probe takes is a benchmark figure, not a unit test's (a shared machine)
     assert p.peak_gflops["float32"] > 1 and p.peak_gflops["float64"] > 1
     assert p.bandwidth_gbs > 0.5 and stream.gbs == p.bandwidth_gbs
     assert p.kernel.startswith("NumPy")
@@ -69,9 +74,11 @@ def test_roofline_for_session(session):
     assert r.bound_gflops == pytest.approx(min(r.peak_gflops, r.intensity * r.bandwidth_gbs))
     assert r.bound_by in ("compute", "memory") and r.achieved_gflops == pytest.approx(record.best_gflops)
     assert 0 < r.fraction <= 1.5
-    print(f"\nroofline of {record.workload} {record.shape}: intensity {r.intensity:.2f} FLOP/B, bound "
-          f"{r.bound_gflops:.1f} GFLOP/s ({r.bound_by}), best {r.achieved_gflops:.1f} GFLOP/s = "
-          f"{100 * r.fraction:.1f}%")
+    print(
+        f"\nroofline of {record.workload} {record.shape}: intensity {r.intensity:.2f} FLOP/B, bound "
+        f"{r.bound_gflops:.1f} GFLOP/s ({r.bound_by}), best {r.achieved_gflops:.1f} GFLOP/s = "
+        f"{100 * r.fraction:.1f}%"
+    )
     assert roofline_for(store, record).cached is True  # measured once, then reused
     assert RooflineReport.from_json(json.loads(json.dumps(r.to_json()))) == r
     half = roofline_for(store, replace(record, dtype="float16"))
@@ -85,8 +92,15 @@ def test_a_gpu_profile_names_its_library(monkeypatch):
     # Where this host has no GPU, the probes' results stand in: what the profile and the roofline make of them.
     from tunelab.core.trust import roofline
 
-    monkeypatch.setattr(roofline, "_gpu_probes", lambda dtypes, budget_s: (
-        {"float32": 50_000.0, "float64": 25_000.0}, 4_000.0, {"library": "PyTorch 2.5", "device": "a GPU"}))
+    monkeypatch.setattr(
+        roofline,
+        "_gpu_probes",
+        lambda dtypes, budget_s: (
+            {"float32": 50_000.0, "float64": 25_000.0},
+            4_000.0,
+            {"library": "PyTorch 2.5", "device": "a GPU"},
+        ),
+    )
     p = measure_machine_profile("cuda")
     assert p.target_kind == "cuda" and p.kernel == "PyTorch 2.5" and p.bandwidth_gbs == 4_000.0
     assert p.peak_gflops == {"float32": 50_000.0, "float64": 25_000.0} and p.cached is None

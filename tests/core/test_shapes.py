@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from specs import FAST_MEASURE, small_spec
+
 from tunelab.core.errors import StoreError, WorkloadError
 from tunelab.core.search.space.auto import AutoSpace
 from tunelab.core.search.space.template import TemplateSpace
@@ -42,19 +43,40 @@ def test_parse_varies_one_parameter_keeping_the_base():
 
 def test_parse_explicit_list_ranges_products_and_presets():
     assert parse_shapes(GEMM, "M=64,N=64,K=64;M=128,N=128,K=128", BASE) == [
-        BASE, {"M": 128, "N": 128, "K": 128}]
+        BASE,
+        {"M": 128, "N": 128, "K": 128},
+    ]
     assert parse_shapes(GEMM, "M=16..128", BASE) == [shape(M=16), shape(M=32), shape(M=64), shape(M=128)]
     assert parse_shapes(GEMM, "M=8:32:8", BASE) == [shape(M=8), shape(M=16), shape(M=24), shape(M=32)]
     assert parse_shapes(GEMM, "M=16,32,N=8,16", BASE) == [
-        shape(M=16, N=8), shape(M=16, N=16), shape(M=32, N=8), shape(M=32, N=16)]
+        shape(M=16, N=8),
+        shape(M=16, N=16),
+        shape(M=32, N=8),
+        shape(M=32, N=16),
+    ]
     assert parse_shapes(GEMM, "square-128", BASE) == [{"M": 128, "N": 128, "K": 128}]
     # duplicates dropped, order kept; without a base the workload's defaults fill in
     assert parse_shapes(GEMM, "M=16;M=16,8", BASE) == [shape(M=16), shape(M=8)]
     assert parse_shapes(GEMM, "M=4") == [{"M": 4, "N": 512, "K": 512}]
 
 
-@pytest.mark.parametrize("text", ["", " ; ", "16,32", "X=4", "M=0", "M=abc", "M=4,,8", "M=1,M=2",
-                                  "M=8..4", "M=1:2:0", "M=1:100000", "N=4,x"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " ; ",
+        "16,32",
+        "X=4",
+        "M=0",
+        "M=abc",
+        "M=4,,8",
+        "M=1,M=2",
+        "M=8..4",
+        "M=1:2:0",
+        "M=1:100000",
+        "N=4,x",
+    ],
+)
 def test_parse_rejects_bad_input_in_one_line(text):
     with pytest.raises(WorkloadError) as info:
         parse_shapes(GEMM, text, BASE)
@@ -71,7 +93,9 @@ def llvm():
 
 def test_nearest_factors_prefers_the_inner_factors():
     # template tiles list inner factors only: 32 on an axis of 48 -> 24 (log-nearer than 48)
-    assert nearest_factors([32], [[1], [2], [3], [4], [6], [8], [12], [16], [24], [48]], outer_first=False) == [24]
+    assert nearest_factors(
+        [32], [[1], [2], [3], [4], [6], [8], [12], [16], [24], [48]], outer_first=False
+    ) == [24]
     assert nearest_factors([8], [[4], [16]], outer_first=False) == [4]  # a tie picks the smaller
     # auto tiles: [outer, ..., innermost]; the outer factor absorbs the rest of the extent
     cands = [[4, 2, 2, 1], [1, 2, 4, 2], [2, 1, 4, 2], [1, 1, 8, 2], [8, 1, 1, 2]]
@@ -80,8 +104,15 @@ def test_nearest_factors_prefers_the_inner_factors():
 
 def test_template_transfer_keeps_dividing_factors_and_maps_the_others(llvm):
     src = TemplateSpace(GEMM, BASE, "float32", llvm)
-    config = {"tile_i": [16], "tile_j": [32], "tile_k": [64], "order": "ro,si,ri", "unroll": 64,
-              "vectorize": True, "parallel": False}
+    config = {
+        "tile_i": [16],
+        "tile_j": [32],
+        "tile_k": [64],
+        "order": "ro,si,ri",
+        "unroll": 64,
+        "vectorize": True,
+        "parallel": False,
+    }
     src.validate_config(config)
     dst = space_for_shape(src, shape(M=40, N=48, K=16))
     out = transfer_config(src, config, dst)
@@ -165,7 +196,10 @@ def test_judge_applies_both_rules_exactly():
     assert off and "50% of the 100.0 GFLOP/s" in reasons[0]
     assert judge(2.0, 10.0, 100.0)[0] and len(judge(2.0, 10.0, 100.0)[1]) == 2
     assert judge(None, 10.0, None) == (False, [])  # nothing to compare with
-    assert judge(None, None, 100.0, status="build_error") == (True, ["the schedule does not work here (build_error)"])
+    assert judge(None, None, 100.0, status="build_error") == (
+        True,
+        ["the schedule does not work here (build_error)"],
+    )
 
 
 def test_summary_names_the_shapes_that_fall_off():
@@ -176,8 +210,10 @@ def test_summary_names_the_shapes_that_fall_off():
         {"shape_text": "M=7", "status": "invalid", "ratio_to_tuned": None, "gflops": None, "falls_off": True},
     ]
     text = summarize(rows, "M=64")
-    assert text == ("The schedule tuned for M=64 falls off on 3 of 4 shape(s): M=16 (20.0 GFLOP/s), "
-                    "M=32 (1.60x its tuned schedule), M=7 (invalid); it holds up on the other 1.")
+    assert text == (
+        "The schedule tuned for M=64 falls off on 3 of 4 shape(s): M=16 (20.0 GFLOP/s), "
+        "M=32 (1.60x its tuned schedule), M=7 (invalid); it holds up on the other 1."
+    )
     assert summarize(rows[2:3], "M=64") == "The schedule tuned for M=64 holds up on all 1 shape(s)."
     assert "M=16 (20.0 GFLOP/s, 29% of the tuned shape's)" in summarize(rows, "M=64", 70.0)
 
@@ -196,8 +232,13 @@ def test_across_shapes_on_real_sessions(tmp_path):
     list(other.run())
     best = store.best_trial(source.session_id)
     seen = []
-    report = across_shapes(store, source.session_id, "M=16,32,64,128", options=FAST_MEASURE,
-                           on_row=lambda row: seen.append(row["shape_text"]))
+    report = across_shapes(
+        store,
+        source.session_id,
+        "M=16,32,64,128",
+        options=FAST_MEASURE,
+        on_row=lambda row: seen.append(row["shape_text"]),
+    )
     rows = report["rows"]
     assert [r["shape"]["M"] for r in rows] == [16, 32, 64, 128]
     assert seen == [r["shape_text"] for r in rows]

@@ -7,6 +7,7 @@ import statistics
 
 import numpy as np
 import pytest
+
 from tunelab.core.stats import coefficient_of_variation, median, quartiles, sample_stats
 
 

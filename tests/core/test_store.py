@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 import tunelab.core.store.database as store_module
 from tunelab.core.errors import StoreError
 from tunelab.core.records import MeasureOptions, NewTrial, SessionSpec
@@ -160,6 +161,7 @@ def _assert_columns_match(columns: dict, trials: list) -> None:
     import math
 
     import numpy as np
+
     from tunelab.core.records import TRIAL_STATUSES
     from tunelab.core.store.database import TRIAL_COLUMNS
 

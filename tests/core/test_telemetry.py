@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pynvml
 import pytest
+
 from tunelab.core.errors import StoreError
 from tunelab.core.records import NewTrial, SessionSpec
 from tunelab.core.store.database import MIGRATIONS, Store

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from tests.core.replay import ReplayRunner, gemm_replay, tiny_replay, tune
 from tunelab.core.errors import TunerError
 from tunelab.core.records import Config
 from tunelab.core.search.costmodel import CostModel
@@ -20,8 +22,6 @@ from tunelab.core.search.tuners.registry import (
     recommend_tuner,
     tuner_names,
 )
-
-from tests.core.replay import ReplayRunner, gemm_replay, tiny_replay, tune
 
 CONTRACT_TUNERS = [name for name in tuner_names() if name != "evolutionary"]
 

@@ -14,6 +14,7 @@ import time
 
 import psutil
 import pytest
+
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.files import export_trial
 from tunelab.core.records import MeasureOptions, SessionSpec
@@ -23,21 +24,32 @@ from tunelab.core.trust.validate import DISTURBED_FRACTION, VERDICTS, validate_s
 
 pytestmark = pytest.mark.slow
 
-SMALL = SessionSpec(workload="gemm", shape={"M": 64, "N": 64, "K": 64}, target="llvm", space_kind="template",
-                    tuner="random", trials=8, batch=4,
-                    # no cool-down wait before batches: this session only feeds the tests below
-                    measure=MeasureOptions(number=2, repeat=3, min_repeat_ms=5, cooldown_s=0, confirm_runs=0))
+SMALL = SessionSpec(
+    workload="gemm",
+    shape={"M": 64, "N": 64, "K": 64},
+    target="llvm",
+    space_kind="template",
+    tuner="random",
+    trials=8,
+    batch=4,
+    # no cool-down wait before batches: this session only feeds the tests below
+    measure=MeasureOptions(number=2, repeat=3, min_repeat_ms=5, cooldown_s=0, confirm_runs=0),
+)
 
 # Four decent 256^3 GEMM configs (blocked, vectorized, parallel: ~0.3 ms each here), so that the
 # session spends its time measuring well rather than timing kernels 50x slower.
-DECENT_256 = {"kind": "template", "knobs": [
-    {"name": "tile_i", "type": "split", "axis": "i", "parts": 2, "candidates": [[16], [32]]},
-    {"name": "tile_j", "type": "split", "axis": "j", "parts": 2, "candidates": [[16], [32]]},
-    {"name": "tile_k", "type": "split", "axis": "k", "parts": 2, "candidates": [[8]]},
-    {"name": "order", "type": "order", "candidates": ["ro,si,ri"]},
-    {"name": "unroll", "type": "choice", "candidates": [16]},
-    {"name": "vectorize", "type": "choice", "candidates": [True]},
-    {"name": "parallel", "type": "choice", "candidates": [True]}]}
+DECENT_256 = {
+    "kind": "template",
+    "knobs": [
+        {"name": "tile_i", "type": "split", "axis": "i", "parts": 2, "candidates": [[16], [32]]},
+        {"name": "tile_j", "type": "split", "axis": "j", "parts": 2, "candidates": [[16], [32]]},
+        {"name": "tile_k", "type": "split", "axis": "k", "parts": 2, "candidates": [[8]]},
+        {"name": "order", "type": "order", "candidates": ["ro,si,ri"]},
+        {"name": "unroll", "type": "choice", "candidates": [16]},
+        {"name": "vectorize", "type": "choice", "candidates": [True]},
+        {"name": "parallel", "type": "choice", "candidates": [True]},
+    ],
+}
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +68,20 @@ def start_neighbour() -> int:
     """A CPU-bound process that is *not* our descendant (the shell that starts it exits at once, so it is
     re-parented), as another program on the machine would be. Returns its pid."""
     code = "while True: pass"
-    proc = subprocess.run(["sh", "-c", f"'{sys.executable}' -c '{code}' >/dev/null 2>&1 & echo $!"],
-                          capture_output=True, text=True, check=True, timeout=30)
+    proc = subprocess.run(
+        ["sh", "-c", f"'{sys.executable}' -c '{code}' >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
     return int(proc.stdout.strip())
 
 
 def tunelab(*args: str, db) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tunelab", *args, "--db", str(db)], capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "tunelab", *args, "--db", str(db)], capture_output=True, text=True, timeout=600
+    )
 
 
 def content(path) -> str:
@@ -104,7 +122,9 @@ def test_planted_noisy_neighbour_is_named(tuned):
     assert all(s["verdict"] == "noisy" for s in report["schedules"])
     # stored for the app, with one row per schedule
     stored = store.validations(sid)[0]
-    assert stored["id"] == report["id"] and stored["verdict"] == "noisy" and stored["cause"] == report["cause"]
+    assert (
+        stored["id"] == report["id"] and stored["verdict"] == "noisy" and stored["cause"] == report["cause"]
+    )
     assert [r["label"] for r in stored["results"]] == [s["label"] for s in report["schedules"]]
     assert store.validation(report["id"])["summary"] == report["summary"]
     store.close()
@@ -126,7 +146,10 @@ def test_session_report_interleaves_fresh_processes(tuned):
         assert len({m["pid"] for m in runs}) == 3  # a fresh process per run
     # round-robin with a rotating start: each schedule goes first in some process
     positions = {s["label"]: [m["position"] for m in s["measurements"]] for s in report["schedules"]}
-    assert positions == {report["schedules"][0]["label"]: [0, 1, 0], report["schedules"][1]["label"]: [1, 0, 1]}
+    assert positions == {
+        report["schedules"][0]["label"]: [0, 1, 0],
+        report["schedules"][1]["label"]: [1, 0, 1],
+    }
     first, second = report["schedules"][0]["measurements"], report["schedules"][1]["measurements"]
     assert all(a["pid"] == b["pid"] for a, b in zip(first, second, strict=True))  # same process measures both
     assert report["ranking_holds"] in (True, False) and len(report["recorded_order"]) == 2
@@ -149,11 +172,19 @@ def test_a_schedule_that_fails_in_its_worker_is_regressed(tuned):
     store = Store(path)
     rec = store.session(sid)
     trial = store.best_trial(sid)
-    item = v._Item("best", trial.id, trial.config, trial.latency_ms,
-                   tuple(trial.samples_ms), None, space_for_session(rec).schedule(trial.config))
+    item = v._Item(
+        "best",
+        trial.id,
+        trial.config,
+        trial.latency_ms,
+        tuple(trial.samples_ms),
+        None,
+        space_for_session(rec).schedule(trial.config),
+    )
     problem = v._Problem(rec.workload, {"M": 64, "N": 64, "K": 32}, rec.dtype, rec.target, None, 0, rec.flops)
-    report = v._validate(problem, [item], 2, MeasureOptions(number=1, repeat=2, min_repeat_ms=1),
-                         {"kind": "test"}, None)
+    report = v._validate(
+        problem, [item], 2, MeasureOptions(number=1, repeat=2, min_repeat_ms=1), {"kind": "test"}, None
+    )
     s = report["schedules"][0]
     assert report["verdict"] == s["verdict"] == "regressed" and s["runs"] == 0 and s["runs_tried"] == 2
     assert s["cause"].startswith("it failed in 2 of 2 runs: run error") and s["remeasured_ms"] is None
@@ -166,14 +197,32 @@ def test_winners_curse_is_told_from_a_regression():
     measured at or below the re-measured figure; judged against a confirmed figure it is stable."""
     from tunelab.core.trust import validate as v
 
-    quiet = {"n": 5, "other_busy_pids": [], "other_gpu_pids": [], "names": {}, "throttled": False,
-             "throttle_reasons": [], "cpu_freq_mhz": 3000.0, "cpu_load_mean": 0.1}
-    runs = [{"ok": True, "samples_ms": [0.99, 1.0, 1.0, 1.01], "telemetry": quiet, "cold_ms": 1.2} for _ in range(3)]
-    problem = v._Problem("gemm", {"M": 64, "N": 64, "K": 64}, "float32", {"kind": "llvm"}, None, 0, 2 * 64 ** 3)
+    quiet = {
+        "n": 5,
+        "other_busy_pids": [],
+        "other_gpu_pids": [],
+        "names": {},
+        "throttled": False,
+        "throttle_reasons": [],
+        "cpu_freq_mhz": 3000.0,
+        "cpu_load_mean": 0.1,
+    }
+    runs = [
+        {"ok": True, "samples_ms": [0.99, 1.0, 1.0, 1.01], "telemetry": quiet, "cold_ms": 1.2}
+        for _ in range(3)
+    ]
+    problem = v._Problem("gemm", {"M": 64, "N": 64, "K": 64}, "float32", {"kind": "llvm"}, None, 0, 2 * 64**3)
 
     def judge(**item):
-        base = dict(label="best", trial_id=1, config={}, recorded_ms=0.70, recorded_samples_ms=(0.7, 0.7),
-                    recorded_telemetry=None, schedule=None)
+        base = dict(
+            label="best",
+            trial_id=1,
+            config={},
+            recorded_ms=0.70,
+            recorded_samples_ms=(0.7, 0.7),
+            recorded_telemetry=None,
+            schedule=None,
+        )
         return v._judge(v._Item(**{**base, **item}), [dict(r) for r in runs], None, problem)
 
     alone = judge(rivals_ms=(1.3, 1.4))
@@ -200,9 +249,18 @@ def test_exported_schedule_reproduces_within_5_percent(tmp_path):
     agree within 2.5 %) the median is within 5 % of the recorded one. When another process was busy the
     figures cannot be compared; then the verdict must say so."""
     store = Store(tmp_path / "tunelab.sqlite")
-    spec = SessionSpec(workload="gemm", shape={"M": 256, "N": 256, "K": 256}, target="llvm", space_kind="template",
-                       space=DECENT_256, tuner="random", trials=4, batch=4, seed=0,
-                       measure=MeasureOptions(number=10, repeat=10, min_repeat_ms=50))
+    spec = SessionSpec(
+        workload="gemm",
+        shape={"M": 256, "N": 256, "K": 256},
+        target="llvm",
+        space_kind="template",
+        space=DECENT_256,
+        tuner="random",
+        trials=4,
+        batch=4,
+        seed=0,
+        measure=MeasureOptions(number=10, repeat=10, min_repeat_ms=50),
+    )
     session = create_session(store, spec)
     for _ in session.run():
         pass
@@ -212,21 +270,32 @@ def test_exported_schedule_reproduces_within_5_percent(tmp_path):
     recording = store.trial_telemetry(session.session_id).get(best.id, {})
     report = validate_schedule_file(written["schedule"], store=store, runs=5)
     s = report["schedules"][0]
-    print(f"\n5% test: session {best.latency_ms:.4f} ms, confirmed {stats['median_ms']:.4f} ms "
-          f"({len(stats['samples_ms'])} samples); "
-          f"re-measured {s['remeasured_ms']:.4f} ms (ratio {s['ratio']:.4f}, cv {s['cv']:.4f}); "
-          f"{s['quiet_runs']} quiet runs: {s['quiet_ms'] and round(s['quiet_ms'], 4)} ms "
-          f"(ratio {s['quiet_ratio'] and round(s['quiet_ratio'], 4)}); busy pids {s['other_busy_pids']}; "
-          f"run medians {[round(x, 4) for x in s['run_medians_ms']]}; machine drift {s['machine_drift']:.3f}")
+    print(
+        f"\n5% test: session {best.latency_ms:.4f} ms, confirmed {stats['median_ms']:.4f} ms "
+        f"({len(stats['samples_ms'])} samples); "
+        f"re-measured {s['remeasured_ms']:.4f} ms (ratio {s['ratio']:.4f}, cv {s['cv']:.4f}); "
+        f"{s['quiet_runs']} quiet runs: {s['quiet_ms'] and round(s['quiet_ms'], 4)} ms "
+        f"(ratio {s['quiet_ratio'] and round(s['quiet_ratio'], 4)}); busy pids {s['other_busy_pids']}; "
+        f"run medians {[round(x, 4) for x in s['run_medians_ms']]}; machine drift {s['machine_drift']:.3f}"
+    )
     assert s["runs"] == 5 and s["errors"] == []
     assert stats["source"] == "confirmed" and s["recorded_ms"] == pytest.approx(stats["median_ms"])
-    assert stats["reference_ms"] > 0 and s["machine_drift"] == pytest.approx(s["reference_ms"] / stats["reference_ms"])
-    assert report["source"]["kind"] == "file" and store.validations()[0]["schedule_file"] == report["source"]["path"]
+    assert stats["reference_ms"] > 0 and s["machine_drift"] == pytest.approx(
+        s["reference_ms"] / stats["reference_ms"]
+    )
+    assert (
+        report["source"]["kind"] == "file"
+        and store.validations()[0]["schedule_file"] == report["source"]["path"]
+    )
     medians = s["run_medians_ms"]
     # quiet: no other busy process then or now, runs that agree, and a machine as fast as when the figure was
     # recorded (the reference kernel within 3 %: a virtual machine's host has other tenants no process list shows)
-    quiet = (not recording.get("other_busy_pids") and s["quiet_runs"] == s["runs"] and s["run_cv"] <= 0.025
-             and abs(s["machine_drift"] - 1) <= 0.03)
+    quiet = (
+        not recording.get("other_busy_pids")
+        and s["quiet_runs"] == s["runs"]
+        and s["run_cv"] <= 0.025
+        and abs(s["machine_drift"] - 1) <= 0.03
+    )
     if quiet:
         # The requirement. It used to miss by 8-13 % on quiet machines for two reasons, both fixed: the
         # session's best figure was the luckiest of close rivals (now confirmed in fresh processes, and
@@ -242,7 +311,11 @@ def test_exported_schedule_reproduces_within_5_percent(tmp_path):
         # moved; seen on CI: 3.7 % faster, the schedule 7.4 % faster). What must not be called stable is a
         # schedule that moved beyond 5 % once the machine's own drift is taken out.
         assert abs(s["drift_corrected_ratio"] - 1) <= 0.05 or report["verdict"] != "stable", (
-            s["drift_corrected_ratio"], medians, report["verdict"], report["cause"])
+            s["drift_corrected_ratio"],
+            medians,
+            report["verdict"],
+            report["cause"],
+        )
     else:
         # The runs disagree among themselves (cv > 2.5 %) with no busy process in sight. Seen on a
         # clean CI run: every fresh-process median 8-25 % above the session's figure. Whatever the
@@ -257,8 +330,19 @@ def test_cli_validate_json_and_bad_input(tuned, tmp_path):
     proc = tunelab("validate", str(sid), "--repeats", "2", "--top", "1", "--json", db=db)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
-    for key in ("recorded_ms", "remeasured_ms", "cv", "runs", "throttled", "shapes", "verdict", "cause",
-                "summary", "schedules", "id"):
+    for key in (
+        "recorded_ms",
+        "remeasured_ms",
+        "cv",
+        "runs",
+        "throttled",
+        "shapes",
+        "verdict",
+        "cause",
+        "summary",
+        "schedules",
+        "id",
+    ):
         assert key in doc
     assert doc["runs"] == 2 and len(doc["schedules"]) == 1 and doc["verdict"] in VERDICTS
     assert doc["shapes"][0]["shape"] == SMALL.shape and doc["shapes"][0]["latency_ms"] == doc["remeasured_ms"]
@@ -271,22 +355,37 @@ def test_cli_validate_json_and_bad_input(tuned, tmp_path):
     corrupt.write_text("{ not json")
     foreign = tmp_path / "foreign.schedule.json"
     foreign.write_text(json.dumps({"hello": 1}))
-    bad = [(["validate", "999"], "session 999 does not exist"),
-           (["validate", str(tmp_path / "missing.schedule.json")], "does not exist"),
-           (["validate", str(corrupt)], "is not valid JSON"),
-           (["validate", str(foreign)], "is not a tunelab schedule file"),
-           (["validate", str(sid), "--shapes", "Q=4"], "unknown")]
+    bad = [
+        (["validate", "999"], "session 999 does not exist"),
+        (["validate", str(tmp_path / "missing.schedule.json")], "does not exist"),
+        (["validate", str(corrupt)], "is not valid JSON"),
+        (["validate", str(foreign)], "is not a tunelab schedule file"),
+        (["validate", str(sid), "--shapes", "Q=4"], "unknown"),
+    ]
     fresh = tmp_path / "fresh.sqlite"  # a database that does not exist yet: bad input must not create it
     bad.append((["validate", str(corrupt), "--db", str(fresh)], "is not valid JSON"))
     before = content(db)
-    procs = [(args, message, subprocess.Popen(
-        [sys.executable, "-m", "tunelab", *args, *([] if "--db" in args else ["--db", str(db)])],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) for args, message in bad]
+    procs = [
+        (
+            args,
+            message,
+            subprocess.Popen(
+                [sys.executable, "-m", "tunelab", *args, *([] if "--db" in args else ["--db", str(db)])],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            ),
+        )
+        for args, message in bad
+    ]
     for args, message, proc in procs:
         stdout, stderr = proc.communicate(timeout=300)
         lines = stderr.strip().splitlines()
         assert proc.returncode == 2, (args, stderr[-2000:])
-        assert len(lines) == 1 and lines[0].startswith("tunelab: error:") and message in lines[0], (args, lines)
+        assert len(lines) == 1 and lines[0].startswith("tunelab: error:") and message in lines[0], (
+            args,
+            lines,
+        )
         assert stdout == ""
     assert content(db) == before and not fresh.exists()
     store = Store(db)

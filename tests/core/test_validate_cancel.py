@@ -8,6 +8,7 @@ import time
 
 import psutil
 import pytest
+
 from tunelab.core.store.database import Store
 from tunelab.core.trust.validate import ValidationCancelled, validate_session, worker_processes
 
@@ -58,8 +59,10 @@ def test_cancel_after_the_first_run_kills_every_worker_and_stores_nothing(finish
         assert progress == [(1, 4)]  # the first run ended, then nothing more was measured
         assert workers_seen, "the batch's other workers were running when the first run ended"
         assert worker_processes() == []  # all killed (and reaped: no zombie either)
-        assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-                       for pid in workers_seen)
+        assert not any(
+            psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+            for pid in workers_seen
+        )
         assert store.validations(sid) == []
     finally:
         store.close()

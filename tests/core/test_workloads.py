@@ -5,10 +5,11 @@ import json
 import numpy as np
 import pytest
 import tvm
+from tvm.s_tir import Schedule
+
 from tunelab.core.errors import WorkloadError
 from tunelab.core.workloads.base import Param, Workload
 from tunelab.core.workloads.catalog import WORKLOADS, get_workload, list_workloads, load_custom_workload
-from tvm.s_tir import Schedule
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 
@@ -22,7 +23,7 @@ SMALL = {
     "depthwise_conv2d": "N=2,C=3,H=9,W=8,R=3,S=3,stride=2,pad=1,multiplier=2",
 }
 
-EXAMPLE = '''\
+EXAMPLE = """\
 # my_op.py
 PARAMS = {"M": 256, "N": 256}
 DTYPES = ["float32"]
@@ -34,10 +35,12 @@ def compute(M, N, dtype):
 def reference(A, **shape):
     return (A * A).sum(axis=1)
 def flops(M, N): return 2.0 * M * N
-'''
+"""
 
 
-def run_tvm(wl: Workload, shape, dtype: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+def run_tvm(
+    wl: Workload, shape, dtype: str, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """Build the unscheduled PrimFunc, run it on inputs from make_inputs; return (tvm result, reference, inputs)."""
     pf = wl.prim_func(shape, dtype)
     ex = tvm.compile(tvm.IRModule({"main": pf}), TARGET)
@@ -58,7 +61,14 @@ def assert_matches(wl: Workload, shape, dtype: str) -> None:
 
 # ---- registry ---------------------------------------------------------------------------------------------
 def test_registry_names_and_main_blocks():
-    assert list(WORKLOADS) == ["gemm", "dense_bias", "batch_matmul", "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d"]
+    assert list(WORKLOADS) == [
+        "gemm",
+        "dense_bias",
+        "batch_matmul",
+        "conv2d_nchw",
+        "conv2d_nhwc",
+        "depthwise_conv2d",
+    ]
     assert [w.name for w in list_workloads()] == list(WORKLOADS)
     blocks = {name: wl.main_block for name, wl in WORKLOADS.items()}
     assert blocks == {
@@ -171,9 +181,18 @@ def test_tensor_names_and_shapes():
     s = wl.parse_shape(SMALL["conv2d_nhwc"])
     ts = wl.tensors(s, "float32")
     assert [t.op.name for t in ts] == ["A", "B", "conv"]
-    assert [tuple(int(x) for x in t.shape) for t in ts[:-1]] == wl.input_shapes(s) == [(2, 9, 8, 3), (3, 2, 3, 4)]
+    assert (
+        [tuple(int(x) for x in t.shape) for t in ts[:-1]]
+        == wl.input_shapes(s)
+        == [(2, 9, 8, 3), (3, 2, 3, 4)]
+    )
     assert wl.output_shape(s) == (2, 5, 5, 4)
-    assert [t.op.name for t in get_workload("dense_bias").tensors(None, "float32")] == ["A", "B", "bias", "relu"]
+    assert [t.op.name for t in get_workload("dense_bias").tensors(None, "float32")] == [
+        "A",
+        "B",
+        "bias",
+        "relu",
+    ]
     assert get_workload("depthwise_conv2d").output_shape(SMALL["depthwise_conv2d"]) == (2, 6, 5, 4)
 
 
@@ -272,7 +291,12 @@ def test_custom_example_builds_and_matches():
     np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol)
     assert wl.flops(s) == 2.0 * 24 * 40
     assert wl.input_shapes(s) == [(24, 40)] and wl.output_shape(s) == (24,)
-    assert get_workload("custom", EXAMPLE).to_json()["params"][0] == {"name": "M", "default": 256, "minimum": 1, "doc": ""}
+    assert get_workload("custom", EXAMPLE).to_json()["params"][0] == {
+        "name": "M",
+        "default": 256,
+        "minimum": 1,
+        "doc": "",
+    }
     with pytest.raises(WorkloadError, match="'X'.*M, N"):
         wl.parse_shape("X=3")
 
@@ -282,9 +306,9 @@ def test_custom_flops_estimate_without_flops_function():
     wl = load_custom_workload(src, name="rowsq")
     assert wl.name == "rowsq"
     assert wl.flops("M=10,N=7") == 2.0 * 10 * 7
-    no_reduce = src.replace(
-        "te.sum(A[i, k] * A[i, k], axis=k)", "A[i, 0] * 2"
-    ).replace("    k = te.reduce_axis((0, N), name=\"k\")\n", "")
+    no_reduce = src.replace("te.sum(A[i, k] * A[i, k], axis=k)", "A[i, 0] * 2").replace(
+        '    k = te.reduce_axis((0, N), name="k")\n', ""
+    )
     assert load_custom_workload(no_reduce).flops(None) == 0.0
 
 
@@ -303,7 +327,10 @@ def test_custom_syntax_error_names_line():
         (lambda s: s.replace('PARAMS = {"M": 256, "N": 256}', ""), ["PARAMS"]),
         (lambda s: s.replace('"N": 256}', '"N": 0}'), ["PARAMS['N']", "positive"]),
         (lambda s: s.replace('DTYPES = ["float32"]', 'DTYPES = ["float8"]'), ["float8"]),
-        (lambda s: s.replace("    return [A, B]", "    return [A, B, C_missing]"), ["compute()", "NameError", "line 8"]),
+        (
+            lambda s: s.replace("    return [A, B]", "    return [A, B, C_missing]"),
+            ["compute()", "NameError", "line 8"],
+        ),
         (lambda s: s.replace("    return [A, B]", "    return B"), ["list"]),
         (lambda s: s.replace("    return [A, B]", "    return [B, A]"), ["'B'"]),
         (lambda s: s.replace("def compute(M, N, dtype):", "def compute(M, dtype):"), ["M, N, dtype"]),

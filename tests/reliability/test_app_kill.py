@@ -51,6 +51,7 @@ def _rows(db: Path) -> dict[int, tuple]:
 
 def test_killed_window_process_is_offered_resume_on_the_next_launch(qtbot, tmp_path):
     from PySide6.QtCore import QSettings
+
     from tunelab.app.main_window import MainWindow
     from tunelab.core.store.database import Store
 
@@ -58,8 +59,13 @@ def test_killed_window_process_is_offered_resume_on_the_next_launch(qtbot, tmp_p
     script = tmp_path / "app_tunes.py"
     script.write_text(APP_TUNES)
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
-    app = subprocess.Popen([sys.executable, str(script), str(db), str(ini)], env=env, start_new_session=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    app = subprocess.Popen(
+        [sys.executable, str(script), str(db), str(ini)],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.time() + 300
     while len(_rows(db)) < 3:
         assert app.poll() is None, app.stderr.read().decode()[-2000:]
@@ -72,7 +78,9 @@ def test_killed_window_process_is_offered_resume_on_the_next_launch(qtbot, tmp_p
     assert 3 <= len(before) < 16
 
     store = Store(db)
-    window = MainWindow(store, QSettings(str(ini), QSettings.Format.IniFormat), poll_ms=100, probe_target=False)
+    window = MainWindow(
+        store, QSettings(str(ini), QSettings.Format.IniFormat), poll_ms=100, probe_target=False
+    )
     qtbot.addWidget(window)
     window.show()
     (record,) = store.sessions()

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
 from tunelab.core.errors import StoreError, StoreFailure, TargetError, TunelabError, WorkloadError
 from tunelab.core.records import MeasureOptions, SessionSpec
 from tunelab.core.store.database import Store, is_store_failure

@@ -16,6 +16,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
 from specs import FAST_MEASURE, small_spec  # noqa: E402
+
 from tunelab.core.faults import COUNTER_ENV, PLANT_ENV, failure_class  # noqa: E402
 from tunelab.core.session.loop import create_session  # noqa: E402
 from tunelab.core.store.database import Store  # noqa: E402
@@ -42,16 +43,20 @@ def run_session(store, **measure):
     return store.session(session.session_id), trials
 
 
-@pytest.mark.parametrize(("fault", "status", "cls", "words"), [
-    ("sigsegv", "run_error", "SIGSEGV", "died of SIGSEGV (a bad memory access"),
-    ("sigill", "run_error", "SIGILL", "died of SIGILL (an instruction this CPU lacks"),
-    ("sigbus", "run_error", "SIGBUS", "died of SIGBUS"),
-    ("sigfpe", "run_error", "SIGFPE", "died of SIGFPE (an arithmetic fault"),
-    ("wrong", "wrong_result", "wrong result", "wrong result: max abs error"),
-    ("oom", "run_error", "out of memory", "MemoryError"),
-])
+@pytest.mark.parametrize(
+    ("fault", "status", "cls", "words"),
+    [
+        ("sigsegv", "run_error", "SIGSEGV", "died of SIGSEGV (a bad memory access"),
+        ("sigill", "run_error", "SIGILL", "died of SIGILL (an instruction this CPU lacks"),
+        ("sigbus", "run_error", "SIGBUS", "died of SIGBUS"),
+        ("sigfpe", "run_error", "SIGFPE", "died of SIGFPE (an arithmetic fault"),
+        ("wrong", "wrong_result", "wrong result", "wrong result: max abs error"),
+        ("oom", "run_error", "out of memory", "MemoryError"),
+    ],
+)
 def test_a_planted_fault_is_a_failed_trial_with_its_reason_and_the_session_goes_on(
-        monkeypatch, tmp_path, store, fault, status, cls, words):
+    monkeypatch, tmp_path, store, fault, status, cls, words
+):
     plant(monkeypatch, tmp_path, f"{fault}@run/2")  # every second kernel run
     record, trials = run_session(store)
     assert record.status == "finished" and len(trials) == 6
@@ -81,7 +86,9 @@ def test_fail_fast_stops_a_session_whose_first_trials_all_die_alike(monkeypatch,
     record = store.session(session.session_id)
     assert len(trials) == 8  # two batches, not the budget of 24
     assert record.status == "failed"
-    assert record.error.startswith("the first 8 trials all failed with SIGILL: the worker running the kernel died")
+    assert record.error.startswith(
+        "the first 8 trials all failed with SIGILL: the worker running the kernel died"
+    )
 
 
 def test_fail_fast_does_not_stop_mixed_failures(monkeypatch, tmp_path, store):
@@ -95,10 +102,40 @@ def test_fail_fast_does_not_stop_mixed_failures(monkeypatch, tmp_path, store):
 def test_cli_fail_fast_exits_1_with_one_line(tmp_path):
     db = tmp_path / "t.sqlite"
     env = dict(os.environ, **{PLANT_ENV: "sigill@run"})
-    proc = subprocess.run([sys.executable, "-m", "tunelab", "tune", "gemm", "--shape", "M=32,N=32,K=32",
-                           "--trials", "12", "--batch", "4", "--fail-fast", "4", "--number", "1", "--repeat", "2",
-                           "--min-repeat-ms", "1", "--cooldown", "0", "--confirm-runs", "0", "--json", "--db", str(db)],
-                          capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tunelab",
+            "tune",
+            "gemm",
+            "--shape",
+            "M=32,N=32,K=32",
+            "--trials",
+            "12",
+            "--batch",
+            "4",
+            "--fail-fast",
+            "4",
+            "--number",
+            "1",
+            "--repeat",
+            "2",
+            "--min-repeat-ms",
+            "1",
+            "--cooldown",
+            "0",
+            "--confirm-runs",
+            "0",
+            "--json",
+            "--db",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert "session 1 failed: the first 4 trials all failed with SIGILL" in proc.stderr

@@ -18,9 +18,23 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "kill_loop.py"
 
 
 def test_twenty_kills_lose_nothing_and_measure_nothing_twice(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--kills", "20", "--trials", "80", "--seed", "3",
-                           "--db", str(tmp_path / "kill.sqlite")],
-                          capture_output=True, text=True, timeout=1500)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--kills",
+            "20",
+            "--trials",
+            "80",
+            "--seed",
+            "3",
+            "--db",
+            str(tmp_path / "kill.sqlite"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["kills"] == 20, report
     assert report["kills_with_new_trials"] >= 5, report  # kills landed mid-session, not only at start-up

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from tunelab.core.store.database import BUSY_TIMEOUT_S, WRITE_PATIENCE_ENV, Store
 
 pytestmark = pytest.mark.slow
@@ -32,9 +33,35 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET = 10
 # Runs of about 0.2 s each (2 timed samples of >= 100 ms): a stop can be caught with a run in flight.
-TUNE = ["tune", "gemm", "--shape", "M=32,N=32,K=32", "--target", "llvm", "--space", "template",
-        "--tuner", "random", "--seed", "0", "--batch", "3", "--number", "1", "--repeat", "2", "--max-repeat", "2",
-        "--min-repeat-ms", "100", "--confirm-runs", "0", "--cooldown", "0", "--json"]
+TUNE = [
+    "tune",
+    "gemm",
+    "--shape",
+    "M=32,N=32,K=32",
+    "--target",
+    "llvm",
+    "--space",
+    "template",
+    "--tuner",
+    "random",
+    "--seed",
+    "0",
+    "--batch",
+    "3",
+    "--number",
+    "1",
+    "--repeat",
+    "2",
+    "--max-repeat",
+    "2",
+    "--min-repeat-ms",
+    "100",
+    "--confirm-runs",
+    "0",
+    "--cooldown",
+    "0",
+    "--json",
+]
 CUT_SHORT_WORDS = ("terminated", "subprocess", "keyboardinterrupt", "sigterm", "sigint", "already measured")
 
 
@@ -51,8 +78,14 @@ class Tune:
         environ = dict(os.environ, **(env or {}))
         environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), environ.get("PYTHONPATH", "")) if p)
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "tunelab", *args, "--db", str(db)], cwd=ROOT,
-                                         env=environ, stdout=out, stderr=err, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tunelab", *args, "--db", str(db)],
+                cwd=ROOT,
+                env=environ,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
         self.pid = self.proc.pid
 
     def wait(self, timeout: float = 240) -> int:
@@ -77,8 +110,9 @@ class Tune:
         self.proc.wait()
 
 
-def tunelab(tmp_path: Path, db: Path, *args: str, env: dict[str, str] | None = None,
-            timeout: float = 240) -> tuple[int, str, str]:
+def tunelab(
+    tmp_path: Path, db: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 240
+) -> tuple[int, str, str]:
     t = Tune(tmp_path, db, *args, env=env)
     rc = t.wait(timeout)
     return rc, t.stdout, t.stderr
@@ -104,7 +138,9 @@ def wait_until(what: str, condition, tune: Tune, timeout: float = 180) -> None:
     deadline = time.time() + timeout
     while not condition():
         if tune.proc.poll() is not None:
-            raise AssertionError(f"tunelab ended (rc {tune.proc.returncode}) before {what}:\n{tune.stderr[-3000:]}")
+            raise AssertionError(
+                f"tunelab ended (rc {tune.proc.returncode}) before {what}:\n{tune.stderr[-3000:]}"
+            )
         if time.time() > deadline:
             raise AssertionError(f"no {what} within {timeout} s:\n{tune.stderr[-3000:]}")
         time.sleep(0.05)
@@ -156,8 +192,12 @@ def session_trials(db: Path, session_id: int = 1) -> list:
 def config_keys(db: Path, session_id: int = 1) -> list[str]:
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        return [r[0] for r in con.execute("SELECT config_key FROM trials WHERE session_id = ? ORDER BY id",
-                                          (session_id,))]
+        return [
+            r[0]
+            for r in con.execute(
+                "SELECT config_key FROM trials WHERE session_id = ? ORDER BY id", (session_id,)
+            )
+        ]
     finally:
         con.close()
 
@@ -202,7 +242,8 @@ def uninterrupted(tmp_path_factory) -> set[str]:
 @pytest.mark.parametrize("phase", ["build", "run"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stop_to_the_process_group_cancels_and_resume_measures_what_it_cut_short(
-        tmp_path, uninterrupted, signum, phase):
+    tmp_path, uninterrupted, signum, phase
+):
     db = tmp_path / "stop.sqlite"
     tune = Tune(tmp_path, db, *TUNE, "--trials", str(BUDGET))
     try:
@@ -276,8 +317,9 @@ LOCKER = textwrap.dedent("""
 
 def hold_write_lock(db: Path, seconds: float) -> subprocess.Popen:
     """Another process (a `sqlite3` shell, a backup) holding the file's write lock for `seconds`."""
-    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), str(seconds)], stdout=subprocess.PIPE,
-                              text=True)
+    locker = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, str(db), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
     assert locker.stdout.readline().strip() == "locked"
     return locker
 
@@ -309,8 +351,9 @@ def test_a_write_lock_held_past_the_busy_timeout_is_waited_out(tmp_path):
 def test_a_write_lock_held_past_the_patience_ends_the_session_crashed_exit_3_and_resumable(tmp_path):
     db = tmp_path / "lock.sqlite"
     patience = 2.0
-    tune = Tune(tmp_path, db, *TUNE, "--trials", str(BUDGET), "--batch", "2",
-                env={WRITE_PATIENCE_ENV: str(patience)})
+    tune = Tune(
+        tmp_path, db, *TUNE, "--trials", str(BUDGET), "--batch", "2", env={WRITE_PATIENCE_ENV: str(patience)}
+    )
     try:
         wait_until("a stored trial", lambda: read(db, "SELECT count(*) FROM trials") >= 1, tune)
         locker = hold_write_lock(db, 4 * patience + 4)  # past the crash write's own patience too
@@ -322,8 +365,11 @@ def test_a_write_lock_held_past_the_patience_ends_the_session_crashed_exit_3_and
     assert rc == 3, err[-3000:]  # the store failed underneath: not bad input (2), not a plain crash (1)
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
-    assert last.startswith("tunelab: error: session 1 crashed: Cannot write to ") and \
-        f"held its write lock for more than {patience:g} s" in last and "--resume 1" in last, last
+    assert (
+        last.startswith("tunelab: error: session 1 crashed: Cannot write to ")
+        and f"held its write lock for more than {patience:g} s" in last
+        and "--resume 1" in last
+    ), last
     record = status(db)
     assert record.status == "crashed"
     assert record.n_trials < BUDGET

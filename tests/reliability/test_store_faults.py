@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
-import tunelab.core.store.database as store_module  # noqa: E402
 from specs import FAST_MEASURE, small_spec  # noqa: E402
+
+import tunelab.core.store.database as store_module  # noqa: E402
 from tunelab.core.errors import StoreError  # noqa: E402
 from tunelab.core.records import NewTrial  # noqa: E402
 from tunelab.core.session.loop import TuningSession, create_session  # noqa: E402
@@ -36,7 +37,9 @@ PAGE = 4096
 
 
 def tunelab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tunelab", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tunelab", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def digest(path: Path) -> str:
@@ -76,13 +79,32 @@ def real_store(tmp_path_factory) -> Path:
         session.on_trial.append(lambda t: session.cancel() if t.index == 3 else None)
         assert len(list(session.run())) == 4
         assert s.session(session.session_id).status == "cancelled"
-        sid = s.create_session(small_spec(name="written"), target_json={"kind": "llvm"}, target_kind="llvm",
-                               space_json={"kind": "template", "knobs": []}, tvm_version="test", flops=1e6)
+        sid = s.create_session(
+            small_spec(name="written"),
+            target_json={"kind": "llvm"},
+            target_kind="llvm",
+            space_json={"kind": "template", "knobs": []},
+            tvm_version="test",
+            flops=1e6,
+        )
         for i in range(120):
             now = time.time()
-            s.add_trial(sid, NewTrial(round=i // 8, config={"tile": [i], "note": "x" * 300}, status="ok", error=None,
-                                      samples_ms=(1.0 + i, 1.1 + i, 1.2 + i), predicted_ms=None, build_s=0.1,
-                                      run_s=0.1, started_at=now, finished_at=now), f"key{i}")
+            s.add_trial(
+                sid,
+                NewTrial(
+                    round=i // 8,
+                    config={"tile": [i], "note": "x" * 300},
+                    status="ok",
+                    error=None,
+                    samples_ms=(1.0 + i, 1.1 + i, 1.2 + i),
+                    predicted_ms=None,
+                    build_s=0.1,
+                    run_s=0.1,
+                    started_at=now,
+                    finished_at=now,
+                ),
+                f"key{i}",
+            )
         s.add_round(sid, 0, 8, None, 1.0)
         s.set_status(sid, "finished")
     assert side_files(path) == []  # closed: everything is in the main file
@@ -100,10 +122,25 @@ def read_everything(path: Path) -> None:
 
 # ---- a file cut short ---------------------------------------------------------------------------------
 
+
 def cuts(size: int) -> list[int]:
     pages = size // PAGE
-    return sorted({0, 1, 50, 99, 100, 1000, PAGE, 2 * PAGE, 3 * PAGE + 777, (pages // 2) * PAGE, size // 2 + 13,
-                   (pages - 1) * PAGE})
+    return sorted(
+        {
+            0,
+            1,
+            50,
+            99,
+            100,
+            1000,
+            PAGE,
+            2 * PAGE,
+            3 * PAGE + 777,
+            (pages // 2) * PAGE,
+            size // 2 + 13,
+            (pages - 1) * PAGE,
+        }
+    )
 
 
 def test_the_store_reads_whole(real_store):
@@ -145,6 +182,7 @@ def test_a_store_missing_only_its_last_byte_still_reads(real_store, tmp_path):
 
 # ---- pages overwritten ------------------------------------------------------------------------------------
 
+
 def test_overwritten_pages_are_never_a_traceback_and_never_written_to(real_store, tmp_path):
     """Garbage in one page: what the reads touch says "damaged" in one line (it was a bare
     sqlite3.DatabaseError, a traceback); a session refuses to write to the file at all."""
@@ -156,7 +194,7 @@ def test_overwritten_pages_are_never_a_traceback_and_never_written_to(real_store
         fine.check_intact()
     for page in sorted(rng.sample(range(1, pages), min(6, pages - 1))):
         path = tmp_path / f"page{page}.sqlite"
-        path.write_bytes(data[: page * PAGE] + rng.randbytes(PAGE) + data[(page + 1) * PAGE:])
+        path.write_bytes(data[: page * PAGE] + rng.randbytes(PAGE) + data[(page + 1) * PAGE :])
         before = digest(path)
         for args in (["sessions"], ["show", "1", "--trials"]):
             proc = tunelab(*args, "--db", str(path))
@@ -178,18 +216,31 @@ def test_tune_on_a_damaged_store_writes_nothing(real_store, tmp_path):
     data = bytearray(real_store.read_bytes())
     pages = len(data) // PAGE
     page = pages - 2  # trials of the written session: the schema reads, the data does not
-    data[page * PAGE: (page + 1) * PAGE] = random.Random(1).randbytes(PAGE)
+    data[page * PAGE : (page + 1) * PAGE] = random.Random(1).randbytes(PAGE)
     path = tmp_path / "damaged.sqlite"
     path.write_bytes(bytes(data))
     before = digest(path)
-    proc = tunelab("tune", "gemm", "--shape", "M=16,N=16,K=16", "--trials", "2", "--target", "llvm",
-                   "--confirm-runs", "0", "--db", str(path))
+    proc = tunelab(
+        "tune",
+        "gemm",
+        "--shape",
+        "M=16,N=16,K=16",
+        "--trials",
+        "2",
+        "--target",
+        "llvm",
+        "--confirm-runs",
+        "0",
+        "--db",
+        str(path),
+    )
     assert_one_line_error(proc, "damaged")
     assert_one_line_error(tunelab("tune", "--resume", "1", "--db", str(path)), "damaged")
     assert digest(path) == before
 
 
 # ---- random bytes and a newer schema ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("seed", range(4))
 def test_random_bytes_are_refused_and_untouched(tmp_path, seed):
@@ -215,8 +266,22 @@ def test_a_newer_schema_is_refused_and_untouched(real_store, tmp_path):
     raw.close()
     before = digest(path)
     words = ("newer tunelab", f"schema {schema_version() + 1}", f"this one knows {schema_version()}")
-    for args in (["sessions"], ["show", "1"], ["tune", "gemm", "--shape", "M=16,N=16,K=16", "--trials", "1",
-                                               "--target", "llvm", "--confirm-runs", "0"]):
+    for args in (
+        ["sessions"],
+        ["show", "1"],
+        [
+            "tune",
+            "gemm",
+            "--shape",
+            "M=16,N=16,K=16",
+            "--trials",
+            "1",
+            "--target",
+            "llvm",
+            "--confirm-runs",
+            "0",
+        ],
+    ):
         assert_one_line_error(tunelab(*args, "--db", str(path)), *words)
     for create, readonly in ((True, False), (False, True)):
         with pytest.raises(StoreError) as info:
@@ -229,12 +294,15 @@ def test_a_newer_schema_is_refused_and_untouched(real_store, tmp_path):
 
 # ---- a full disk ------------------------------------------------------------------------------------------
 
+
 def test_a_full_disk_stops_the_session_and_keeps_every_committed_trial(tmp_path):
     """PRAGMA max_page_count on the session's own connection: the file cannot grow past its size
     once three trials are in, as on a full disk."""
     path = tmp_path / "full.sqlite"
     store = Store(path)
-    session = create_session(store, small_spec(trials=10, batch=2, measure=replace(FAST_MEASURE, cooldown_s=0)))
+    session = create_session(
+        store, small_spec(trials=10, batch=2, measure=replace(FAST_MEASURE, cooldown_s=0))
+    )
     yielded = []
 
     def on_trial(trial):
@@ -267,8 +335,9 @@ def _small_tmpfs(folder: Path) -> bool:
     if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("mount"):
         return False
     folder.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tunelab-full", str(folder)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tunelab-full", str(folder)], capture_output=True, text=True
+    )
     return proc.returncode == 0
 
 
@@ -301,9 +370,30 @@ sys.exit(main(sys.argv[1:]))
 
 @pytest.mark.parametrize("how", ["tmpfs", "max_page_count"])
 def test_tune_on_a_full_disk_exits_3_in_one_line_and_keeps_the_trials(tmp_path, how):
-    args = ["tune", "gemm", "--shape", "M=16,N=16,K=16", "--trials", "40", "--batch", "2", "--target", "llvm",
-            "--tuner", "random", "--number", "1", "--repeat", "1", "--min-repeat-ms", "1", "--confirm-runs", "0",
-            "--cooldown", "0"]
+    args = [
+        "tune",
+        "gemm",
+        "--shape",
+        "M=16,N=16,K=16",
+        "--trials",
+        "40",
+        "--batch",
+        "2",
+        "--target",
+        "llvm",
+        "--tuner",
+        "random",
+        "--number",
+        "1",
+        "--repeat",
+        "1",
+        "--min-repeat-ms",
+        "1",
+        "--confirm-runs",
+        "0",
+        "--cooldown",
+        "0",
+    ]
     mounted = tmp_path / "small"
     if how == "tmpfs":
         if not _small_tmpfs(mounted):
@@ -322,12 +412,17 @@ def test_tune_on_a_full_disk_exits_3_in_one_line_and_keeps_the_trials(tmp_path, 
         if how == "tmpfs":
             (mounted / "filler").unlink()
         assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-        assert proc.returncode == 3, proc.stderr[-3000:]  # the store failed: not bad input (2), not a crash (1)
+        assert proc.returncode == 3, proc.stderr[
+            -3000:
+        ]  # the store failed: not bad input (2), not a crash (1)
         last = proc.stderr.strip().splitlines()[-1]
         assert last.startswith("tunelab: error: session 1 crashed:") and "full" in last, last
         assert "tunelab tune --resume 1" in last
-        progress = [int(line.split("]")[1].split("/")[0]) for line in proc.stderr.splitlines()
-                    if line.startswith("[") and "trials" in line]
+        progress = [
+            int(line.split("]")[1].split("/")[0])
+            for line in proc.stderr.splitlines()
+            if line.startswith("[") and "trials" in line
+        ]
         with Store(db, create=False) as s:
             stored = s.trials(1)
             assert 1 <= len(stored) < 40
@@ -355,8 +450,11 @@ conn.execute("ROLLBACK")
 
 
 def _hold(path: Path, exclusive: bool, seconds: float) -> subprocess.Popen:
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path), "exclusive" if exclusive else "write",
-                               str(seconds)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(path), "exclusive" if exclusive else "write", str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "holding"
     return holder
 

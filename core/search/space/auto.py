@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 import numpy as np
+
 from tunelab.core.errors import SpaceError, shown
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace, divisors
@@ -30,19 +31,49 @@ from tunelab.core.target.info import TargetInfo
 DEFAULT_RULES: dict[str, list[dict[str, Any]]] = {
     "llvm": [
         {"name": "AutoInline", "enabled": True, "params": {}},
-        {"name": "AddRFactor", "enabled": True, "params": {"max_jobs_per_core": 16, "max_innermost_factor": 64}},
-        {"name": "MultiLevelTiling", "enabled": True, "params": {"structure": "SSRSRS", "max_innermost_factor": 64}},
-        {"name": "ParallelizeVectorizeUnroll", "enabled": True,
-         "params": {"max_jobs_per_core": 16, "max_vectorize_extent": 64, "unroll_max_steps": [0, 16, 64, 512]}},
+        {
+            "name": "AddRFactor",
+            "enabled": True,
+            "params": {"max_jobs_per_core": 16, "max_innermost_factor": 64},
+        },
+        {
+            "name": "MultiLevelTiling",
+            "enabled": True,
+            "params": {"structure": "SSRSRS", "max_innermost_factor": 64},
+        },
+        {
+            "name": "ParallelizeVectorizeUnroll",
+            "enabled": True,
+            "params": {
+                "max_jobs_per_core": 16,
+                "max_vectorize_extent": 64,
+                "unroll_max_steps": [0, 16, 64, 512],
+            },
+        },
         {"name": "RandomComputeLocation", "enabled": True, "params": {}},
     ],
     "cuda": [
-        {"name": "MultiLevelTiling", "enabled": True,
-         "params": {"structure": "SSSRRSRS", "max_innermost_factor": 64, "shared_staging": True}},
+        {
+            "name": "MultiLevelTiling",
+            "enabled": True,
+            "params": {"structure": "SSSRRSRS", "max_innermost_factor": 64, "shared_staging": True},
+        },
         {"name": "AutoInline", "enabled": True, "params": {}},
-        {"name": "CrossThreadReduction", "enabled": True, "params": {"thread_extents": [4, 8, 16, 32, 64, 128, 256, 512]}},
-        {"name": "ParallelizeVectorizeUnroll", "enabled": True, "params": {"unroll_max_steps": [0, 16, 64, 512, 1024]}},
-        {"name": "AutoBind", "enabled": True, "params": {"max_threadblocks": 256, "thread_extents": [32, 64, 128, 256, 512, 1024]}},
+        {
+            "name": "CrossThreadReduction",
+            "enabled": True,
+            "params": {"thread_extents": [4, 8, 16, 32, 64, 128, 256, 512]},
+        },
+        {
+            "name": "ParallelizeVectorizeUnroll",
+            "enabled": True,
+            "params": {"unroll_max_steps": [0, 16, 64, 512, 1024]},
+        },
+        {
+            "name": "AutoBind",
+            "enabled": True,
+            "params": {"max_threadblocks": 256, "thread_extents": [32, 64, 128, 256, 512, 1024]},
+        },
     ],
 }
 STRUCTURES = {"llvm": ("SSRSRS", "SRSRS", "SSRS", "SSRSRSS"), "cuda": ("SSSRRSRS", "SSRRSRS", "SSSRRS")}
@@ -51,13 +82,19 @@ KNOB_KINDS = ("SamplePerfectTile", "SampleCategorical")
 
 
 def default_auto_space(target_kind: str) -> dict[str, Any]:
-    return {"kind": "auto", "target_kind": target_kind,
-            "rules": [{**r, "params": dict(r["params"])} for r in DEFAULT_RULES[target_kind]]}
+    return {
+        "kind": "auto",
+        "target_kind": target_kind,
+        "rules": [{**r, "params": dict(r["params"])} for r in DEFAULT_RULES[target_kind]],
+    }
 
 
 def _int_list(name: str, key: str, value: Any, lo: int, hi: int) -> list[int]:
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi for v in value)):
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi for v in value)
+    ):
         raise SpaceError(f"rule {name}: {key} must be a non-empty list of integers between {lo} and {hi}")
     return value
 
@@ -77,14 +114,16 @@ def _last_line(exc: BaseException) -> str:
 def validate_rules(data: dict[str, Any], target_kind: str) -> list[dict[str, Any]]:
     """Check an edited rule list; raise SpaceError with the reason."""
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
-        raise SpaceError("an auto space is a JSON object with a \"rules\" list")
+        raise SpaceError('an auto space is a JSON object with a "rules" list')
     defaults = {r["name"]: r for r in DEFAULT_RULES[target_kind]}
     seen = set()
     cleaned = []
     for rule in data["rules"]:
         name = rule.get("name") if isinstance(rule, dict) else None
         if not isinstance(name, str) or name not in defaults:
-            raise SpaceError(f"unknown sketch rule {shown(name)} for {target_kind}; rules are {sorted(defaults)}")
+            raise SpaceError(
+                f"unknown sketch rule {shown(name)} for {target_kind}; rules are {sorted(defaults)}"
+            )
         if name in seen:
             raise SpaceError(f"sketch rule {name} is listed twice")
         seen.add(name)
@@ -94,11 +133,15 @@ def validate_rules(data: dict[str, Any], target_kind: str) -> list[dict[str, Any
         params = {**defaults[name]["params"], **given}
         unknown = set(params) - set(defaults[name]["params"])
         if unknown:
-            raise SpaceError(f"rule {name}: unknown limit(s) {shown(sorted(unknown), 120)}; limits are {sorted(defaults[name]['params'])}")
+            raise SpaceError(
+                f"rule {name}: unknown limit(s) {shown(sorted(unknown), 120)}; limits are {sorted(defaults[name]['params'])}"
+            )
         for key, value in params.items():
             if key == "structure":
                 if value not in STRUCTURES[target_kind]:
-                    raise SpaceError(f"rule {name}: structure {shown(value)} is not one of {list(STRUCTURES[target_kind])}")
+                    raise SpaceError(
+                        f"rule {name}: structure {shown(value)} is not one of {list(STRUCTURES[target_kind])}"
+                    )
             elif key in ("unroll_max_steps", "thread_extents"):
                 _int_list(name, key, value, 0 if key == "unroll_max_steps" else 1, 4096)
             elif key == "shared_staging":
@@ -127,36 +170,71 @@ def build_rules(rules: list[dict[str, Any]], target_kind: str) -> list[Any]:
         if name == "AutoInline":
             cuda = target_kind == "cuda"
             built.append(sr.InlineConstantScalars())
-            built.append(sr.AutoInline(into_producer=cuda, into_consumer=True, inline_const_tensor=True,
-                                       disallow_if_then_else=not cuda, require_injective=not cuda,
-                                       require_ordered=not cuda, disallow_op=None if cuda else ["tirx.exp"]))
+            built.append(
+                sr.AutoInline(
+                    into_producer=cuda,
+                    into_consumer=True,
+                    inline_const_tensor=True,
+                    disallow_if_then_else=not cuda,
+                    require_injective=not cuda,
+                    require_ordered=not cuda,
+                    disallow_op=None if cuda else ["tirx.exp"],
+                )
+            )
         elif name == "AddRFactor":
-            built.append(sr.AddRFactor(max_jobs_per_core=p["max_jobs_per_core"], max_innermost_factor=p["max_innermost_factor"]))
+            built.append(
+                sr.AddRFactor(
+                    max_jobs_per_core=p["max_jobs_per_core"], max_innermost_factor=p["max_innermost_factor"]
+                )
+            )
         elif name == "MultiLevelTiling":
             if target_kind == "cuda":
                 read = sr.ReuseType(req="must", levels=[4], scope="shared") if p["shared_staging"] else None
-                built.append(sr.MultiLevelTiling(
-                    structure=p["structure"], tile_binds=["blockIdx.x", "vthread.x", "threadIdx.x"],
-                    max_innermost_factor=p["max_innermost_factor"], vector_load_lens=[1, 2, 3, 4, 8, 16],
-                    reuse_read=read, reuse_write=sr.ReuseType(req="must", levels=[3], scope="local")))
+                built.append(
+                    sr.MultiLevelTiling(
+                        structure=p["structure"],
+                        tile_binds=["blockIdx.x", "vthread.x", "threadIdx.x"],
+                        max_innermost_factor=p["max_innermost_factor"],
+                        vector_load_lens=[1, 2, 3, 4, 8, 16],
+                        reuse_read=read,
+                        reuse_write=sr.ReuseType(req="must", levels=[3], scope="local"),
+                    )
+                )
             else:
-                built.append(sr.MultiLevelTiling(
-                    structure=p["structure"], max_innermost_factor=p["max_innermost_factor"],
-                    reuse_write=sr.ReuseType(req="may", levels=[1, 2], scope="global")))
+                built.append(
+                    sr.MultiLevelTiling(
+                        structure=p["structure"],
+                        max_innermost_factor=p["max_innermost_factor"],
+                        reuse_write=sr.ReuseType(req="may", levels=[1, 2], scope="global"),
+                    )
+                )
         elif name == "ParallelizeVectorizeUnroll":
             if target_kind == "cuda":
-                built.append(sr.ParallelizeVectorizeUnroll(max_jobs_per_core=-1, max_vectorize_extent=-1,
-                                                           unroll_max_steps=p["unroll_max_steps"], unroll_explicit=True))
+                built.append(
+                    sr.ParallelizeVectorizeUnroll(
+                        max_jobs_per_core=-1,
+                        max_vectorize_extent=-1,
+                        unroll_max_steps=p["unroll_max_steps"],
+                        unroll_explicit=True,
+                    )
+                )
             else:
-                built.append(sr.ParallelizeVectorizeUnroll(
-                    max_jobs_per_core=p["max_jobs_per_core"], max_vectorize_extent=p["max_vectorize_extent"],
-                    unroll_max_steps=p["unroll_max_steps"], unroll_explicit=True))
+                built.append(
+                    sr.ParallelizeVectorizeUnroll(
+                        max_jobs_per_core=p["max_jobs_per_core"],
+                        max_vectorize_extent=p["max_vectorize_extent"],
+                        unroll_max_steps=p["unroll_max_steps"],
+                        unroll_explicit=True,
+                    )
+                )
         elif name == "RandomComputeLocation":
             built.append(sr.RandomComputeLocation())
         elif name == "CrossThreadReduction":
             built.append(sr.CrossThreadReduction(thread_extents=p["thread_extents"]))
         elif name == "AutoBind":
-            built.append(sr.AutoBind(max_threadblocks=p["max_threadblocks"], thread_extents=p["thread_extents"]))
+            built.append(
+                sr.AutoBind(max_threadblocks=p["max_threadblocks"], thread_extents=p["thread_extents"])
+            )
     return built
 
 
@@ -166,10 +244,20 @@ def default_postprocs(target_kind: str) -> list[Any]:
     from tvm.s_tir.meta_schedule import postproc as pp
 
     if target_kind == "cuda":
-        return [pp.DisallowDynamicLoop(), pp.RewriteCooperativeFetch(), pp.RewriteUnboundBlock(max_threadblocks=256),
-                pp.RewriteParallelVectorizeUnroll(), pp.RewriteReductionBlock(), pp.VerifyGPUCode()]
-    return [pp.DisallowDynamicLoop(), pp.RewriteParallelVectorizeUnroll(), pp.RewriteReductionBlock(),
-            pp.RewriteLayout()]
+        return [
+            pp.DisallowDynamicLoop(),
+            pp.RewriteCooperativeFetch(),
+            pp.RewriteUnboundBlock(max_threadblocks=256),
+            pp.RewriteParallelVectorizeUnroll(),
+            pp.RewriteReductionBlock(),
+            pp.VerifyGPUCode(),
+        ]
+    return [
+        pp.DisallowDynamicLoop(),
+        pp.RewriteParallelVectorizeUnroll(),
+        pp.RewriteReductionBlock(),
+        pp.RewriteLayout(),
+    ]
 
 
 def default_mutators(target_kind: str) -> dict[Any, float]:
@@ -177,8 +265,12 @@ def default_mutators(target_kind: str) -> dict[Any, float]:
 
     if target_kind == "cuda":
         return {mu.MutateTileSize(): 0.9, mu.MutateUnroll(): 0.08, mu.MutateThreadBinding(): 0.02}
-    return {mu.MutateTileSize(): 0.9, mu.MutateComputeLocation(): 0.05, mu.MutateUnroll(): 0.03,
-            mu.MutateParallel(max_jobs_per_core=16): 0.02}
+    return {
+        mu.MutateTileSize(): 0.9,
+        mu.MutateComputeLocation(): 0.05,
+        mu.MutateUnroll(): 0.03,
+        mu.MutateParallel(max_jobs_per_core=16): 0.02,
+    }
 
 
 @functools.lru_cache(maxsize=4096)
@@ -204,7 +296,9 @@ class Sketch:
             if inst.kind.name == "SamplePerfectTile":
                 n, max_inner = int(inst.attrs[0]), int(inst.attrs[1])
                 extent = math.prod(decision)
-                cands = tuple(list(c) for c in tile_candidates(extent, n, max_inner if max_inner > 0 else extent))
+                cands = tuple(
+                    list(c) for c in tile_candidates(extent, n, max_inner if max_inner > 0 else extent)
+                )
                 self.candidates.append(cands or (list(decision),))
             elif inst.kind.name == "SampleCategorical":
                 self.candidates.append(tuple(range(len(inst.attrs[0]))))
@@ -252,8 +346,14 @@ def _plain(value: Any) -> Any:
 class AutoSpace(SearchSpace):
     kind = "auto"
 
-    def __init__(self, workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo,
-                 data: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        workload: Any,
+        shape: dict[str, int],
+        dtype: str,
+        target: TargetInfo,
+        data: dict[str, Any] | None = None,
+    ) -> None:
         import tvm
         from tvm.s_tir import meta_schedule as ms
 
@@ -261,27 +361,39 @@ class AutoSpace(SearchSpace):
         self.shape = dict(shape)
         self.dtype = dtype
         self.target = target
-        self.rules = validate_rules(data if data is not None else default_auto_space(target.kind), target.kind)
+        self.rules = validate_rules(
+            data if data is not None else default_auto_space(target.kind), target.kind
+        )
         self.mod = tvm.IRModule({"main": workload.prim_func(shape, dtype)})
         self.space_generator = ms.space_generator.PostOrderApply(
-            sch_rules=build_rules(self.rules, target.kind), postprocs=default_postprocs(target.kind),
-            mutator_probs=default_mutators(target.kind))
+            sch_rules=build_rules(self.rules, target.kind),
+            postprocs=default_postprocs(target.kind),
+            mutator_probs=default_mutators(target.kind),
+        )
         self.context = light_tune_context(self.mod, target.tvm_target(), space_generator=self.space_generator)
         try:
             spaces = self.context.generate_design_space()
         except Exception as exc:
-            raise SpaceError(f"MetaSchedule could not derive sketches with these rules: {_last_line(exc)}") from None
+            raise SpaceError(
+                f"MetaSchedule could not derive sketches with these rules: {_last_line(exc)}"
+            ) from None
         if not spaces:
             raise SpaceError("the enabled rules derive no sketch for this compute")
         self.sketches = [Sketch(s.trace) for s in spaces[:MAX_SKETCHES]]
         self.postprocs = list(self.space_generator.postprocs)
-        self._max_knobs = max(sum(len(c) if isinstance(c, list) else 1 for c in s.base_decisions if c is not None)
-                              for s in self.sketches)
+        self._max_knobs = max(
+            sum(len(c) if isinstance(c, list) else 1 for c in s.base_decisions if c is not None)
+            for s in self.sketches
+        )
         self._features_cache: dict[str, np.ndarray] = {}
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": "auto", "target_kind": self.target.kind, "rules": self.rules,
-                "sketches": [{"size": s.size, "decisions": len(s.insts)} for s in self.sketches]}
+        return {
+            "kind": "auto",
+            "target_kind": self.target.kind,
+            "rules": self.rules,
+            "sketches": [{"size": s.size, "decisions": len(s.insts)} for s in self.sketches],
+        }
 
     @property
     def size(self) -> int:
@@ -308,8 +420,10 @@ class AutoSpace(SearchSpace):
         weights = np.array([float(s.size) for s in self.sketches])
         i = int(rng.choice(len(self.sketches), p=weights / weights.sum())) if len(self.sketches) > 1 else 0
         sketch = self.sketches[i]
-        decisions = [c[int(rng.integers(len(c)))] if c is not None else d
-                     for c, d in zip(sketch.candidates, sketch.base_decisions, strict=True)]
+        decisions = [
+            c[int(rng.integers(len(c)))] if c is not None else d
+            for c, d in zip(sketch.candidates, sketch.base_decisions, strict=True)
+        ]
         return {"sketch": i, "decisions": decisions}
 
     def mutate(self, config: Config, rng: np.random.Generator) -> Config:
@@ -355,17 +469,21 @@ class AutoSpace(SearchSpace):
 
     def validate_config(self, config: Config) -> None:
         if not isinstance(config, dict) or set(config) != {"sketch", "decisions"}:
-            raise SpaceError("an auto-space config is {\"sketch\": i, \"decisions\": [...]}")
+            raise SpaceError('an auto-space config is {"sketch": i, "decisions": [...]}')
         i = config["sketch"]
         if not isinstance(i, int) or not 0 <= i < len(self.sketches):
-            raise SpaceError(f"sketch {shown(i)} does not exist; the space has {len(self.sketches)} sketch(es)")
+            raise SpaceError(
+                f"sketch {shown(i)} does not exist; the space has {len(self.sketches)} sketch(es)"
+            )
         sketch = self.sketches[i]
         decisions = config["decisions"]
         if not isinstance(decisions, list) or len(decisions) != len(sketch.insts):
             raise SpaceError(f"sketch {i} takes {len(sketch.insts)} decisions")
         for pos, (value, cands) in enumerate(zip(decisions, sketch.candidates, strict=True)):
             if cands is not None and value not in cands:
-                raise SpaceError(f"sketch {i}, decision {pos} ({sketch.insts[pos].kind.name}): {shown(value)} is not allowed")
+                raise SpaceError(
+                    f"sketch {i}, decision {pos} ({sketch.insts[pos].kind.name}): {shown(value)} is not allowed"
+                )
 
     def schedule(self, config: Config) -> Any:
         self.validate_config(config)

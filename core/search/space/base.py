@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
+
 from tunelab.core.records import Config
 
 

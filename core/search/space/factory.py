@@ -17,8 +17,14 @@ from tunelab.core.workloads.base import format_shape
 from tunelab.core.workloads.catalog import get_workload
 
 
-def make_space(workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo, kind: str,
-               data: dict[str, Any] | None = None) -> SearchSpace:
+def make_space(
+    workload: Any,
+    shape: dict[str, int],
+    dtype: str,
+    target: TargetInfo,
+    kind: str,
+    data: dict[str, Any] | None = None,
+) -> SearchSpace:
     if kind == "template":
         from tunelab.core.search.space.template import TemplateSpace
 
@@ -30,8 +36,14 @@ def make_space(workload: Any, shape: dict[str, int], dtype: str, target: TargetI
     raise SpaceError(f"unknown space {kind!r}; choose template or auto")
 
 
-def task_space(workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo, kind: str,
-               data: dict[str, Any] | None) -> SearchSpace:
+def task_space(
+    workload: Any,
+    shape: dict[str, int],
+    dtype: str,
+    target: TargetInfo,
+    kind: str,
+    data: dict[str, Any] | None,
+) -> SearchSpace:
     """The space for another shape of the session: the same edits (they must fit that shape)."""
     try:
         return make_space(workload, shape, dtype, target, kind, data)
@@ -48,8 +60,14 @@ def space_for_session(record: SessionRecord) -> SearchSpace:
     """Rebuild the exact space a stored session tuned for its primary shape (resume, export, views)."""
     workload = get_workload(record.workload, record.custom_source)
     target = target_from_json(record.target)
-    return make_space(workload, record.shape, record.dtype, target, record.space_kind,
-                      _space_data(record.space_kind, record.space))
+    return make_space(
+        workload,
+        record.shape,
+        record.dtype,
+        target,
+        record.space_kind,
+        _space_data(record.space_kind, record.space),
+    )
 
 
 def space_for_task(record: SessionRecord, task: Any) -> SearchSpace:
@@ -59,6 +77,6 @@ def space_for_task(record: SessionRecord, task: Any) -> SearchSpace:
     workload = get_workload(record.workload, record.custom_source)
     target = target_from_json(record.target)
     data = record.space.get("task_spaces", [])[task.index - 1]
-    return make_space(workload, task.shape, record.dtype, target, record.space_kind, _space_data(record.space_kind, data))
-
-
+    return make_space(
+        workload, task.shape, record.dtype, target, record.space_kind, _space_data(record.space_kind, data)
+    )

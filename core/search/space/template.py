@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from tunelab.core.errors import SpaceError, shown
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace, divisors
@@ -67,11 +68,27 @@ def _default_knobs(axes: list[Axis], target_kind: str) -> list[dict[str, Any]]:
                 for i in divisors(axis.extent // t)
                 if i <= CUDA_MAX_INNER
             ]
-            knobs.append({"name": f"tile_{axis.name}", "type": "split", "axis": axis.name, "parts": 3, "candidates": cands})
+            knobs.append(
+                {
+                    "name": f"tile_{axis.name}",
+                    "type": "split",
+                    "axis": axis.name,
+                    "parts": 3,
+                    "candidates": cands,
+                }
+            )
         else:
             limit = CPU_MAX_INNER if target_kind == "llvm" else CUDA_MAX_INNER * 4
             cands = [[d] for d in divisors(axis.extent) if d <= limit]
-            knobs.append({"name": f"tile_{axis.name}", "type": "split", "axis": axis.name, "parts": 2, "candidates": cands})
+            knobs.append(
+                {
+                    "name": f"tile_{axis.name}",
+                    "type": "split",
+                    "axis": axis.name,
+                    "parts": 2,
+                    "candidates": cands,
+                }
+            )
     orders = ORDERS_CPU if target_kind == "llvm" else ORDERS_CUDA
     if not any(axis.kind == "reduce" for axis in axes):
         orders = ("ro,ri,si",)  # nothing to reorder (an elementwise compute): spatial inner loops last
@@ -89,8 +106,14 @@ def _default_knobs(axes: list[Axis], target_kind: str) -> list[dict[str, Any]]:
 class TemplateSpace(SearchSpace):
     kind = "template"
 
-    def __init__(self, workload: Any, shape: dict[str, int], dtype: str, target: TargetInfo,
-                 data: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        workload: Any,
+        shape: dict[str, int],
+        dtype: str,
+        target: TargetInfo,
+        data: dict[str, Any] | None = None,
+    ) -> None:
         self.workload = workload
         self.shape = dict(shape)
         self.dtype = dtype
@@ -99,16 +122,26 @@ class TemplateSpace(SearchSpace):
         self.block_name = find_main_block(self.prim_func, getattr(workload, "main_block", None))
         self.axes = [Axis(n, e, k) for n, e, k in block_axes(self.prim_func, self.block_name)]
         if data is None:
-            data = {"kind": "template", "target_kind": target.kind, "block": self.block_name,
-                    "axes": [a.__dict__ for a in self.axes], "knobs": _default_knobs(self.axes, target.kind)}
+            data = {
+                "kind": "template",
+                "target_kind": target.kind,
+                "block": self.block_name,
+                "axes": [a.__dict__ for a in self.axes],
+                "knobs": _default_knobs(self.axes, target.kind),
+            }
         self.knobs: list[dict[str, Any]] = validate_template(data, self.axes, target.kind)
         self._by_name = {k["name"]: k for k in self.knobs}
         self._features_cache: dict[str, np.ndarray] = {}
 
     # ---- data -------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        return {"kind": "template", "target_kind": self.target.kind, "block": self.block_name,
-                "axes": [a.__dict__ for a in self.axes], "knobs": [dict(k) for k in self.knobs]}
+        return {
+            "kind": "template",
+            "target_kind": self.target.kind,
+            "block": self.block_name,
+            "axes": [a.__dict__ for a in self.axes],
+            "knobs": [dict(k) for k in self.knobs],
+        }
 
     @property
     def size(self) -> int:
@@ -174,7 +207,9 @@ class TemplateSpace(SearchSpace):
             raise SpaceError("a config must be a JSON object of knob values")
         unknown = set(config) - set(self._by_name)
         if unknown:
-            raise SpaceError(f"unknown knob(s) {sorted(unknown)}; knobs are {[k['name'] for k in self.knobs]}")
+            raise SpaceError(
+                f"unknown knob(s) {sorted(unknown)}; knobs are {[k['name'] for k in self.knobs]}"
+            )
         for knob in self.knobs:
             name = knob["name"]
             if name not in config:
@@ -188,14 +223,17 @@ class TemplateSpace(SearchSpace):
         sch = apply_template(self.prim_func, self.block_name, self.axes, config, self.target)
         if self.target.kind == "cuda" and not self._gpu_verifier().apply(sch):
             # tvm.compile accepts e.g. 4096 threads per block; the GPU would not (TVM_NOTES 3).
-            raise InvalidSchedule("VerifyGPUCode: the kernel exceeds the GPU's thread or shared-memory limits")
+            raise InvalidSchedule(
+                "VerifyGPUCode: the kernel exceeds the GPU's thread or shared-memory limits"
+            )
         return sch
 
     def _gpu_verifier(self) -> Any:
         if getattr(self, "_verifier", None) is None:
             import tvm
-            from tunelab.core.search.space.tvm_context import light_tune_context
             from tvm.s_tir import meta_schedule as ms
+
+            from tunelab.core.search.space.tvm_context import light_tune_context
 
             verifier = ms.postproc.VerifyGPUCode()
             ctx = light_tune_context(tvm.IRModule({"main": self.prim_func}), self.target.tvm_target())
@@ -207,8 +245,10 @@ class TemplateSpace(SearchSpace):
     def static_combos(self) -> list[Config]:
         """Values of the knobs MetaSchedule cannot mutate (they are Python branches): one sketch each."""
         static = [k for k in self.knobs if k["type"] != "split" and k["name"] != "unroll"]
-        return [dict(zip([k["name"] for k in static], values, strict=True))
-                for values in itertools.product(*[k["candidates"] for k in static])]
+        return [
+            dict(zip([k["name"] for k in static], values, strict=True))
+            for values in itertools.product(*[k["candidates"] for k in static])
+        ]
 
     def sketch_fn(self) -> Any:
         """A ScheduleFn body returning one sketch per static combination, tiles and unroll sampled."""
@@ -258,7 +298,7 @@ class TemplateSpace(SearchSpace):
 def validate_template(data: dict[str, Any], axes: list[Axis], target_kind: str) -> list[dict[str, Any]]:
     """Check an edited template against the axes; return its knobs or raise SpaceError with the reason."""
     if not isinstance(data, dict) or not isinstance(data.get("knobs"), list):
-        raise SpaceError("a template space is a JSON object with a \"knobs\" list")
+        raise SpaceError('a template space is a JSON object with a "knobs" list')
     by_axis = {a.name: a for a in axes}
     knobs = data["knobs"]
     names = [k["name"] for k in knobs if isinstance(k, dict) and isinstance(k.get("name"), str)]
@@ -268,7 +308,9 @@ def validate_template(data: dict[str, Any], axes: list[Axis], target_kind: str) 
     required |= {"vectorize", "parallel"} if target_kind == "llvm" else {"shared", "local"}
     if set(names) != required or len(set(names)) != len(names):
         missing, extra = sorted(required - set(names)), sorted(set(names) - required)
-        raise SpaceError(f"template knobs must be exactly {sorted(required)} (missing {missing}, unexpected {shown(extra, 120)})")
+        raise SpaceError(
+            f"template knobs must be exactly {sorted(required)} (missing {missing}, unexpected {shown(extra, 120)})"
+        )
     cleaned = []
     for knob in knobs:
         name, cands = knob["name"], knob.get("candidates")
@@ -282,18 +324,28 @@ def validate_template(data: dict[str, Any], axes: list[Axis], target_kind: str) 
             axis = by_axis[name[5:]]
             parts = 3 if (target_kind == "cuda" and axis.kind == "spatial") else 2
             for cand in cands:
-                if (not isinstance(cand, list) or len(cand) != parts - 1
-                        or not all(isinstance(f, int) and not isinstance(f, bool) and f >= 1 for f in cand)):
-                    raise SpaceError(f"knob {name!r}: candidate {shown(cand)} must be a list of {parts - 1} positive integer factor(s)")
+                if (
+                    not isinstance(cand, list)
+                    or len(cand) != parts - 1
+                    or not all(isinstance(f, int) and not isinstance(f, bool) and f >= 1 for f in cand)
+                ):
+                    raise SpaceError(
+                        f"knob {name!r}: candidate {shown(cand)} must be a list of {parts - 1} positive integer factor(s)"
+                    )
                 if axis.extent % math.prod(cand) != 0:
                     raise SpaceError(
-                        f"knob {name!r}: factors {shown(cand)} do not divide axis {axis.name} of extent {axis.extent}")
-            cleaned.append({"name": name, "type": "split", "axis": axis.name, "parts": parts, "candidates": cands})
+                        f"knob {name!r}: factors {shown(cand)} do not divide axis {axis.name} of extent {axis.extent}"
+                    )
+            cleaned.append(
+                {"name": name, "type": "split", "axis": axis.name, "parts": parts, "candidates": cands}
+            )
         elif name == "order":
             allowed = ORDERS_CPU if target_kind == "llvm" else ORDERS_CUDA
             bad = [c for c in cands if c not in allowed]
             if bad:
-                raise SpaceError(f"knob 'order': {shown(bad[0])} is not a loop order; choose from {list(allowed)}")
+                raise SpaceError(
+                    f"knob 'order': {shown(bad[0])} is not a loop order; choose from {list(allowed)}"
+                )
             cleaned.append({"name": name, "type": "order", "candidates": cands})
         elif name == "unroll":
             bad = [c for c in cands if not isinstance(c, int) or isinstance(c, bool) or not 0 <= c <= 4096]
@@ -308,7 +360,9 @@ def validate_template(data: dict[str, Any], axes: list[Axis], target_kind: str) 
     return cleaned
 
 
-def _split(sch: Any, loop: Any, extent: int, inner: list[int] | None, knob: dict[str, Any] | None = None) -> list[Any]:
+def _split(
+    sch: Any, loop: Any, extent: int, inner: list[int] | None, knob: dict[str, Any] | None = None
+) -> list[Any]:
     """Split through sample_perfect_tile: with `inner` the decision is fixed; without it (the
     evolutionary search's sketches) MetaSchedule samples it, bounded by the knob's candidates."""
     if inner is None:
@@ -317,12 +371,15 @@ def _split(sch: Any, loop: Any, extent: int, inner: list[int] | None, knob: dict
         decision = sch.sample_perfect_tile(loop, n=knob["parts"], max_innermost_factor=max_inner)
     else:
         factors = [extent // math.prod(inner), *inner]
-        decision = sch.sample_perfect_tile(loop, n=len(factors), max_innermost_factor=max(factors[-1], 1),
-                                           decision=factors)
+        decision = sch.sample_perfect_tile(
+            loop, n=len(factors), max_innermost_factor=max(factors[-1], 1), decision=factors
+        )
     return list(sch.split(loop, decision))
 
 
-def apply_template(prim_func: Any, block_name: str, axes: list[Axis], config: Config, target: TargetInfo) -> Any:
+def apply_template(
+    prim_func: Any, block_name: str, axes: list[Axis], config: Config, target: TargetInfo
+) -> Any:
     """Build the schedule for one config; InvalidSchedule when TVM rejects the combination."""
     from tvm.s_tir import Schedule
 
@@ -336,8 +393,14 @@ def apply_template(prim_func: Any, block_name: str, axes: list[Axis], config: Co
         raise InvalidSchedule(str(exc).strip().splitlines()[-1][:300]) from None
 
 
-def apply_template_to(sch: Any, block_name: str, axes: list[Axis], config: Config, target: TargetInfo,
-                      knobs: dict[str, dict[str, Any]] | None = None) -> None:
+def apply_template_to(
+    sch: Any,
+    block_name: str,
+    axes: list[Axis],
+    config: Config,
+    target: TargetInfo,
+    knobs: dict[str, dict[str, Any]] | None = None,
+) -> None:
     """Apply a config to `sch`. With `knobs`, tile and unroll values missing from `config` are
     left for MetaSchedule to sample (the evolutionary search's sketches)."""
     main = sch.get_sblock(block_name)
@@ -369,8 +432,9 @@ def apply_template_to(sch: Any, block_name: str, axes: list[Axis], config: Confi
     if "unroll" not in config:
         step = sch.sample_categorical(candidates=steps, probs=[1 / len(steps)] * len(steps))
     elif config["unroll"] in steps:
-        step = sch.sample_categorical(candidates=steps, probs=[1 / len(steps)] * len(steps),
-                                      decision=steps.index(config["unroll"]))
+        step = sch.sample_categorical(
+            candidates=steps, probs=[1 / len(steps)] * len(steps), decision=steps.index(config["unroll"])
+        )
     else:
         step = config["unroll"]
     sch.annotate(anchor, "pragma_auto_unroll_max_step", step)
@@ -391,7 +455,9 @@ def _inline_others(sch: Any, block_name: str) -> list[Any]:
     return left
 
 
-def _cpu(sch: Any, main: Any, epilogue: list[Any], outer_s: list[Any], ordered: list[list[Any]], config: Config) -> None:
+def _cpu(
+    sch: Any, main: Any, epilogue: list[Any], outer_s: list[Any], ordered: list[list[Any]], config: Config
+) -> None:
     sch.reorder(*outer_s, *itertools.chain.from_iterable(ordered))
     if config["parallel"]:
         anchor = sch.fuse(*outer_s) if len(outer_s) > 1 else outer_s[0]
@@ -418,8 +484,16 @@ def ordered_group(ordered: list[list[Any]], config: Config, names: tuple[str, ..
     return [loop for g, loops in zip(groups, ordered, strict=True) if g in names for loop in loops]
 
 
-def _cuda(sch: Any, main: Any, epilogue: list[Any], outer_s: list[Any], thread_s: list[Any],
-          ordered: list[list[Any]], outer_r: list[Any], config: Config) -> None:
+def _cuda(
+    sch: Any,
+    main: Any,
+    epilogue: list[Any],
+    outer_s: list[Any],
+    thread_s: list[Any],
+    ordered: list[list[Any]],
+    outer_r: list[Any],
+    config: Config,
+) -> None:
     sch.reorder(*outer_s, *thread_s, *itertools.chain.from_iterable(ordered))
     bx = sch.fuse(*outer_s)
     tx = sch.fuse(*thread_s)

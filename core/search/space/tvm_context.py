@@ -45,8 +45,15 @@ def block_axes(prim_func: Any, block_name: str) -> list[tuple[str, int, str]]:
     return axes
 
 
-def light_tune_context(mod: Any, target: Any, *, space_generator: Any = None, search_strategy: Any = None,
-                       num_threads: int = 1, seed: int = 1) -> Any:
+def light_tune_context(
+    mod: Any,
+    target: Any,
+    *,
+    space_generator: Any = None,
+    search_strategy: Any = None,
+    num_threads: int = 1,
+    seed: int = 1,
+) -> Any:
     """A TuneContext for feature extraction and postprocessors without importing tensor intrinsics.
 
     TuneContext.__init__ imports tvm.s_tir.tensor_intrin (about 11 s, TVM_NOTES 0). Spaces with no
@@ -60,8 +67,16 @@ def light_tune_context(mod: Any, target: Any, *, space_generator: Any = None, se
         target = tvm.target.Target(target)
     ctx = TuneContext.__new__(TuneContext)
     ctx.__init_handle_by_constructor__(
-        _ffi_api.TuneContext, mod, target, space_generator, search_strategy, "main", num_threads, seed,
-        get_logging_func(get_logger(__name__)))
+        _ffi_api.TuneContext,
+        mod,
+        target,
+        space_generator,
+        search_strategy,
+        "main",
+        num_threads,
+        seed,
+        get_logging_func(get_logger(__name__)),
+    )
     _ffi_api.TuneContextInitialize(ctx)
     return ctx
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace
 
@@ -30,7 +31,9 @@ class Tuner(ABC):
         self.space = space
         self.seed = seed
         self.rng = np.random.default_rng(seed)
-        self.cost_model = cost_model  # tunelab.core.search.costmodel.CostModel shared with the session (may be None)
+        self.cost_model = (
+            cost_model  # tunelab.core.search.costmodel.CostModel shared with the session (may be None)
+        )
         self.options = options
 
     @abstractmethod

@@ -30,8 +30,12 @@ _UNMEASURED = 1e10  # seconds: what MetaSchedule itself records for a failed run
 class EvolutionaryTuner(Tuner):
     name = "evolutionary"
     description = "MetaSchedule's evolutionary search guided by its XGBoost cost model (Ansor)."
-    options: ClassVar[dict[str, Any]] = {"population_size": 256, "genetic_num_iters": 4,
-                                         "genetic_mutate_prob": 0.85, "eps_greedy": 0.05}
+    options: ClassVar[dict[str, Any]] = {
+        "population_size": 256,
+        "genetic_num_iters": 4,
+        "genetic_mutate_prob": 0.85,
+        "eps_greedy": 0.05,
+    }
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
         super().__init__(space, seed=seed, cost_model=cost_model, **options)
@@ -41,16 +45,19 @@ class EvolutionaryTuner(Tuner):
         self._ctx: Any = None
         self._batch = 0
         self._queue: list[tuple[Config, Any]] = []  # proposals not handed out yet
-        self._pending: list[tuple[str | None, Any]] = []  # (config key or None, MeasureCandidate) of the batch
+        self._pending: list[
+            tuple[str | None, Any]
+        ] = []  # (config key or None, MeasureCandidate) of the batch
         self._told: dict[str, float | None] = {}
         self._proposed: set[str] = set()
         self._configs: dict[str, Config] = {}
 
     # ---- MetaSchedule plumbing --------------------------------------------------------------------
     def _start(self, batch: int) -> None:
-        from tunelab.core.search.space.tvm_context import light_tune_context
         from tvm.s_tir import meta_schedule as ms
         from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
+
+        from tunelab.core.search.space.tvm_context import light_tune_context
 
         space = self.space
         if space.kind == "auto":
@@ -58,32 +65,53 @@ class EvolutionaryTuner(Tuner):
             mod = space.mod  # type: ignore[attr-defined]
         else:
             import tvm
+
             from tunelab.core.search.space.auto import default_postprocs
 
             mod = tvm.IRModule({"main": space.prim_func})  # type: ignore[attr-defined]
-            postprocs = [p for p in default_postprocs(space.target.kind)  # type: ignore[attr-defined]
-                         if type(p).__name__ in ("VerifyGPUCode", "DisallowDynamicLoop")]
+            postprocs = [
+                p
+                for p in default_postprocs(space.target.kind)  # type: ignore[attr-defined]
+                if type(p).__name__ in ("VerifyGPUCode", "DisallowDynamicLoop")
+            ]
             generator = ms.space_generator.ScheduleFn(
-                space.sketch_fn(), sch_rules=[], postprocs=postprocs,  # type: ignore[attr-defined]
-                mutator_probs={ms.mutator.MutateTileSize(): 0.9, ms.mutator.MutateUnroll(): 0.1})
+                space.sketch_fn(),
+                sch_rules=[],
+                postprocs=postprocs,  # type: ignore[attr-defined]
+                mutator_probs={ms.mutator.MutateTileSize(): 0.9, ms.mutator.MutateUnroll(): 0.1},
+            )
         strategy = ms.search_strategy.EvolutionarySearch(
             population_size=int(self.options["population_size"]),
             genetic_num_iters=int(self.options["genetic_num_iters"]),
             genetic_mutate_prob=float(self.options["genetic_mutate_prob"]),
-            eps_greedy=float(self.options["eps_greedy"]))
+            eps_greedy=float(self.options["eps_greedy"]),
+        )
         target = space.target.tvm_target()  # type: ignore[attr-defined]
         # One thread: with more, the candidates differ from run to run even with a fixed seed.
-        self._ctx = light_tune_context(mod, target, space_generator=generator, search_strategy=strategy,
-                                       num_threads=1, seed=max(1, self.seed + 1))
+        self._ctx = light_tune_context(
+            mod,
+            target,
+            space_generator=generator,
+            search_strategy=strategy,
+            num_threads=1,
+            seed=max(1, self.seed + 1),
+        )
         spaces = self._ctx.space_generator.generate_design_space(mod)
         if not spaces:
             raise TunerError("evolutionary: the space yields no sketch MetaSchedule can evolve")
         self._db = ms.database.MemoryDatabase()
         self._workload = self._db.commit_workload(mod)
-        self._model = ms.cost_model.XGBModel(num_warmup_samples=0, config=XGBConfig(nthread=2, seed=self.seed))
+        self._model = ms.cost_model.XGBModel(
+            num_warmup_samples=0, config=XGBConfig(nthread=2, seed=self.seed)
+        )
         self._batch = batch
-        self._ctx.pre_tuning(max_trials=1 << 30, num_trials_per_iter=batch, design_spaces=spaces,
-                             database=self._db, cost_model=self._model)
+        self._ctx.pre_tuning(
+            max_trials=1 << 30,
+            num_trials_per_iter=batch,
+            design_spaces=spaces,
+            database=self._db,
+            cost_model=self._model,
+        )
         self._mod = mod
         self._seed_from_history()
 
@@ -92,7 +120,9 @@ class EvolutionaryTuner(Tuner):
         the search draws its initial population from."""
         from tvm.s_tir import meta_schedule as ms
 
-        done = [(self._configs[k], lat) for k, lat in self._told.items() if lat is not None and k in self._configs]
+        done = [
+            (self._configs[k], lat) for k, lat in self._told.items() if lat is not None and k in self._configs
+        ]
         if not done:
             return
         cands, results = [], []
@@ -105,8 +135,11 @@ class EvolutionaryTuner(Tuner):
             cands.append(cand)
             results.append(ms.runner.RunnerResult([latency * 1e-3], None))
             if self.space.kind == "auto":
-                self._db.commit_tuning_record(ms.database.TuningRecord(
-                    sch.trace, self._workload, [latency * 1e-3], self._ctx.target, cand.args_info))
+                self._db.commit_tuning_record(
+                    ms.database.TuningRecord(
+                        sch.trace, self._workload, [latency * 1e-3], self._ctx.target, cand.args_info
+                    )
+                )
         if cands:
             self._model.update(self._ctx, cands, results)
 
@@ -124,8 +157,11 @@ class EvolutionaryTuner(Tuner):
                 results.append(ms.runner.RunnerResult(None, "not measured: failed or outside the space"))
             else:
                 results.append(ms.runner.RunnerResult([latency * 1e-3], None))
-                self._db.commit_tuning_record(ms.database.TuningRecord(
-                    cand.sch.trace, self._workload, [latency * 1e-3], self._ctx.target, cand.args_info))
+                self._db.commit_tuning_record(
+                    ms.database.TuningRecord(
+                        cand.sch.trace, self._workload, [latency * 1e-3], self._ctx.target, cand.args_info
+                    )
+                )
         self._ctx.notify_runner_results(cands, results)
         self._model.update(self._ctx, cands, results)
         self._pending = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+
 from tunelab.core.errors import TunerError
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace

@@ -6,6 +6,7 @@ from collections.abc import Container
 from typing import Any, ClassVar
 
 import numpy as np
+
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace
 from tunelab.core.search.tuners.base import Observation, Tuner

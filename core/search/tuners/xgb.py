@@ -20,6 +20,7 @@ import math
 from typing import Any, ClassVar
 
 import numpy as np
+
 from tunelab.core.errors import TunerError
 from tunelab.core.records import Config
 from tunelab.core.search.costmodel import CostModel

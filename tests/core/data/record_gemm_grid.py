@@ -34,21 +34,41 @@ KNOBS = {
 
 
 def main(out: Path) -> None:
-    spec = SessionSpec(workload="gemm", shape=SHAPE, target="llvm", space_kind="template", tuner="grid",
-                       trials=10**6, batch=16, measure=MeasureOptions(number=5, repeat=5, min_repeat_ms=2))
+    spec = SessionSpec(
+        workload="gemm",
+        shape=SHAPE,
+        target="llvm",
+        space_kind="template",
+        tuner="grid",
+        trials=10**6,
+        batch=16,
+        measure=MeasureOptions(number=5, repeat=5, min_repeat_ms=2),
+    )
     *_, space = validate_spec(spec)
     data = space.to_json()
     for knob in data["knobs"]:
         knob["candidates"] = KNOBS[knob["name"]]
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "record.sqlite") as store:
-        session = create_session(store, SessionSpec(**{**spec.__dict__, "space": data, "trials": 4 * 4 * 3 * 3 * 2 * 2}))
+        session = create_session(
+            store, SessionSpec(**{**spec.__dict__, "space": data, "trials": 4 * 4 * 3 * 3 * 2 * 2})
+        )
         started = time.time()
         trials = list(session.run())
     table = [{"config": t.config, "latency_ms": t.latency_ms, "status": t.status} for t in trials]
-    out.write_text(json.dumps({
-        "workload": "gemm", "shape": SHAPE, "target": session.target.json, "knobs": KNOBS,
-        "machine": platform.processor() or platform.machine(), "recorded_s": round(time.time() - started, 1),
-        "trials": table}, indent=0))
+    out.write_text(
+        json.dumps(
+            {
+                "workload": "gemm",
+                "shape": SHAPE,
+                "target": session.target.json,
+                "knobs": KNOBS,
+                "machine": platform.processor() or platform.machine(),
+                "recorded_s": round(time.time() - started, 1),
+                "trials": table,
+            },
+            indent=0,
+        )
+    )
     print(f"{len(table)} configs in {time.time() - started:.0f} s -> {out}", file=sys.stderr)
 
 
