@@ -6,8 +6,8 @@ signal and what it usually means instead of "Subprocess terminated".
 
 Planted faults: with ``TUNELAB_PLANT_FAULT=<kind>[@<where>]`` in the environment, a child that
 calls :func:`plant` at ``where`` (``selfcheck``, ``run``) commits that fault itself: ``sigill``,
-``sigsegv``, ``sigbus``, ``sigfpe``, ``hang``, ``oom``, ``wrong``; ``kind@where/N`` on every N-th call. Tests use it so that a fault is
-planted on purpose on any machine, not found by luck on one.
+``sigsegv``, ``sigbus``, ``sigfpe``, ``hang``, ``oom``, ``wrong``; ``kind@where/N`` on every N-th call.
+Tests use it so that a fault is planted on purpose on any machine, not found by luck on one.
 """
 
 from __future__ import annotations

@@ -59,7 +59,8 @@ SCOPES = (
 
 
 def bias_job(store: Store, session_ids: list[int], k: int) -> BiasReport:
-    """tunelab.core.trust.bias's report by task, with the points for the plots (:func:`tunelab.core.trust.bias.bias_report_by_task`),
+    """tunelab.core.trust.bias's report by task, with the points for the plots
+    (:func:`tunelab.core.trust.bias.bias_report_by_task`),
     computed in a child process (``tunelab bias --by-task --json``): on 100k trials it is seconds of
     Python that, in a thread of this process, held the GIL long enough to stall the GUI for 0.5 s."""
     cmd = [

@@ -1,7 +1,8 @@
 """The session header's yardsticks: the best kernel as a multiple of the vendor library ("0.62× vendor")
 and as a fraction of this machine's roofline ("41 % of roofline, memory-bound").
 
-Both come from tunelab.core.trust.baselines / tunelab.core.trust.roofline, which measure the first time (the vendor call on this
+Both come from tunelab.core.trust.baselines / tunelab.core.trust.roofline, which measure the first time (the
+vendor call on this
 problem, the machine's peak FLOP/s and bandwidth) and keep the figures in the store. Measuring runs in
 a worker thread, and only on request (the "measure…" link) unless the store already holds both; the
 label then follows the session's best time as it improves.

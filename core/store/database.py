@@ -229,7 +229,8 @@ def _v2_telemetry(db: Database) -> None:
 
 @migration
 def _v3_validation_baselines_roofline(db: Database) -> None:
-    # Re-measurements of tuned schedules (tunelab.core.trust.validate), vendor-library baselines (tunelab.core.trust.baselines) and
+    # Re-measurements of tuned schedules (tunelab.core.trust.validate), vendor-library baselines
+    # (tunelab.core.trust.baselines) and
     # this machine's roofline (tunelab.core.trust.roofline). Reports and details are JSON text; what a table sorts or
     # filters on is a column.
     statements = [
@@ -1513,7 +1514,7 @@ class Store:
     # ----------------------------------------------------------------------------------- validations
 
     def add_validation(self, report: dict[str, Any]) -> int:
-        """Store one validation run (``tunelab.core.trust.validate``'s report) with a row per schedule; return its id."""
+        """Store one validation run (``tunelab.core.trust.validate``'s report), a row per schedule; its id."""
         schedules = report.get("schedules") or []
         source = report.get("source") or {}
         with self._write() as conn:
@@ -1581,7 +1582,8 @@ class Store:
                 ids = [r["id"] for r in runs]
                 rows = self._rows(
                     "SELECT validation_id, idx, trial_id, label, recorded_ms, remeasured_ms, cv, runs, throttled, "
-                    f"verdict, cause, detail FROM validation_results WHERE validation_id IN ({', '.join('?' * len(ids))}) "
+                    "verdict, cause, detail FROM validation_results "
+                    f"WHERE validation_id IN ({', '.join('?' * len(ids))}) "
                     "ORDER BY validation_id, idx",
                     ids,
                 )

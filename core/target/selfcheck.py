@@ -44,7 +44,8 @@ tc, td = tvm.runtime.tensor(np.zeros(n, "float32"), dev), tvm.runtime.tensor(np.
 lib["main"](ta, tb, tc, td)
 if fault == "wrong":
     tc = tvm.runtime.tensor(np.zeros(n, "float32"), dev)
-ok = np.allclose(tc.numpy(), a * b + a, rtol=1e-5, atol=1e-5) and np.allclose(td.numpy()[0], float(np.dot(a, b)), rtol=1e-3)
+ok = np.allclose(tc.numpy(), a * b + a, rtol=1e-5, atol=1e-5)
+ok = ok and np.allclose(td.numpy()[0], float(np.dot(a, b)), rtol=1e-3)
 sys.exit(0 if ok else 3)
 """
 

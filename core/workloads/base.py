@@ -136,7 +136,8 @@ class Workload:
         for key, value in given.items():
             if key not in shape:
                 raise WorkloadError(
-                    f"{self.name}: shape parameter {shown(key)} is unknown; parameters are {', '.join(self.param_names)}"
+                    f"{self.name}: shape parameter {shown(key)} is unknown; "
+                    f"parameters are {', '.join(self.param_names)}"
                 )
             shape[key] = _int_value(self.name, key, value)
         missing = [p for p in self.param_names if p not in given]

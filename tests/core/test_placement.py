@@ -1,4 +1,4 @@
-"""tunelab.core.measure.placement: buffers start where asked, hold the data, and a real kernel runs on them unchanged."""
+"""tunelab.core.measure.placement: buffers start where asked, hold the data, a real kernel runs on them unchanged."""
 
 from __future__ import annotations
 

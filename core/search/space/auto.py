@@ -134,7 +134,8 @@ def validate_rules(data: dict[str, Any], target_kind: str) -> list[dict[str, Any
         unknown = set(params) - set(defaults[name]["params"])
         if unknown:
             raise SpaceError(
-                f"rule {name}: unknown limit(s) {shown(sorted(unknown), 120)}; limits are {sorted(defaults[name]['params'])}"
+                f"rule {name}: unknown limit(s) {shown(sorted(unknown), 120)}; "
+                f"limits are {sorted(defaults[name]['params'])}"
             )
         for key, value in params.items():
             if key == "structure":

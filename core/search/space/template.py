@@ -330,7 +330,8 @@ def validate_template(data: dict[str, Any], axes: list[Axis], target_kind: str) 
                     or not all(isinstance(f, int) and not isinstance(f, bool) and f >= 1 for f in cand)
                 ):
                     raise SpaceError(
-                        f"knob {name!r}: candidate {shown(cand)} must be a list of {parts - 1} positive integer factor(s)"
+                        f"knob {name!r}: candidate {shown(cand)} must be a list of {parts - 1} "
+                        f"positive integer factor(s)"
                     )
                 if axis.extent % math.prod(cand) != 0:
                     raise SpaceError(
