@@ -13,7 +13,8 @@ from tunelab.app.views.compare import CompareView
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
 from tunelab.app.views.live_plot import LivePlot
-from tunelab.app.views.trials.model import COLUMNS, TrialsTable
+from tunelab.app.views.trials.model import COLUMNS
+from tunelab.app.views.trials.widget import TrialsTable
 from tunelab.app.widgets.plot_export import save_plot
 
 
