@@ -524,18 +524,18 @@ def _progress_line(done: int, total: int, message: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from tunelab.core.trust.validate import (
-        format_report,
-        parse_source,
-        validate_schedule_file,
-        validate_session,
-    )
+    from tunelab.core.trust.validate import format_report, parse_source, validate_schedule_file
+    from tunelab.core.usecases.validation import validate_and_store
+
+    def on_shapes(_shapes: list[dict[str, int]], _rule: dict[str, float]) -> None:
+        _progress_line(args.repeats, args.repeats, f"measuring the best schedule on the shapes {args.shapes}")
 
     source = parse_source(args.source)
     if isinstance(source, int):
         store = _open_store(args.db, create=False, write=True)
-        report = validate_session(store, source, top_k=args.top, runs=args.repeats, shapes=args.shapes,
-                                  task=args.task, on_progress=_progress_line, against=args.against)
+        report = validate_and_store(store, source, top_k=args.top, runs=args.repeats, shapes=args.shapes,
+                                    task=args.task, against=args.against, on_progress=_progress_line,
+                                    on_shapes=on_shapes).report
     else:
         if args.shapes is not None or args.task:
             raise TunelabError("--shapes and --task need a SESSION, not a schedule file")

@@ -307,6 +307,11 @@ def _transfer_auto(space_from: Any, config: Config, space_to: Any) -> Config | N
 # ----------------------------------------------------------------------------------------- judging
 
 
+def falls_off_rule() -> dict[str, float]:
+    """The limits :func:`judge` applies, as :func:`across_shapes` reports them (``"rule"``)."""
+    return {"max_ratio_to_tuned": MAX_RATIO, "min_gflops_fraction": MIN_GFLOPS_FRACTION}
+
+
 def judge(ratio_to_tuned: float | None, gflops: float | None, reference_gflops: float | None,
           status: str = "ok") -> tuple[bool, list[str]]:
     """(falls_off, reasons) for one shape under the module's rule.
@@ -354,6 +359,33 @@ def summarize(rows: Sequence[Mapping[str, Any]], source_shape_text: str,
 
 def _gflops(flops: float, ms: float | None) -> float | None:
     return flops / (ms * 1e-3) / 1e9 if ms else None
+
+
+def checked_shapes(record: Any, shapes: str | Sequence[Mapping[str, Any]]) -> list[dict[str, int]]:
+    """The shapes that :func:`across_shapes` would measure session `record`'s schedule on, checked
+    without measuring anything: a target this machine cannot run is refused first (before any of the
+    workload's code runs), then `shapes` (a shape-list text, :func:`parse_shapes`, based on the
+    session's shape, or shape dicts) are read and each is checked to fit in memory."""
+    from tunelab.core.target.info import target_from_json
+
+    target = target_from_json(record.target)
+    if not target.can_run:  # refused before any workload code runs or anything is measured
+        raise TargetError(f"session {record.id} was tuned for {target.description}, which cannot run on this "
+                          f"machine: {target.why_not}; nothing was measured or stored")
+    workload = get_workload(record.workload, record.custom_source)
+    if isinstance(shapes, str):
+        shape_list = parse_shapes(workload, shapes, record.shape)
+    else:
+        shape_list = []
+        for s in shapes:
+            parsed = workload.parse_shape({**record.shape, **dict(s)})
+            if parsed not in shape_list:
+                shape_list.append(parsed)
+        if not shape_list:
+            raise WorkloadError(f"{workload.name}: give at least one shape")
+    for shape in shape_list:
+        workload.check_memory(shape, record.dtype)
+    return shape_list
 
 
 def _tuned_session(store: Any, record: Any, shape: dict[str, int]) -> Any:
@@ -405,23 +437,9 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
             raise StoreError(f"trial {trial_id} belongs to session {trial.session_id}, not {session_id}")
         if not trial.ok:
             raise StoreError(f"trial {trial_id} failed ({trial.status}); pick a successful trial")
+    shape_list = checked_shapes(record, shapes)
     target = target_from_json(record.target)
-    if not target.can_run:  # refused before any workload code runs or anything is measured
-        raise TargetError(f"session {session_id} was tuned for {target.description}, which cannot run on this "
-                          f"machine: {target.why_not}; nothing was measured or stored")
     workload = get_workload(record.workload, record.custom_source)
-    if isinstance(shapes, str):
-        shape_list = parse_shapes(workload, shapes, record.shape)
-    else:
-        shape_list = []
-        for s in shapes:
-            parsed = workload.parse_shape({**record.shape, **dict(s)})
-            if parsed not in shape_list:
-                shape_list.append(parsed)
-        if not shape_list:
-            raise WorkloadError(f"{workload.name}: give at least one shape")
-    for shape in shape_list:
-        workload.check_memory(shape, record.dtype)
     opts = options if options is not None else MeasureOptions.from_json(record.measure)
     opts = replace(opts, check_correctness=True)
     space_from = space_for_session(record)
@@ -513,7 +531,7 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
         "target_kind": record.target_kind, "source_shape": source_shape, "source_config": trial.config,
         "source": {"latency_ms": source_row["latency_ms"], "gflops": source_row["gflops"],
                    "status": source_row["status"], "error": source_row["error"], "reference_gflops": reference},
-        "rule": {"max_ratio_to_tuned": MAX_RATIO, "min_gflops_fraction": MIN_GFLOPS_FRACTION},
+        "rule": falls_off_rule(),
         "rows": rows, "falls_off": [r["shape_text"] for r in rows if r["falls_off"]],
         "summary": summarize(rows, source_text, reference),
     }

@@ -131,7 +131,7 @@ class _Problem:
 
 
 def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_K, runs: int = DEFAULT_RUNS,
-                     options: MeasureOptions | None = None, shapes: str | None = None, task: int = 0,
+                     options: MeasureOptions | None = None, task: int = 0,
                      record: bool = True, on_progress: ProgressFn | None = None,
                      is_cancelled: CancelFn | None = None, against: str = "confirmed") -> dict[str, Any]:
     """Re-measure the session's ``top_k`` fastest successful trials in ``runs`` fresh processes.
@@ -139,12 +139,11 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
     A session that tunes several shapes is validated one shape (task) at a time: ``task`` is its index
     (0, the default, is the session's primary shape).
 
-    ``options`` default to the session's own measurement options. ``shapes`` (a shape list, see
-    :func:`tunelab.core.trust.shapes.parse_shapes`) also measures the best schedule carried over to those shapes
-    (:func:`tunelab.core.trust.shapes.across_shapes`); the report's ``shapes`` lists one row per shape (without
-    ``shapes``: the session's own shape, from this validation). With ``record`` the report is stored
-    (its ``id`` is set). Bad input (unknown session, no successful trial, a bad shape list, a target
-    this machine cannot run) raises :class:`TunelabError` before anything is measured or stored.
+    ``options`` default to the session's own measurement options. The report's ``shapes`` holds one
+    row, the session's own shape from this validation (carrying the best schedule over to other shapes
+    as well is :func:`tunelab.core.usecases.validation.validate_and_store`). With ``record`` the report
+    is stored (its ``id`` is set). Bad input (unknown session, no successful trial, a target this
+    machine cannot run) raises :class:`TunelabError` before anything is measured or stored.
 
     ``is_cancelled`` (polled between worker runs and while waiting for a worker) stops the validation:
     every worker process is killed, nothing is stored and :class:`ValidationCancelled` is raised.
@@ -159,15 +158,6 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
     from tunelab.core.session.loop import space_for_session
 
     _refuse_foreign_target(rec.target, f"session {session_id}")  # before any of its workload's code runs
-    if shapes is not None:
-        if task != 0:
-            raise TunelabError("other shapes carry the session's primary shape over; they cannot be combined with another task")
-        from tunelab.core.trust.shapes import parse_shapes
-        from tunelab.core.workloads.catalog import get_workload
-
-        workload = get_workload(rec.workload, rec.custom_source)
-        for other in parse_shapes(workload, shapes, rec.shape):
-            workload.check_memory(other, rec.dtype)
     chosen = tasks[task] if tasks else None
 
     def of_task(t: Any) -> bool:  # a trial stored before sessions had tasks belongs to the primary shape
@@ -203,16 +193,6 @@ def validate_session(store: Store, session_id: int, *, top_k: int = DEFAULT_TOP_
     opts = options or MeasureOptions.from_json(_known_options(rec.measure))
     source = {"kind": "session", "session_id": session_id, "name": rec.name, "top_k": top_k, "task": task}
     report = _validate(problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled)
-    if shapes is not None:
-        from tunelab.core.trust.shapes import across_shapes
-
-        _check_cancelled(is_cancelled)
-        if on_progress is not None:
-            on_progress(runs, runs, f"measuring the best schedule on the shapes {shapes}")
-        across = across_shapes(store, session_id, shapes, trial_id=items[0].trial_id, options=opts,
-                               on_row=lambda _row: _check_cancelled(is_cancelled))
-        report["across_shapes"] = {k: v for k, v in across.items() if k != "rows"}
-        report["shapes"] = across["rows"]
     _check_cancelled(is_cancelled)
     if record:
         report["id"] = store.add_validation(report)

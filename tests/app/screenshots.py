@@ -61,12 +61,9 @@ def make_store(path: Path) -> None:
     finally:
         os.kill(pid, 9)
     first = min(r.id for r in store.sessions())
-    try:
-        from tunelab.core.trust.validate import validate_session
+    from tunelab.core.usecases.validation import validate_and_store
 
-        validate_session(store, first, top_k=3, runs=3, shapes="M=16,32,64,128")
-    except ImportError:
-        pass
+    validate_and_store(store, first, top_k=3, runs=3, shapes="M=16,32,64,128")
     try:
         from tunelab.core.trust.baselines import baseline_for
         from tunelab.core.trust.roofline import roofline_for

@@ -449,9 +449,9 @@ def test_validate_refuses_targets_this_host_cannot_execute(tuned, tmp_path):
     assert count(db, "validations") == 0
 
     # the library paths the app takes, before measuring or storing anything
-    from tunelab.app.views.validation_view import validation_job
     from tunelab.core.trust.shapes import across_shapes
     from tunelab.core.trust.validate import validate_schedule_file, validate_session
+    from tunelab.core.usecases.validation import validate_and_store
 
     with Store(db) as store:
         with pytest.raises(TargetError, match="cannot run on this machine"):
@@ -462,8 +462,7 @@ def test_validate_refuses_targets_this_host_cannot_execute(tuned, tmp_path):
             validate_schedule_file(tmp_path / "mcpu.schedule.json", store=store, runs=1)
         for remeasure, shapes in ((True, ""), (False, "M=8,16"), (True, "M=8")):
             with pytest.raises(TargetError, match="cannot run on this machine"):
-                validation_job(store, sid, top_k=1, runs=1, shapes=shapes, remeasure=remeasure,
-                               emit=lambda _event: None, is_cancelled=lambda: False)
+                validate_and_store(store, sid, top_k=1, runs=1, shapes=shapes or None, remeasure=remeasure)
     assert count(db, "validations") == 0
 
 
