@@ -30,7 +30,7 @@ from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
 from tunelab.app.views.live_plot import LivePlot
 from tunelab.app.views.trials.widget import TrialsTable
-from tunelab.app.views.validation_view import ValidationView
+from tunelab.app.views.validation.view import ValidationView
 from tunelab.app.widgets.buffers import n_rows
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
 from tunelab.app.widgets.message_bar import MessageBar

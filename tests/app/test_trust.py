@@ -15,7 +15,7 @@ from tunelab.app.views.bias_table import FLAGGED_BRUSH
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
 from tunelab.app.views.session_figures import SessionFigures, figures_available
-from tunelab.app.views.validation_view import FALLS_OFF_BRUSH, ValidationView, validate_available
+from tunelab.app.views.validation.view import FALLS_OFF_BRUSH, ValidationView, validate_available
 from tunelab.core.records import MeasureOptions
 from tunelab.core.store.database import Store
 from tunelab.core.trust.validate import worker_processes
