@@ -15,7 +15,8 @@ from tunelab.app.views.bias_table import FLAGGED_BRUSH
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
 from tunelab.app.views.session_figures import SessionFigures, figures_available
-from tunelab.app.views.validation.view import FALLS_OFF_BRUSH, ValidationView, validate_available
+from tunelab.app.views.validation.drawing import FALLS_OFF_BRUSH
+from tunelab.app.views.validation.view import ValidationView
 from tunelab.core.records import MeasureOptions
 from tunelab.core.store.database import Store
 from tunelab.core.trust.validate import worker_processes
@@ -117,7 +118,6 @@ def test_hardware_view_marks_trials_measured_next_to_a_busy_neighbour(qtbot, sto
     assert "others" in view._plots  # the other-busy-processes panel
 
 
-@pytest.mark.skipif(not validate_available(), reason="this build has no tunelab.core.trust.validate")
 def test_validation_panel_verdict_and_across_shapes(qtbot, store_copy):
     sid = _random_session(store_copy)
     view = ValidationView(store_copy)
@@ -161,7 +161,6 @@ def test_validation_panel_verdict_and_across_shapes(qtbot, store_copy):
     assert view.verdict.lower() == report["verdict"] and view.shape_table.rowCount() == 4
 
 
-@pytest.mark.skipif(not validate_available(), reason="this build has no tunelab.core.trust.validate")
 def test_stop_ends_a_running_validation_at_once_and_stores_nothing(qtbot, store_copy):
     import time
 
