@@ -30,8 +30,8 @@ from tunelab.app.views.compare import CompareView
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
 from tunelab.app.views.live_plot import LivePlot
-from tunelab.app.views.trials_table import TrialsTable
-from tunelab.app.views.validation_view import ValidationView
+from tunelab.app.views.trials.widget import TrialsTable
+from tunelab.app.views.validation.view import ValidationView
 from tunelab.app.widgets.buffers import n_rows
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
 from tunelab.app.widgets.message_bar import MessageBar
@@ -44,7 +44,9 @@ from tunelab.core.records import SessionSpec
 from tunelab.core.store.database import Store
 
 
-def _export(store: Store, session_id: int, trial_id: int | None, out_dir: str, formats: tuple[str, ...]) -> dict:
+def _export(
+    store: Store, session_id: int, trial_id: int | None, out_dir: str, formats: tuple[str, ...]
+) -> dict:
     from tunelab.core.export.files import export_trial
 
     return export_trial(store, session_id, trial_id, out_dir=out_dir, formats=formats)
@@ -77,8 +79,14 @@ RUN_BAR_MS = 150  # a batch's trial reports refresh the run bar once
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, store: Store, settings: QSettings | None = None, poll_ms: int = 500,
-                 probe_target: bool = True, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        settings: QSettings | None = None,
+        poll_ms: int = 500,
+        probe_target: bool = True,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.store = store
         self.settings = settings if settings is not None else QSettings()
@@ -105,8 +113,10 @@ class MainWindow(QMainWindow):
         dock = QDockWidget("Sessions", self)
         dock.setObjectName("SessionsDock")
         dock.setWidget(self.browser)
-        dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
-                         | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+        dock.setFeatures(
+            QDockWidget.DockWidgetFeature.DockWidgetMovable
+            | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+        )
         self.addDockWidget(Qt.DockWidgetArea.TopDockWidgetArea, dock)
         self.resizeDocks([dock], [210], Qt.Orientation.Vertical)
         self.sessions_dock = dock
@@ -177,17 +187,38 @@ class MainWindow(QMainWindow):
             self.addAction(a)
             return a
 
-        self.new_action = action("New session…", self._on_new_session, QKeySequence.StandardKey.New, "new",
-                                 "Start a new tuning session (Ctrl+N)")
-        self.resume_action = action("Resume session", self._on_resume_selected, None, "resume",
-                                    "Continue the selected stopped or crashed session")
-        self.pause_action = action("Pause", self._on_pause_toggled, Qt.Key.Key_Space, "pause",
-                                   "Pause or resume tuning after the current batch (Space)")
+        self.new_action = action(
+            "New session…",
+            self._on_new_session,
+            QKeySequence.StandardKey.New,
+            "new",
+            "Start a new tuning session (Ctrl+N)",
+        )
+        self.resume_action = action(
+            "Resume session",
+            self._on_resume_selected,
+            None,
+            "resume",
+            "Continue the selected stopped or crashed session",
+        )
+        self.pause_action = action(
+            "Pause",
+            self._on_pause_toggled,
+            Qt.Key.Key_Space,
+            "pause",
+            "Pause or resume tuning after the current batch (Space)",
+        )
         self.stop_action = action("Stop", self._on_stop, None, "stop", "Stop tuning after the current batch")
-        self.export_action = action("Export…", self._on_export, "Ctrl+E", "export",
-                                    "Export the best (or the selected) trial (Ctrl+E)")
-        self.save_plot_action = action("Save plot…", self._on_save_plot, "Ctrl+Shift+S", "save-plot",
-                                       "Save the current view's plots as PNG or SVG")
+        self.export_action = action(
+            "Export…", self._on_export, "Ctrl+E", "export", "Export the best (or the selected) trial (Ctrl+E)"
+        )
+        self.save_plot_action = action(
+            "Save plot…",
+            self._on_save_plot,
+            "Ctrl+Shift+S",
+            "save-plot",
+            "Save the current view's plots as PNG or SVG",
+        )
         self.refresh_action = action("Refresh", self._on_refresh, QKeySequence.StandardKey.Refresh, "refresh")
         self.close_action = action("Close window", self.close, ["Ctrl+W", "Ctrl+F4"])
         self.quit_action = action("Quit", self.close, "Ctrl+Q")
@@ -227,8 +258,9 @@ class MainWindow(QMainWindow):
             self._shown_paused = paused
             self.pause_action.setText("Resume tuning" if paused else "Pause")
             self.pause_action.setIcon(icon("resume" if paused else "pause"))
-        self.export_action.setEnabled(record is not None and record.best_trial_id is not None
-                                      and self.export_worker is None)
+        self.export_action.setEnabled(
+            record is not None and record.best_trial_id is not None and self.export_worker is None
+        )
         self.save_plot_action.setEnabled(hasattr(self.tabs.currentWidget(), "exportable"))
 
     # ---- tuning --------------------------------------------------------------------------------
@@ -244,8 +276,10 @@ class MainWindow(QMainWindow):
 
     def _start_worker(self, worker: TuningWorker) -> TuningWorker | None:
         if self.worker is not None:
-            self.message_bar.show_error("A session is already tuning in this window; stop it first "
-                                        "(more can run side by side from the command line: tunelab tune).")
+            self.message_bar.show_error(
+                "A session is already tuning in this window; stop it first "
+                "(more can run side by side from the command line: tunelab tune)."
+            )
             worker.deleteLater()
             return None
         self.worker = worker
@@ -343,7 +377,8 @@ class MainWindow(QMainWindow):
                 r = self.store.session(session_id)
                 self.message_bar.show_info(
                     f"Session {r.id} {r.status}: {r.n_trials} trials, best {fmt_ms(r.best_ms)} ms "
-                    f"({fmt_gflops(r.best_gflops)} GFLOP/s).")
+                    f"({fmt_gflops(r.best_gflops)} GFLOP/s)."
+                )
             except TunelabError:
                 pass
         self.run_bar.refresh()
@@ -413,7 +448,9 @@ class MainWindow(QMainWindow):
         if self.session_id is None:
             return
         if export_formats() is None:
-            self.message_bar.show_error("Export is not available: this build of tunelab has no tunelab.core.export.files.")
+            self.message_bar.show_error(
+                "Export is not available: this build of tunelab has no tunelab.core.export.files."
+            )
             return
         record = self.browser.record(self.session_id) or self.store.session(self.session_id)
         if record.best_trial_id is None:
@@ -426,8 +463,9 @@ class MainWindow(QMainWindow):
             self.export_trial(record.id, dialog.trial_id(), dialog.folder(), dialog.formats())
         dialog.deleteLater()
 
-    def export_trial(self, session_id: int, trial_id: int | None, out_dir: str,
-                     formats: tuple[str, ...]) -> CallWorker | None:
+    def export_trial(
+        self, session_id: int, trial_id: int | None, out_dir: str, formats: tuple[str, ...]
+    ) -> CallWorker | None:
         """Export in a worker thread (building the library takes a while); the result is a message."""
         if self.export_worker is not None:
             return None
@@ -503,16 +541,20 @@ class MainWindow(QMainWindow):
         if self.worker is not None:
             if not self._close_pending:
                 answer = QMessageBox.question(
-                    self, "Stop tuning?",
+                    self,
+                    "Stop tuning?",
                     f"Session {self.worker.session_id} is still tuning. Stop it after the current batch and close?",
-                    QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+                    QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                    QMessageBox.StandardButton.No,
+                )
                 if answer != QMessageBox.StandardButton.Yes:
                     event.ignore()
                     return
                 self._close_pending = True
                 self.worker.cancel()
-                self.message_bar.show_info("Stopping the session after the current batch; "
-                                           "the window closes once it has stopped.")
+                self.message_bar.show_info(
+                    "Stopping the session after the current batch; the window closes once it has stopped."
+                )
                 self._update_actions()
             event.ignore()
             return

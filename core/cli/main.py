@@ -32,17 +32,24 @@ EXIT_STORE_FAILURE = 3  # the store or its disk failed (not the input)
 EXIT_NOTHING_MEASURED = 4  # a session ended with 0 trials: every config it tried was rejected
 EXIT_INTERRUPTED = 130
 CONTROL_READY = "control signals ready (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop)"
-STAGE_MARK = "tunelab stage: "  # prefixes, on stderr, what a session does besides trials (a controller shows it)
+STAGE_MARK = (
+    "tunelab stage: "  # prefixes, on stderr, what a session does besides trials (a controller shows it)
+)
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, no usage dump
-        raise TunelabError(f"{message} (see tunelab {self.prog.split()[-1]} --help)" if " " in self.prog
-                           else f"{message} (see tunelab --help)")
+        raise TunelabError(
+            f"{message} (see tunelab {self.prog.split()[-1]} --help)"
+            if " " in self.prog
+            else f"{message} (see tunelab --help)"
+        )
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="tunelab", description="A desktop lab for TVM kernel tuning. Without a command: the GUI.")
+    p = _Parser(
+        prog="tunelab", description="A desktop lab for TVM kernel tuning. Without a command: the GUI."
+    )
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     def with_db(q: argparse.ArgumentParser) -> None:
@@ -54,15 +61,22 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--json", action="store_true")
 
     t = sub.add_parser("tune", help="run a tuning session")
-    t.add_argument("workload", nargs="?", help="a name from `tunelab workloads`, or custom with --custom FILE")
-    t.add_argument("--shape", default=None,
-                   help="K=V,... naming every parameter, or a preset (without --shape: the workload's default "
-                        "shape); several shapes separated by ';' are tuned together as tasks sharing the budget")
+    t.add_argument(
+        "workload", nargs="?", help="a name from `tunelab workloads`, or custom with --custom FILE"
+    )
+    t.add_argument(
+        "--shape",
+        default=None,
+        help="K=V,... naming every parameter, or a preset (without --shape: the workload's default "
+        "shape); several shapes separated by ';' are tuned together as tasks sharing the budget",
+    )
     t.add_argument("--dtype", default=None)
     t.add_argument("--target", default="auto", help="auto | llvm | cuda | a JSON target dict")
     t.add_argument("--space", default="template", help="template | auto")
     t.add_argument("--space-file", help="an edited search space (JSON), as the GUI's editor saves it")
-    t.add_argument("--tuner", default=None, help="grid | random | genetic | xgb | evolutionary (default: recommended)")
+    t.add_argument(
+        "--tuner", default=None, help="grid | random | genetic | xgb | evolutionary (default: recommended)"
+    )
     t.add_argument("--tuner-option", action="append", default=[], metavar="K=V", help="e.g. pop_size=16")
     t.add_argument("--trials", type=int, default=64)
     t.add_argument("--batch", type=int, default=8)
@@ -75,20 +89,39 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--timeout", type=float, default=30.0, help="seconds per build and per run")
     t.add_argument("--cache-flush", action="store_true", help="flush CPU caches between samples")
     t.add_argument("--no-check", action="store_true", help="skip the NumPy correctness check")
-    t.add_argument("--target-cv", type=float, default=0.05, help="sample on until the spread (CV) is this small")
+    t.add_argument(
+        "--target-cv", type=float, default=0.05, help="sample on until the spread (CV) is this small"
+    )
     t.add_argument("--max-repeat", type=int, default=12, help="cap on samples per trial")
-    t.add_argument("--cooldown", type=float, default=5.0, help="seconds to wait while the machine is hot or busy")
-    t.add_argument("--confirm-runs", type=int, default=3, metavar="N",
-                   help="when finished, re-measure the fastest trials in N fresh processes (0: off)")
-    t.add_argument("--confirm-top", type=int, default=3, metavar="K", help="how many of the fastest to confirm")
-    t.add_argument("--fail-fast", type=int, default=16, metavar="N",
-                   help="stop (status failed, exit 1) when the first N trials all fail the same way (0: off)")
+    t.add_argument(
+        "--cooldown", type=float, default=5.0, help="seconds to wait while the machine is hot or busy"
+    )
+    t.add_argument(
+        "--confirm-runs",
+        type=int,
+        default=3,
+        metavar="N",
+        help="when finished, re-measure the fastest trials in N fresh processes (0: off)",
+    )
+    t.add_argument(
+        "--confirm-top", type=int, default=3, metavar="K", help="how many of the fastest to confirm"
+    )
+    t.add_argument(
+        "--fail-fast",
+        type=int,
+        default=16,
+        metavar="N",
+        help="stop (status failed, exit 1) when the first N trials all fail the same way (0: off)",
+    )
     t.add_argument("--custom", help="a Python file with a TE compute (workload custom)")
     t.add_argument("--name", default="")
     t.add_argument("--resume", type=int, default=None, metavar="SESSION", help="continue a stored session")
-    t.add_argument("--spec", metavar="FILE",
-                   help="a whole session as JSON (SessionSpec.to_json, what the desktop app writes) instead of "
-                        "the workload and the options above")
+    t.add_argument(
+        "--spec",
+        metavar="FILE",
+        help="a whole session as JSON (SessionSpec.to_json, what the desktop app writes) instead of "
+        "the workload and the options above",
+    )
     t.add_argument("--json", action="store_true")
     with_db(t)
 
@@ -104,41 +137,74 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("sessions", type=int, nargs="+")
     c.add_argument("--json", action="store_true")
     with_db(c)
-    b = sub.add_parser("bias", help="where the cost model is wrong: residuals per shape, knob region and sketch")
+    b = sub.add_parser(
+        "bias", help="where the cost model is wrong: residuals per shape, knob region and sketch"
+    )
     b.add_argument("sessions", type=int, nargs="+")
     b.add_argument("--top-k", type=int, default=5)
-    b.add_argument("--by-task", action="store_true",
-                   help="a shape group per task of a several-shape session, and the points for plots (--json)")
+    b.add_argument(
+        "--by-task",
+        action="store_true",
+        help="a shape group per task of a several-shape session, and the points for plots (--json)",
+    )
     b.add_argument("--json", action="store_true")
     with_db(b)
-    e = sub.add_parser("export", help="write the best (or a chosen) trial's schedule, TVMScript, library and database")
+    e = sub.add_parser(
+        "export", help="write the best (or a chosen) trial's schedule, TVMScript, library and database"
+    )
     e.add_argument("session", type=int)
     e.add_argument("--trial", type=int, default=None)
     e.add_argument("--out", required=True)
     e.add_argument("--force", action="store_true", help="overwrite an export already in the --out folder")
     e.add_argument("--json", action="store_true")
     with_db(e)
-    v = sub.add_parser("validate", help="re-measure a session's top schedules (or a schedule file) in fresh processes")
-    v.add_argument("source", metavar="SCHEDULE_FILE|SESSION", help="an exported *.schedule.json or a session id")
-    v.add_argument("--repeats", type=int, default=5, metavar="N",
-                   help="fresh-process runs, each measuring every schedule once (default 5)")
+    v = sub.add_parser(
+        "validate", help="re-measure a session's top schedules (or a schedule file) in fresh processes"
+    )
+    v.add_argument(
+        "source", metavar="SCHEDULE_FILE|SESSION", help="an exported *.schedule.json or a session id"
+    )
+    v.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        metavar="N",
+        help="fresh-process runs, each measuring every schedule once (default 5)",
+    )
     v.add_argument("--top", type=int, default=3, metavar="K", help="a session's K fastest trials (default 3)")
-    v.add_argument("--shapes", default=None, help="also carry the best schedule to these shapes, e.g. M=16,32,64")
-    v.add_argument("--task", type=int, default=0, help="which shape of a several-shape session (default 0, the first)")
-    v.add_argument("--against", choices=("confirmed", "session"), default="confirmed",
-                   help="judge a session's trials against their confirmed figures where they have one (default) "
-                        "or the figures the session measured")
-    v.add_argument("--trust-custom", action="store_true",
-                   help="run the workload code a schedule file carries (custom_source); without it such a "
-                        "file is refused, since its code would run in this process")
+    v.add_argument(
+        "--shapes", default=None, help="also carry the best schedule to these shapes, e.g. M=16,32,64"
+    )
+    v.add_argument(
+        "--task", type=int, default=0, help="which shape of a several-shape session (default 0, the first)"
+    )
+    v.add_argument(
+        "--against",
+        choices=("confirmed", "session"),
+        default="confirmed",
+        help="judge a session's trials against their confirmed figures where they have one (default) "
+        "or the figures the session measured",
+    )
+    v.add_argument(
+        "--trust-custom",
+        action="store_true",
+        help="run the workload code a schedule file carries (custom_source); without it such a "
+        "file is refused, since its code would run in this process",
+    )
     v.add_argument("--json", action="store_true")
     with_db(v)
-    b = sub.add_parser("baseline", help="the session's operator through the vendor library (NumPy BLAS, cuBLAS)")
+    b = sub.add_parser(
+        "baseline", help="the session's operator through the vendor library (NumPy BLAS, cuBLAS)"
+    )
     b.add_argument("session", type=int)
-    b.add_argument("--remeasure", action="store_true", help="measure again instead of using the stored baseline")
+    b.add_argument(
+        "--remeasure", action="store_true", help="measure again instead of using the stored baseline"
+    )
     b.add_argument("--json", action="store_true")
     with_db(b)
-    r = sub.add_parser("roofline", help="this machine's peak FLOP/s and bandwidth, and a session's best under them")
+    r = sub.add_parser(
+        "roofline", help="this machine's peak FLOP/s and bandwidth, and a session's best under them"
+    )
     r.add_argument("session", type=int, nargs="?", default=None)
     r.add_argument("--target", default="llvm", help="llvm | cuda: the machine profile without a session")
     r.add_argument("--remeasure", action="store_true", help="run the micro-benchmarks again")
@@ -171,26 +237,59 @@ def _read_text(path: str, what: str) -> str:
     except OSError as exc:
         raise TunelabError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise TunelabError(f"cannot read {what} {path}: it is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
-                           f"at position {exc.start})") from None
+        raise TunelabError(
+            f"cannot read {what} {path}: it is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
+            f"at position {exc.start})"
+        ) from None
 
 
 def _session_json(r: Any) -> dict[str, Any]:
-    return {"id": r.id, "name": r.name, "status": r.status, "workload": r.workload, "shape": r.shape,
-            "dtype": r.dtype, "target": r.target, "target_kind": r.target_kind, "space": r.space_kind,
-            "tuner": r.tuner, "trials": r.n_trials, "failed": r.n_failed, "budget": r.trials_budget,
-            "best_ms": r.best_ms, "best_gflops": r.best_gflops, "best_trial_id": r.best_trial_id,
-            "created_at": r.created_at, "updated_at": r.updated_at, "error": r.error, "tvm_version": r.tvm_version}
+    return {
+        "id": r.id,
+        "name": r.name,
+        "status": r.status,
+        "workload": r.workload,
+        "shape": r.shape,
+        "dtype": r.dtype,
+        "target": r.target,
+        "target_kind": r.target_kind,
+        "space": r.space_kind,
+        "tuner": r.tuner,
+        "trials": r.n_trials,
+        "failed": r.n_failed,
+        "budget": r.trials_budget,
+        "best_ms": r.best_ms,
+        "best_gflops": r.best_gflops,
+        "best_trial_id": r.best_trial_id,
+        "created_at": r.created_at,
+        "updated_at": r.updated_at,
+        "error": r.error,
+        "tvm_version": r.tvm_version,
+    }
 
 
 def _trial_json(t: Any) -> dict[str, Any]:
     from tunelab.core.stats import sample_stats
 
     stats = sample_stats(t.samples_ms)
-    return {"cv": stats.cv if stats else None, "iqr_ms": stats.iqr if stats else None,
-            "outliers": stats.outliers if stats else None,"id": t.id, "index": t.index, "round": t.round, "status": t.status, "error": t.error,
-            "latency_ms": t.latency_ms, "mean_ms": t.mean_ms, "std_ms": t.std_ms, "min_ms": t.min_ms,
-            "max_ms": t.max_ms, "predicted_ms": t.predicted_ms, "config": t.config, "samples_ms": list(t.samples_ms)}
+    return {
+        "cv": stats.cv if stats else None,
+        "iqr_ms": stats.iqr if stats else None,
+        "outliers": stats.outliers if stats else None,
+        "id": t.id,
+        "index": t.index,
+        "round": t.round,
+        "status": t.status,
+        "error": t.error,
+        "latency_ms": t.latency_ms,
+        "mean_ms": t.mean_ms,
+        "std_ms": t.std_ms,
+        "min_ms": t.min_ms,
+        "max_ms": t.max_ms,
+        "predicted_ms": t.predicted_ms,
+        "config": t.config,
+        "samples_ms": list(t.samples_ms),
+    }
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
@@ -245,8 +344,10 @@ class _Progress:
         rate = (time.time() - self.started) / max(done - self.start_done, 1)
         eta = rate * (self.total - done)
         bar = "#" * int(frac * 30)
-        line = (f"[{bar:<30s}] {done}/{self.total} trials  best {_fmt(best)} ms  failed {failed}  "
-                f"ETA {int(eta // 60)}:{int(eta % 60):02d}")
+        line = (
+            f"[{bar:<30s}] {done}/{self.total} trials  best {_fmt(best)} ms  failed {failed}  "
+            f"ETA {int(eta // 60)}:{int(eta % 60):02d}"
+        )
         sys.stderr.write(("\r" + line) if self.tty else line + "\n")
         sys.stderr.flush()
 
@@ -354,9 +455,12 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
 
         default = " (the default shape)" if not spec.shape and shape == workload.default_shape() else ""
         more = f" +{len(spec.shapes)} shapes" if spec.shapes else ""
-        print(f"session {session.session_id}: {spec.workload} {format_shape(shape)}{default}{more} on "
-              f"{session.target.description}, {spec.space_kind} space of {session.space.size:,} configs, "
-              f"tuner {spec.tuner}", file=sys.stderr)
+        print(
+            f"session {session.session_id}: {spec.workload} {format_shape(shape)}{default}{more} on "
+            f"{session.target.description}, {spec.space_kind} space of {session.space.size:,} configs, "
+            f"tuner {spec.tuner}",
+            file=sys.stderr,
+        )
         if session.target.note:
             print(f"note: {session.target.note}", file=sys.stderr)
     from tunelab.core.usecases.tuning import confirm_when_finished
@@ -388,39 +492,61 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             raise  # refused: another process runs it (nothing was written)
         if session.crash is None and stops.signum is not None:
             # Stopped before it began measuring (the self-check's child got the signal too).
-            print(f"tunelab: session {session.session_id} stopped by {stops.name()} before it started",
-                  file=sys.stderr)
+            print(
+                f"tunelab: session {session.session_id} stopped by {stops.name()} before it started",
+                file=sys.stderr,
+            )
             return stops.exit_code
         if session.crash is None:
             raise
         if isinstance(exc, StoreFailure):  # the store or its disk failed underneath: not the input
             kept = _count_trials(store, session.session_id)
-            print(f"tunelab: error: session {session.session_id} crashed: {exc} The {kept} trial(s) stored "
-                  f"before are kept; tunelab tune --resume {session.session_id} continues once the cause is "
-                  f"fixed.", file=sys.stderr)
+            print(
+                f"tunelab: error: session {session.session_id} crashed: {exc} The {kept} trial(s) stored "
+                f"before are kept; tunelab tune --resume {session.session_id} continues once the cause is "
+                f"fixed.",
+                file=sys.stderr,
+            )
             return EXIT_STORE_FAILURE
-        print(f"tunelab: error: session {session.session_id} crashed: {exc} "
-              f"(tunelab tune --resume {session.session_id} continues it)", file=sys.stderr)
+        print(
+            f"tunelab: error: session {session.session_id} crashed: {exc} "
+            f"(tunelab tune --resume {session.session_id} continues it)",
+            file=sys.stderr,
+        )
         return EXIT_CRASHED
     progress.close()
     record = store.session(session.session_id)
-    summary = {"session_id": record.id, "status": record.status, "trials": record.n_trials,
-               "measured": record.n_trials - record.n_failed, "failed": record.n_failed,
-               "rejected": session.rejected, "best_ms": record.best_ms, "best_gflops": record.best_gflops,
-               "best_trial_id": record.best_trial_id, "target": record.target, "tuner": record.tuner,
-               "confirmations": [_confirmation_json(r) for r in session.confirmations]}
+    summary = {
+        "session_id": record.id,
+        "status": record.status,
+        "trials": record.n_trials,
+        "measured": record.n_trials - record.n_failed,
+        "failed": record.n_failed,
+        "rejected": session.rejected,
+        "best_ms": record.best_ms,
+        "best_gflops": record.best_gflops,
+        "best_trial_id": record.best_trial_id,
+        "target": record.target,
+        "tuner": record.tuner,
+        "confirmations": [_confirmation_json(r) for r in session.confirmations],
+    }
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"session {record.id} {record.status}: {record.n_trials} trials ({record.n_failed} failed), "
-              f"best {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s")
+        print(
+            f"session {record.id} {record.status}: {record.n_trials} trials ({record.n_failed} failed), "
+            f"best {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s"
+        )
         if session.confirmations:
             from tunelab.core.trust.confirm import format_confirmations
 
             print(format_confirmations(session.confirmations))
     if stopped is not None:
-        print(f"tunelab: session {record.id} stopped: {stopped} The {record.n_trials} trial(s) stored before are "
-              f"kept; tunelab tune --resume {record.id} continues once the cause is fixed.", file=sys.stderr)
+        print(
+            f"tunelab: session {record.id} stopped: {stopped} The {record.n_trials} trial(s) stored before are "
+            f"kept; tunelab tune --resume {record.id} continues once the cause is fixed.",
+            file=sys.stderr,
+        )
         return 1
     if record.status == "failed":
         print(f"tunelab: session {record.id} failed: {record.error}", file=sys.stderr)
@@ -430,8 +556,11 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
     if interrupted:
         return EXIT_INTERRUPTED
     if record.n_trials == 0 and session.rejected:
-        print(f"tunelab: error: session {record.id} measured nothing: all {session.rejected} configs it tried were "
-              f"rejected before measuring (first: {session.first_rejection})", file=sys.stderr)
+        print(
+            f"tunelab: error: session {record.id} measured nothing: all {session.rejected} configs it tried were "
+            f"rejected before measuring (first: {session.first_rejection})",
+            file=sys.stderr,
+        )
         return EXIT_NOTHING_MEASURED
     return 0
 
@@ -462,20 +591,43 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
         except json.JSONDecodeError as exc:
             raise TunelabError(f"space file {args.space_file} is not valid JSON: {exc}") from None
         except RecursionError:
-            raise TunelabError(f"space file {args.space_file} is nested too deeply to be a search space") from None
-    measure = MeasureOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
-                             warmup=args.warmup, timeout_s=args.timeout, cache_flush=args.cache_flush,
-                             check_correctness=not args.no_check, target_cv=args.target_cv,
-                             max_repeat=args.max_repeat, cooldown_s=args.cooldown,
-                             confirm_runs=args.confirm_runs, confirm_top=args.confirm_top,
-                             fail_fast=args.fail_fast)
+            raise TunelabError(
+                f"space file {args.space_file} is nested too deeply to be a search space"
+            ) from None
+    measure = MeasureOptions(
+        number=args.number,
+        repeat=args.repeat,
+        min_repeat_ms=args.min_repeat_ms,
+        warmup=args.warmup,
+        timeout_s=args.timeout,
+        cache_flush=args.cache_flush,
+        check_correctness=not args.no_check,
+        target_cv=args.target_cv,
+        max_repeat=args.max_repeat,
+        cooldown_s=args.cooldown,
+        confirm_runs=args.confirm_runs,
+        confirm_top=args.confirm_top,
+        fail_fast=args.fail_fast,
+    )
     shapes = [x for x in (args.shape or "").split(";") if x.strip()] or [None]
-    spec = SessionSpec(workload="custom" if custom_source else args.workload, shape=shapes[0],  # type: ignore[arg-type]
-                       shapes=tuple(shapes[1:]),
-                       dtype=args.dtype or "", target=args.target, space_kind=args.space, space=space_data,
-                       tuner=args.tuner or "random", tuner_options=_options(args.tuner_option),
-                       trials=args.trials, batch=args.batch, early_stop=args.early_stop, seed=args.seed,
-                       measure=measure, name=args.name, custom_source=custom_source)
+    spec = SessionSpec(
+        workload="custom" if custom_source else args.workload,
+        shape=shapes[0],  # type: ignore[arg-type]
+        shapes=tuple(shapes[1:]),
+        dtype=args.dtype or "",
+        target=args.target,
+        space_kind=args.space,
+        space=space_data,
+        tuner=args.tuner or "random",
+        tuner_options=_options(args.tuner_option),
+        trials=args.trials,
+        batch=args.batch,
+        early_stop=args.early_stop,
+        seed=args.seed,
+        measure=measure,
+        name=args.name,
+        custom_source=custom_source,
+    )
     return spec
 
 
@@ -483,10 +635,16 @@ def _check_spec_alone(args: argparse.Namespace) -> None:
     """--spec holds the whole session: a workload, --resume or another session option beside it would be
     silently ignored, so it is an error."""
     defaults = vars(_parser().parse_args(["tune"]))
-    given = [k for k, v in vars(args).items() if k not in ("command", "spec", "db", "json") and v != defaults.get(k)]
+    given = [
+        k
+        for k, v in vars(args).items()
+        if k not in ("command", "spec", "db", "json") and v != defaults.get(k)
+    ]
     if given:
         names = ["a workload argument" if k == "workload" else "--" + k.replace("_", "-") for k in given]
-        raise TunelabError(f"--spec FILE holds the whole session; it cannot be combined with {', '.join(names)}")
+        raise TunelabError(
+            f"--spec FILE holds the whole session; it cannot be combined with {', '.join(names)}"
+        )
 
 
 def _load_spec(path: str) -> Any:
@@ -510,10 +668,19 @@ def _load_spec(path: str) -> Any:
 
 
 def _confirmation_json(report: dict[str, Any]) -> dict[str, Any]:
-    return {"validation_id": report.get("id"), "task": report["source"].get("task", 0), "verdict": report["verdict"],
-            "runs": report["runs"], "schedules": [{k: s.get(k) for k in ("trial_id", "recorded_ms", "remeasured_ms",
-                                                                          "ratio", "cv", "runs", "verdict")}
-                                                   for s in report["schedules"]]}
+    return {
+        "validation_id": report.get("id"),
+        "task": report["source"].get("task", 0),
+        "verdict": report["verdict"],
+        "runs": report["runs"],
+        "schedules": [
+            {
+                k: s.get(k)
+                for k in ("trial_id", "recorded_ms", "remeasured_ms", "ratio", "cv", "runs", "verdict")
+            }
+            for s in report["schedules"]
+        ],
+    }
 
 
 def _control_by_signals(session: Any) -> None:
@@ -542,8 +709,20 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([_session_json(r) for r in records]))
         return 0
-    rows = [[str(r.id), r.status, r.name, r.target_kind, r.space_kind, r.tuner, f"{r.n_trials}/{r.trials_budget}",
-             _fmt(r.best_ms), _fmt(r.best_gflops)] for r in records]
+    rows = [
+        [
+            str(r.id),
+            r.status,
+            r.name,
+            r.target_kind,
+            r.space_kind,
+            r.tuner,
+            f"{r.n_trials}/{r.trials_budget}",
+            _fmt(r.best_ms),
+            _fmt(r.best_gflops),
+        ]
+        for r in records
+    ]
     _print_table(rows, ["id", "status", "name", "target", "space", "tuner", "trials", "best ms", "GFLOP/s"])
     return 0
 
@@ -554,18 +733,40 @@ def cmd_show(args: argparse.Namespace) -> int:
     best = store.best_trial(args.session)
     rounds = store.rounds(args.session)
     doc = _session_json(r)
-    doc["tasks"] = [{"id": t.id, "shape": t.shape, "flops": t.flops, "trials": t.n_trials, "failed": t.n_failed,
-                     "best_ms": t.best_ms, "best_gflops": t.best_gflops, "best_trial_id": t.best_trial_id}
-                    for t in store.tasks(args.session)]
-    doc.update({"space_json": r.space, "tuner_options": r.tuner_options, "measure": r.measure,
-                "best_trial": _trial_json(store.trial(best.id)) if best else None,
-                "rounds": [{"round": x.round, "n": x.n, "spearman": x.spearman, "best_ms": x.best_ms} for x in rounds]})
+    doc["tasks"] = [
+        {
+            "id": t.id,
+            "shape": t.shape,
+            "flops": t.flops,
+            "trials": t.n_trials,
+            "failed": t.n_failed,
+            "best_ms": t.best_ms,
+            "best_gflops": t.best_gflops,
+            "best_trial_id": t.best_trial_id,
+        }
+        for t in store.tasks(args.session)
+    ]
+    doc.update(
+        {
+            "space_json": r.space,
+            "tuner_options": r.tuner_options,
+            "measure": r.measure,
+            "best_trial": _trial_json(store.trial(best.id)) if best else None,
+            "rounds": [
+                {"round": x.round, "n": x.n, "spearman": x.spearman, "best_ms": x.best_ms} for x in rounds
+            ],
+        }
+    )
     from tunelab.core.trust.confirmed import confirmations
 
     confirmed = confirmations(store, args.session)
-    doc["confirmed"] = [{"trial_id": k, **{f: v[f] for f in ("median_ms", "session_ms", "runs", "cv", "verdict",
-                                                           "validation_id")}}
-                        for k, v in sorted(confirmed.items(), key=lambda kv: kv[1]["median_ms"])]
+    doc["confirmed"] = [
+        {
+            "trial_id": k,
+            **{f: v[f] for f in ("median_ms", "session_ms", "runs", "cv", "verdict", "validation_id")},
+        }
+        for k, v in sorted(confirmed.items(), key=lambda kv: kv[1]["median_ms"])
+    ]
     if args.trials:
         doc["trials_list"] = [_trial_json(t) for t in store.trials(args.session, with_samples=True)]
     if args.json:
@@ -573,19 +774,27 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     print(f"session {r.id}: {r.name} [{r.status}]")
     print(f"  {r.workload} {r.shape} {r.dtype} on {r.target_kind} ({json.dumps(r.target)})")
-    print(f"  {r.space_kind} space, tuner {r.tuner}, {r.n_trials}/{r.trials_budget} trials, {r.n_failed} failed")
+    print(
+        f"  {r.space_kind} space, tuner {r.tuner}, {r.n_trials}/{r.trials_budget} trials, {r.n_failed} failed"
+    )
     if best:
         best_doc = doc["best_trial"]
-        print(f"  best: trial {best.id}  median {_fmt(best.latency_ms)} ms (CV {_fmt(best_doc['cv'], 2)}, "
-              f"IQR {_fmt(best_doc['iqr_ms'])} ms, {best_doc['outliers']} outliers)  "
-              f"{_fmt(r.best_gflops)} GFLOP/s\n  config: {json.dumps(best.config)}")
+        print(
+            f"  best: trial {best.id}  median {_fmt(best.latency_ms)} ms (CV {_fmt(best_doc['cv'], 2)}, "
+            f"IQR {_fmt(best_doc['iqr_ms'])} ms, {best_doc['outliers']} outliers)  "
+            f"{_fmt(r.best_gflops)} GFLOP/s\n  config: {json.dumps(best.config)}"
+        )
     for c in doc["confirmed"][:3]:
-        print(f"  confirmed: trial {c['trial_id']}  {_fmt(c['median_ms'])} ms in {c['runs']} fresh processes "
-              f"(session {_fmt(c['session_ms'])} ms)")
+        print(
+            f"  confirmed: trial {c['trial_id']}  {_fmt(c['median_ms'])} ms in {c['runs']} fresh processes "
+            f"(session {_fmt(c['session_ms'])} ms)"
+        )
     if len(doc["tasks"]) > 1:
         for t in doc["tasks"]:
-            print(f"  shape {t['shape']}: {t['trials']} trials, best {_fmt(t['best_ms'])} ms "
-                  f"({_fmt(t['best_gflops'])} GFLOP/s)")
+            print(
+                f"  shape {t['shape']}: {t['trials']} trials, best {_fmt(t['best_ms'])} ms "
+                f"({_fmt(t['best_gflops'])} GFLOP/s)"
+            )
     rhos = [x.spearman for x in rounds if x.spearman is not None]
     if rhos:
         print(f"  cost model rank correlation per round: {' '.join(f'{x:.2f}' for x in rhos)}")
@@ -609,8 +818,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"sessions": docs, "fastest_ms": fastest}))
         return 0
-    rows = [[str(d["id"]), d["name"], d["tuner"], d["space"], str(d["trials"]), _fmt(d["best_ms"]),
-             _fmt(d["best_gflops"]), _fmt(d["speedup_vs_fastest"], 3)] for d in docs]
+    rows = [
+        [
+            str(d["id"]),
+            d["name"],
+            d["tuner"],
+            d["space"],
+            str(d["trials"]),
+            _fmt(d["best_ms"]),
+            _fmt(d["best_gflops"]),
+            _fmt(d["speedup_vs_fastest"], 3),
+        ]
+        for d in docs
+    ]
     _print_table(rows, ["id", "name", "tuner", "space", "trials", "best ms", "GFLOP/s", "x fastest"])
     return 0
 
@@ -626,9 +846,19 @@ def cmd_bias(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json(), default=str))
         return 0
     print(report.summary)
-    rows = [[g.dimension, g.label, str(g.n), _fmt(g.residual_mean, 3), _fmt(g.residual_std, 3),
-             _fmt(g.spearman, 2), _fmt(g.topk_recall, 2), "FLAG" if g.flagged else ""]
-            for g in report.groups]
+    rows = [
+        [
+            g.dimension,
+            g.label,
+            str(g.n),
+            _fmt(g.residual_mean, 3),
+            _fmt(g.residual_std, 3),
+            _fmt(g.spearman, 2),
+            _fmt(g.topk_recall, 2),
+            "FLAG" if g.flagged else "",
+        ]
+        for g in report.groups
+    ]
     if rows:
         _print_table(rows, ["group", "value", "n", "resid mean", "resid std", "spearman", "top-k", ""])
     return 0
@@ -652,24 +882,33 @@ def _progress_line(done: int, total: int, message: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from tunelab.core.trust.validate import (
-        format_report,
-        parse_source,
-        validate_schedule_file,
-        validate_session,
-    )
+    from tunelab.core.trust.validate import format_report, parse_source, validate_schedule_file
+    from tunelab.core.usecases.validation import validate_and_store
+
+    def on_shapes(_shapes: list[dict[str, int]], _rule: dict[str, float]) -> None:
+        _progress_line(args.repeats, args.repeats, f"measuring the best schedule on the shapes {args.shapes}")
 
     source = parse_source(args.source)
     if isinstance(source, int):
         store = _open_store(args.db, create=False, write=True)
-        report = validate_session(store, source, top_k=args.top, runs=args.repeats, shapes=args.shapes,
-                                  task=args.task, on_progress=_progress_line, against=args.against)
+        report = validate_and_store(
+            store,
+            source,
+            top_k=args.top,
+            runs=args.repeats,
+            shapes=args.shapes,
+            task=args.task,
+            against=args.against,
+            on_progress=_progress_line,
+            on_shapes=on_shapes,
+        ).report
     else:
         if args.shapes is not None or args.task:
             raise TunelabError("--shapes and --task need a SESSION, not a schedule file")
         # Checked and measured before the store is opened: a bad file leaves nothing behind.
-        report = validate_schedule_file(source, runs=args.repeats, on_progress=_progress_line,
-                                        trust_custom=args.trust_custom)
+        report = validate_schedule_file(
+            source, runs=args.repeats, on_progress=_progress_line, trust_custom=args.trust_custom
+        )
         store = _open_store(args.db, create=True, write=True)
         report["id"] = store.add_validation(report)
     if args.json:
@@ -693,11 +932,13 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         return 0
     x = result.x_of_vendor
     vendor = result.baseline
-    print(f"session {record.id}: {record.workload} {record.shape} {record.dtype}\n"
-          f"  vendor   {vendor.library} ({vendor.method}): {_fmt(vendor.median_ms)} ms = "
-          f"{_fmt(vendor.gflops)} GFLOP/s{'' if vendor.correct else '  (WRONG RESULT)'}\n"
-          f"  session  {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s"
-          + (f"  -> {x:.2f}x of vendor" if x else ""))
+    print(
+        f"session {record.id}: {record.workload} {record.shape} {record.dtype}\n"
+        f"  vendor   {vendor.library} ({vendor.method}): {_fmt(vendor.median_ms)} ms = "
+        f"{_fmt(vendor.gflops)} GFLOP/s{'' if vendor.correct else '  (WRONG RESULT)'}\n"
+        f"  session  {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s"
+        + (f"  -> {x:.2f}x of vendor" if x else "")
+    )
     return 0
 
 
@@ -715,31 +956,47 @@ def cmd_roofline(args: argparse.Namespace) -> int:
             print(f"no way to profile a {args.target} machine here (needs PyTorch or CuPy and a GPU)")
         else:
             peaks = ", ".join(f"{d} {_fmt(g)} GFLOP/s" for d, g in profile.peak_gflops.items())
-            print(f"{profile.hostname} ({args.target}): peak {peaks}; bandwidth {_fmt(profile.bandwidth_gbs)} GB/s"
-                  f"\n  {profile.kernel or ''}")
+            print(
+                f"{profile.hostname} ({args.target}): peak {peaks}; bandwidth {_fmt(profile.bandwidth_gbs)} GB/s"
+                f"\n  {profile.kernel or ''}"
+            )
         return 0
     store = _open_store(args.db, create=False)
     roof = roofline_for(store, store.session(args.session), remeasure=args.remeasure)
     if args.json:
         print(json.dumps(roof.to_json()))
         return 0
-    print(f"session {args.session}: intensity {_fmt(roof.intensity)} FLOP/byte; peak {_fmt(roof.peak_gflops)} "
-          f"GFLOP/s, bandwidth {_fmt(roof.bandwidth_gbs)} GB/s -> bound {_fmt(roof.bound_gflops)} GFLOP/s "
-          f"({roof.bound_by or '-'})\n  best {_fmt(roof.achieved_gflops)} GFLOP/s = "
-          + (f"{100 * roof.fraction:.1f}% of the roofline" if roof.fraction is not None else "-")
-          + (f"\n  note: {roof.note}" if roof.note else ""))
+    print(
+        f"session {args.session}: intensity {_fmt(roof.intensity)} FLOP/byte; peak {_fmt(roof.peak_gflops)} "
+        f"GFLOP/s, bandwidth {_fmt(roof.bandwidth_gbs)} GB/s -> bound {_fmt(roof.bound_gflops)} GFLOP/s "
+        f"({roof.bound_by or '-'})\n  best {_fmt(roof.achieved_gflops)} GFLOP/s = "
+        + (f"{100 * roof.fraction:.1f}% of the roofline" if roof.fraction is not None else "-")
+        + (f"\n  note: {roof.note}" if roof.note else "")
+    )
     return 0
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
     # The `tunelab` entry point (tunelab.__main__) opens the GUI before this parser sees `gui`; the
     # command line itself never imports the desktop app.
-    raise TunelabError("the desktop app starts as `tunelab` (no command) or `tunelab gui`, not from this module")
+    raise TunelabError(
+        "the desktop app starts as `tunelab` (no command) or `tunelab gui`, not from this module"
+    )
 
 
-COMMANDS = {"workloads": cmd_workloads, "tune": cmd_tune, "sessions": cmd_sessions, "show": cmd_show,
-            "compare": cmd_compare, "export": cmd_export, "bias": cmd_bias, "gui": cmd_gui, "validate": cmd_validate,
-            "baseline": cmd_baseline, "roofline": cmd_roofline}
+COMMANDS = {
+    "workloads": cmd_workloads,
+    "tune": cmd_tune,
+    "sessions": cmd_sessions,
+    "show": cmd_show,
+    "compare": cmd_compare,
+    "export": cmd_export,
+    "bias": cmd_bias,
+    "gui": cmd_gui,
+    "validate": cmd_validate,
+    "baseline": cmd_baseline,
+    "roofline": cmd_roofline,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -766,8 +1023,10 @@ def main(argv: list[str] | None = None) -> int:
         from tunelab.core.store.database import is_store_failure
 
         failure = is_store_failure(exc)
-        print(f"tunelab: error: {'the store failed' if failure else 'the database is damaged'}: {exc}",
-              file=sys.stderr)
+        print(
+            f"tunelab: error: {'the store failed' if failure else 'the database is damaged'}: {exc}",
+            file=sys.stderr,
+        )
         return EXIT_STORE_FAILURE if failure else EXIT_BAD_INPUT
     except KeyboardInterrupt:  # Ctrl-C before a command installed its own handling
         print("tunelab: interrupted", file=sys.stderr)

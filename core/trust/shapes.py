@@ -58,7 +58,9 @@ def _values(wl_name: str, name: str, text: str) -> list[int]:
     if ".." in text:
         a, _, b = text.partition("..")
         if not (_INT.match(a.strip()) and _INT.match(b.strip())):
-            raise WorkloadError(f"{wl_name}: cannot read {name}={text!r}; a doubling range is A..B, e.g. 16..128")
+            raise WorkloadError(
+                f"{wl_name}: cannot read {name}={text!r}; a doubling range is A..B, e.g. 16..128"
+            )
         lo, hi = int(a), int(b)
         if lo < 1 or hi < lo:
             raise WorkloadError(f"{wl_name}: range {name}={text} needs 1 <= A <= B")
@@ -78,7 +80,9 @@ def _values(wl_name: str, name: str, text: str) -> list[int]:
         if (hi - lo) // step + 1 > MAX_SHAPES:
             raise WorkloadError(f"{wl_name}: range {name}={text} gives more than {MAX_SHAPES} values")
         return list(range(lo, hi + 1, step))
-    raise WorkloadError(f"{wl_name}: cannot read the value {text!r} of {name}; write an integer, A..B or A:B:STEP")
+    raise WorkloadError(
+        f"{wl_name}: cannot read the value {text!r} of {name}; write an integer, A..B or A:B:STEP"
+    )
 
 
 def parse_shapes(workload: Any, text: str, base: Mapping[str, Any] | None = None) -> list[dict[str, int]]:
@@ -91,7 +95,9 @@ def parse_shapes(workload: Any, text: str, base: Mapping[str, Any] | None = None
     wl = get_workload(workload) if isinstance(workload, str) else workload
     base_shape = wl.parse_shape(dict(base) if base is not None else None)
     if not isinstance(text, str) or not text.strip():
-        raise WorkloadError(f"{wl.name}: give at least one shape, e.g. M=16,32,64 or M=64,N=64,K=64;M=128,N=128,K=128")
+        raise WorkloadError(
+            f"{wl.name}: give at least one shape, e.g. M=16,32,64 or M=64,N=64,K=64;M=128,N=128,K=128"
+        )
     shapes: list[dict[str, int]] = []
     for group in text.split(";"):
         group = group.strip()
@@ -113,7 +119,8 @@ def parse_shapes(workload: Any, text: str, base: Mapping[str, Any] | None = None
                     raise WorkloadError(f"{wl.name}: cannot read shape item {item!r}; write NAME=VALUE")
                 if name not in base_shape:
                     raise WorkloadError(
-                        f"{wl.name}: shape parameter '{name}' is unknown; parameters are {', '.join(wl.param_names)}")
+                        f"{wl.name}: shape parameter '{name}' is unknown; parameters are {', '.join(wl.param_names)}"
+                    )
                 if name in varied:
                     raise WorkloadError(f"{wl.name}: shape parameter '{name}' is given twice in {group!r}")
                 current = name
@@ -121,7 +128,9 @@ def parse_shapes(workload: Any, text: str, base: Mapping[str, Any] | None = None
             else:
                 if current is None:
                     hint = f" or a preset ({', '.join(wl.presets)})" if wl.presets else ""
-                    raise WorkloadError(f"{wl.name}: cannot read {item!r} in {group!r}; start with NAME=VALUE{hint}")
+                    raise WorkloadError(
+                        f"{wl.name}: cannot read {item!r} in {group!r}; start with NAME=VALUE{hint}"
+                    )
                 varied[current].extend(_values(wl.name, current, item))
         names = list(varied)
         count = math.prod(len(v) for v in varied.values())
@@ -166,10 +175,15 @@ def space_for_shape(space: Any, shape: Mapping[str, int]) -> Any:
         if knob["type"] == "split":
             axis = knob["axis"]
             if axis not in extents or knob["name"] not in defaults:
-                raise SpaceError(f"axis {axis!r} of the source space does not exist at shape {format_shape(shape)}")
+                raise SpaceError(
+                    f"axis {axis!r} of the source space does not exist at shape {format_shape(shape)}"
+                )
             cands = [list(c) for c in defaults[knob["name"]]["candidates"]]
-            cands += [list(c) for c in knob["candidates"]
-                      if extents[axis] % math.prod(c) == 0 and list(c) not in cands]
+            cands += [
+                list(c)
+                for c in knob["candidates"]
+                if extents[axis] % math.prod(c) == 0 and list(c) not in cands
+            ]
             knobs.append({**knob, "candidates": cands})
         else:
             knobs.append({**knob, "candidates": list(knob["candidates"])})
@@ -181,7 +195,9 @@ def _log_distance(a: Sequence[int], b: Sequence[int]) -> float:
     return sum(abs(math.log2(x) - math.log2(y)) for x, y in zip(a, b, strict=True))
 
 
-def nearest_factors(source: Sequence[int], candidates: Sequence[Sequence[int]], *, outer_first: bool) -> list[int]:
+def nearest_factors(
+    source: Sequence[int], candidates: Sequence[Sequence[int]], *, outer_first: bool
+) -> list[int]:
     """The candidate closest to `source` (same length): inner factors first.
 
     With ``outer_first`` (auto-space tiles: ``[outer, ..., innermost]``) position 0 is the
@@ -197,7 +213,12 @@ def nearest_factors(source: Sequence[int], candidates: Sequence[Sequence[int]], 
         inner_c, inner_s = (c[1:], src[1:]) if outer_first else (c, src)
         outer = abs(math.log2(c[0]) - math.log2(src[0])) if outer_first else 0.0
         innermost = abs(math.log2(c[-1]) - math.log2(src[-1]))
-        return (round(_log_distance(inner_c, inner_s), 9), round(innermost, 9), round(outer, 9), math.prod(inner_c))
+        return (
+            round(_log_distance(inner_c, inner_s), 9),
+            round(innermost, 9),
+            round(outer, 9),
+            math.prod(inner_c),
+        )
 
     return list(min(candidates, key=key))
 
@@ -257,8 +278,11 @@ def _transfer_template(space_from: Any, config: Config, space_to: Any) -> Config
         if knob["type"] == "split":
             if not isinstance(value, list) or len(value) != len(knob["candidates"][0]):
                 return None
-            out[name] = list(value) if value in knob["candidates"] else \
-                nearest_factors(value, knob["candidates"], outer_first=False)
+            out[name] = (
+                list(value)
+                if value in knob["candidates"]
+                else nearest_factors(value, knob["candidates"], outer_first=False)
+            )
         else:
             mapped = _nearest_value(value, knob["candidates"])
             if mapped is None:
@@ -272,11 +296,14 @@ def _transfer_auto(space_from: Any, config: Config, space_to: Any) -> Config | N
     kinds = [i.kind.name for i in source.insts]
 
     def same_kinds(sketch: Any) -> bool:
-        return [i.kind.name for i in sketch.insts] == kinds and len(sketch.candidates) == len(source.candidates)
+        return [i.kind.name for i in sketch.insts] == kinds and len(sketch.candidates) == len(
+            source.candidates
+        )
 
     index = config["sketch"]
-    order = ([index] if index < len(space_to.sketches) else []) + \
-        [i for i in range(len(space_to.sketches)) if i != index]
+    order = ([index] if index < len(space_to.sketches) else []) + [
+        i for i in range(len(space_to.sketches)) if i != index
+    ]
     # Same index with the same structure first, then any sketch with an equal signature, then any
     # sketch with the same sampling instructions.
     chosen = None
@@ -297,7 +324,9 @@ def _transfer_auto(space_from: Any, config: Config, space_to: Any) -> Config | N
         elif isinstance(value, list):
             if not cands or not isinstance(cands[0], list) or len(cands[0]) != len(value):
                 return None
-            decisions.append(list(value) if value in cands else nearest_factors(value, cands, outer_first=True))
+            decisions.append(
+                list(value) if value in cands else nearest_factors(value, cands, outer_first=True)
+            )
         else:
             if not isinstance(value, int):
                 return None
@@ -308,8 +337,14 @@ def _transfer_auto(space_from: Any, config: Config, space_to: Any) -> Config | N
 # ----------------------------------------------------------------------------------------- judging
 
 
-def judge(ratio_to_tuned: float | None, gflops: float | None, reference_gflops: float | None,
-          status: str = "ok") -> tuple[bool, list[str]]:
+def falls_off_rule() -> dict[str, float]:
+    """The limits :func:`judge` applies, as :func:`across_shapes` reports them (``"rule"``)."""
+    return {"max_ratio_to_tuned": MAX_RATIO, "min_gflops_fraction": MIN_GFLOPS_FRACTION}
+
+
+def judge(
+    ratio_to_tuned: float | None, gflops: float | None, reference_gflops: float | None, status: str = "ok"
+) -> tuple[bool, list[str]]:
     """(falls_off, reasons) for one shape under the module's rule.
 
     A failed shape (status other than "ok") always falls off. Otherwise it falls off when
@@ -322,13 +357,16 @@ def judge(ratio_to_tuned: float | None, gflops: float | None, reference_gflops: 
     if ratio_to_tuned is not None and ratio_to_tuned > MAX_RATIO:
         reasons.append(f"{ratio_to_tuned:.2f}x slower than the schedule tuned for this shape")
     if gflops is not None and reference_gflops and gflops < MIN_GFLOPS_FRACTION * reference_gflops:
-        reasons.append(f"{gflops:.1f} GFLOP/s is {gflops / reference_gflops:.0%} of the "
-                       f"{reference_gflops:.1f} GFLOP/s on the tuned shape")
+        reasons.append(
+            f"{gflops:.1f} GFLOP/s is {gflops / reference_gflops:.0%} of the "
+            f"{reference_gflops:.1f} GFLOP/s on the tuned shape"
+        )
     return bool(reasons), reasons
 
 
-def summarize(rows: Sequence[Mapping[str, Any]], source_shape_text: str,
-              reference_gflops: float | None = None) -> str:
+def summarize(
+    rows: Sequence[Mapping[str, Any]], source_shape_text: str, reference_gflops: float | None = None
+) -> str:
     """One sentence: which shapes fall off (and why, briefly)."""
     if not rows:
         return f"No shapes were checked against the schedule tuned for {source_shape_text}."
@@ -346,8 +384,12 @@ def summarize(rows: Sequence[Mapping[str, Any]], source_shape_text: str,
 
     held = len(rows) - len(off)
     tail = f"; it holds up on the other {held}" if held else ""
-    return (f"The schedule tuned for {source_shape_text} falls off on {len(off)} of {len(rows)} shape(s): "
-            + ", ".join(why(r) for r in off) + tail + ".")
+    return (
+        f"The schedule tuned for {source_shape_text} falls off on {len(off)} of {len(rows)} shape(s): "
+        + ", ".join(why(r) for r in off)
+        + tail
+        + "."
+    )
 
 
 # ----------------------------------------------------------------------------------------- measuring
@@ -357,22 +399,62 @@ def _gflops(flops: float, ms: float | None) -> float | None:
     return flops / (ms * 1e-3) / 1e9 if ms else None
 
 
+def checked_shapes(record: Any, shapes: str | Sequence[Mapping[str, Any]]) -> list[dict[str, int]]:
+    """The shapes that :func:`across_shapes` would measure session `record`'s schedule on, checked
+    without measuring anything: a target this machine cannot run is refused first (before any of the
+    workload's code runs), then `shapes` (a shape-list text, :func:`parse_shapes`, based on the
+    session's shape, or shape dicts) are read and each is checked to fit in memory."""
+    from tunelab.core.target.info import target_from_json
+
+    target = target_from_json(record.target)
+    if not target.can_run:  # refused before any workload code runs or anything is measured
+        raise TargetError(
+            f"session {record.id} was tuned for {target.description}, which cannot run on this "
+            f"machine: {target.why_not}; nothing was measured or stored"
+        )
+    workload = get_workload(record.workload, record.custom_source)
+    if isinstance(shapes, str):
+        shape_list = parse_shapes(workload, shapes, record.shape)
+    else:
+        shape_list = []
+        for s in shapes:
+            parsed = workload.parse_shape({**record.shape, **dict(s)})
+            if parsed not in shape_list:
+                shape_list.append(parsed)
+        if not shape_list:
+            raise WorkloadError(f"{workload.name}: give at least one shape")
+    for shape in shape_list:
+        workload.check_memory(shape, record.dtype)
+    return shape_list
+
+
 def _tuned_session(store: Any, record: Any, shape: dict[str, int]) -> Any:
     """The best finished-or-not session tuned for exactly this problem with a successful trial."""
     best = None
     for other in store.sessions():
-        if (other.workload != record.workload or other.dtype != record.dtype or other.best_ms is None
-                or other.target_kind != record.target_kind or other.shape != shape
-                or other.custom_source != record.custom_source):
+        if (
+            other.workload != record.workload
+            or other.dtype != record.dtype
+            or other.best_ms is None
+            or other.target_kind != record.target_kind
+            or other.shape != shape
+            or other.custom_source != record.custom_source
+        ):
             continue
         if best is None or other.best_ms < best.best_ms:
             best = other
     return best
 
 
-def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[str, Any]], *,
-                  trial_id: int | None = None, options: MeasureOptions | None = None,
-                  on_row: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+def across_shapes(
+    store: Any,
+    session_id: int,
+    shapes: str | Sequence[Mapping[str, Any]],
+    *,
+    trial_id: int | None = None,
+    options: MeasureOptions | None = None,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Apply a session's tuned schedule (best trial, or `trial_id`) to each shape and measure it.
 
     `shapes` is a shape-list text (:func:`parse_shapes`, based on the session's shape) or a list of
@@ -407,31 +489,18 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
             raise StoreError(f"trial {trial_id} belongs to session {trial.session_id}, not {session_id}")
         if not trial.ok:
             raise StoreError(f"trial {trial_id} failed ({trial.status}); pick a successful trial")
+    shape_list = checked_shapes(record, shapes)
     target = target_from_json(record.target)
-    if not target.can_run:  # refused before any workload code runs or anything is measured
-        raise TargetError(f"session {session_id} was tuned for {target.description}, which cannot run on this "
-                          f"machine: {target.why_not}; nothing was measured or stored")
     workload = get_workload(record.workload, record.custom_source)
-    if isinstance(shapes, str):
-        shape_list = parse_shapes(workload, shapes, record.shape)
-    else:
-        shape_list = []
-        for s in shapes:
-            parsed = workload.parse_shape({**record.shape, **dict(s)})
-            if parsed not in shape_list:
-                shape_list.append(parsed)
-        if not shape_list:
-            raise WorkloadError(f"{workload.name}: give at least one shape")
-    for shape in shape_list:
-        workload.check_memory(shape, record.dtype)
     opts = options if options is not None else MeasureOptions.from_json(record.measure)
     opts = replace(opts, check_correctness=True)
     space_from = space_for_session(record)
     source_shape = dict(record.shape)
 
     def measure(shape: dict[str, int], schedules: list[Any]) -> list[Any]:
-        measurer = Measurer(workload, shape, record.dtype, target, opts, seed=record.seed,
-                            custom_source=record.custom_source)
+        measurer = Measurer(
+            workload, shape, record.dtype, target, opts, seed=record.seed, custom_source=record.custom_source
+        )
         try:
             return measurer.measure(schedules)
         finally:
@@ -446,10 +515,24 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
 
     def measure_row(shape: dict[str, int]) -> dict[str, Any]:
         row: dict[str, Any] = {
-            "shape": shape, "shape_text": format_shape(shape), "status": "ok", "error": None, "config": None,
-            "changed": [], "latency_ms": None, "samples_ms": [], "gflops": None, "tuned_session_id": None,
-            "tuned_trial_id": None, "tuned_ms": None, "tuned_stored_ms": None, "tuned_gflops": None,
-            "ratio_to_tuned": None, "falls_off": None, "reasons": []}
+            "shape": shape,
+            "shape_text": format_shape(shape),
+            "status": "ok",
+            "error": None,
+            "config": None,
+            "changed": [],
+            "latency_ms": None,
+            "samples_ms": [],
+            "gflops": None,
+            "tuned_session_id": None,
+            "tuned_trial_id": None,
+            "tuned_ms": None,
+            "tuned_stored_ms": None,
+            "tuned_gflops": None,
+            "ratio_to_tuned": None,
+            "falls_off": None,
+            "reasons": [],
+        }
         flops = float(workload.flops(shape))
         schedule = None
         if shape == source_shape:
@@ -459,7 +542,10 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
                 space_to = space_for_shape(space_from, shape)
                 config = transfer_config(space_from, trial.config, space_to)
                 if config is None:
-                    row["status"], row["error"] = "untransferable", "the config has no counterpart at this shape"
+                    row["status"], row["error"] = (
+                        "untransferable",
+                        "the config has no counterpart at this shape",
+                    )
                 else:
                     row["config"] = config
                     schedule = space_to.schedule(config)
@@ -476,11 +562,16 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
             tuned_trial = store.best_trial(tuned.id)
             row["tuned_trial_id"] = tuned_trial.id if tuned_trial else None
             try:
-                tuned_schedule = space_for_session(tuned).schedule(tuned_trial.config) if tuned_trial else None
+                tuned_schedule = (
+                    space_for_session(tuned).schedule(tuned_trial.config) if tuned_trial else None
+                )
             except (InvalidSchedule, TunelabError):
                 tuned_schedule = None
-        same = (schedule is not None and tuned_schedule is not None
-                and tvm_ffi.structural_equal(schedule.mod, tuned_schedule.mod))
+        same = (
+            schedule is not None
+            and tuned_schedule is not None
+            and tvm_ffi.structural_equal(schedule.mod, tuned_schedule.mod)
+        )
         schedules = [s for s in (schedule, None if same else tuned_schedule) if s is not None]
         results = measure(shape, schedules) if schedules else []
         if schedule is not None:
@@ -490,7 +581,9 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
             row["latency_ms"] = median(res)
             row["gflops"] = _gflops(flops, row["latency_ms"])
         if tuned is not None:
-            tuned_ms = row["latency_ms"] if same else (median(results[-1]) if tuned_schedule is not None else None)
+            tuned_ms = (
+                row["latency_ms"] if same else (median(results[-1]) if tuned_schedule is not None else None)
+            )
             row["tuned_ms"] = tuned_ms if tuned_ms is not None else tuned.best_ms
             row["tuned_gflops"] = _gflops(flops, row["tuned_ms"])
             if row["latency_ms"] is not None and row["tuned_ms"]:
@@ -505,18 +598,31 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
     rows = []
     for shape in shape_list:
         row = source_row if shape == source_shape else measure_row(shape)
-        row["falls_off"], row["reasons"] = judge(row["ratio_to_tuned"], row["gflops"], reference, row["status"])
+        row["falls_off"], row["reasons"] = judge(
+            row["ratio_to_tuned"], row["gflops"], reference, row["status"]
+        )
         rows.append(row)
         if on_row is not None:
             on_row(row)
     source_text = format_shape(source_shape)
     return {
-        "session_id": session_id, "trial_id": trial.id, "workload": record.workload, "dtype": record.dtype,
-        "target_kind": record.target_kind, "source_shape": source_shape, "source_config": trial.config,
-        "source": {"latency_ms": source_row["latency_ms"], "gflops": source_row["gflops"],
-                   "status": source_row["status"], "error": source_row["error"], "reference_gflops": reference},
-        "rule": {"max_ratio_to_tuned": MAX_RATIO, "min_gflops_fraction": MIN_GFLOPS_FRACTION},
-        "rows": rows, "falls_off": [r["shape_text"] for r in rows if r["falls_off"]],
+        "session_id": session_id,
+        "trial_id": trial.id,
+        "workload": record.workload,
+        "dtype": record.dtype,
+        "target_kind": record.target_kind,
+        "source_shape": source_shape,
+        "source_config": trial.config,
+        "source": {
+            "latency_ms": source_row["latency_ms"],
+            "gflops": source_row["gflops"],
+            "status": source_row["status"],
+            "error": source_row["error"],
+            "reference_gflops": reference,
+        },
+        "rule": falls_off_rule(),
+        "rows": rows,
+        "falls_off": [r["shape_text"] for r in rows if r["falls_off"]],
         "summary": summarize(rows, source_text, reference),
     }
 
@@ -524,7 +630,10 @@ def across_shapes(store: Any, session_id: int, shapes: str | Sequence[Mapping[st
 def _changed(before: Config, after: Config) -> list[str]:
     if "decisions" in before and "decisions" in after:
         out = ["sketch"] if before["sketch"] != after["sketch"] else []
-        out += [f"decision {i}" for i, (a, b) in enumerate(zip(before["decisions"], after["decisions"], strict=False))
-                if a != b]
+        out += [
+            f"decision {i}"
+            for i, (a, b) in enumerate(zip(before["decisions"], after["decisions"], strict=False))
+            if a != b
+        ]
         return out
     return [k for k in after if before.get(k) != after[k]]

@@ -27,19 +27,29 @@ def make_store(path: Path) -> None:
 
     def create_session(store, spec):  # sessions as the command line runs them: winners confirmed
         return confirm_when_finished(_create(store, spec))
+
     from tunelab.core.store.database import Store
 
     measure = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=0, confirm_runs=2)
-    base = dict(workload="gemm", shape={"M": 64, "N": 64, "K": 64}, target="llvm", space_kind="template",
-                batch=8, measure=measure)
+    base = dict(
+        workload="gemm",
+        shape={"M": 64, "N": 64, "K": 64},
+        target="llvm",
+        space_kind="template",
+        batch=8,
+        measure=measure,
+    )
     store = Store(path)
     for tuner, trials in (("xgb", 48), ("random", 48)):
-        session = create_session(store, SessionSpec(tuner=tuner, trials=trials, name=f"gemm 64³ · {tuner}", **base))
+        session = create_session(
+            store, SessionSpec(tuner=tuner, trials=trials, name=f"gemm 64³ · {tuner}", **base)
+        )
         for _ in session.run():
             pass
     # A session whose process died: stopped after two batches and left "running" by a dead pid.
-    session = create_session(store, SessionSpec(tuner="genetic", trials=64, name="gemm 64³ · genetic (crashed)",
-                                                **base))
+    session = create_session(
+        store, SessionSpec(tuner="genetic", trials=64, name="gemm 64³ · genetic (crashed)", **base)
+    )
     for trial in session.run():
         if trial.index == 15:
             break
@@ -48,29 +58,39 @@ def make_store(path: Path) -> None:
     store.set_status(session.session_id, "running")
     store.db.execute("UPDATE sessions SET pid = ? WHERE id = ?", (dead.pid, session.session_id))
     # Two shapes in one xgb session: the bias table gets a shape group per task.
-    session = create_session(store, SessionSpec(tuner="xgb", trials=32, name="gemm 64³ + M=16 · xgb",
-                                                shapes=({"M": 16, "N": 64, "K": 64},), **base))
+    session = create_session(
+        store,
+        SessionSpec(
+            tuner="xgb",
+            trials=32,
+            name="gemm 64³ + M=16 · xgb",
+            shapes=({"M": 16, "N": 64, "K": 64},),
+            **base,
+        ),
+    )
     for _ in session.run():
         pass
     # Measured next to a busy process that is not ours: the Hardware view marks those trials.
-    busy = subprocess.run(["sh", "-c", "(while :; do :; done) >/dev/null 2>&1 & echo $!"], capture_output=True,
-                          text=True, check=True)
+    busy = subprocess.run(
+        ["sh", "-c", "(while :; do :; done) >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pid = int(busy.stdout.strip())
     try:
         noisy = dict(base, measure=MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=1.5))
-        session = create_session(store, SessionSpec(tuner="random", trials=16, name="gemm 64³ · busy neighbour",
-                                                    **noisy))
+        session = create_session(
+            store, SessionSpec(tuner="random", trials=16, name="gemm 64³ · busy neighbour", **noisy)
+        )
         for _ in session.run():
             pass
     finally:
         os.kill(pid, 9)
     first = min(r.id for r in store.sessions())
-    try:
-        from tunelab.core.trust.validate import validate_session
+    from tunelab.core.usecases.validation import validate_and_store
 
-        validate_session(store, first, top_k=3, runs=3, shapes="M=16,32,64,128")
-    except ImportError:
-        pass
+    validate_and_store(store, first, top_k=3, runs=3, shapes="M=16,32,64,128")
     try:
         from tunelab.core.trust.baselines import baseline_for
         from tunelab.core.trust.roofline import roofline_for
@@ -129,9 +149,14 @@ def main() -> int:
     settle(app, 1.5)
 
     shots = {}
-    for name, view in (("live", window.live), ("costmodel", window.costmodel), ("trials", window.trials),
-                       ("compare", window.compare), ("hardware", window.hardware),
-                       ("validation", window.validation)):
+    for name, view in (
+        ("live", window.live),
+        ("costmodel", window.costmodel),
+        ("trials", window.trials),
+        ("compare", window.compare),
+        ("hardware", window.hardware),
+        ("validation", window.validation),
+    ):
         window.tabs.setCurrentWidget(view)
         if view is window.trials:
             best = store.best_trial(first)

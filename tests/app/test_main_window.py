@@ -203,7 +203,8 @@ cancelled = store.session(sid).status
 window.resume_session(sid)
 wait(lambda: window.worker is None)
 record = store.session(sid)
-loop_or_space = [m for m in sys.modules if m == "tunelab.core.session.loop" or m.startswith("tunelab.core.search.space")]
+loop_or_space = [m for m in sys.modules
+                 if m == "tunelab.core.session.loop" or m.startswith("tunelab.core.search.space")]
 print(json.dumps({"imported": sorted(loop_or_space),
                   "sid": sid, "shown": window.session_id, "cancelled": cancelled, "status": record.status,
                   "trials": record.n_trials, "live": window.live.n_trials, "message": window.message_bar.text}))

@@ -16,7 +16,8 @@ from tunelab.app.views.bias_table import FLAGGED_BRUSH
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
 from tunelab.app.views.session_figures import SessionFigures, figures_available
-from tunelab.app.views.validation_view import FALLS_OFF_BRUSH, ValidationView, validate_available
+from tunelab.app.views.validation.drawing import FALLS_OFF_BRUSH
+from tunelab.app.views.validation.view import ValidationView
 from tunelab.core.records import MeasureOptions
 from tunelab.core.store.database import Store
 from tunelab.core.trust.validate import worker_processes
@@ -84,8 +85,13 @@ def test_bias_table_shows_shapes_and_highlights_flagged_groups(qtbot, xgb_store)
 
 def _plant_neighbour() -> int:
     """A busy loop that is not our child (its shell exits at once), as another program would be."""
-    out = subprocess.run(["sh", "-c", "(while :; do :; done) >/dev/null 2>&1 & echo $!"], capture_output=True,
-                         text=True, check=True, timeout=30)
+    out = subprocess.run(
+        ["sh", "-c", "(while :; do :; done) >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
     return int(out.stdout.strip())
 
 
@@ -94,8 +100,12 @@ def test_hardware_view_marks_trials_measured_next_to_a_busy_neighbour(qtbot, sto
 
     pid = _plant_neighbour()
     try:
-        session = create_session(store_copy, small_spec(trials=4, batch=4, measure=MeasureOptions(
-            number=1, repeat=2, min_repeat_ms=1, cooldown_s=1.5)))
+        session = create_session(
+            store_copy,
+            small_spec(
+                trials=4, batch=4, measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=1.5)
+            ),
+        )
         for _ in session.run():
             pass
     finally:
@@ -108,7 +118,9 @@ def test_hardware_view_marks_trials_measured_next_to_a_busy_neighbour(qtbot, sto
     view.resize(1200, 800)
     view.show()
     view.set_session(session.session_id)
-    assert view.disturbed and all(d["kind"] in ("busy", "throttled", "gpu", "warning") for d in view.disturbed)
+    assert view.disturbed and all(
+        d["kind"] in ("busy", "throttled", "gpu", "warning") for d in view.disturbed
+    )
     assert str(pid) in view.disturbed_label.text()
     assert "measured while another process was busy on the CPU" in view.disturbed_label.text()
     assert any(str(pid) in tip for tip in view.region_tooltips())  # shaded spans name it on hover
@@ -118,7 +130,6 @@ def test_hardware_view_marks_trials_measured_next_to_a_busy_neighbour(qtbot, sto
     assert "others" in view._plots  # the other-busy-processes panel
 
 
-@pytest.mark.skipif(not validate_available(), reason="this build has no tunelab.core.trust.validate")
 def test_validation_panel_verdict_and_across_shapes(qtbot, store_copy):
     sid = _random_session(store_copy)
     view = ValidationView(store_copy)
@@ -162,7 +173,6 @@ def test_validation_panel_verdict_and_across_shapes(qtbot, store_copy):
     assert view.verdict.lower() == report["verdict"] and view.shape_table.rowCount() == 4
 
 
-@pytest.mark.skipif(not validate_available(), reason="this build has no tunelab.core.trust.validate")
 def test_stop_ends_a_running_validation_at_once_and_stores_nothing(qtbot, store_copy):
     import time
 
@@ -211,7 +221,10 @@ def test_validation_panel_reports_bad_shapes(qtbot, store_copy):
     assert "Validation failed" in view.stage.text() and view.verdict == "Not validated"
 
 
-@pytest.mark.skipif(not figures_available(), reason="this build has no tunelab.core.trust.baselines / tunelab.core.trust.roofline")
+@pytest.mark.skipif(
+    not figures_available(),
+    reason="this build has no tunelab.core.trust.baselines / tunelab.core.trust.roofline",
+)
 def test_session_header_shows_x_of_vendor_and_roofline(qtbot, store_copy):
     record = store_copy.session(_random_session(store_copy))
     figures = SessionFigures(store_copy)

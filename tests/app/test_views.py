@@ -14,7 +14,8 @@ from tunelab.app.views.compare import CompareView
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
 from tunelab.app.views.live_plot import LivePlot
-from tunelab.app.views.trials_table import COLUMNS, TrialsTable
+from tunelab.app.views.trials.model import COLUMNS
+from tunelab.app.views.trials.widget import TrialsTable
 from tunelab.app.widgets.plot_export import save_plot
 
 
@@ -33,8 +34,9 @@ def test_live_plot_draws_every_trial(qtbot, store):
     x, y = view.ok_curve.getData()
     ok = [t for t in trials if t.ok]
     assert len(x) == len(ok)
-    np.testing.assert_allclose(np.power(10, y) if view.log_check.isChecked() else y,
-                               [t.latency_ms for t in ok], rtol=1e-9)
+    np.testing.assert_allclose(
+        np.power(10, y) if view.log_check.isChecked() else y, [t.latency_ms for t in ok], rtol=1e-9
+    )
     best = view.best_curve.yData
     assert best is not None and np.all(np.diff(best) <= 0)  # best so far never gets worse
     assert view.gflops_curve.yData.max() > 0
@@ -47,9 +49,22 @@ def test_live_plot_marks_failed_trials_at_the_top(qtbot, store_copy):
 
     record = _first(store_copy)
     now = time.time()
-    store_copy.add_trial(record.id, NewTrial(round=9, config={"broken": 1}, status="build_error",
-                                             error="TVMError: boom", samples_ms=(), predicted_ms=None,
-                                             build_s=0.1, run_s=None, started_at=now, finished_at=now), "broken")
+    store_copy.add_trial(
+        record.id,
+        NewTrial(
+            round=9,
+            config={"broken": 1},
+            status="build_error",
+            error="TVMError: boom",
+            samples_ms=(),
+            predicted_ms=None,
+            build_s=0.1,
+            run_s=None,
+            started_at=now,
+            finished_at=now,
+        ),
+        "broken",
+    )
     view = LivePlot(store_copy, redraw_ms=10)
     qtbot.addWidget(view)
     view.show()
@@ -133,11 +148,25 @@ def test_trials_table_takes_read_trials_and_keeps_sort_and_selection_on_appends(
     view.select_trial(picked)
 
     now = time.time()
-    for i, (status, samples) in enumerate((("build_error", ()), ("ok", (1e-6, 1e-6, 1e-6)), ("ok", (1e6, 1e6, 1e6)))):
-        store_copy.add_trial(record.id, NewTrial(
-            round=9, config={"appended": i}, status=status, error="TVMError: boom" if not samples else None,
-            samples_ms=samples, predicted_ms=None, build_s=0.1, run_s=None, started_at=now, finished_at=now),
-            f"appended-{i}")
+    for i, (status, samples) in enumerate(
+        (("build_error", ()), ("ok", (1e-6, 1e-6, 1e-6)), ("ok", (1e6, 1e6, 1e6)))
+    ):
+        store_copy.add_trial(
+            record.id,
+            NewTrial(
+                round=9,
+                config={"appended": i},
+                status=status,
+                error="TVMError: boom" if not samples else None,
+                samples_ms=samples,
+                predicted_ms=None,
+                build_s=0.1,
+                run_s=None,
+                started_at=now,
+                finished_at=now,
+            ),
+            f"appended-{i}",
+        )
     assert view.poll() == 3
     latencies = [t.latency_ms for t in view.visible_trials()]
     assert latencies[-1] is None  # failed last, in either order
@@ -177,8 +206,13 @@ def test_hardware_view_without_telemetry_says_so(qtbot, store_copy):
 
     # A session stored without any telemetry (as an older tunelab, or a CLI without a sampler, leaves it).
     session_id = store_copy.create_session(
-        SessionSpec(workload="gemm", shape={"M": 8, "N": 8, "K": 8}), target_json={"kind": "llvm"},
-        target_kind="llvm", space_json={"kind": "template", "knobs": []}, tvm_version="test", flops=1024.0)
+        SessionSpec(workload="gemm", shape={"M": 8, "N": 8, "K": 8}),
+        target_json={"kind": "llvm"},
+        target_kind="llvm",
+        space_json={"kind": "template", "knobs": []},
+        tvm_version="test",
+        flops=1024.0,
+    )
     view = HardwareView(store_copy, redraw_ms=10)
     qtbot.addWidget(view)
     view.show()
@@ -196,11 +230,19 @@ def test_hardware_view_plots_telemetry_and_throttling(qtbot, store_copy):
 
     record = _first(store_copy)
     t0 = record.created_at
-    samples = [TelemetrySample(t=t0 + 0.1 * i, gpu_temp_c=60 + i * 0.1, gpu_power_w=200 + i,
-                               gpu_power_limit_w=300, gpu_sm_clock_mhz=1980 - (300 if 20 <= i < 30 else 0),
-                               gpu_util_pct=95, throttle_reasons=("sw_power_cap",) if 20 <= i < 30 else (),
-                               cpu_load_mean=40.0)
-               for i in range(50)]
+    samples = [
+        TelemetrySample(
+            t=t0 + 0.1 * i,
+            gpu_temp_c=60 + i * 0.1,
+            gpu_power_w=200 + i,
+            gpu_power_limit_w=300,
+            gpu_sm_clock_mhz=1980 - (300 if 20 <= i < 30 else 0),
+            gpu_util_pct=95,
+            throttle_reasons=("sw_power_cap",) if 20 <= i < 30 else (),
+            cpu_load_mean=40.0,
+        )
+        for i in range(50)
+    ]
     recorded = len(store_copy.telemetry(record.id))  # what the sampler took while it tuned
     store_copy.add_telemetry(record.id, samples)
     view = HardwareView(store_copy, redraw_ms=10)
@@ -233,10 +275,22 @@ def _add_trials(store, session_id, n_ok=2, n_failed=1, tag="extra"):
     now = time.time()
     for i in range(n_ok + n_failed):
         ok = i < n_ok
-        store.add_trial(session_id, NewTrial(
-            round=99, config={tag: i}, status="ok" if ok else "run_error", error=None if ok else "boom\nTVMError",
-            samples_ms=(0.5 + i, 0.6 + i, 0.7 + i) if ok else (), predicted_ms=0.55 + i if ok else None,
-            build_s=0.1, run_s=0.1, started_at=now, finished_at=now + 0.01 * i), f"{tag}-{i}")
+        store.add_trial(
+            session_id,
+            NewTrial(
+                round=99,
+                config={tag: i},
+                status="ok" if ok else "run_error",
+                error=None if ok else "boom\nTVMError",
+                samples_ms=(0.5 + i, 0.6 + i, 0.7 + i) if ok else (),
+                predicted_ms=0.55 + i if ok else None,
+                build_s=0.1,
+                run_s=0.1,
+                started_at=now,
+                finished_at=now + 0.01 * i,
+            ),
+            f"{tag}-{i}",
+        )
 
 
 def test_trials_table_from_columns_shows_what_it_shows_from_records(qtbot, store_copy):
@@ -267,8 +321,10 @@ def test_trials_table_from_columns_shows_what_it_shows_from_records(qtbot, store
     fresh.set_session(record.id)
     for view in (fresh, from_records):
         view.table.sortByColumn(COLUMNS.index("Latency ms"), Qt.SortOrder.DescendingOrder)
-    shown = [[view.proxy.data(view.proxy.index(r, c)) for r in range(len(records)) for c in range(len(COLUMNS))]
-             for view in (fresh, from_records)]
+    shown = [
+        [view.proxy.data(view.proxy.index(r, c)) for r in range(len(records)) for c in range(len(COLUMNS))]
+        for view in (fresh, from_records)
+    ]
     assert shown[0] == shown[1]
     full = a.trial(a.row_of(records[-1].id))  # the full record, read when it is needed
     assert full.id == records[-1].id and full.config == records[-1].config and full.error == records[-1].error
@@ -295,8 +351,12 @@ def test_views_take_one_shared_read_and_follow_new_trials(qtbot, store_copy):
     own_live.set_session(record.id)
     own_cost.set_session(record.id)
     assert live.n_trials == own_live.n_trials == 11 and live.n_failed == own_live.n_failed == 1
-    for a, b in ((live.ok_curve, own_live.ok_curve), (live.best_curve, own_live.best_curve),
-                 (live.failed_curve, own_live.failed_curve), (cost.scatter, own_cost.scatter)):
+    for a, b in (
+        (live.ok_curve, own_live.ok_curve),
+        (live.best_curve, own_live.best_curve),
+        (live.failed_curve, own_live.failed_curve),
+        (cost.scatter, own_cost.scatter),
+    ):
         for x, y in zip(a.getData(), b.getData(), strict=True):
             np.testing.assert_array_equal(x, y)
     assert cost.n_pairs == own_cost.n_pairs and live.title.text() == own_live.title.text()

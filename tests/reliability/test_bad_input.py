@@ -25,9 +25,27 @@ from tunelab.core.store.database import Store, is_store_failure
 
 pytestmark = pytest.mark.slow
 
-FAST = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, warmup=1, timeout_s=30, cooldown_s=0.0, confirm_runs=0)
-QUICK = ["--trials", "2", "--batch", "2", "--number", "1", "--repeat", "2", "--min-repeat-ms", "1",
-         "--cooldown", "0", "--confirm-runs", "0", "--target", "llvm"]
+FAST = MeasureOptions(
+    number=1, repeat=2, min_repeat_ms=1, warmup=1, timeout_s=30, cooldown_s=0.0, confirm_runs=0
+)
+QUICK = [
+    "--trials",
+    "2",
+    "--batch",
+    "2",
+    "--number",
+    "1",
+    "--repeat",
+    "2",
+    "--min-repeat-ms",
+    "1",
+    "--cooldown",
+    "0",
+    "--confirm-runs",
+    "0",
+    "--target",
+    "llvm",
+]
 
 ONE_D = '''"""B[i] = 2 A[i]: elementwise, no reduction."""
 PARAMS = {"N": 256}
@@ -44,7 +62,7 @@ def reference(A, **shape):
 '''
 
 # A reduction to a 0-d output: the template has no spatial loop to tile, so every config is rejected.
-SCALAR = '''PARAMS = {"N": 64}
+SCALAR = """PARAMS = {"N": 64}
 
 
 def compute(N, dtype):
@@ -56,11 +74,12 @@ def compute(N, dtype):
 
 def reference(A, **shape):
     return A.sum()
-'''
+"""
 
 
-def tunelab(*args: str, db: Path | None = None, timeout: float = 600, env: dict | None = None,
-            cwd: Path | None = None) -> subprocess.CompletedProcess:
+def tunelab(
+    *args: str, db: Path | None = None, timeout: float = 600, env: dict | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     full = {**os.environ, **(env or {})}
     full.pop("TUNELAB_DB", None)
     cmd = [sys.executable, "-m", "tunelab", *args] + (["--db", str(db)] if db is not None else [])
@@ -100,8 +119,9 @@ def mounted_tmpfs(folder: Path, size: str = "64m"):
     folder.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("needs root to mount a tmpfs (a read-only or a full filesystem)")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     try:
@@ -141,9 +161,18 @@ def tuned(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tuned")
     db = folder / "tuned.sqlite"
     with Store(db) as store:
-        session = create_session(store, SessionSpec(workload="gemm", shape={"M": 16, "N": 16, "K": 16},
-                                                    target="llvm", tuner="random", trials=4, batch=4,
-                                                    measure=FAST))
+        session = create_session(
+            store,
+            SessionSpec(
+                workload="gemm",
+                shape={"M": 16, "N": 16, "K": 16},
+                target="llvm",
+                tuner="random",
+                trials=4,
+                batch=4,
+                measure=FAST,
+            ),
+        )
         assert len(list(session.run())) == 4
         written = export_trial(store, session.session_id, out_dir=folder / "export", formats=("schedule",))
     return db, session.session_id, Path(written["schedule"])
@@ -156,6 +185,7 @@ def copy_db(tuned, tmp_path: Path) -> Path:
 
 
 # ---- shapes -------------------------------------------------------------------------------------------
+
 
 def test_partial_shape_is_refused_naming_what_is_missing(tmp_path):
     db = tmp_path / "t.sqlite"
@@ -174,7 +204,9 @@ def test_partial_shape_in_the_engine():
         gemm.parse_shape("M=64,N=64", complete=True)
     with pytest.raises(WorkloadError, match="leaves out N"):
         gemm.parse_shape({"M": 8, "K": 8}, complete=True)
-    assert gemm.parse_shape("", complete=True) == gemm.parse_shape(None, complete=True) == gemm.default_shape()
+    assert (
+        gemm.parse_shape("", complete=True) == gemm.parse_shape(None, complete=True) == gemm.default_shape()
+    )
     assert gemm.parse_shape("square-128", complete=True)["K"] == 128  # a preset names every parameter
     assert gemm.parse_shape("M=64,N=64")["K"] == 512  # the library call keeps its documented defaults
 
@@ -188,7 +220,7 @@ def test_huge_shape_is_refused_at_once_with_the_bytes_needed(tmp_path):
     assert "512,000,000,016,384 bytes" in line and "memory" in line
     assert not db.exists()
     # an extent no one could store as a number either
-    line = one_error_line(tunelab("tune", "gemm", "--shape", f"M={10 ** 400},N=1,K=1", *QUICK, db=db))
+    line = one_error_line(tunelab("tune", "gemm", "--shape", f"M={10**400},N=1,K=1", *QUICK, db=db))
     assert "memory" in line and not db.exists()
 
 
@@ -201,14 +233,18 @@ def test_divisors_never_walk_the_extent():
     started = time.monotonic()
     big = divisors(10**12)
     assert len(big) == 169 and big[0] == 1 and big[-1] == 10**12
-    assert tile_candidates(999_999_999_989, 2, 64) == ((999_999_999_989, 1),)  # a prime: 10^6 trials, not 10^12
+    assert tile_candidates(999_999_999_989, 2, 64) == (
+        (999_999_999_989, 1),
+    )  # a prime: 10^6 trials, not 10^12
     assert time.monotonic() - started < 10
 
 
 def test_validate_shapes_too_big_for_memory_are_refused(tuned, tmp_path):
     db = copy_db(tuned, tmp_path)
     before = count(db, "validations")
-    line = one_error_line(tunelab("validate", str(tuned[1]), "--shapes", "M=1000000000000", "--repeats", "1", db=db))
+    line = one_error_line(
+        tunelab("validate", str(tuned[1]), "--shapes", "M=1000000000000", "--repeats", "1", db=db)
+    )
     assert "memory" in line and count(db, "validations") == before
 
 
@@ -230,8 +266,16 @@ def test_hostile_custom_file_is_one_line_and_stores_nothing(tmp_path, kind):
     path.write_text(ONE_D + code)
     db = tmp_path / "t.sqlite"
     started = time.monotonic()
-    proc = tunelab("tune", "custom", "--custom", str(path), *QUICK, db=db, timeout=300,
-                   env={"TUNELAB_CUSTOM_TIMEOUT_S": "10"})
+    proc = tunelab(
+        "tune",
+        "custom",
+        "--custom",
+        str(path),
+        *QUICK,
+        db=db,
+        timeout=300,
+        env={"TUNELAB_CUSTOM_TIMEOUT_S": "10"},
+    )
     line = one_error_line(proc)
     assert words in line, line
     assert time.monotonic() - started < 120
@@ -244,9 +288,10 @@ def test_system_exit_in_process_is_a_workload_error():
     # in this process (the child check skipped on purpose): still an error, never the end of tunelab
     with pytest.raises(WorkloadError, match=r"sys\.exit\(3\)"):
         CustomWorkload(ONE_D + "import sys\nsys.exit(3)\n", vet=False)
-    exits_when_big = ONE_D.replace("    A = te.placeholder((N,), dtype, name=\"A\")",
-                                   "    if N > 256:\n        raise SystemExit(0)\n"
-                                   "    A = te.placeholder((N,), dtype, name=\"A\")")
+    exits_when_big = ONE_D.replace(
+        '    A = te.placeholder((N,), dtype, name="A")',
+        '    if N > 256:\n        raise SystemExit(0)\n    A = te.placeholder((N,), dtype, name="A")',
+    )
     wl = CustomWorkload(exits_when_big, vet=False)
     with pytest.raises(WorkloadError, match=r"compute\(\) raised sys\.exit\(0\)"):
         wl.tensors("N=512")
@@ -258,8 +303,20 @@ def test_custom_code_at_the_tuned_shape_is_checked_in_a_child_first(tmp_path):
     path = tmp_path / "slow_ref.py"
     path.write_text(slow)
     db = tmp_path / "t.sqlite"
-    line = one_error_line(tunelab("tune", "custom", "--custom", str(path), "--shape", "N=512", *QUICK, db=db,
-                                  timeout=300, env={"TUNELAB_CUSTOM_TIMEOUT_S": "10"}))
+    line = one_error_line(
+        tunelab(
+            "tune",
+            "custom",
+            "--custom",
+            str(path),
+            "--shape",
+            "N=512",
+            *QUICK,
+            db=db,
+            timeout=300,
+            env={"TUNELAB_CUSTOM_TIMEOUT_S": "10"},
+        )
+    )
     assert "within 10 s" in line and not db.exists()
 
 
@@ -307,13 +364,15 @@ def test_non_utf8_files_are_one_line(tmp_path):
     db = tmp_path / "t.sqlite"
     line = one_error_line(tunelab("tune", "custom", "--custom", str(latin1), *QUICK, db=db))
     assert "not UTF-8" in line and "0xe9" in line
-    line = one_error_line(tunelab("tune", "gemm", "--shape", "M=16,N=16,K=16", "--space-file", str(space),
-                                  *QUICK, db=db))
+    line = one_error_line(
+        tunelab("tune", "gemm", "--shape", "M=16,N=16,K=16", "--space-file", str(space), *QUICK, db=db)
+    )
     assert "not UTF-8" in line and "space file" in line
     assert not db.exists()
 
 
 # ---- every config rejected ----------------------------------------------------------------------------
+
 
 def test_one_dimensional_compute_tunes_with_its_default_shape(tmp_path):
     path = tmp_path / "double.py"
@@ -345,8 +404,16 @@ def test_a_stored_session_whose_configs_are_all_rejected_exits_non_zero(tmp_path
     workload = get_workload("custom", SCALAR)
     shape, target = workload.default_shape(), resolve_target("llvm")
     space = make_space(workload, shape, "float32", target, "template")
-    spec = SessionSpec(workload="custom", shape=shape, custom_source=SCALAR, target="llvm", tuner="random",
-                       trials=4, batch=2, measure=FAST)
+    spec = SessionSpec(
+        workload="custom",
+        shape=shape,
+        custom_source=SCALAR,
+        target="llvm",
+        tuner="random",
+        trials=4,
+        batch=2,
+        measure=FAST,
+    )
     with Store(db) as store:  # stored as an older tunelab (without the check before storing) would have
         sid = create_session(store, spec, validated=(workload, shape, "float32", target, space)).session_id
     proc = tunelab("tune", "--resume", str(sid), "--json", db=db)
@@ -356,6 +423,7 @@ def test_a_stored_session_whose_configs_are_all_rejected_exits_non_zero(tmp_path
 
 
 # ---- export -------------------------------------------------------------------------------------------
+
 
 def test_export_to_a_file_or_twice_into_one_folder(tuned, tmp_path):
     db, sid, _ = tuned
@@ -388,6 +456,7 @@ def test_export_into_a_read_only_folder(tuned, tmp_path):
 
 # ---- a database in a read-only folder -----------------------------------------------------------------
 
+
 def test_database_in_a_read_only_folder_is_read_and_never_written(tuned, tmp_path):
     db = copy_db(tuned, tmp_path)
     sid = tuned[1]
@@ -403,11 +472,16 @@ def test_database_in_a_read_only_folder_is_read_and_never_written(tuned, tmp_pat
         assert [s["id"] for s in json.loads(proc.stdout)] == [sid]
         proc = tunelab("show", str(sid), "--json", db=ro_db)
         assert proc.returncode == 0 and json.loads(proc.stdout)["trials"] == 4
-        for args in (["tune", "--resume", str(sid)], ["validate", str(sid), "--repeats", "1"],
-                     ["tune", "gemm", "--shape", "M=16,N=16,K=16", *QUICK]):
+        for args in (
+            ["tune", "--resume", str(sid)],
+            ["validate", str(sid), "--repeats", "1"],
+            ["tune", "gemm", "--shape", "M=16,N=16,K=16", *QUICK],
+        ):
             line = one_error_line(tunelab(*args, db=ro_db))
             assert "read-only" in line and "not an SQLite" not in line
-        line = one_error_line(tunelab("tune", "gemm", "--shape", "M=16,N=16,K=16", *QUICK, db=folder / "new.sqlite"))
+        line = one_error_line(
+            tunelab("tune", "gemm", "--shape", "M=16,N=16,K=16", *QUICK, db=folder / "new.sqlite")
+        )
         assert "Cannot create" in line and "read-only" in line
         assert sorted(os.listdir(folder)) == [db.name]
     assert count(db, "trials") == 4 and count(db, "validations") == 0
@@ -430,6 +504,7 @@ def test_database_with_its_wal_in_a_read_only_folder_is_read(tuned, tmp_path):
 
 # ---- validate where the schedule cannot run -----------------------------------------------------------
 
+
 def test_validate_refuses_targets_this_host_cannot_execute(tuned, tmp_path):
     mcpu = an_mcpu_this_host_lacks()
     db = copy_db(tuned, tmp_path)
@@ -451,9 +526,9 @@ def test_validate_refuses_targets_this_host_cannot_execute(tuned, tmp_path):
     assert count(db, "validations") == 0
 
     # the library paths the app takes, before measuring or storing anything
-    from tunelab.app.views.validation_view import validation_job
     from tunelab.core.trust.shapes import across_shapes
     from tunelab.core.trust.validate import validate_schedule_file, validate_session
+    from tunelab.core.usecases.validation import validate_and_store
 
     with Store(db) as store:
         with pytest.raises(TargetError, match="cannot run on this machine"):
@@ -464,12 +539,12 @@ def test_validate_refuses_targets_this_host_cannot_execute(tuned, tmp_path):
             validate_schedule_file(tmp_path / "mcpu.schedule.json", store=store, runs=1)
         for remeasure, shapes in ((True, ""), (False, "M=8,16"), (True, "M=8")):
             with pytest.raises(TargetError, match="cannot run on this machine"):
-                validation_job(store, sid, top_k=1, runs=1, shapes=shapes, remeasure=remeasure,
-                               emit=lambda _event: None, is_cancelled=lambda: False)
+                validate_and_store(store, sid, top_k=1, runs=1, shapes=shapes or None, remeasure=remeasure)
     assert count(db, "validations") == 0
 
 
 # ---- exit codes: bad input 2, a failing store 3 -------------------------------------------------------
+
 
 def test_sqlite_errors_are_told_apart():
     conn = sqlite3.connect(":memory:")
@@ -495,8 +570,18 @@ def test_store_writes_on_a_full_database_are_store_failures(tmp_path):
         pages = store.db.execute("PRAGMA page_count").fetchone()[0]
         store.db.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own limit: the disk is full
         now = time.time()
-        trial = NewTrial(round=0, config={"x": 1}, status="ok", error=None, samples_ms=[1.0] * 50_000,
-                         predicted_ms=None, build_s=0.1, run_s=0.1, started_at=now, finished_at=now)
+        trial = NewTrial(
+            round=0,
+            config={"x": 1},
+            status="ok",
+            error=None,
+            samples_ms=[1.0] * 50_000,
+            predicted_ms=None,
+            build_s=0.1,
+            run_s=0.1,
+            started_at=now,
+            finished_at=now,
+        )
         with pytest.raises(StoreFailure, match="full"):
             store.add_trial(sid, trial, "x1")
         assert store.trials(sid) == []  # rolled back: nothing half-written
@@ -508,8 +593,15 @@ def test_a_disk_that_fills_up_while_tuning_exits_3(tmp_path):
     with mounted_tmpfs(tmp_path / "small", size="2m") as folder:
         db = folder / "t.sqlite"
         with Store(db) as store:
-            spec = SessionSpec(workload="gemm", shape={"M": 16, "N": 16, "K": 16}, target="llvm", tuner="random",
-                               trials=40, batch=4, measure=FAST)
+            spec = SessionSpec(
+                workload="gemm",
+                shape={"M": 16, "N": 16, "K": 16},
+                target="llvm",
+                tuner="random",
+                trials=40,
+                batch=4,
+                measure=FAST,
+            )
             sid = create_session(store, spec).session_id
         # fill the disk, then give back a little: enough to open the database, not to tune 40 trials
         with open(folder / "filler", "wb") as f:

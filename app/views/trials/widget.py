@@ -1,0 +1,328 @@
+"""The trials table widget: the filtered, sorted trials of a session with a detail pane (config,
+samples, error); rows copy as TSV and the shown rows export to CSV."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QItemSelection, QItemSelectionModel, QModelIndex, Qt, Signal
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from tunelab.app.views.trials.model import COLUMNS, TrialTableModel, config_of
+from tunelab.app.views.trials.proxy import TrialSortFilterProxy
+from tunelab.app.widgets.buffers import TrialColumns, columns_of, n_rows, rows_after
+from tunelab.app.widgets.formatting import fmt_ms
+from tunelab.app.workers.following import read_new
+from tunelab.core.errors import TunelabError
+from tunelab.core.records import TrialRecord
+from tunelab.core.store.database import Store
+
+CSV_FIELDS = (
+    "id",
+    "index",
+    "round",
+    "status",
+    "latency_ms",
+    "mean_ms",
+    "std_ms",
+    "min_ms",
+    "max_ms",
+    "predicted_ms",
+    "build_s",
+    "run_s",
+    "started_at",
+    "finished_at",
+    "config",
+    "error",
+)
+
+
+def csv_row(t: TrialRecord) -> list:
+    return [
+        t.id,
+        t.index,
+        t.round,
+        t.status,
+        t.latency_ms,
+        t.mean_ms,
+        t.std_ms,
+        t.min_ms,
+        t.max_ms,
+        t.predicted_ms,
+        t.build_s,
+        t.run_s,
+        t.started_at,
+        t.finished_at,
+        json.dumps(config_of(t), separators=(",", ":")),
+        t.error or "",
+    ]
+
+
+class TrialsTable(QWidget):
+    """The trials of the session given to `set_session`; `poll()` appends newly stored ones."""
+
+    trial_selected = Signal(int)  # -1: none
+
+    def __init__(self, store: Store, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._store = store
+        self.session_id: int | None = None
+        self._last_id = 0
+        self.model = TrialTableModel(self, store)
+        self.proxy = TrialSortFilterProxy(self)
+        self.proxy.setSourceModel(self.model)
+
+        self.filter_edit = QLineEdit()
+        self.filter_edit.setPlaceholderText("Filter: any text in any column (status, knob value, error…)")
+        self.filter_edit.setClearButtonEnabled(True)
+        self.filter_edit.textChanged.connect(self._on_filter_changed)
+        self.count_label = QLabel()
+        self.count_label.setProperty("role", "hint")
+        copy_button = QPushButton("Copy rows")
+        copy_button.clicked.connect(self.copy_selection)
+        self.csv_button = QPushButton("Export CSV…")
+        self.csv_button.clicked.connect(self._on_export_csv)
+        top = QHBoxLayout()
+        top.addWidget(self.filter_edit, 1)
+        top.addWidget(self.count_label)
+        top.addWidget(copy_button)
+        top.addWidget(self.csv_button)
+
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setAlternatingRowColors(True)
+        self.table.verticalHeader().hide()
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        for col, width in enumerate((56, 60, 64, 96, 96, 96, 90, 112, 440)):
+            self.table.setColumnWidth(col, width)
+        self.table.selectionModel().currentRowChanged.connect(self._on_current_changed)
+        copy_action = QAction("Copy", self.table)
+        copy_action.setShortcut(QKeySequence.StandardKey.Copy)
+        copy_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        copy_action.triggered.connect(self.copy_selection)
+        self.table.addAction(copy_action)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        copy_config = QAction("Copy config JSON", self.table)
+        copy_config.triggered.connect(self._on_copy_config)
+        self.table.addAction(copy_config)
+
+        self.details = QTabWidget()
+        self.config_text = QPlainTextEdit(readOnly=True)
+        self.samples_text = QPlainTextEdit(readOnly=True)
+        self.error_text = QPlainTextEdit(readOnly=True)
+        for text in (self.config_text, self.samples_text, self.error_text):
+            text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.details.addTab(self.config_text, "Config")
+        self.details.addTab(self.samples_text, "Samples")
+        self.details.addTab(self.error_text, "Error")
+
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.table)
+        splitter.addWidget(self.details)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(top)
+        layout.addWidget(splitter, 1)
+        self._update_count()
+
+    # ---- reading -------------------------------------------------------------------------------
+    def set_session(
+        self, session_id, trials: list[TrialRecord] | None = None, columns: TrialColumns | None = None
+    ) -> None:
+        """Show session `session_id` (an id, a record with `.id`, or None); `columns` (what
+        `Store.trial_columns` returns) or `trials` (TrialRecords): its trials as already read (in id
+        order), so that the store is not read again."""
+        if session_id is not None and not isinstance(session_id, int):
+            session_id = session_id.id
+        self.session_id = session_id
+        self._last_id = 0
+        self._show_details(None)
+        if session_id is None:
+            self.model.set_columns(columns_of([]))
+        elif columns is not None:
+            self.model.set_columns(columns, session_id)
+        elif trials is not None:
+            self.model.set_columns(columns_of(trials), session_id, trials)
+        else:
+            self.model.set_columns(columns_of([]), session_id)
+            self.poll()
+            return
+        if self.model.rowCount():
+            self._last_id = self.model.trial_id(self.model.rowCount() - 1)
+        self._update_count()
+
+    def poll(self) -> int:
+        columns = read_new(self._store, self.session_id, self._last_id, self.count_label.setText)
+        return 0 if columns is None else self.add(columns)
+
+    def add(self, columns: TrialColumns) -> int:
+        """Append newly stored trials (the main window reads them once for every view)."""
+        if self.session_id is None:
+            return 0
+        new = rows_after(columns, self._last_id)
+        n = n_rows(new)
+        if n:
+            self._last_id = int(new["id"][-1])
+            self.model.append_columns(new)
+            self._update_count()
+        return n
+
+    def select_trial(self, trial_id: int) -> None:
+        row = self.model.row_of(trial_id)
+        if row is None:
+            return
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        if index.isValid():
+            self.table.selectRow(index.row())
+            self.table.scrollTo(index)
+
+    def selected_trial(self) -> int | None:
+        index = self.table.selectionModel().currentIndex()
+        if not index.isValid():
+            return None
+        return self.model.trial_id(self.proxy.mapToSource(index).row())
+
+    def visible_trials(self) -> list[TrialRecord]:
+        """The rows as shown: filtered and sorted."""
+        rows = self.model.trials()
+        return [rows[r] for r in self.proxy.source_rows().tolist()]
+
+    # ---- copy and export -----------------------------------------------------------------------
+    def selection_text(self) -> str:
+        rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
+        lines = ["\t".join(COLUMNS)]
+        source = self.proxy.source_rows()
+        for r in rows:
+            row = int(source[r])
+            lines.append("\t".join(self.model.display_text(row, c) for c in range(len(COLUMNS))))
+        return "\n".join(lines)
+
+    def copy_selection(self) -> None:
+        QGuiApplication.clipboard().setText(self.selection_text())
+
+    def export_csv(self, path: str | Path) -> int:
+        """Write the visible rows (every field, config as JSON) to `path`; returns how many."""
+        trials = self.visible_trials()
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(CSV_FIELDS)
+            writer.writerows(csv_row(t) for t in trials)
+        return len(trials)
+
+    def _on_export_csv(self) -> None:
+        if self.session_id is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export trials", f"session-{self.session_id}-trials.csv", "CSV (*.csv)"
+        )
+        if path:
+            self.export_csv(path)
+
+    def _on_copy_config(self) -> None:
+        trial_id = self.selected_trial()
+        if trial_id is not None:
+            row = self.model.row_of(trial_id)
+            QGuiApplication.clipboard().setText(json.dumps(self.model.config(row), indent=2))
+
+    # ---- slots ---------------------------------------------------------------------------------
+    def _on_filter_changed(self, text: str) -> None:
+        # The proxy resets on a filter change; keep the selected trials that stay visible.
+        selection = self.table.selectionModel()
+        source = self.proxy.source_rows()
+        selected = (
+            np.unique(source[[i.row() for i in selection.selectedRows()]])
+            if selection.hasSelection()
+            else np.zeros(0, dtype=np.int64)
+        )
+        current = self.selected_trial()
+        self.proxy.setFilterFixedString(text)
+        self._restore_selection(selected, current)
+        self._update_count()
+
+    def _restore_selection(self, source_rows: np.ndarray, current_id: int | None) -> None:
+        selection_model = self.table.selectionModel()
+        rows = np.sort(self.proxy.mapped_rows(source_rows))
+        if len(rows):
+            selection = QItemSelection()
+            breaks = np.flatnonzero(np.diff(rows) != 1)
+            starts = np.concatenate(([0], breaks + 1))
+            ends = np.concatenate((breaks, [len(rows) - 1]))
+            last = len(COLUMNS) - 1
+            for s, e in zip(rows[starts].tolist(), rows[ends].tolist(), strict=True):
+                selection.select(self.proxy.index(s, 0), self.proxy.index(e, last))
+            selection_model.select(selection, QItemSelectionModel.SelectionFlag.ClearAndSelect)
+        row = None if current_id is None else self.model.row_of(current_id)
+        index = QModelIndex() if row is None else self.proxy.mapFromSource(self.model.index(row, 0))
+        if index.isValid():
+            selection_model.setCurrentIndex(index, QItemSelectionModel.SelectionFlag.NoUpdate)
+        elif current_id is not None:
+            self._show_details(None)
+            self.trial_selected.emit(-1)
+
+    def _update_count(self) -> None:
+        shown, total = self.proxy.rowCount(), self.model.rowCount()
+        self.count_label.setText(f"{total} trials" if shown == total else f"{shown} of {total} trials")
+
+    def _on_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if not current.isValid():
+            self._show_details(None)
+            self.trial_selected.emit(-1)
+            return
+        trial = self.model.trial(self.proxy.mapToSource(current).row())
+        self._show_details(trial)
+        self.trial_selected.emit(trial.id)
+
+    def _show_details(self, trial: TrialRecord | None) -> None:
+        if trial is None:
+            for text in (self.config_text, self.samples_text, self.error_text):
+                text.setPlainText("")
+            return
+        try:
+            samples = self._store.samples(trial.id)
+        except TunelabError as exc:
+            samples, note = [], str(exc)
+        else:
+            note = ""
+        self.config_text.setPlainText(json.dumps(config_of(trial), indent=2))
+        lines = [f"trial {trial.id} (index {trial.index}, round {trial.round}) · {trial.status}", ""]
+        if samples:
+            lines.append(
+                f"{len(samples)} samples (ms): median {fmt_ms(trial.latency_ms)}, mean {fmt_ms(trial.mean_ms)}, "
+                f"std {fmt_ms(trial.std_ms)}, min {fmt_ms(trial.min_ms)}, max {fmt_ms(trial.max_ms)}"
+            )
+            lines += [f"  {i:3d}  {ms:.6g}" for i, ms in enumerate(samples)]
+        else:
+            lines.append(note or "no samples: the trial failed before it was timed")
+        if trial.build_s is not None or trial.run_s is not None:
+            lines += ["", f"build {fmt_ms(trial.build_s)} s · run {fmt_ms(trial.run_s)} s"]
+        self.samples_text.setPlainText("\n".join(lines))
+        self.error_text.setPlainText(trial.error or "no error")
+        if trial.error and not trial.ok:
+            self.details.setCurrentWidget(self.error_text)

@@ -1,0 +1,330 @@
+"""How a validation is drawn: the verdict in words, the re-measured schedules, the shapes and the past
+runs as tables, and GFLOP/s per shape as a plot. Widgets and functions here hold no state of a run."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
+
+VERDICT_STYLE = {  # verdict -> (headline, text colour, background)
+    "stable": ("Stable", "#1e8e3e", "#e6f4ea"),
+    "noisy": ("Noisy", "#b06000", "#fef7e0"),
+    "regressed": ("Regressed", "#d93025", "#fce8e6"),
+}
+ROW_BRUSH = {"noisy": QBrush(QColor("#fef7e0")), "regressed": QBrush(QColor("#fce8e6"))}
+FALLS_OFF_BRUSH = QBrush(QColor("#fce8e6"))
+SCHEDULE_COLUMNS = (
+    "Schedule",
+    "Recorded ms",
+    "Re-measured ms",
+    "Ratio",
+    "CV",
+    "Runs",
+    "Quiet runs",
+    "Throttled",
+    "Placement",
+    "Machine",
+    "Verdict",
+    "Cause",
+)
+SHAPE_COLUMNS = ("Shape", "Status", "Latency ms", "GFLOP/s", "Tuned ms", "× tuned", "Falls off", "Why")
+PAST_COLUMNS = ("When", "Verdict", "Runs", "Summary")
+BAR_BRUSH = (42, 111, 219, 200)
+BAR_OFF_BRUSH = (217, 48, 37, 200)
+TUNED_BRUSH = (128, 134, 139, 150)
+RATIO_PEN = "#e37400"
+_RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+
+
+def _ratio(value: float | None) -> str:
+    return "—" if value is None or not math.isfinite(value) else f"{value:.2f}×"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None or not math.isfinite(value) else f"{100 * value:.1f}%"
+
+
+def _change(ratio: float | None) -> str:
+    """A ratio as a signed change: 1.12 -> "+12%"; None -> "—"."""
+    if ratio is None:
+        return "—"
+    percent = round((ratio - 1) * 100)
+    return f"{percent:+d}%" if percent else "0%"
+
+
+def _varying_label(rows: list[dict[str, Any]]) -> list[str]:
+    """Tick labels naming only the parameters that differ between the shapes."""
+    shapes = [r.get("shape") or {} for r in rows]
+    keys = [k for k in (shapes[0] if shapes else {}) if len({s.get(k) for s in shapes}) > 1]
+    if not keys:
+        return [r.get("shape_text", "") for r in rows]
+    return [",".join(f"{k}={s.get(k)}" for k in keys) for s in shapes]
+
+
+def when(run: dict[str, Any]) -> str:
+    """When a stored validation was made, to the minute."""
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(run.get("created_at") or 0))
+
+
+# ---- the verdict ---------------------------------------------------------------------------------------
+def verdict_words(report: dict[str, Any]) -> tuple[str, str, str]:
+    """(headline, cause, figures) of a report: the verdict, its likely cause as a sentence, and the
+    figures behind it (the summary without the cause, the ranking when it changed)."""
+    verdict = str(report.get("verdict"))
+    headline = VERDICT_STYLE.get(verdict, (verdict.capitalize(), "", ""))[0]
+    cause = str(report.get("cause") or "")
+    summary = str(report.get("summary") or "")
+    at = summary.find(cause) if cause else -1
+    if at >= 0:  # "[<schedule>: ]<cause>; <figures>": say the cause once
+        cause, summary = summary[:at] + cause, summary[at + len(cause) :].lstrip("; ")
+    elif verdict == "stable" and not cause:
+        cause = "The figures hold: the re-measurements agree with the recorded ones and with each other."
+        summary = summary.removeprefix("the figures hold: ")
+    summary = summary[:1].upper() + summary[1:]
+    if report.get("ranking_holds") is False:
+        summary += (
+            ". The ranking changed: recorded "
+            + ", ".join(report.get("recorded_order") or [])
+            + "; re-measured "
+            + ", ".join(report.get("remeasured_order") or [])
+        )
+    figures = summary + ("." if summary and not summary.endswith(".") else "")
+    return headline, cause[:1].upper() + cause[1:], figures
+
+
+def verdict_styles(verdict: str | None) -> tuple[str, str, str]:
+    """Style sheets (box, headline, cause) for a verdict; None: not validated (grey)."""
+    _, color, background = VERDICT_STYLE.get(verdict or "", ("", "#5f6368", "#f1f3f4"))
+    return (
+        f"QFrame#verdict_box {{ background: {background}; border-radius: 6px; }}",
+        f"font-size: 26px; font-weight: 700; color: {color};",
+        f"font-size: 15px; color: {color};",
+    )
+
+
+# ---- tables --------------------------------------------------------------------------------------------
+def make_table(columns: tuple[str, ...], stretch: int) -> QTableWidget:
+    """A read-only table of whole-row single selection, column `stretch` taking the spare width."""
+    table = QTableWidget(0, len(columns))
+    table.setHorizontalHeaderLabels(columns)
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    table.verticalHeader().setVisible(False)
+    table.setWordWrap(False)
+    table.setMinimumHeight(36)  # the window may be small: the splitters share what there is
+    header = table.horizontalHeader()
+    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+    return table
+
+
+def titled(text: str, widget: QWidget) -> QWidget:
+    """`widget` under a bold title."""
+    page = QWidget()
+    layout = QVBoxLayout(page)
+    layout.setContentsMargins(0, 4, 0, 0)
+    label = QLabel(f"<b>{text}</b>")
+    layout.addWidget(label)
+    layout.addWidget(widget, 1)
+    return page
+
+
+def fill_schedules(table: QTableWidget, schedules: list[dict[str, Any]]) -> None:
+    """One row per re-measured schedule, tinted by its verdict."""
+    table.setRowCount(len(schedules))
+    for row, s in enumerate(schedules):
+        confirmed = s.get("recorded_kind") == "confirmed"
+        values = (
+            str(s.get("label")),
+            fmt_ms(s.get("recorded_ms")) + (" *" if confirmed else ""),
+            fmt_ms(s.get("remeasured_ms")),
+            _ratio(s.get("ratio")),
+            _pct(s.get("cv")),
+            f"{s.get('runs')} / {s.get('runs_tried', s.get('runs'))}",
+            str(s.get("quiet_runs", "—")),
+            "yes" if s.get("throttled") else "no",
+            _change(s.get("placement_ratio")),
+            _change(s.get("machine_drift")),
+            str(s.get("verdict")),
+            str(s.get("cause") or ""),
+        )
+        tips = {
+            1: "* confirmed in fresh processes when the session finished"
+            if confirmed
+            else "the figure the session measured",
+            8: "how much slower with every buffer at the same page offset (tunelab.core.measure.placement)",
+            9: "how much slower the machine itself was than at recording, by a reference kernel",
+        }
+        for col, text in enumerate(values):
+            item = QTableWidgetItem(text)
+            item.setToolTip(tips.get(col) or str(s.get("cause") or s.get("verdict")))
+            if 1 <= col <= 9:
+                item.setTextAlignment(_RIGHT)
+            brush = ROW_BRUSH.get(str(s.get("verdict")))
+            if brush is not None:
+                item.setBackground(brush)
+            table.setItem(row, col, item)
+
+
+def fill_shapes(table: QTableWidget, rows: list[dict[str, Any]]) -> None:
+    """One row per shape the best schedule was carried over to; those where it falls off highlighted."""
+    table.setRowCount(len(rows))
+    bold = QFont()
+    bold.setBold(True)
+    for row, r in enumerate(rows):
+        tuned = fmt_ms(r.get("tuned_ms"))
+        if r.get("tuned_session_id") is not None:
+            tuned += f" (#{r['tuned_session_id']})"
+        falls = r.get("falls_off")
+        values = (
+            str(r.get("shape_text")),
+            str(r.get("status")),
+            fmt_ms(r.get("latency_ms")),
+            fmt_gflops(r.get("gflops")),
+            tuned,
+            _ratio(r.get("ratio_to_tuned")),
+            "—" if falls is None else ("yes" if falls else "no"),
+            "; ".join(r.get("reasons") or []) or str(r.get("error") or ""),
+        )
+        for col, text in enumerate(values):
+            item = QTableWidgetItem(text)
+            item.setToolTip(values[-1] or text)
+            if 2 <= col <= 5:
+                item.setTextAlignment(_RIGHT)
+            if falls:
+                item.setBackground(FALLS_OFF_BRUSH)
+                if col in (0, 6, 7):
+                    item.setFont(bold)
+            table.setItem(row, col, item)
+
+
+def fill_past(
+    table: QTableWidget, runs: list[dict[str, Any]], purpose: Callable[[dict[str, Any]], str | None]
+) -> None:
+    """One row per stored validation run; `purpose(run)` is "confirm" for a session's own confirmation."""
+    table.blockSignals(True)
+    table.setRowCount(len(runs))
+    for row, run in enumerate(runs):
+        k = len(run.get("results") or [])
+        what = f"top {k} × {run.get('runs')}"
+        if (
+            purpose(run) == "confirm"
+        ):  # tunelab.core.trust.confirm: done by the session itself when it finished
+            what = f"confirmation: {what}"
+        values = (when(run), str(run.get("verdict")), what, str(run.get("summary") or ""))
+        for col, text in enumerate(values):
+            item = QTableWidgetItem(text)
+            item.setToolTip(str(run.get("summary") or ""))
+            if col == 1:
+                color = VERDICT_STYLE.get(str(run.get("verdict")), ("", "#202124", ""))[1]
+                item.setForeground(QColor(color))
+            table.setItem(row, col, item)
+    table.blockSignals(False)
+
+
+# ---- the plot ------------------------------------------------------------------------------------------
+class ShapesPlot(QWidget):
+    """GFLOP/s per shape: the carried-over schedule's bars (red where it falls off) beside those of the
+    schedule tuned for each shape, and its time as a multiple of the tuned one on a right axis, with
+    the fall-off limit dashed."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.plot_widget = pg.PlotWidget(background="w")
+        self.plot_widget.setMinimumHeight(36)
+        self.plot = self.plot_widget.getPlotItem()
+        # The legend is a caption above the plot (a legend inside a short plot hides the bars).
+        square = "<span style='color:{}'>&#9632;</span>"
+        self.caption = QLabel(
+            f"<b>GFLOP/s per shape</b>: {square.format('#2a6fdb')} this schedule "
+            f"({square.format('#d93025')} falls off) · "
+            f"{square.format('#80868b')} the schedule tuned for that shape · "
+            f"<span style='color:{RATIO_PEN}'>&#9670; × the tuned time</span> (right axis; dashed: the fall-off limit)"
+        )
+        self.caption.setWordWrap(True)
+        self.caption.setStyleSheet("color: #3c4043;")
+        self.plot.setLabel("left", "GFLOP/s")
+        self.plot.getAxis("left").enableAutoSIPrefix(False)
+        self.plot.showGrid(x=False, y=True, alpha=0.25)
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=BAR_BRUSH)
+        self.tuned_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=TUNED_BRUSH)
+        self.plot.addItem(self.bars)
+        self.plot.addItem(self.tuned_bars)
+        self.ratio_view = pg.ViewBox()
+        self.plot.showAxis("right")
+        self.plot.scene().addItem(self.ratio_view)
+        right = self.plot.getAxis("right")
+        right.linkToView(self.ratio_view)
+        right.setLabel("× tuned time", color=RATIO_PEN)
+        right.enableAutoSIPrefix(False)
+        self.ratio_view.setXLink(self.plot)
+        self.ratio_view.setZValue(self.plot.vb.zValue() + 1)  # the ratio line over the bars
+        self.ratio_curve = pg.PlotDataItem(
+            pen=pg.mkPen(RATIO_PEN, width=2),
+            symbol="d",
+            symbolSize=10,
+            symbolBrush=RATIO_PEN,
+            symbolPen=None,
+            connect="finite",
+        )
+        self.ratio_view.addItem(self.ratio_curve)
+        # Where the limit lies is the engine's rule (tunelab.core.trust.shapes): drawn once a run says it.
+        self.ratio_limit = pg.InfiniteLine(angle=0, pen=pg.mkPen(RATIO_PEN, style=Qt.PenStyle.DashLine))
+        self.ratio_limit.hide()
+        self.ratio_view.addItem(self.ratio_limit, ignoreBounds=True)
+        self.plot.vb.sigResized.connect(self._sync_views)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.addWidget(self.caption)
+        layout.addWidget(self.plot_widget, 1)
+
+    def scene(self):
+        return self.plot_widget.scene()
+
+    def draw(self, rows: list[dict[str, Any]], max_ratio: float | None) -> None:
+        """Show these shape rows; `max_ratio`: the fall-off limit (× the tuned time), None if not known."""
+        if max_ratio:
+            self.ratio_limit.setValue(float(max_ratio))
+        self.ratio_limit.setVisible(bool(max_ratio))
+        x = np.arange(len(rows), dtype=float)
+        heights = [r.get("gflops") or 0.0 for r in rows]
+        brushes = [pg.mkBrush(BAR_OFF_BRUSH if r.get("falls_off") else BAR_BRUSH) for r in rows]
+        self.bars.setOpts(x=x - 0.2, height=heights, width=0.38, brushes=brushes)
+        tuned = [r.get("tuned_gflops") or 0.0 for r in rows]
+        self.tuned_bars.setOpts(x=x + 0.2, height=tuned, width=0.38)
+        ratio = np.array(
+            [r.get("ratio_to_tuned") if r.get("ratio_to_tuned") is not None else np.nan for r in rows],
+            dtype=float,
+        )
+        finite = np.isfinite(ratio)
+        self.ratio_curve.setData(x[finite], ratio[finite])
+        self.plot.getAxis("bottom").setTicks([list(zip(x.tolist(), _varying_label(rows), strict=True)), []])
+        if len(rows):
+            self.plot.setXRange(-0.6, len(rows) - 0.4, padding=0)
+            top = max([*heights, *tuned, 1e-9])
+            self.plot.setYRange(0, top * 1.1, padding=0)
+            high = max(float(ratio[finite].max()) if finite.any() else 1.0, float(max_ratio or 0.0))
+            self.ratio_view.setYRange(0, high * 1.15, padding=0)
+
+    def _sync_views(self) -> None:
+        self.ratio_view.setGeometry(self.plot.vb.sceneBoundingRect())
+        self.ratio_view.linkedViewChanged(self.plot.vb, self.ratio_view.XAxis)

@@ -1,0 +1,513 @@
+"""The Validation panel: do the selected session's numbers hold?
+
+"Validate" re-measures the session's K fastest schedules in fresh processes and says so in plain words:
+stable, noisy (and why: another busy process, throttling, first-run cost…) or regressed. With a shape
+list it also carries the best schedule over to those shapes; their rows appear as each shape is
+measured, fall-offs highlighted, with GFLOP/s per shape plotted against the schedules tuned for those
+shapes. "Shapes only" skips the re-measurement. Runs stored in the store (store.validations) are listed
+and can be opened again.
+
+The work is one call of tunelab.core.usecases.validation.validate_and_store in a StreamWorker with its
+own Store; this widget only draws what it reports (with tunelab.app.views.validation.drawing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from tunelab.app.views.validation.drawing import (
+    PAST_COLUMNS,
+    SCHEDULE_COLUMNS,
+    SHAPE_COLUMNS,
+    ShapesPlot,
+    fill_past,
+    fill_schedules,
+    fill_shapes,
+    make_table,
+    titled,
+    verdict_styles,
+    verdict_words,
+    when,
+)
+from tunelab.app.widgets.formatting import fmt_ms
+from tunelab.app.workers.worker import StreamWorker, keep_alive
+from tunelab.core.errors import TunelabError
+from tunelab.core.store.database import Store
+from tunelab.core.usecases.validation import ValidationOutcome, validate_and_store
+
+NOT_VALIDATED = (
+    "Re-measure the fastest schedules in fresh processes to see whether the session's figures hold."
+)
+
+
+def validation_job(store: Store, session_id: int, *, emit, is_cancelled, **request: Any) -> ValidationOutcome:
+    """Runs in the worker: the use case, with what it reports passed on to the GUI thread as
+    ("progress", done, total, text), ("report", report), ("shapes", n, rule) and ("row", row)."""
+    return validate_and_store(
+        store,
+        session_id,
+        **request,
+        is_cancelled=is_cancelled,
+        on_progress=lambda done, total, text: emit(("progress", done, total, text)),
+        on_report=lambda report: emit(("report", report)),
+        on_shapes=lambda shapes, rule: emit(("shapes", len(shapes), rule)),
+        on_row=lambda row: emit(("row", row)),
+    )
+
+
+def default_shapes(shape: dict[str, int]) -> str:
+    """A shape list to suggest: the first parameter at a quarter, half, once and twice its value."""
+    if not shape:
+        return ""
+    name, value = next(iter(shape.items()))
+    values = sorted({max(1, value // 4), max(1, value // 2), value, value * 2})
+    return f"{name}={','.join(map(str, values))}"
+
+
+class ValidationView(QWidget):
+    finished = Signal()  # a run ended (done, failed or stopped)
+    failed = Signal(str)
+
+    def __init__(self, store: Store, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._store = store
+        self._purposes: dict[int, str | None] = {}  # stored validation id -> why it was made (see _purpose)
+        self.session_id: int | None = None
+        self.worker: StreamWorker | None = None
+        self._run_session: int | None = None
+        self._remeasuring = False
+        self._rows: list[dict[str, Any]] = []
+        self._n_shapes = 0
+        self.report: dict[str, Any] | None = None
+        self.across: dict[str, Any] | None = None
+        self._rule: dict[str, float] | None = None  # the falls-off rule of the shapes shown, once known
+        self.last_error = ""
+
+        self.title = QLabel("No session selected.")
+        self.title.setObjectName("validation_title")
+        self.title.setWordWrap(True)
+        self.k_spin = QSpinBox()
+        self.k_spin.setRange(1, 20)
+        self.k_spin.setValue(3)
+        self.k_spin.setToolTip("How many of the session's fastest schedules to re-measure")
+        self.runs_spin = QSpinBox()
+        self.runs_spin.setRange(1, 50)
+        self.runs_spin.setValue(5)
+        self.runs_spin.setToolTip(
+            "Fresh processes: each loads every schedule afresh and measures it once, in a rotated order"
+        )
+        self.task_combo = QComboBox()
+        self.task_combo.setToolTip("The session tunes several shapes: which one to re-measure")
+        self.task_label = QLabel("Shape")
+        self.task_combo.hide()  # shown for a session that tunes several shapes
+        self.task_label.hide()
+        self.shapes_edit = QLineEdit()
+        self.shapes_edit.setObjectName("shapes_edit")
+        self.shapes_edit.setToolTip(
+            "Other shapes to carry the best schedule over to (optional): "
+            "M=8,16,32,64 · M=16..128 · M=64,N=64,K=64;M=128,N=128,K=128"
+        )
+        self.shapes_edit.textChanged.connect(lambda _t: self._update_buttons())
+        self.validate_button = QPushButton("Validate")
+        self.validate_button.setObjectName("validate_button")
+        self.validate_button.setDefault(True)
+        self.validate_button.setToolTip(
+            "Re-measure the K fastest schedules in fresh processes, then the shapes"
+        )
+        self.validate_button.clicked.connect(lambda: self.start(remeasure=True))
+        self.shapes_button = QPushButton("Shapes only")
+        self.shapes_button.setToolTip("Carry the best schedule over to the shapes, without re-measuring")
+        self.shapes_button.clicked.connect(lambda: self.start(remeasure=False))
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("stop_button")
+        self.stop_button.setToolTip(
+            "Stop: nothing of this run is stored (a re-measurement's worker processes "
+            "are killed at once; the shapes stop after the one being measured)"
+        )
+        self.stop_button.clicked.connect(self.stop)
+        controls = QHBoxLayout()
+        controls.setContentsMargins(0, 0, 0, 0)
+        controls.addWidget(self.task_label)
+        controls.addWidget(self.task_combo)
+        for label, widget in (
+            ("Top K", self.k_spin),
+            ("Repeats", self.runs_spin),
+            ("Other shapes", self.shapes_edit),
+        ):
+            controls.addWidget(QLabel(label))
+            controls.addWidget(widget, 1 if widget is self.shapes_edit else 0)
+        for button in (self.validate_button, self.shapes_button, self.stop_button):
+            controls.addWidget(button)
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(260)
+        self.progress.hide()
+        self.stage = QLabel()
+        self.stage.setProperty("role", "hint")
+        self.stage.setWordWrap(True)
+        self.stage.hide()
+        progress_row = QHBoxLayout()
+        progress_row.setContentsMargins(0, 0, 0, 0)
+        progress_row.addWidget(self.progress)
+        progress_row.addWidget(self.stage, 1)
+
+        # The verdict, in large plain words.
+        self.verdict_box = QFrame()
+        self.verdict_box.setObjectName("verdict_box")
+        self.verdict_label = QLabel("Not validated yet")
+        self.verdict_label.setObjectName("verdict_label")
+        self.cause_label = QLabel(NOT_VALIDATED)
+        self.cause_label.setObjectName("verdict_cause")
+        self.cause_label.setWordWrap(True)
+        self.cause_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.figures_label = QLabel()
+        self.figures_label.setObjectName("verdict_figures")
+        self.figures_label.setWordWrap(True)
+        self.figures_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box = QVBoxLayout(self.verdict_box)
+        box.setContentsMargins(12, 8, 12, 8)
+        box.setSpacing(2)
+        box.addWidget(self.verdict_label)
+        box.addWidget(self.cause_label)
+        box.addWidget(self.figures_label)
+        self.figures_label.hide()
+        self._style_verdict(None)
+
+        self.schedule_table = make_table(SCHEDULE_COLUMNS, stretch=len(SCHEDULE_COLUMNS) - 1)
+        self.past_table = make_table(PAST_COLUMNS, stretch=3)
+        self.past_table.itemSelectionChanged.connect(self._on_past_selected)
+        self.past_runs: list[dict[str, Any]] = []
+        past = titled("Past validations of this session (pick one to show it)", self.past_table)
+        self.shape_table = make_table(SHAPE_COLUMNS, stretch=len(SHAPE_COLUMNS) - 1)
+        self.shapes_summary = QLabel()
+        self.shapes_summary.setObjectName("shapes_summary")
+        self.shapes_summary.setWordWrap(True)
+        self.shapes_summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        shapes_page = QWidget()
+        shapes_layout = QVBoxLayout(shapes_page)
+        shapes_layout.setContentsMargins(0, 0, 0, 0)
+        shapes_layout.addWidget(self.shapes_summary)
+        shapes_layout.addWidget(self.shape_table, 1)
+        self.shapes_plot = ShapesPlot()
+        self.bars = self.shapes_plot.bars
+
+        top = QSplitter(Qt.Orientation.Horizontal)
+        top.addWidget(titled("Re-measured schedules", self.schedule_table))
+        top.addWidget(past)
+        top.setStretchFactor(0, 3)
+        top.setStretchFactor(1, 2)
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.addWidget(titled("Across shapes", shapes_page))
+        bottom.addWidget(self.shapes_plot)
+        bottom.setStretchFactor(0, 1)
+        bottom.setStretchFactor(1, 1)
+        bottom.setSizes([700, 560])
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(top)
+        splitter.addWidget(bottom)
+        splitter.setSizes([260, 360])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.title)
+        layout.addLayout(controls)
+        layout.addLayout(progress_row)
+        layout.addWidget(self.verdict_box)
+        layout.addWidget(splitter, 1)
+        self._update_buttons()
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def _set_stage(self, text: str) -> None:
+        self.stage.setText(text)
+        self.stage.setVisible(bool(text))
+
+    def _set_figures(self, text: str) -> None:
+        self.figures_label.setText(text)
+        self.figures_label.setVisible(bool(text))
+
+    def exportable(self):
+        return self.shapes_plot.scene()
+
+    @property
+    def running(self) -> bool:
+        return self.worker is not None
+
+    @property
+    def verdict(self) -> str:
+        return self.verdict_label.text()
+
+    def shape_rows(self) -> list[dict[str, Any]]:
+        return list(self._rows)
+
+    # ---- session -------------------------------------------------------------------------------
+    def set_session(self, session_id: int | None) -> None:
+        self.session_id = session_id
+        record = None
+        if session_id is not None:
+            try:
+                record = self._store.session(session_id)
+            except TunelabError as exc:
+                self.title.setText(str(exc))
+                self.session_id = None
+        self._fill_tasks(record)
+        if record is None:
+            self.title.setText("No session selected.")
+        else:
+            best = (
+                "no successful trial yet" if record.best_ms is None else f"best {fmt_ms(record.best_ms)} ms"
+            )
+            self.title.setText(
+                f"<b>Session {record.id}</b> {record.name} · {record.n_trials} trials, {best}. "
+                "Validate re-measures its fastest schedules in fresh processes and, with shapes, "
+                "carries the best one over to them."
+            )
+            self.shapes_edit.setPlaceholderText(f"optional, e.g. {default_shapes(record.shape)}")
+        if not self.running:
+            self._clear_results()
+            self.refresh_past()
+            if self.past_runs:
+                self.past_table.selectRow(0)  # show the latest stored run
+        self._update_buttons()
+
+    def _fill_tasks(self, record: Any) -> None:
+        """The shape picker, shown for a session that tunes several shapes (tasks)."""
+        tasks = []
+        if record is not None:
+            try:
+                tasks = self._store.tasks(record.id)
+            except TunelabError:
+                tasks = []
+        self.task_combo.clear()
+        for t in tasks:
+            shape = ",".join(f"{k}={v}" for k, v in t.shape.items())
+            self.task_combo.addItem(f"{shape}{' (primary)' if t.index == 0 else ''}", t.index)
+        multi = len(tasks) > 1
+        self.task_combo.setVisible(multi)
+        self.task_label.setVisible(multi)
+
+    @property
+    def task(self) -> int:
+        value = self.task_combo.currentData()
+        return int(value) if value is not None else 0
+
+    def refresh_past(self) -> None:
+        """Re-read the stored validation runs of the session (newest first)."""
+        self.past_runs = []
+        if self.session_id is not None:
+            try:
+                self.past_runs = self._store.validations(self.session_id)
+            except TunelabError as exc:
+                self._set_stage(f"Cannot read past validations: {exc}")
+        fill_past(self.past_table, self.past_runs, self._purpose)
+
+    def _purpose(self, run: dict[str, Any]) -> str | None:
+        """Why a stored validation was made ("confirm" for a session's own confirmation); cached per id."""
+        cache = self._purposes
+        if run["id"] not in cache:
+            try:
+                cache[run["id"]] = (self._store.validation(run["id"]).get("source") or {}).get("purpose")
+            except TunelabError:
+                cache[run["id"]] = None
+        return cache[run["id"]]
+
+    def _on_past_selected(self) -> None:
+        rows = {i.row() for i in self.past_table.selectedIndexes()}
+        if not rows or self.running:
+            return
+        run = self.past_runs[min(rows)]
+        try:
+            report = self._store.validation(run["id"])
+        except TunelabError as exc:
+            self._set_stage(f"Cannot open validation {run['id']}: {exc}")
+            return
+        self._show_report(report)
+        self._rows = [r for r in report.get("shapes") or [] if "falls_off" in r]
+        self.across = report.get("across_shapes")
+        self._rule = (self.across or {}).get("rule")
+        self._fill_shapes()
+        self._set_stage(f"Stored validation {run['id']} of {when(run)}.")
+
+    # ---- running -------------------------------------------------------------------------------
+    def _update_buttons(self) -> None:
+        idle = not self.running and self.session_id is not None
+        self.validate_button.setEnabled(idle)
+        self.shapes_button.setEnabled(idle and bool(self.shapes_edit.text().strip()))
+        self.stop_button.setEnabled(self.running and not self.worker.cancelled)
+        for w in (self.k_spin, self.runs_spin, self.shapes_edit, self.task_combo):
+            w.setEnabled(not self.running)
+
+    def start(self, remeasure: bool = True) -> StreamWorker | None:
+        """Validate the selected session (re-measure when `remeasure`, then the shapes if any) in a worker."""
+        if self.running or self.session_id is None:
+            return None
+        shapes = self.shapes_edit.text().strip()
+        if not remeasure and not shapes:
+            return None
+        self._clear_results()
+        self._run_session = self.session_id
+        self._remeasuring = remeasure
+        top_k, runs = self.k_spin.value(), self.runs_spin.value()
+        worker = StreamWorker(
+            self._store.path,
+            validation_job,
+            self.session_id,
+            top_k=top_k,
+            runs=runs,
+            shapes=shapes or None,
+            remeasure=remeasure,
+            task=self.task,
+        )
+        worker.progress.connect(self._on_progress)
+        worker.succeeded.connect(self._on_done)
+        worker.failed.connect(self._on_failed)
+        worker.finished.connect(self._on_finished)
+        self.worker = keep_alive(worker)
+        self.progress.setRange(0, 0)
+        self.progress.show()
+        self._set_stage(
+            f"Re-measuring the {top_k} fastest schedule(s) of session {self.session_id} in {runs} "
+            "fresh process(es)…"
+            if remeasure
+            else "Starting…"
+        )
+        if remeasure:
+            self.verdict_label.setText("Validating…")
+            self._style_verdict(None)
+        worker.start()
+        self._update_buttons()
+        return worker
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.cancel()
+            self._set_stage(self.stage.text() + " — stopping…")
+            self._update_buttons()
+
+    def _on_progress(self, item: tuple) -> None:
+        kind = item[0]
+        if kind == "progress":
+            _, done, total, text = item
+            self.progress.setRange(0, max(total, 1))
+            self.progress.setValue(done)
+            self.progress.setFormat("run %v / %m")
+            self._set_stage(f"Re-measuring: {text}")
+        elif kind == "report":
+            self._show_report(item[1])
+        elif kind == "shapes":
+            _, self._n_shapes, self._rule = item
+            self.progress.setRange(0, self._n_shapes)
+            self.progress.setValue(0)
+            self.progress.setFormat("shape %v / %m")
+            self._set_stage(
+                f"Measuring the best schedule of session {self._run_session} on {self._n_shapes} shape(s)…"
+            )
+        elif kind == "row":
+            self._rows.append(item[1])
+            self.progress.setValue(len(self._rows))
+            self._fill_shapes()
+
+    def _on_done(self, outcome: ValidationOutcome) -> None:
+        if outcome.cancelled and outcome.report is None and outcome.across is None:
+            self._show_stopped()
+            return
+        if outcome.report is not None:
+            self._show_report(outcome.report)
+        if outcome.across is not None:
+            self.across = outcome.across
+            self._rule = outcome.across.get("rule")
+            self._rows = list(outcome.across["rows"])
+            self._fill_shapes()
+        if outcome.cancelled:
+            self._set_stage("Stopped." + (" Nothing was stored." if outcome.report is not None else ""))
+        else:
+            self._set_stage(
+                "Done." + (" The validation is stored with the session." if outcome.stored else "")
+            )
+
+    def _show_stopped(self) -> None:
+        """A run stopped before it had anything to keep: nothing is stored, the past runs are as they were."""
+        if self._remeasuring:
+            self.verdict_label.setText("Stopped")
+            self._style_verdict(None)
+            self.cause_label.setText(
+                "The re-measurement was stopped before it finished; nothing was stored. "
+                "Past validations are unchanged."
+            )
+            self._set_figures("")
+        self._set_stage("Stopped.")
+
+    def _on_failed(self, message: str, _details: str) -> None:
+        self.last_error = message
+        self._set_stage(f"<span style='color:#d93025'>Validation failed: {message}</span>")
+        if self.report is None:
+            self.verdict_label.setText("Not validated")
+            self.cause_label.setText(message)
+            self._style_verdict(None)
+        self.failed.emit(message)
+
+    def _on_finished(self) -> None:
+        self.worker = None
+        self.progress.hide()
+        self.refresh_past()
+        self._update_buttons()
+        self.finished.emit()
+
+    # ---- drawing -------------------------------------------------------------------------------
+    def _clear_results(self) -> None:
+        self.report = None
+        self.across = None
+        self._rule = None
+        self._rows = []
+        self.last_error = ""
+        self.schedule_table.setRowCount(0)
+        self.verdict_label.setText("Not validated yet")
+        self.cause_label.setText(NOT_VALIDATED)
+        self._set_figures("")
+        self._style_verdict(None)
+        self._fill_shapes()
+        self._set_stage("")
+
+    def _style_verdict(self, verdict: str | None) -> None:
+        box, headline, cause = verdict_styles(verdict)
+        self.verdict_box.setStyleSheet(box)
+        self.verdict_label.setStyleSheet(headline)
+        self.cause_label.setStyleSheet(cause)
+        self.figures_label.setStyleSheet("font-size: 13px; color: #202124;")
+
+    def _show_report(self, report: dict[str, Any]) -> None:
+        self.report = report
+        headline, cause, figures = verdict_words(report)
+        self.verdict_label.setText(headline)
+        self._style_verdict(str(report.get("verdict")))
+        self.cause_label.setText(cause)
+        self._set_figures(figures)
+        fill_schedules(self.schedule_table, report.get("schedules") or [])
+
+    def _fill_shapes(self) -> None:
+        rows = self._rows
+        fill_shapes(self.shape_table, rows)
+        if self.across is not None:
+            self.shapes_summary.setText(str(self.across.get("summary") or ""))
+        elif self.running and self._n_shapes:
+            self.shapes_summary.setText(f"{len(rows)} of {self._n_shapes} shape(s) measured…")
+        else:
+            self.shapes_summary.setText(
+                ""
+                if rows
+                else "Give a shape list and press Validate (or Shapes only) to "
+                "see how the best schedule does on other shapes."
+            )
+        self.shapes_plot.draw(rows, (self._rule or {}).get("max_ratio_to_tuned"))
