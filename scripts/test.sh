@@ -17,6 +17,7 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 .venv/bin/python scripts/import_graph.py  # import-linter contracts and zero import cycles
 export QT_QPA_PLATFORM=offscreen
 set +e
