@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 
 import psutil
 from PySide6.QtCore import (
@@ -52,6 +53,10 @@ def target_text(record: SessionRecord) -> str:
     t = record.target
     if record.target_kind == "cuda":
         return f"CUDA {t.get('arch', '')}".strip()
+    if "tvm" not in sys.modules:
+        # The ISA level needs LLVM (seconds of import): never on the GUI thread's account. The main
+        # window's target probe imports TVM in a worker at start-up; until then the mcpu alone.
+        return f"CPU {t.get('mcpu', '')}".strip()
     from tunelab.core.target.info import describe_target_json
 
     return describe_target_json(t)  # the mcpu actually used and its ISA level
