@@ -49,6 +49,14 @@ def _rows(db: Path) -> dict[int, tuple]:
         conn.close()
 
 
+def _wait_for_trials(app: subprocess.Popen, db: Path, n: int = 3) -> None:
+    deadline = time.time() + 300
+    while len(_rows(db)) < n:
+        assert app.poll() is None, app.stderr.read().decode()[-2000:]
+        assert time.time() < deadline, "the app stored no trials in 300 s"
+        time.sleep(0.1)
+
+
 def test_killed_window_process_is_offered_resume_on_the_next_launch(qtbot, tmp_path):
     from PySide6.QtCore import QSettings
 
@@ -66,13 +74,11 @@ def test_killed_window_process_is_offered_resume_on_the_next_launch(qtbot, tmp_p
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    deadline = time.time() + 300
-    while len(_rows(db)) < 3:
-        assert app.poll() is None, app.stderr.read().decode()[-2000:]
-        assert time.time() < deadline, "the app stored no trials in 300 s"
-        time.sleep(0.1)
-    os.killpg(app.pid, signal.SIGKILL)  # the window process and the tuning child it started
-    app.wait()
+    try:
+        _wait_for_trials(app, db)
+    finally:
+        os.killpg(app.pid, signal.SIGKILL)  # the window process and the tuning child it started
+        app.wait()
     time.sleep(0.5)
     before = _rows(db)
     assert 3 <= len(before) < 16
