@@ -93,6 +93,9 @@ def validate_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetIn
     if space.size < 1:
         raise SpaceError("the search space is empty")
     check_schedulable(space)
+    # The tuner checks its options' ranges when it is made: made once here, a bad value is refused
+    # before the session is stored (not when its run begins).
+    make_tuner(spec.tuner, space, seed=spec.seed, **spec.tuner_options).close()
     return workload, shape, dtype, target, space
 
 

@@ -5,8 +5,8 @@ is one line, not empty and not a Python dump; never any other exception and neve
 
 Parsers: shapes (every workload of the catalog, and the validation's shape lists), workload names,
 dtypes, template knob lists and auto-space rule lists (what the space editor and `--space-file`
-give), whole session specs (`tunelab tune --spec FILE`), schedule files, target strings, and the
-JSON the space editor's text fields take.
+give), tuner names and `--tuner-option K=V`, whole session specs (`tunelab tune --spec FILE`),
+schedule files, target strings, and the JSON the space editor's text fields take.
 
 Shape values stay below 10**6 where a space is built from them (huge shapes are another fix);
 a partial shape may be completed with defaults for now, so nothing here asserts on defaults.
@@ -28,6 +28,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
 
 from tunelab.core.errors import TunelabError  # noqa: E402
 from tunelab.core.workloads.catalog import get_workload, list_workloads
+
+pytestmark = pytest.mark.slow  # real TVM (targets, spaces, trace replay); about a minute on two cores
 
 WORKLOADS = list_workloads()
 MAX_MESSAGE = 600  # a message is a sentence, not a dump of what was given
@@ -457,6 +459,78 @@ def test_space_editor_json_field():
         assert error is None or (error and len(error.splitlines()) == 1 and value is None)
 
     fuzz()
+
+
+# ---- tuners and their options ----------------------------------------------------------------------------
+
+OPTION_VALUES = st.one_of(
+    st.integers(-5, 10**4).map(str),  # bounded: a huge population only hangs the first ask, not the parser
+    st.floats(allow_nan=True).map(str),
+    st.sampled_from(
+        [
+            "abc",
+            "null",
+            "true",
+            "false",
+            "[1]",
+            "{}",
+            '"x"',
+            "1e400",
+            "NaN",
+            "",
+            "tournament",
+            "roulette",
+            "0.5",
+            "-0.1",
+            "2",
+            "1",
+        ]
+    ),
+)
+
+
+def test_tuner_options(template_llvm):
+    """`--tuner NAME --tuner-option K=V ...`: read by the CLI, then checked by the registry and the tuner."""
+    from tunelab.core.cli.main import _options
+    from tunelab.core.search.tuners.registry import get_tuner_class, make_tuner, resolve_options, tuner_names
+
+    names = tuner_names()
+    keys = sorted({k for n in names for k in get_tuner_class(n).options})
+    items = st.tuples(st.one_of(st.sampled_from(keys), st.text(max_size=5)), OPTION_VALUES).map(
+        lambda kv: f"{kv[0]}={kv[1]}"
+    )
+
+    @FUZZ
+    @given(
+        name=st.one_of(st.sampled_from(names), st.text(max_size=8)),
+        typed=st.lists(st.one_of(items, st.text(max_size=8)), max_size=3),
+    )
+    @example(name="genetic", typed=["pop_size=abc"])  # int('abc'): ValueError out of the tuner
+    @example(name="genetic", typed=["pop_size=null"])  # int(None): TypeError
+    @example(name="xgb", typed=["epsilon=[1]"])
+    @example(name="evolutionary", typed=["population_size=true"])
+    @example(name="genetic", typed=["pop_size=" + "[" * 5000])  # json.loads: RecursionError
+    def fuzz(name, typed):
+        options = parsed(_options, typed)
+        cls = parsed(get_tuner_class, name)
+        if options is None or cls is None or parsed(resolve_options, cls, options) is None:
+            return
+        tuner = parsed(make_tuner, name, template_llvm, seed=0, **options)
+        if tuner is not None:
+            tuner.close()
+
+    fuzz()
+
+
+@pytest.mark.parametrize("options", [{"pop_size": 1}, {"pop_size": "abc"}, {"mutation_prob": 2.0}])
+def test_a_bad_tuner_option_is_refused_before_the_session_is_stored(options):
+    """validate_spec (what the CLI and the desktop app call before the store is touched) made only
+    the names of the options checked: a bad value stored a session, then failed when it ran."""
+    from specs import small_spec
+
+    from tunelab.core.session.loop import validate_spec
+
+    assert parsed(validate_spec, small_spec(tuner="genetic", tuner_options=options)) is None
 
 
 # ---- session specs -------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from tunelab.core.errors import TunerError
+from tunelab.core.errors import TunerError, shown
 
 if TYPE_CHECKING:
     from tunelab.core.search.space.base import SearchSpace
@@ -36,7 +36,7 @@ def get_tuner_class(name: str) -> type[Tuner]:
     """The strategy class registered as `name` (imported now)."""
     target = TUNERS.get(name)
     if target is None:
-        raise TunerError(f"unknown tuner {name!r}; choose one of {', '.join(TUNERS)}")
+        raise TunerError(f"unknown tuner {shown(name)}; choose one of {', '.join(TUNERS)}")
     module_name, _, class_name = target.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -46,16 +46,31 @@ def get_tuner_class(name: str) -> type[Tuner]:
 
 
 def resolve_options(cls: type[Tuner], options: dict[str, Any]) -> dict[str, Any]:
-    """The class's option defaults overridden by `options`; TunerError on an option it lacks."""
+    """The class's option defaults overridden by `options`; TunerError on an option it lacks or a value
+    whose type is not its default's (an int option takes an integer, a float option any number)."""
     allowed: dict[str, Any] = getattr(cls, "options", {})
-    unknown = sorted(set(options) - set(allowed))
+    name = getattr(cls, "name", cls.__name__)
+    unknown = sorted(set(options) - set(allowed), key=str)
     if unknown:
-        name = getattr(cls, "name", cls.__name__)
-        bad = ", ".join(repr(u) for u in unknown)
+        bad = ", ".join(shown(u, 40) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
         if allowed:
             raise TunerError(f"tuner {name!r} has no option {bad}; its options are {', '.join(allowed)}")
         raise TunerError(f"tuner {name!r} has no option {bad}; it takes no options")
+    for key, value in options.items():
+        default = allowed[key]
+        kinds, words = _OPTION_TYPES.get(type(default), (type(default), type(default).__name__))
+        if not isinstance(value, kinds) or (isinstance(value, bool) and not isinstance(default, bool)):
+            raise TunerError(f"tuner {name!r}: option {key!r} must be {words}, not {shown(value)}")
     return {**allowed, **options}
+
+
+# An option's value must be of its default's type (the tuners convert with int() and float()).
+_OPTION_TYPES: dict[type, tuple[Any, str]] = {
+    bool: (bool, "true or false"),
+    int: (int, "an integer"),
+    float: ((int, float), "a number"),
+    str: (str, "a string"),
+}
 
 
 def make_tuner(name: str, space: SearchSpace, *, seed: int, cost_model: Any = None, **options: Any) -> Tuner:
