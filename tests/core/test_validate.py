@@ -21,6 +21,7 @@ from tunelab.core.records import MeasureOptions, SessionSpec
 from tunelab.core.session.loop import create_session
 from tunelab.core.store.database import Store
 from tunelab.core.trust.validate import DISTURBED_FRACTION, VERDICTS, validate_schedule_file, validate_session
+from tunelab.core.usecases.tuning import confirm_when_finished
 
 pytestmark = pytest.mark.slow
 
@@ -261,7 +262,7 @@ def test_exported_schedule_reproduces_within_5_percent(tmp_path):
         seed=0,
         measure=MeasureOptions(number=10, repeat=10, min_repeat_ms=50),
     )
-    session = create_session(store, spec)
+    session = confirm_when_finished(create_session(store, spec))  # as `tunelab tune` runs it
     for _ in session.run():
         pass
     written = export_trial(store, session.session_id, out_dir=tmp_path / "out", formats=("schedule",))
