@@ -473,7 +473,6 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
     session.on_stage.append(lambda text: print(f"\n{STAGE_MARK}{text}", file=sys.stderr, flush=True))
     done, failed, best = record.n_trials, record.n_failed, record.best_ms
     interrupted = False
-    stopped: StoreError | None = None
     runner = session.run()
     try:
         for trial in runner:
@@ -502,8 +501,8 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
         if isinstance(exc, StoreFailure):  # the store or its disk failed underneath: not the input
             kept = _count_trials(store, session.session_id)
             print(
-                f"tunelab: error: session {session.session_id} crashed: {exc} The {kept} trial(s) stored "
-                f"before are kept; tunelab tune --resume {session.session_id} continues once the cause is "
+                f"tunelab: error: session {session.session_id} crashed: the store failed: {exc} The {kept} trial(s) "
+                f"stored before are kept; tunelab tune --resume {session.session_id} continues once the cause is "
                 f"fixed.",
                 file=sys.stderr,
             )
@@ -541,13 +540,6 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             from tunelab.core.trust.confirm import format_confirmations
 
             print(format_confirmations(session.confirmations))
-    if stopped is not None:
-        print(
-            f"tunelab: session {record.id} stopped: {stopped} The {record.n_trials} trial(s) stored before are "
-            f"kept; tunelab tune --resume {record.id} continues once the cause is fixed.",
-            file=sys.stderr,
-        )
-        return 1
     if record.status == "failed":
         print(f"tunelab: session {record.id} failed: {record.error}", file=sys.stderr)
         return 1
