@@ -366,7 +366,7 @@ def test_a_write_lock_held_past_the_patience_ends_the_session_crashed_exit_3_and
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
     assert (
-        last.startswith("tunelab: error: session 1 crashed: Cannot write to ")
+        last.startswith("tunelab: error: session 1 crashed: the store failed: Cannot write to ")
         and f"held its write lock for more than {patience:g} s" in last
         and "--resume 1" in last
     ), last
