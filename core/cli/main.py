@@ -659,18 +659,24 @@ def _load_spec(path: str) -> Any:
         raise TunelabError(f"spec file {path}: {exc}") from None
 
 
-def _confirmation_json(report: dict[str, Any]) -> dict[str, Any]:
+def _confirmation_json(report: Any) -> dict[str, Any]:
+    """A confirmation (a ValidationReport, tunelab.core.trust.confirm) in brief."""
     return {
-        "validation_id": report.get("id"),
-        "task": report["source"].get("task", 0),
-        "verdict": report["verdict"],
-        "runs": report["runs"],
+        "validation_id": report.id,
+        "task": report.source.task,
+        "verdict": report.verdict,
+        "runs": report.runs,
         "schedules": [
             {
-                k: s.get(k)
-                for k in ("trial_id", "recorded_ms", "remeasured_ms", "ratio", "cv", "runs", "verdict")
+                "trial_id": s.trial_id,
+                "recorded_ms": s.recorded_ms,
+                "remeasured_ms": s.remeasured_ms,
+                "ratio": s.ratio,
+                "cv": s.cv,
+                "runs": s.runs,
+                "verdict": s.verdict,
             }
-            for s in report["schedules"]
+            for s in report.schedules
         ],
     }
 
@@ -755,9 +761,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     doc["confirmed"] = [
         {
             "trial_id": k,
-            **{f: v[f] for f in ("median_ms", "session_ms", "runs", "cv", "verdict", "validation_id")},
+            "median_ms": v.median_ms,
+            "session_ms": v.session_ms,
+            "runs": v.runs,
+            "cv": v.cv,
+            "verdict": v.verdict,
+            "validation_id": v.validation_id,
         }
-        for k, v in sorted(confirmed.items(), key=lambda kv: kv[1]["median_ms"])
+        for k, v in sorted(confirmed.items(), key=lambda kv: kv[1].median_ms)
     ]
     if args.trials:
         doc["trials_list"] = [_trial_json(t) for t in store.trials(args.session, with_samples=True)]
@@ -874,10 +885,13 @@ def _progress_line(done: int, total: int, message: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from tunelab.core.trust.validate import format_report, parse_source, validate_schedule_file
+    from dataclasses import replace
+
+    from tunelab.core.trust.remeasure.api import parse_source, validate_schedule_file
+    from tunelab.core.trust.remeasure.report import format_report
     from tunelab.core.usecases.validation import validate_and_store
 
-    def on_shapes(_shapes: list[dict[str, int]], _rule: dict[str, float]) -> None:
+    def on_shapes(_shapes: list[dict[str, int]], _rule: Any) -> None:
         _progress_line(args.repeats, args.repeats, f"measuring the best schedule on the shapes {args.shapes}")
 
     source = parse_source(args.source)
@@ -902,9 +916,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
             source, runs=args.repeats, on_progress=_progress_line, trust_custom=args.trust_custom
         )
         store = _open_store(args.db, create=True, write=True)
-        report["id"] = store.add_validation(report)
+        report = replace(report, id=store.add_validation(report.to_json()))
+    assert report is not None  # re-measured, and nothing here cancels it
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(report.to_json()))
     else:
         print(format_report(report))
     return 0

@@ -28,7 +28,7 @@ from typing import Any
 
 from tunelab.core.errors import StoreError, TunelabError
 from tunelab.core.store.database import Store
-from tunelab.core.trust.confirmed import confirmations
+from tunelab.core.trust.confirmed import Confirmation, confirmations
 
 SCHEDULE_FORMAT = 1
 FORMATS = ("schedule", "tvmscript", "library", "database")
@@ -46,7 +46,7 @@ def _trace_json(sch: Any) -> Any:
 CLEARLY_FASTER = 0.95  # a confirmed rival replaces the session's best only when this much faster
 
 
-def _chosen_best(store: Store, task: Any, confirmed: dict[int, dict[str, Any]]) -> int | None:
+def _chosen_best(store: Store, task: Any, confirmed: dict[int, Confirmation]) -> int | None:
     """The trial an export picks by default. Its stated figure must not be the one it was picked by
     (that figure is biased low: tunelab.core.trust.confirm), so: the session's best, stated with its confirmed
     figure; a confirmed rival only when its confirmed figure is clearly (5 %) faster, as when the
@@ -55,11 +55,8 @@ def _chosen_best(store: Store, task: Any, confirmed: dict[int, dict[str, Any]]) 
     mine = [k for k in confirmed if store.trial(k).task_id in ((task.id if task is not None else None), None)]
     if not mine:
         return best_id
-    fastest = min(mine, key=lambda k: (confirmed[k]["median_ms"], k))
-    if (
-        best_id in confirmed
-        and confirmed[fastest]["median_ms"] >= CLEARLY_FASTER * confirmed[best_id]["median_ms"]
-    ):
+    fastest = min(mine, key=lambda k: (confirmed[k].median_ms, k))
+    if best_id in confirmed and confirmed[fastest].median_ms >= CLEARLY_FASTER * confirmed[best_id].median_ms:
         return best_id
     return fastest
 
@@ -116,10 +113,10 @@ def export_trial(
     confirmation = confirmed.get(trial.id)
     # The figure an export states: the confirmed one where there is one (the session's own figure of
     # its winner is biased low, see tunelab.core.trust.confirm), and the session's beside it.
-    latency_ms = confirmation["median_ms"] if confirmation else trial.latency_ms
+    latency_ms = confirmation.median_ms if confirmation else trial.latency_ms
     if "schedule" in formats:
         samples = store.samples(trial.id)
-        stated = confirmation["samples_ms"] if confirmation and confirmation["samples_ms"] else samples
+        stated = list(confirmation.samples_ms) if confirmation and confirmation.samples_ms else samples
         stats = {
             "median_ms": latency_ms,
             "source": "confirmed" if confirmation else "session",
@@ -135,11 +132,15 @@ def export_trial(
         }
         if confirmation:
             stats["confirmed"] = {
-                k: confirmation[k] for k in ("runs", "cv", "run_cv", "verdict", "validation_id")
+                "runs": confirmation.runs,
+                "cv": confirmation.cv,
+                "run_cv": confirmation.run_cv,
+                "verdict": confirmation.verdict,
+                "validation_id": confirmation.validation_id,
             }
-            # the machine's speed then, by tunelab.core.trust.validate's reference kernel: a later re-measurement can
-            # tell the machine drifting from the schedule changing
-            stats["reference_ms"] = confirmation.get("reference_ms")
+            # the machine's speed then, by tunelab.core.trust.remeasure's reference kernel: a later re-measurement
+            # can tell the machine drifting from the schedule changing
+            stats["reference_ms"] = confirmation.reference_ms
         doc = {
             "tunelab_schedule": SCHEDULE_FORMAT,
             "workload": record.workload,
@@ -248,7 +249,7 @@ def load_schedule_file(path: str | os.PathLike[str], *, trust_custom: bool = Fal
     for key in ("workload", "shape", "dtype", "target", "trace"):
         if key not in doc:
             raise TunelabError(f"schedule file {path} has no {key!r}")
-    # What the readers (schedule_from_file, tunelab.core.trust.validate) take from the file, by type.
+    # What the readers (schedule_from_file, tunelab.core.trust.remeasure) take from the file, by type.
     for key, kinds, words in (
         ("workload", str, "a string"),
         ("dtype", str, "a string"),

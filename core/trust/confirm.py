@@ -8,7 +8,7 @@ slower in production").
 
 The remedy is the statistician's: pick with one set of measurements, report with another. When a
 session finishes, its ``confirm_top`` fastest trials (per shape) are re-measured in
-``confirm_runs`` fresh processes by :mod:`tunelab.core.trust.validate` (interleaved, with telemetry), and the
+``confirm_runs`` fresh processes by :mod:`tunelab.core.trust.remeasure` (interleaved, with telemetry), and the
 report is stored as a validation whose source says ``"purpose": "confirm"``. From then on the
 confirmed median is the figure an export states; the session's own figure stays in the store
 (what was measured is never rewritten) and is exported beside it.
@@ -17,11 +17,12 @@ confirmed median is the figure an export states; the session's own figure stays 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
 
 from tunelab.core.records import MeasureOptions
 from tunelab.core.store.database import Store
 from tunelab.core.trust.confirmed import CONFIRM_PURPOSE
+from tunelab.core.trust.remeasure.report import ValidationReport
 
 StageFn = Callable[[str], None]
 
@@ -34,12 +35,13 @@ def confirm_session(
     runs: int | None = None,
     is_cancelled: Callable[[], bool] | None = None,
     on_stage: StageFn | None = None,
-) -> list[dict[str, Any]]:
+) -> list[ValidationReport]:
     """Re-measure each shape's ``top_k`` fastest trials in ``runs`` fresh processes and store the
     reports (one validation per shape). Defaults come from the session's measurement options; with
     ``runs`` 0 nothing happens. Returns the stored reports. Raises
-    :class:`tunelab.core.trust.validate.ValidationCancelled` once ``is_cancelled()`` is true (nothing more stored)."""
-    from tunelab.core.trust.validate import validate_session
+    :class:`tunelab.core.trust.remeasure.api.ValidationCancelled` once ``is_cancelled()`` is true (nothing more
+    stored)."""
+    from tunelab.core.trust.remeasure.api import validate_session
 
     record = store.session(session_id)
     options = MeasureOptions.from_json(record.measure)
@@ -67,28 +69,25 @@ def confirm_session(
             is_cancelled=is_cancelled,
             against="session",
         )
-        report["source"]["purpose"] = CONFIRM_PURPOSE
-        report["id"] = store.add_validation(report)
-        reports.append(report)
+        report = replace(report, source=replace(report.source, purpose=CONFIRM_PURPOSE))
+        reports.append(replace(report, id=store.add_validation(report.to_json())))
     return reports
 
 
-def format_confirmations(reports: list[dict[str, Any]]) -> str:
+def format_confirmations(reports: list[ValidationReport]) -> str:
     """One line per confirmed shape: the confirmed best against the session's own figure."""
     lines = []
     for report in reports:
-        timed = [s for s in report.get("schedules", []) if s.get("remeasured_ms") is not None]
+        timed = [s for s in report.schedules if s.remeasured_ms is not None]
         if not timed:
-            lines.append(
-                f"confirmation: no timing in {report.get('runs')} fresh processes ({report.get('cause')})"
-            )
+            lines.append(f"confirmation: no timing in {report.runs} fresh processes ({report.cause})")
             continue
-        best = min(timed, key=lambda s: s["remeasured_ms"])
-        ms, recorded = best["remeasured_ms"], best.get("recorded_ms")
-        text = f"confirmed: trial {best['trial_id']} {ms:.4f} ms in {best['runs']} fresh processes"
+        best = min(timed, key=lambda s: s.remeasured_ms or 0.0)
+        ms, recorded = best.remeasured_ms or 0.0, best.recorded_ms
+        text = f"confirmed: trial {best.trial_id} {ms:.4f} ms in {best.runs} fresh processes"
         if recorded:
             change = ms / recorded - 1
             text += f" (the session measured {recorded:.4f} ms: {abs(change) * 100:.1f}% "
             text += "optimistic)" if change > 0 else "pessimistic)"
-        lines.append(text + f"; verdict {report.get('verdict')}")
+        lines.append(text + f"; verdict {report.verdict}")
     return "\n".join(lines)

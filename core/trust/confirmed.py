@@ -6,36 +6,78 @@ the confirmed one without depending on the machinery that measures it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tunelab.core.store.database import Store
+from tunelab.core.trust.remeasure.report import ValidationReport
 
 CONFIRM_PURPOSE = "confirm"
 
 
-def confirmations(store: Store, session_id: int) -> dict[int, dict[str, Any]]:
-    """The latest confirmed figures of a session's trials, by trial id: ``median_ms``, ``samples_ms``,
-    ``runs``, ``cv``, ``run_cv``, ``verdict``, ``session_ms`` (the figure the session recorded),
-    ``reference_ms`` (tunelab.core.trust.validate's reference kernel meanwhile) and ``validation_id``. Trials never
-    confirmed (or confirmed without a single timing) are absent."""
-    found: dict[int, dict[str, Any]] = {}
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    """A trial's figure from a fresh-process confirmation (the latest that timed it)."""
+
+    median_ms: float
+    samples_ms: tuple[float, ...]
+    runs: int
+    cv: float | None
+    run_cv: float | None
+    verdict: str
+    session_ms: float | None  # the figure the session recorded
+    reference_ms: float | None  # tunelab.core.trust.remeasure's reference kernel meanwhile
+    validation_id: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "median_ms": self.median_ms,
+            "samples_ms": list(self.samples_ms),
+            "runs": self.runs,
+            "cv": self.cv,
+            "run_cv": self.run_cv,
+            "verdict": self.verdict,
+            "session_ms": self.session_ms,
+            "reference_ms": self.reference_ms,
+            "validation_id": self.validation_id,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Confirmation:
+        return cls(
+            median_ms=data["median_ms"],
+            samples_ms=tuple(data.get("samples_ms") or ()),
+            runs=int(data.get("runs") or 0),
+            cv=data.get("cv"),
+            run_cv=data.get("run_cv"),
+            verdict=str(data.get("verdict")),
+            session_ms=data.get("session_ms"),
+            reference_ms=data.get("reference_ms"),
+            validation_id=int(data["validation_id"]),
+        )
+
+
+def confirmations(store: Store, session_id: int) -> dict[int, Confirmation]:
+    """The latest confirmed figures of a session's trials, by trial id. Trials never confirmed (or
+    confirmed without a single timing) are absent."""
+    found: dict[int, Confirmation] = {}
     for entry in store.validations(session_id):  # newest first: the first figure seen for a trial wins
-        report = store.validation(entry["id"])
-        if (report.get("source") or {}).get("purpose") != CONFIRM_PURPOSE:
+        report = ValidationReport.from_json(store.validation(entry["id"]))
+        if report.source.purpose != CONFIRM_PURPOSE:
             continue
-        for s in report.get("schedules", []):
-            trial_id = s.get("trial_id")
-            if trial_id is None or trial_id in found or s.get("remeasured_ms") is None:
+        for s in report.schedules:
+            if s.trial_id is None or s.trial_id in found or s.remeasured_ms is None:
                 continue
-            found[trial_id] = {
-                "median_ms": s["remeasured_ms"],
-                "samples_ms": list(s.get("samples_ms") or []),
-                "runs": s.get("runs"),
-                "cv": s.get("cv"),
-                "run_cv": s.get("run_cv"),
-                "verdict": s.get("verdict"),
-                "session_ms": s.get("recorded_ms"),
-                "reference_ms": s.get("reference_ms"),
-                "validation_id": entry["id"],
-            }
+            found[s.trial_id] = Confirmation(
+                median_ms=s.remeasured_ms,
+                samples_ms=s.samples_ms,
+                runs=s.runs,
+                cv=s.cv,
+                run_cv=s.run_cv,
+                verdict=s.verdict,
+                session_ms=s.recorded_ms,
+                reference_ms=s.reference_ms,
+                validation_id=entry["id"],
+            )
     return found

@@ -22,7 +22,8 @@ or when its GFLOP/s is below ``MIN_GFLOPS_FRACTION`` (50 %) of the GFLOP/s the s
 the shape it was tuned for (measured in the same run). A shape where the schedule cannot be carried
 over, built, or gives a wrong result falls off too.
 
-Results are plain dicts (nothing is stored).
+Results are frozen records (:mod:`tunelab.core.trust.shape_report`: an :class:`AcrossShapes` of
+:class:`ShapeRow`); nothing is stored here.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from tunelab.core.errors import SpaceError, StoreError, TargetError, TunelabError, WorkloadError
 from tunelab.core.records import Config, MeasureOptions
+from tunelab.core.stats import median
+from tunelab.core.trust.shape_report import AcrossShapes, FallsOffRule, ShapeRow, SourceFigures
 from tunelab.core.workloads.base import format_shape
 from tunelab.core.workloads.catalog import get_workload
 
@@ -337,9 +339,9 @@ def _transfer_auto(space_from: Any, config: Config, space_to: Any) -> Config | N
 # ----------------------------------------------------------------------------------------- judging
 
 
-def falls_off_rule() -> dict[str, float]:
-    """The limits :func:`judge` applies, as :func:`across_shapes` reports them (``"rule"``)."""
-    return {"max_ratio_to_tuned": MAX_RATIO, "min_gflops_fraction": MIN_GFLOPS_FRACTION}
+def falls_off_rule() -> FallsOffRule:
+    """The limits :func:`judge` applies, as :func:`across_shapes` reports them (``rule``)."""
+    return FallsOffRule(max_ratio_to_tuned=MAX_RATIO, min_gflops_fraction=MIN_GFLOPS_FRACTION)
 
 
 def judge(
@@ -364,23 +366,22 @@ def judge(
     return bool(reasons), reasons
 
 
-def summarize(
-    rows: Sequence[Mapping[str, Any]], source_shape_text: str, reference_gflops: float | None = None
-) -> str:
+def summarize(rows: Sequence[ShapeRow], source_shape_text: str, reference_gflops: float | None = None) -> str:
     """One sentence: which shapes fall off (and why, briefly)."""
     if not rows:
         return f"No shapes were checked against the schedule tuned for {source_shape_text}."
-    off = [r for r in rows if r.get("falls_off")]
+    off = [r for r in rows if r.falls_off]
     if not off:
         return f"The schedule tuned for {source_shape_text} holds up on all {len(rows)} shape(s)."
 
-    def why(r: Mapping[str, Any]) -> str:
-        if r.get("status") != "ok":
-            return f"{r['shape_text']} ({r.get('status')})"
-        if r.get("ratio_to_tuned") is not None and r["ratio_to_tuned"] > MAX_RATIO:
-            return f"{r['shape_text']} ({r['ratio_to_tuned']:.2f}x its tuned schedule)"
-        share = f", {r['gflops'] / reference_gflops:.0%} of the tuned shape's" if reference_gflops else ""
-        return f"{r['shape_text']} ({r['gflops']:.1f} GFLOP/s{share})"
+    def why(r: ShapeRow) -> str:
+        if r.status != "ok":
+            return f"{r.shape_text} ({r.status})"
+        if r.ratio_to_tuned is not None and r.ratio_to_tuned > MAX_RATIO:
+            return f"{r.shape_text} ({r.ratio_to_tuned:.2f}x its tuned schedule)"
+        gflops = r.gflops or 0.0
+        share = f", {gflops / reference_gflops:.0%} of the tuned shape's" if reference_gflops else ""
+        return f"{r.shape_text} ({gflops:.1f} GFLOP/s{share})"
 
     held = len(rows) - len(off)
     tail = f"; it holds up on the other {held}" if held else ""
@@ -453,8 +454,8 @@ def across_shapes(
     *,
     trial_id: int | None = None,
     options: MeasureOptions | None = None,
-    on_row: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
+    on_row: Callable[[ShapeRow], None] | None = None,
+) -> AcrossShapes:
     """Apply a session's tuned schedule (best trial, or `trial_id`) to each shape and measure it.
 
     `shapes` is a shape-list text (:func:`parse_shapes`, based on the session's shape) or a list of
@@ -462,14 +463,8 @@ def across_shapes(
     checked. Where the store holds a session tuned for exactly a shape, its best schedule is
     measured again in the same run (``tuned_ms``; the stored value is ``tuned_stored_ms``) and
     ``ratio_to_tuned = latency_ms / tuned_ms``. The schedule is also measured on its own shape
-    (``source``) for the GFLOP/s rule. `on_row` is called with each row as soon as it is measured.
-
-    Returns ``{"session_id", "trial_id", "workload", "dtype", "target_kind", "source_shape",
-    "source_config", "source": {latency_ms, gflops, status, error}, "rule": {...}, "rows": [...],
-    "falls_off": [shape texts], "summary": str}``; each row holds ``shape``, ``shape_text``,
-    ``status``, ``error``, ``config``, ``changed`` (knobs whose value changed), ``latency_ms``,
-    ``samples_ms``, ``gflops``, ``tuned_session_id``, ``tuned_trial_id``, ``tuned_ms``,
-    ``tuned_stored_ms``, ``tuned_gflops``, ``ratio_to_tuned``, ``falls_off``, ``reasons``.
+    (``source``) for the GFLOP/s rule. `on_row` is called with each row as soon as it is measured
+    and judged.
     """
     import tvm_ffi
 
@@ -506,65 +501,33 @@ def across_shapes(
         finally:
             measurer.close()
 
-    def median(result: Any) -> float | None:  # as the store computes a trial's latency
-        if result.status != "ok" or not result.samples_ms:
-            return None
-        return float(statistics.median(result.samples_ms))
+    def latency(result: Any) -> float | None:  # as the store computes a trial's latency
+        return median(result.samples_ms) if result.status == "ok" else None
 
     source_schedule = space_from.schedule(trial.config)
 
-    def measure_row(shape: dict[str, int]) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "shape": shape,
-            "shape_text": format_shape(shape),
-            "status": "ok",
-            "error": None,
-            "config": None,
-            "changed": [],
-            "latency_ms": None,
-            "samples_ms": [],
-            "gflops": None,
-            "tuned_session_id": None,
-            "tuned_trial_id": None,
-            "tuned_ms": None,
-            "tuned_stored_ms": None,
-            "tuned_gflops": None,
-            "ratio_to_tuned": None,
-            "falls_off": None,
-            "reasons": [],
-        }
+    def measure_row(shape: dict[str, int]) -> ShapeRow:
+        status, error, config, schedule = "ok", None, None, None
         flops = float(workload.flops(shape))
-        schedule = None
         if shape == source_shape:
-            row["config"], schedule = trial.config, source_schedule
+            config, schedule = trial.config, source_schedule
         else:
             try:
                 space_to = space_for_shape(space_from, shape)
                 config = transfer_config(space_from, trial.config, space_to)
                 if config is None:
-                    row["status"], row["error"] = (
-                        "untransferable",
-                        "the config has no counterpart at this shape",
-                    )
+                    status, error = "untransferable", "the config has no counterpart at this shape"
                 else:
-                    row["config"] = config
                     schedule = space_to.schedule(config)
             except (InvalidSchedule, TunelabError) as exc:
-                row["status"] = "invalid"
-                row["error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if row["config"] is not None:
-            row["changed"] = _changed(trial.config, row["config"])
+                status = "invalid"
+                error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         tuned = _tuned_session(store, record, shape)
+        tuned_trial = store.best_trial(tuned.id) if tuned is not None else None
         tuned_schedule = None
-        if tuned is not None:
-            row["tuned_session_id"] = tuned.id
-            row["tuned_stored_ms"] = tuned.best_ms
-            tuned_trial = store.best_trial(tuned.id)
-            row["tuned_trial_id"] = tuned_trial.id if tuned_trial else None
+        if tuned_trial is not None:
             try:
-                tuned_schedule = (
-                    space_for_session(tuned).schedule(tuned_trial.config) if tuned_trial else None
-                )
+                tuned_schedule = space_for_session(tuned).schedule(tuned_trial.config)
             except (InvalidSchedule, TunelabError):
                 tuned_schedule = None
         same = (
@@ -574,57 +537,67 @@ def across_shapes(
         )
         schedules = [s for s in (schedule, None if same else tuned_schedule) if s is not None]
         results = measure(shape, schedules) if schedules else []
+        samples: tuple[float, ...] = ()
+        latency_ms = None
         if schedule is not None:
             res = results[0]
-            row["status"], row["error"] = res.status, res.error
-            row["samples_ms"] = list(res.samples_ms)
-            row["latency_ms"] = median(res)
-            row["gflops"] = _gflops(flops, row["latency_ms"])
+            status, error = res.status, res.error
+            samples, latency_ms = tuple(res.samples_ms), latency(res)
+        tuned_ms = None
         if tuned is not None:
-            tuned_ms = (
-                row["latency_ms"] if same else (median(results[-1]) if tuned_schedule is not None else None)
-            )
-            row["tuned_ms"] = tuned_ms if tuned_ms is not None else tuned.best_ms
-            row["tuned_gflops"] = _gflops(flops, row["tuned_ms"])
-            if row["latency_ms"] is not None and row["tuned_ms"]:
-                row["ratio_to_tuned"] = row["latency_ms"] / row["tuned_ms"]
-        return row
+            measured = latency_ms if same else (latency(results[-1]) if tuned_schedule is not None else None)
+            tuned_ms = measured if measured is not None else tuned.best_ms
+        return ShapeRow(
+            shape=shape,
+            shape_text=format_shape(shape),
+            status=status,
+            error=error,
+            config=config,
+            changed=tuple(_changed(trial.config, config)) if config is not None else (),
+            latency_ms=latency_ms,
+            samples_ms=samples,
+            gflops=_gflops(flops, latency_ms),
+            tuned_session_id=tuned.id if tuned is not None else None,
+            tuned_trial_id=tuned_trial.id if tuned_trial is not None else None,
+            tuned_ms=tuned_ms,
+            tuned_stored_ms=tuned.best_ms if tuned is not None else None,
+            tuned_gflops=_gflops(flops, tuned_ms) if tuned is not None else None,
+            ratio_to_tuned=latency_ms / tuned_ms if latency_ms is not None and tuned_ms else None,
+        )
 
     # The schedule on its own shape first: its GFLOP/s is the reference of the 50 % rule.
     source_row = measure_row(source_shape)
-    reference = source_row["gflops"]
+    reference = source_row.gflops
     if reference is None:  # it fails on its own shape now: fall back on the stored timing
         reference = _gflops(float(workload.flops(source_shape)), trial.latency_ms)
     rows = []
     for shape in shape_list:
         row = source_row if shape == source_shape else measure_row(shape)
-        row["falls_off"], row["reasons"] = judge(
-            row["ratio_to_tuned"], row["gflops"], reference, row["status"]
-        )
+        falls_off, reasons = judge(row.ratio_to_tuned, row.gflops, reference, row.status)
+        row = replace(row, falls_off=falls_off, reasons=tuple(reasons))
         rows.append(row)
         if on_row is not None:
             on_row(row)
-    source_text = format_shape(source_shape)
-    return {
-        "session_id": session_id,
-        "trial_id": trial.id,
-        "workload": record.workload,
-        "dtype": record.dtype,
-        "target_kind": record.target_kind,
-        "source_shape": source_shape,
-        "source_config": trial.config,
-        "source": {
-            "latency_ms": source_row["latency_ms"],
-            "gflops": source_row["gflops"],
-            "status": source_row["status"],
-            "error": source_row["error"],
-            "reference_gflops": reference,
-        },
-        "rule": falls_off_rule(),
-        "rows": rows,
-        "falls_off": [r["shape_text"] for r in rows if r["falls_off"]],
-        "summary": summarize(rows, source_text, reference),
-    }
+    return AcrossShapes(
+        session_id=session_id,
+        trial_id=trial.id,
+        workload=record.workload,
+        dtype=record.dtype,
+        target_kind=record.target_kind,
+        source_shape=source_shape,
+        source_config=trial.config,
+        source=SourceFigures(
+            latency_ms=source_row.latency_ms,
+            gflops=source_row.gflops,
+            status=source_row.status,
+            error=source_row.error,
+            reference_gflops=reference,
+        ),
+        rule=falls_off_rule(),
+        rows=tuple(rows),
+        falls_off=tuple(r.shape_text for r in rows if r.falls_off),
+        summary=summarize(rows, format_shape(source_shape), reference),
+    )
 
 
 def _changed(before: Config, after: Config) -> list[str]:

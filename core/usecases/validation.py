@@ -2,18 +2,18 @@
 its best schedule optionally carried over to other shapes, the report stored with the session.
 
 `validate_and_store` is what `tunelab validate SESSION` and the app's Validation panel both call; the
-engine work is :func:`tunelab.core.trust.validate.validate_session` and
+engine work is :func:`tunelab.core.trust.remeasure.api.validate_session` and
 :func:`tunelab.core.trust.shapes.across_shapes`. Importing this module does not import TVM.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from tunelab.core.errors import Cancelled, TunelabError
-from tunelab.core.trust.validate import (
+from tunelab.core.trust.remeasure.api import (
     DEFAULT_RUNS,
     DEFAULT_TOP_K,
     CancelFn,
@@ -21,13 +21,15 @@ from tunelab.core.trust.validate import (
     ValidationCancelled,
     validate_session,
 )
+from tunelab.core.trust.remeasure.report import ValidationReport
+from tunelab.core.trust.shape_report import AcrossShapes, FallsOffRule, ShapeRow
 
 if TYPE_CHECKING:
     from tunelab.core.store.database import Store
 
-ReportFn = Callable[[dict[str, Any]], None]  # the re-measurement's report, before the shapes
-ShapesFn = Callable[[list[dict[str, int]], dict[str, float]], None]  # (the shapes, the falls-off rule)
-RowFn = Callable[[dict[str, Any]], None]  # one shape's row, as soon as it is measured
+ReportFn = Callable[[ValidationReport], None]  # the re-measurement's report, before the shapes
+ShapesFn = Callable[[list[dict[str, int]], FallsOffRule], None]  # (the shapes, the falls-off rule)
+RowFn = Callable[[ShapeRow], None]  # one shape's row, as soon as it is measured
 
 
 @dataclass(frozen=True)
@@ -40,13 +42,13 @@ class ValidationOutcome:
     :func:`~tunelab.core.trust.shapes.across_shapes`; None without shapes or when stopped before they
     were all measured. ``cancelled``: ``is_cancelled()`` turned true, and nothing was stored."""
 
-    report: dict[str, Any] | None
-    across: dict[str, Any] | None
+    report: ValidationReport | None
+    across: AcrossShapes | None
     cancelled: bool = False
 
     @property
     def stored(self) -> bool:
-        return self.report is not None and self.report.get("id") is not None
+        return self.report is not None and self.report.id is not None
 
 
 class _Stopped(Cancelled):
@@ -124,7 +126,7 @@ def validate_and_store(
         if on_shapes is not None:
             on_shapes(shape_list, falls_off_rule())
 
-        def measured(row: dict[str, Any]) -> None:
+        def measured(row: ShapeRow) -> None:
             if on_row is not None:
                 on_row(row)
             if stopped():
@@ -137,8 +139,7 @@ def validate_and_store(
 
     if report is not None:
         if across is not None:
-            report["across_shapes"] = {k: v for k, v in across.items() if k != "rows"}
-            report["shapes"] = across["rows"]
+            report = replace(report, shapes=across.rows, across_shapes=across)
         if not cancelled:
-            report["id"] = store.add_validation(report)
+            report = replace(report, id=store.add_validation(report.to_json()))
     return ValidationOutcome(report=report, across=across, cancelled=cancelled)

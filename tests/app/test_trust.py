@@ -20,7 +20,7 @@ from tunelab.app.views.validation.drawing import FALLS_OFF_BRUSH
 from tunelab.app.views.validation.view import ValidationView
 from tunelab.core.records import MeasureOptions
 from tunelab.core.store.database import Store
-from tunelab.core.trust.validate import worker_processes
+from tunelab.core.trust.remeasure.pool import worker_processes
 
 
 @pytest.fixture
@@ -153,22 +153,22 @@ def test_validation_panel_verdict_and_across_shapes(qtbot, store_copy):
     assert view.schedule_table.rowCount() == 1
     # on a CPU every worker also timed the aligned buffer layout: the placement column says by how much
     placement = view.schedule_table.item(0, 8).text()
-    assert re.fullmatch(r"[+-][1-9]\d*%|0%", placement) and view.report["schedules"][0]["placement_ratio"]
+    assert re.fullmatch(r"[+-][1-9]\d*%|0%", placement) and view.report.schedules[0].placement_ratio
     assert view.schedule_table.item(0, 9).text() == "—"  # the session's own figure: no reference kernel then
     assert events.count("row") == 4  # rows arrived one by one, as each shape was measured
     rows = view.shape_rows()
-    assert [r["shape_text"] for r in rows] == [f"M={m},N=32,K=32" for m in (8, 16, 32, 64)]
+    assert [r.shape_text for r in rows] == [f"M={m},N=32,K=32" for m in (8, 16, 32, 64)]
     assert view.shape_table.rowCount() == 4
-    assert view.shapes_summary.text() == view.across["summary"]
+    assert view.shapes_summary.text() == view.across.summary
     for i, r in enumerate(rows):
-        assert (view.shape_table.item(i, 0).background() == FALLS_OFF_BRUSH) == bool(r["falls_off"])
-    assert rows[2]["tuned_ms"] is not None  # M=32: the store holds sessions tuned for it
+        assert (view.shape_table.item(i, 0).background() == FALLS_OFF_BRUSH) == bool(r.falls_off)
+    assert rows[2].tuned_ms is not None  # M=32: the store holds sessions tuned for it
     assert len(view.bars.opts["height"]) == 4
 
     stored = store_copy.validations(sid)
     assert len(stored) == 1 and view.past_table.rowCount() == 1
     report = store_copy.validation(stored[0]["id"])
-    assert len(report["shapes"]) == 4 and report["verdict"] == view.report["verdict"]
+    assert len(report["shapes"]) == 4 and report["verdict"] == view.report.verdict
     view.set_session(sid)  # a fresh look shows the stored run
     assert view.verdict.lower() == report["verdict"] and view.shape_table.rowCount() == 4
 
@@ -176,7 +176,7 @@ def test_validation_panel_verdict_and_across_shapes(qtbot, store_copy):
 def test_stop_ends_a_running_validation_at_once_and_stores_nothing(qtbot, store_copy):
     import time
 
-    from tunelab.core.trust.validate import validate_session
+    from tunelab.core.trust.remeasure.api import validate_session
 
     sid = _random_session(store_copy)
     past = validate_session(store_copy, sid, top_k=1, runs=1)  # a past validation, which must stay as it is
@@ -203,7 +203,7 @@ def test_stop_ends_a_running_validation_at_once_and_stores_nothing(qtbot, store_
     assert view.stage.text() == "Stopped." and view.verdict == "Stopped"
     assert "nothing was stored" in view.cause_label.text()
     assert worker_processes() == []  # every worker process was killed
-    assert [v["id"] for v in store_copy.validations(sid)] == [past["id"]]  # nothing stored
+    assert [v["id"] for v in store_copy.validations(sid)] == [past.id]  # nothing stored
     assert view.past_table.rowCount() == 1
     assert view.validate_button.isEnabled()
 
@@ -291,7 +291,7 @@ def test_validation_panel_labels_the_sessions_own_confirmation(qtbot, store_copy
     view.set_session(sid)
     assert view.past_table.rowCount() == 1
     assert view.past_table.item(0, 2).text() == "confirmation: top 2 × 1"
-    assert view.past_table.item(0, 1).text() == report["verdict"]
+    assert view.past_table.item(0, 1).text() == report.verdict
 
 
 def test_compare_draws_a_multi_shape_session_by_its_primary_shape(xgb_store):

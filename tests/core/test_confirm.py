@@ -16,8 +16,10 @@ from tunelab.core.records import MeasureOptions
 from tunelab.core.session.loop import create_session
 from tunelab.core.store.database import Store
 from tunelab.core.trust.confirm import confirm_session
-from tunelab.core.trust.confirmed import CONFIRM_PURPOSE, confirmations
-from tunelab.core.trust.validate import validate_session, worker_processes
+from tunelab.core.trust.confirmed import CONFIRM_PURPOSE, Confirmation, confirmations
+from tunelab.core.trust.remeasure.api import validate_session
+from tunelab.core.trust.remeasure.pool import worker_processes
+from tunelab.core.trust.remeasure.report import ValidationReport
 from tunelab.core.usecases.tuning import confirm_when_finished
 
 pytestmark = pytest.mark.slow
@@ -45,10 +47,11 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
     stored = store.validations(sid)
     assert len(stored) == 2
     for report in session.confirmations:
-        assert report["source"]["purpose"] == CONFIRM_PURPOSE and report["runs"] == 2
-        assert len(report["schedules"]) == 2
-        full = store.validation(report["id"])
+        assert report.source.purpose == CONFIRM_PURPOSE and report.runs == 2
+        assert len(report.schedules) == 2
+        full = store.validation(report.id)
         assert full["source"]["purpose"] == CONFIRM_PURPOSE
+        assert ValidationReport.from_json(full).to_json() == report.to_json()  # stored as it was
     # the two confirmed trials of each task are its two fastest by the session's figures
     tasks = store.tasks(sid)
     confirmed = confirmations(store, sid)
@@ -57,24 +60,22 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
         ok = sorted((t for t in trials if t.ok and t.task_id == task.id), key=lambda t: (t.latency_ms, t.id))
         assert {t.id for t in ok[:2]} <= set(confirmed)
     for trial_id, c in confirmed.items():
-        assert c["runs"] == 2 and len(c["samples_ms"]) >= 2 * 3 and c["reference_ms"] > 0
-        assert c["median_ms"] == pytest.approx(statistics.median(c["samples_ms"]))
-        assert c["session_ms"] == pytest.approx(store.trial(trial_id).latency_ms)
+        assert c.runs == 2 and len(c.samples_ms) >= 2 * 3 and c.reference_ms > 0
+        assert c.median_ms == pytest.approx(statistics.median(c.samples_ms))
+        assert c.session_ms == pytest.approx(store.trial(trial_id).latency_ms)
 
     # a later validation judges confirmed trials against their confirmed figures (or the session's, if asked)
     report = validate_session(store, sid, top_k=2, runs=1, record=False)
-    for entry in report["schedules"]:
-        assert entry["recorded_kind"] == "confirmed"
-        assert entry["recorded_ms"] == pytest.approx(confirmed[entry["trial_id"]]["median_ms"])
-        assert entry["session_ms"] == pytest.approx(store.trial(entry["trial_id"]).latency_ms)
-        assert entry["machine_drift"] == pytest.approx(entry["reference_ms"] / entry["recorded_reference_ms"])
+    for entry in report.schedules:
+        assert entry.recorded_kind == "confirmed"
+        assert entry.recorded_ms == pytest.approx(confirmed[entry.trial_id].median_ms)
+        assert entry.session_ms == pytest.approx(store.trial(entry.trial_id).latency_ms)
+        assert entry.machine_drift == pytest.approx(entry.reference_ms / entry.recorded_reference_ms)
         # each worker also timed the kernel with every buffer at the same page offset (tunelab.core.measure.placement)
-        assert set(entry["layout_ms"]) == {"staggered", "aligned"} and entry["placement_ratio"] > 0
-        assert entry["layout_ms"]["staggered"] == pytest.approx(entry["remeasured_ms"], rel=0.5)
+        assert set(entry.layout_ms) == {"staggered", "aligned"} and entry.placement_ratio > 0
+        assert entry.layout_ms["staggered"] == pytest.approx(entry.remeasured_ms, rel=0.5)
     report = validate_session(store, sid, top_k=1, runs=1, record=False, against="session")
-    assert (
-        report["schedules"][0]["recorded_kind"] == "session" and report["schedules"][0]["session_ms"] is None
-    )
+    assert report.schedules[0].recorded_kind == "session" and report.schedules[0].session_ms is None
     with pytest.raises(TunelabError, match="against"):
         validate_session(store, sid, against="luck")
 
@@ -84,34 +85,30 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
     # the session's best (stated with its confirmed figure, not the one it was picked by), unless a confirmed
     # rival is clearly (5 %) faster
     primary = [k for k in confirmed if store.trial(k).task_id == tasks[0].id]
-    fastest = min(primary, key=lambda k: (confirmed[k]["median_ms"], k))
+    fastest = min(primary, key=lambda k: (confirmed[k].median_ms, k))
     session_best = tasks[0].best_trial_id
-    clearly = confirmed[fastest]["median_ms"] < 0.95 * confirmed[session_best]["median_ms"]
+    clearly = confirmed[fastest].median_ms < 0.95 * confirmed[session_best].median_ms
     best = fastest if clearly else session_best
     assert doc["session"]["trial_id"] == best
     stats = doc["stats"]
-    assert stats["source"] == "confirmed" and stats["median_ms"] == pytest.approx(
-        confirmed[best]["median_ms"]
-    )
+    assert stats["source"] == "confirmed" and stats["median_ms"] == pytest.approx(confirmed[best].median_ms)
     assert stats["session_median_ms"] == pytest.approx(store.trial(best).latency_ms)
-    assert stats["samples_ms"] == confirmed[best]["samples_ms"]
+    assert stats["samples_ms"] == list(confirmed[best].samples_ms)
     assert stats["session_samples_ms"] == store.samples(best)
     assert stats["confirmed"]["runs"] == 2
-    assert stats["reference_ms"] == confirmed[best]["reference_ms"]
+    assert stats["reference_ms"] == confirmed[best].reference_ms
     record = json.loads(open(f"{written['database']}/database_tuning_record.json").readline())
-    assert record[1][1][0] == pytest.approx(confirmed[best]["median_ms"] * 1e-3)
+    assert record[1][1][0] == pytest.approx(confirmed[best].median_ms * 1e-3)
     # the rule on given figures
     from tunelab.core.export.files import _chosen_best
 
+    def at(ms: float) -> Confirmation:
+        return Confirmation(ms, (ms,), 1, None, None, "stable", None, None, 0)
+
     other = next(k for k in primary if k != session_best)
-    assert (
-        _chosen_best(store, tasks[0], {session_best: {"median_ms": 1.0}, other: {"median_ms": 0.97}})
-        == session_best
-    )
-    assert (
-        _chosen_best(store, tasks[0], {session_best: {"median_ms": 1.0}, other: {"median_ms": 0.90}}) == other
-    )
-    assert _chosen_best(store, tasks[0], {other: {"median_ms": 1.0}}) == other
+    assert _chosen_best(store, tasks[0], {session_best: at(1.0), other: at(0.97)}) == session_best
+    assert _chosen_best(store, tasks[0], {session_best: at(1.0), other: at(0.90)}) == other
+    assert _chosen_best(store, tasks[0], {other: at(1.0)}) == other
     assert _chosen_best(store, tasks[0], {}) == session_best
 
     # a chosen trial that was never confirmed keeps the session's figure

@@ -13,6 +13,7 @@ from tunelab.core.search.space.auto import AutoSpace
 from tunelab.core.search.space.template import TemplateSpace
 from tunelab.core.store.database import Store
 from tunelab.core.target.info import resolve_target
+from tunelab.core.trust.shape_report import ShapeRow
 from tunelab.core.trust.shapes import (
     MAX_RATIO,
     across_shapes,
@@ -204,10 +205,10 @@ def test_judge_applies_both_rules_exactly():
 
 def test_summary_names_the_shapes_that_fall_off():
     rows = [
-        {"shape_text": "M=16", "status": "ok", "ratio_to_tuned": None, "gflops": 20.0, "falls_off": True},
-        {"shape_text": "M=32", "status": "ok", "ratio_to_tuned": 1.6, "gflops": 60.0, "falls_off": True},
-        {"shape_text": "M=64", "status": "ok", "ratio_to_tuned": 1.0, "gflops": 70.0, "falls_off": False},
-        {"shape_text": "M=7", "status": "invalid", "ratio_to_tuned": None, "gflops": None, "falls_off": True},
+        ShapeRow({"M": 16}, "M=16", "ok", ratio_to_tuned=None, gflops=20.0, falls_off=True),
+        ShapeRow({"M": 32}, "M=32", "ok", ratio_to_tuned=1.6, gflops=60.0, falls_off=True),
+        ShapeRow({"M": 64}, "M=64", "ok", ratio_to_tuned=1.0, gflops=70.0, falls_off=False),
+        ShapeRow({"M": 7}, "M=7", "invalid", ratio_to_tuned=None, gflops=None, falls_off=True),
     ]
     text = summarize(rows, "M=64")
     assert text == (
@@ -237,36 +238,36 @@ def test_across_shapes_on_real_sessions(tmp_path):
         source.session_id,
         "M=16,32,64,128",
         options=FAST_MEASURE,
-        on_row=lambda row: seen.append(row["shape_text"]),
+        on_row=lambda row: seen.append(row.shape_text),
     )
-    rows = report["rows"]
-    assert [r["shape"]["M"] for r in rows] == [16, 32, 64, 128]
-    assert seen == [r["shape_text"] for r in rows]
-    assert report["trial_id"] == best.id and report["source_config"] == best.config
+    rows = report.rows
+    assert [r.shape["M"] for r in rows] == [16, 32, 64, 128]
+    assert seen == [r.shape_text for r in rows]
+    assert report.trial_id == best.id and report.source_config == best.config
     for row in rows:
-        assert row["status"] == "ok", row["error"]  # built, ran, and matched NumPy
-        assert row["latency_ms"] > 0 and len(row["samples_ms"]) >= 2  # adaptive repeats
-        assert row["latency_ms"] == pytest.approx(float(np.median(row["samples_ms"])))
-        flops = GEMM.flops(row["shape"])
-        assert row["gflops"] == pytest.approx(flops / (row["latency_ms"] * 1e-3) / 1e9)
-        off, reasons = judge(row["ratio_to_tuned"], row["gflops"], report["source"]["reference_gflops"])
-        assert (row["falls_off"], row["reasons"]) == (off, reasons)
-    by_m = {r["shape"]["M"]: r for r in rows}
+        assert row.status == "ok", row.error  # built, ran, and matched NumPy
+        assert row.latency_ms > 0 and len(row.samples_ms) >= 2  # adaptive repeats
+        assert row.latency_ms == pytest.approx(float(np.median(row.samples_ms)))
+        flops = GEMM.flops(row.shape)
+        assert row.gflops == pytest.approx(flops / (row.latency_ms * 1e-3) / 1e9)
+        off, reasons = judge(row.ratio_to_tuned, row.gflops, report.source.reference_gflops)
+        assert (row.falls_off, list(row.reasons)) == (off, reasons)
+    by_m = {r.shape["M"]: r for r in rows}
     # M=64 is the session's own shape; M=32 has its own tuned session; 16 and 128 have none.
-    assert by_m[64]["tuned_session_id"] == source.session_id and by_m[64]["config"] == best.config
-    assert by_m[32]["tuned_session_id"] == other.session_id
-    assert by_m[32]["tuned_stored_ms"] == store.session(other.session_id).best_ms
+    assert by_m[64].tuned_session_id == source.session_id and by_m[64].config == best.config
+    assert by_m[32].tuned_session_id == other.session_id
+    assert by_m[32].tuned_stored_ms == store.session(other.session_id).best_ms
     for m in (32, 64):
-        assert by_m[m]["ratio_to_tuned"] == pytest.approx(by_m[m]["latency_ms"] / by_m[m]["tuned_ms"])
-    assert by_m[64]["ratio_to_tuned"] == 1.0  # the same schedule, measured once
-    assert by_m[16]["tuned_ms"] is None and by_m[16]["ratio_to_tuned"] is None
-    assert report["source"]["gflops"] == by_m[64]["gflops"]
-    assert report["falls_off"] == [r["shape_text"] for r in rows if r["falls_off"]]
-    assert report["summary"].startswith("The schedule tuned for M=64,N=64,K=64 ")
-    assert report["rule"] == {"max_ratio_to_tuned": MAX_RATIO, "min_gflops_fraction": 0.5}
+        assert by_m[m].ratio_to_tuned == pytest.approx(by_m[m].latency_ms / by_m[m].tuned_ms)
+    assert by_m[64].ratio_to_tuned == 1.0  # the same schedule, measured once
+    assert by_m[16].tuned_ms is None and by_m[16].ratio_to_tuned is None
+    assert report.source.gflops == by_m[64].gflops
+    assert report.falls_off == tuple(r.shape_text for r in rows if r.falls_off)
+    assert report.summary.startswith("The schedule tuned for M=64,N=64,K=64 ")
+    assert report.rule.to_json() == {"max_ratio_to_tuned": MAX_RATIO, "min_gflops_fraction": 0.5}
     # Shape dicts work as well as text; a trial of another session is refused.
     again = across_shapes(store, source.session_id, [{"M": 8}], options=FAST_MEASURE)
-    assert again["rows"][0]["shape"] == shape(M=8) and again["rows"][0]["status"] == "ok"
+    assert again.rows[0].shape == shape(M=8) and again.rows[0].status == "ok"
     other_trial = store.best_trial(other.session_id)
     with pytest.raises(StoreError):
         across_shapes(store, source.session_id, "M=16", trial_id=other_trial.id)

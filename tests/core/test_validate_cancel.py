@@ -10,7 +10,8 @@ import psutil
 import pytest
 
 from tunelab.core.store.database import Store
-from tunelab.core.trust.validate import ValidationCancelled, validate_session, worker_processes
+from tunelab.core.trust.remeasure.api import ValidationCancelled, validate_session
+from tunelab.core.trust.remeasure.pool import worker_processes
 
 pytestmark = pytest.mark.slow
 

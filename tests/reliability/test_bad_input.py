@@ -526,8 +526,8 @@ def test_validate_refuses_targets_this_host_cannot_execute(tuned, tmp_path):
     assert count(db, "validations") == 0
 
     # the library paths the app takes, before measuring or storing anything
+    from tunelab.core.trust.remeasure.api import validate_schedule_file, validate_session
     from tunelab.core.trust.shapes import across_shapes
-    from tunelab.core.trust.validate import validate_schedule_file, validate_session
     from tunelab.core.usecases.validation import validate_and_store
 
     with Store(db) as store:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,9 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
+from tunelab.core.trust.remeasure.report import ScheduleResult, ValidationReport
+from tunelab.core.trust.shape_report import ShapeRow
+from tunelab.core.workloads.base import format_shape
 
 VERDICT_STYLE = {  # verdict -> (headline, text colour, background)
     "stable": ("Stable", "#1e8e3e", "#e6f4ea"),
@@ -70,13 +73,13 @@ def _change(ratio: float | None) -> str:
     return f"{percent:+d}%" if percent else "0%"
 
 
-def _varying_label(rows: list[dict[str, Any]]) -> list[str]:
+def _varying_label(rows: Sequence[ShapeRow]) -> list[str]:
     """Tick labels naming only the parameters that differ between the shapes."""
-    shapes = [r.get("shape") or {} for r in rows]
+    shapes = [r.shape for r in rows]
     keys = [k for k in (shapes[0] if shapes else {}) if len({s.get(k) for s in shapes}) > 1]
     if not keys:
-        return [r.get("shape_text", "") for r in rows]
-    return [",".join(f"{k}={s.get(k)}" for k in keys) for s in shapes]
+        return [r.shape_text for r in rows]
+    return [format_shape({k: s[k] for k in keys}) for s in shapes]
 
 
 def when(run: dict[str, Any]) -> str:
@@ -85,13 +88,13 @@ def when(run: dict[str, Any]) -> str:
 
 
 # ---- the verdict ---------------------------------------------------------------------------------------
-def verdict_words(report: dict[str, Any]) -> tuple[str, str, str]:
+def verdict_words(report: ValidationReport) -> tuple[str, str, str]:
     """(headline, cause, figures) of a report: the verdict, its likely cause as a sentence, and the
     figures behind it (the summary without the cause, the ranking when it changed)."""
-    verdict = str(report.get("verdict"))
+    verdict = report.verdict
     headline = VERDICT_STYLE.get(verdict, (verdict.capitalize(), "", ""))[0]
-    cause = str(report.get("cause") or "")
-    summary = str(report.get("summary") or "")
+    cause = report.cause or ""
+    summary = report.summary
     at = summary.find(cause) if cause else -1
     if at >= 0:  # "[<schedule>: ]<cause>; <figures>": say the cause once
         cause, summary = summary[:at] + cause, summary[at + len(cause) :].lstrip("; ")
@@ -99,12 +102,12 @@ def verdict_words(report: dict[str, Any]) -> tuple[str, str, str]:
         cause = "The figures hold: the re-measurements agree with the recorded ones and with each other."
         summary = summary.removeprefix("the figures hold: ")
     summary = summary[:1].upper() + summary[1:]
-    if report.get("ranking_holds") is False:
+    if report.ranking.holds is False:
         summary += (
             ". The ranking changed: recorded "
-            + ", ".join(report.get("recorded_order") or [])
+            + ", ".join(report.ranking.recorded_order)
             + "; re-measured "
-            + ", ".join(report.get("remeasured_order") or [])
+            + ", ".join(report.ranking.remeasured_order)
         )
     figures = summary + ("." if summary and not summary.endswith(".") else "")
     return headline, cause[:1].upper() + cause[1:], figures
@@ -148,24 +151,24 @@ def titled(text: str, widget: QWidget) -> QWidget:
     return page
 
 
-def fill_schedules(table: QTableWidget, schedules: list[dict[str, Any]]) -> None:
+def fill_schedules(table: QTableWidget, schedules: Sequence[ScheduleResult]) -> None:
     """One row per re-measured schedule, tinted by its verdict."""
     table.setRowCount(len(schedules))
     for row, s in enumerate(schedules):
-        confirmed = s.get("recorded_kind") == "confirmed"
+        confirmed = s.confirmed
         values = (
-            str(s.get("label")),
-            fmt_ms(s.get("recorded_ms")) + (" *" if confirmed else ""),
-            fmt_ms(s.get("remeasured_ms")),
-            _ratio(s.get("ratio")),
-            _pct(s.get("cv")),
-            f"{s.get('runs')} / {s.get('runs_tried', s.get('runs'))}",
-            str(s.get("quiet_runs", "—")),
-            "yes" if s.get("throttled") else "no",
-            _change(s.get("placement_ratio")),
-            _change(s.get("machine_drift")),
-            str(s.get("verdict")),
-            str(s.get("cause") or ""),
+            s.label,
+            fmt_ms(s.recorded_ms) + (" *" if confirmed else ""),
+            fmt_ms(s.remeasured_ms),
+            _ratio(s.ratio),
+            _pct(s.cv),
+            f"{s.runs} / {s.runs_tried}",
+            "—" if s.quiet_runs is None else str(s.quiet_runs),
+            "yes" if s.throttled else "no",
+            _change(s.placement_ratio),
+            _change(s.machine_drift),
+            s.verdict,
+            s.cause or "",
         )
         tips = {
             1: "* confirmed in fresh processes when the session finished"
@@ -176,34 +179,34 @@ def fill_schedules(table: QTableWidget, schedules: list[dict[str, Any]]) -> None
         }
         for col, text in enumerate(values):
             item = QTableWidgetItem(text)
-            item.setToolTip(tips.get(col) or str(s.get("cause") or s.get("verdict")))
+            item.setToolTip(tips.get(col) or s.cause or s.verdict)
             if 1 <= col <= 9:
                 item.setTextAlignment(_RIGHT)
-            brush = ROW_BRUSH.get(str(s.get("verdict")))
+            brush = ROW_BRUSH.get(s.verdict)
             if brush is not None:
                 item.setBackground(brush)
             table.setItem(row, col, item)
 
 
-def fill_shapes(table: QTableWidget, rows: list[dict[str, Any]]) -> None:
+def fill_shapes(table: QTableWidget, rows: Sequence[ShapeRow]) -> None:
     """One row per shape the best schedule was carried over to; those where it falls off highlighted."""
     table.setRowCount(len(rows))
     bold = QFont()
     bold.setBold(True)
     for row, r in enumerate(rows):
-        tuned = fmt_ms(r.get("tuned_ms"))
-        if r.get("tuned_session_id") is not None:
-            tuned += f" (#{r['tuned_session_id']})"
-        falls = r.get("falls_off")
+        tuned = fmt_ms(r.tuned_ms)
+        if r.tuned_session_id is not None:
+            tuned += f" (#{r.tuned_session_id})"
+        falls = r.falls_off
         values = (
-            str(r.get("shape_text")),
-            str(r.get("status")),
-            fmt_ms(r.get("latency_ms")),
-            fmt_gflops(r.get("gflops")),
+            r.shape_text,
+            r.status,
+            fmt_ms(r.latency_ms),
+            fmt_gflops(r.gflops),
             tuned,
-            _ratio(r.get("ratio_to_tuned")),
+            _ratio(r.ratio_to_tuned),
             "—" if falls is None else ("yes" if falls else "no"),
-            "; ".join(r.get("reasons") or []) or str(r.get("error") or ""),
+            "; ".join(r.reasons) or (r.error or ""),
         )
         for col, text in enumerate(values):
             item = QTableWidgetItem(text)
@@ -300,20 +303,19 @@ class ShapesPlot(QWidget):
     def scene(self):
         return self.plot_widget.scene()
 
-    def draw(self, rows: list[dict[str, Any]], max_ratio: float | None) -> None:
+    def draw(self, rows: Sequence[ShapeRow], max_ratio: float | None) -> None:
         """Show these shape rows; `max_ratio`: the fall-off limit (× the tuned time), None if not known."""
         if max_ratio:
             self.ratio_limit.setValue(float(max_ratio))
         self.ratio_limit.setVisible(bool(max_ratio))
         x = np.arange(len(rows), dtype=float)
-        heights = [r.get("gflops") or 0.0 for r in rows]
-        brushes = [pg.mkBrush(BAR_OFF_BRUSH if r.get("falls_off") else BAR_BRUSH) for r in rows]
+        heights = [r.gflops or 0.0 for r in rows]
+        brushes = [pg.mkBrush(BAR_OFF_BRUSH if r.falls_off else BAR_BRUSH) for r in rows]
         self.bars.setOpts(x=x - 0.2, height=heights, width=0.38, brushes=brushes)
-        tuned = [r.get("tuned_gflops") or 0.0 for r in rows]
+        tuned = [r.tuned_gflops or 0.0 for r in rows]
         self.tuned_bars.setOpts(x=x + 0.2, height=tuned, width=0.38)
         ratio = np.array(
-            [r.get("ratio_to_tuned") if r.get("ratio_to_tuned") is not None else np.nan for r in rows],
-            dtype=float,
+            [r.ratio_to_tuned if r.ratio_to_tuned is not None else np.nan for r in rows], dtype=float
         )
         finite = np.isfinite(ratio)
         self.ratio_curve.setData(x[finite], ratio[finite])

@@ -48,7 +48,10 @@ from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.app.workers.worker import StreamWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.store.database import Store
+from tunelab.core.trust.remeasure.report import ValidationReport
+from tunelab.core.trust.shape_report import AcrossShapes, FallsOffRule, ShapeRow
 from tunelab.core.usecases.validation import ValidationOutcome, validate_and_store
+from tunelab.core.workloads.base import format_shape
 
 NOT_VALIDATED = (
     "Re-measure the fastest schedules in fresh processes to see whether the session's figures hold."
@@ -91,11 +94,11 @@ class ValidationView(QWidget):
         self.worker: StreamWorker | None = None
         self._run_session: int | None = None
         self._remeasuring = False
-        self._rows: list[dict[str, Any]] = []
+        self._rows: list[ShapeRow] = []
         self._n_shapes = 0
-        self.report: dict[str, Any] | None = None
-        self.across: dict[str, Any] | None = None
-        self._rule: dict[str, float] | None = None  # the falls-off rule of the shapes shown, once known
+        self.report: ValidationReport | None = None
+        self.across: AcrossShapes | None = None
+        self._rule: FallsOffRule | None = None  # the falls-off rule of the shapes shown, once known
         self.last_error = ""
 
         self.title = QLabel("No session selected.")
@@ -249,7 +252,7 @@ class ValidationView(QWidget):
     def verdict(self) -> str:
         return self.verdict_label.text()
 
-    def shape_rows(self) -> list[dict[str, Any]]:
+    def shape_rows(self) -> list[ShapeRow]:
         return list(self._rows)
 
     # ---- session -------------------------------------------------------------------------------
@@ -292,8 +295,7 @@ class ValidationView(QWidget):
                 tasks = []
         self.task_combo.clear()
         for t in tasks:
-            shape = ",".join(f"{k}={v}" for k, v in t.shape.items())
-            self.task_combo.addItem(f"{shape}{' (primary)' if t.index == 0 else ''}", t.index)
+            self.task_combo.addItem(f"{format_shape(t.shape)}{' (primary)' if t.index == 0 else ''}", t.index)
         multi = len(tasks) > 1
         self.task_combo.setVisible(multi)
         self.task_label.setVisible(multi)
@@ -318,7 +320,9 @@ class ValidationView(QWidget):
         cache = self._purposes
         if run["id"] not in cache:
             try:
-                cache[run["id"]] = (self._store.validation(run["id"]).get("source") or {}).get("purpose")
+                cache[run["id"]] = ValidationReport.from_json(
+                    self._store.validation(run["id"])
+                ).source.purpose
             except TunelabError:
                 cache[run["id"]] = None
         return cache[run["id"]]
@@ -329,14 +333,14 @@ class ValidationView(QWidget):
             return
         run = self.past_runs[min(rows)]
         try:
-            report = self._store.validation(run["id"])
+            report = ValidationReport.from_json(self._store.validation(run["id"]))
         except TunelabError as exc:
             self._set_stage(f"Cannot open validation {run['id']}: {exc}")
             return
         self._show_report(report)
-        self._rows = [r for r in report.get("shapes") or [] if "falls_off" in r]
-        self.across = report.get("across_shapes")
-        self._rule = (self.across or {}).get("rule")
+        self._rows = [r for r in report.shapes if isinstance(r, ShapeRow)]
+        self.across = report.across_shapes
+        self._rule = self.across.rule if self.across is not None else None
         self._fill_shapes()
         self._set_stage(f"Stored validation {run['id']} of {when(run)}.")
 
@@ -427,8 +431,8 @@ class ValidationView(QWidget):
             self._show_report(outcome.report)
         if outcome.across is not None:
             self.across = outcome.across
-            self._rule = outcome.across.get("rule")
-            self._rows = list(outcome.across["rows"])
+            self._rule = outcome.across.rule
+            self._rows = list(outcome.across.rows)
             self._fill_shapes()
         if outcome.cancelled:
             self._set_stage("Stopped." + (" Nothing was stored." if outcome.report is not None else ""))
@@ -487,20 +491,20 @@ class ValidationView(QWidget):
         self.cause_label.setStyleSheet(cause)
         self.figures_label.setStyleSheet("font-size: 13px; color: #202124;")
 
-    def _show_report(self, report: dict[str, Any]) -> None:
+    def _show_report(self, report: ValidationReport) -> None:
         self.report = report
         headline, cause, figures = verdict_words(report)
         self.verdict_label.setText(headline)
-        self._style_verdict(str(report.get("verdict")))
+        self._style_verdict(report.verdict)
         self.cause_label.setText(cause)
         self._set_figures(figures)
-        fill_schedules(self.schedule_table, report.get("schedules") or [])
+        fill_schedules(self.schedule_table, report.schedules)
 
     def _fill_shapes(self) -> None:
         rows = self._rows
         fill_shapes(self.shape_table, rows)
         if self.across is not None:
-            self.shapes_summary.setText(str(self.across.get("summary") or ""))
+            self.shapes_summary.setText(self.across.summary)
         elif self.running and self._n_shapes:
             self.shapes_summary.setText(f"{len(rows)} of {self._n_shapes} shape(s) measured…")
         else:
@@ -510,4 +514,4 @@ class ValidationView(QWidget):
                 else "Give a shape list and press Validate (or Shapes only) to "
                 "see how the best schedule does on other shapes."
             )
-        self.shapes_plot.draw(rows, (self._rule or {}).get("max_ratio_to_tuned"))
+        self.shapes_plot.draw(rows, self._rule.max_ratio_to_tuned if self._rule is not None else None)

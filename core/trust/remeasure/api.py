@@ -1,0 +1,404 @@
+"""Re-measure tuned schedules in fresh processes and say whether the session's figures hold.
+
+``validate_session(store, id)`` takes a session's top-k trials, ``validate_schedule_file(path)`` one
+exported ``*.schedule.json``. Either way:
+
+1. Each schedule is compiled (the session's own build function) to a shared library in a temp folder;
+   the workload's inputs and NumPy reference are written beside them as ``.npy`` files.
+2. ``runs`` fresh worker processes (:mod:`~tunelab.core.trust.remeasure.pool`, TVM's runtime library
+   only) each load every library afresh, run it on those inputs, check the output and time it with
+   ``time_evaluator`` using the session's measurement options, with the buffers placed as the
+   session placed them (:mod:`tunelab.core.measure.placement`; on a CPU each is timed a second time with every buffer
+   at the same page offset, which tells how placement-sensitive it is), interleaved.
+3. A :class:`~tunelab.core.telemetry.sampler.TelemetrySampler` runs meanwhile; each measurement window is matched with
+   what the machine did (other busy processes, GPU throttling, clocks).
+4. Each schedule gets a verdict in plain words (:mod:`~tunelab.core.trust.remeasure.verdict`): stable,
+   noisy or regressed, with its likely cause.
+
+A session's trials that a confirmation (:mod:`tunelab.core.trust.confirm`) re-measured are judged against the
+confirmed figure, not the session's (``against="session"`` compares with the session's own).
+
+The report (a :class:`~tunelab.core.trust.remeasure.report.ValidationReport`) is stored as its JSON with
+:meth:`tunelab.core.store.database.Store.add_validation` so the app can show it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tunelab.core.errors import TunelabError
+from tunelab.core.measure.placement import DEFAULT_LAYOUT, LAYOUTS
+from tunelab.core.records import MeasureOptions
+from tunelab.core.trust.remeasure.pool import (
+    CancelFn,
+    ProgressFn,
+    ValidationCancelled,
+    check_cancelled,
+    run_workers,
+)
+from tunelab.core.trust.remeasure.report import RecordedTelemetry, ValidationReport, ValidationSource
+from tunelab.core.trust.remeasure.verdict import Problem, RecordedSchedule, judge, summarize
+from tunelab.core.trust.remeasure.worker import error_text
+
+if TYPE_CHECKING:
+    from tunelab.core.store.database import Store
+    from tunelab.core.trust.confirmed import Confirmation
+
+__all__ = [
+    "DEFAULT_RUNS",
+    "DEFAULT_TOP_K",
+    "CancelFn",
+    "ProgressFn",
+    "ValidationCancelled",
+    "parse_source",
+    "validate_schedule_file",
+    "validate_session",
+]
+
+DEFAULT_RUNS = 5  # fresh processes per validation (each measures every schedule once)
+DEFAULT_TOP_K = 3
+MAX_RIVALS = 64  # the session's figures kept per schedule to recognise a winner's curse
+
+
+def validate_session(
+    store: Store,
+    session_id: int,
+    *,
+    top_k: int = DEFAULT_TOP_K,
+    runs: int = DEFAULT_RUNS,
+    options: MeasureOptions | None = None,
+    task: int = 0,
+    record: bool = True,
+    on_progress: ProgressFn | None = None,
+    is_cancelled: CancelFn | None = None,
+    against: str = "confirmed",
+) -> ValidationReport:
+    """Re-measure the session's ``top_k`` fastest successful trials in ``runs`` fresh processes.
+
+    A session that tunes several shapes is validated one shape (task) at a time: ``task`` is its index
+    (0, the default, is the session's primary shape).
+
+    ``options`` default to the session's own measurement options. The report's ``shapes`` holds one
+    row, the session's own shape from this validation (carrying the best schedule over to other shapes
+    as well is :func:`tunelab.core.usecases.validation.validate_and_store`). With ``record`` the report
+    is stored (its ``id`` is set). Bad input (unknown session, no successful trial, a target this
+    machine cannot run) raises :class:`TunelabError` before anything is measured or stored.
+
+    ``is_cancelled`` (polled between worker runs and while waiting for a worker) stops the validation:
+    every worker process is killed, nothing is stored and :class:`ValidationCancelled` is raised.
+    """
+    _check_counts(top_k, runs)
+    rec = store.session(session_id)  # before the (slow) TVM imports: bad input fails fast
+
+    tasks = store.tasks(session_id) if hasattr(store, "tasks") else []
+    if tasks and not 0 <= task < len(tasks):
+        raise TunelabError(
+            f"session {session_id} tunes {len(tasks)} shape(s); --task must be 0..{len(tasks) - 1}"
+        )
+
+    from tunelab.core.search.space.factory import space_for_session
+
+    _refuse_foreign_target(rec.target, f"session {session_id}")  # before any of its workload's code runs
+    chosen = tasks[task] if tasks else None
+
+    def of_task(t: Any) -> bool:  # a trial stored before sessions had tasks belongs to the primary shape
+        task_id = getattr(t, "task_id", None)
+        return chosen is None or task_id == chosen.id or (task_id is None and task == 0)
+
+    trials = [
+        t
+        for t in store.trials(session_id, with_samples=True)
+        if t.ok and t.latency_ms is not None and of_task(t)
+    ]
+    if not trials:
+        raise TunelabError(
+            f"session {session_id} has no successful trial to validate"
+            + (f" for shape {task}" if len(tasks) > 1 else "")
+        )
+    trials.sort(key=lambda t: (t.latency_ms, t.id))
+    stamps = store.trial_telemetry(session_id)
+    if chosen is not None and chosen.index > 0:
+        from tunelab.core.search.space.factory import space_for_task
+
+        space = space_for_task(rec, chosen)
+    else:
+        space = space_for_session(rec)
+    if against not in ("confirmed", "session"):
+        raise TunelabError(f"validate against 'confirmed' or 'session' figures, not {against!r}")
+    confirmed = {}
+    if against == "confirmed":
+        from tunelab.core.trust.confirmed import confirmations
+
+        confirmed = confirmations(store, session_id)
+    items = [
+        _item_of(
+            t,
+            confirmed.get(t.id),
+            _compact_stamp(stamps.get(t.id)),
+            space,
+            tuple(x.latency_ms for x in trials[: MAX_RIVALS + top_k] if x.id != t.id)[:MAX_RIVALS],
+        )
+        for t in trials[:top_k]
+    ]
+    shape = dict(chosen.shape) if chosen is not None else dict(rec.shape)
+    flops = float(chosen.flops) if chosen is not None else float(rec.flops)
+    problem = Problem(rec.workload, shape, rec.dtype, dict(rec.target), rec.custom_source, rec.seed, flops)
+    opts = options or MeasureOptions.from_json(_known_options(rec.measure))
+    source = ValidationSource("session", session_id=session_id, name=rec.name, top_k=top_k, task=task)
+    report = _validate(problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled)
+    check_cancelled(is_cancelled)
+    if record:
+        report = replace(report, id=store.add_validation(report.to_json()))
+    return report
+
+
+def validate_schedule_file(
+    path: str | os.PathLike[str],
+    *,
+    store: Store | None = None,
+    runs: int = DEFAULT_RUNS,
+    options: MeasureOptions | None = None,
+    on_progress: ProgressFn | None = None,
+    is_cancelled: CancelFn | None = None,
+    trust_custom: bool = False,
+) -> ValidationReport:
+    """Re-measure an exported schedule (``*.schedule.json``) in ``runs`` fresh processes against the
+    statistics recorded in the file; stored in ``store`` when one is given. ``is_cancelled`` stops it
+    as in :func:`validate_session` (:class:`ValidationCancelled`, nothing stored). A file carrying a
+    custom workload's code is refused unless ``trust_custom`` (:func:`tunelab.core.export.files.load_schedule_file`);
+    one built for a target this machine cannot run is refused before anything is built."""
+    from tunelab.core.export.files import load_schedule_file, schedule_from_file
+
+    _check_counts(1, runs)
+    # TunelabError for a missing, corrupt or foreign file, or one whose code is not trusted, before TVM
+    # is imported; a target this host cannot execute before any workload code runs.
+    doc = load_schedule_file(path, trust_custom=trust_custom)
+    _refuse_foreign_target(doc["target"], str(path))
+
+    from tunelab.core.workloads.catalog import get_workload
+
+    doc, sch = schedule_from_file(path, trust_custom=trust_custom)
+    stats = doc.get("stats") or {}
+    workload = get_workload(doc["workload"], doc.get("custom_source"))
+    shape = {k: int(v) for k, v in doc["shape"].items()}
+    session = doc.get("session") or {}
+    items = [
+        RecordedSchedule(
+            label=Path(path).name,
+            trial_id=session.get("trial_id"),
+            config=doc.get("config"),
+            recorded_ms=stats.get("median_ms"),
+            recorded_samples_ms=tuple(stats.get("samples_ms") or ()),
+            recorded_telemetry=None,
+            schedule=sch,
+            recorded_reference_ms=stats.get("reference_ms"),
+        )
+    ]
+    problem = Problem(
+        doc["workload"],
+        shape,
+        doc["dtype"],
+        dict(doc["target"]),
+        doc.get("custom_source"),
+        int(doc.get("seed", 0)),
+        float(workload.flops(shape)),
+    )
+    opts = options or MeasureOptions.from_json(_known_options(stats.get("measure") or {}))
+    source = ValidationSource("file", path=str(Path(path).resolve()), file_session=session)
+    report = _validate(problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled)
+    check_cancelled(is_cancelled)
+    if store is not None:
+        report = replace(report, id=store.add_validation(report.to_json()))
+    return report
+
+
+def _refuse_foreign_target(target: dict[str, Any], what: str) -> None:
+    """TargetError when this machine cannot run kernels for a stored target (another architecture, an
+    mcpu whose instruction sets this CPU lacks, CUDA without a GPU): a refusal, never a verdict."""
+    from tunelab.core.errors import TargetError
+    from tunelab.core.target.info import target_from_json
+
+    try:
+        info = target_from_json(target)
+    except Exception as exc:  # noqa: BLE001 - a target this TVM cannot parse is refused the same way
+        raise TargetError(
+            f"{what} names a target this tunelab cannot read ({exc}); nothing was measured"
+        ) from None
+    if not info.can_run:
+        raise TargetError(
+            f"{what} was tuned for {info.description}, which cannot run on this machine: "
+            f"{info.why_not}; nothing was measured or stored"
+        )
+
+
+def _item_of(
+    trial: Any,
+    confirmation: Confirmation | None,
+    stamp: RecordedTelemetry | None,
+    space: Any,
+    rivals_ms: tuple[float, ...],
+) -> RecordedSchedule:
+    if confirmation is not None:  # judged against the confirmed figure: no selection bias to expect
+        return RecordedSchedule(
+            label=f"trial {trial.id}",
+            trial_id=trial.id,
+            config=trial.config,
+            recorded_ms=confirmation.median_ms,
+            recorded_samples_ms=confirmation.samples_ms,
+            recorded_telemetry=stamp,
+            schedule=space.schedule(trial.config),
+            session_ms=trial.latency_ms,
+            recorded_reference_ms=confirmation.reference_ms,
+        )
+    return RecordedSchedule(
+        label=f"trial {trial.id}",
+        trial_id=trial.id,
+        config=trial.config,
+        recorded_ms=trial.latency_ms,
+        recorded_samples_ms=tuple(trial.samples_ms),
+        recorded_telemetry=stamp,
+        schedule=space.schedule(trial.config),
+        rivals_ms=rivals_ms,
+    )
+
+
+def parse_source(text: str) -> int | Path:
+    """A CLI argument as a session id (digits that are not a file's name) or a schedule file path."""
+    if text.strip().isdigit() and not Path(text).is_file():
+        return int(text)
+    return Path(text)
+
+
+def _check_counts(top_k: int, runs: int) -> None:
+    if top_k < 1:
+        raise TunelabError(
+            f"the number of schedules to validate must be at least 1, not {top_k}", option="top"
+        )
+    if runs < 1:
+        raise TunelabError(f"the number of fresh processes must be at least 1, not {runs}", option="repeats")
+
+
+def _known_options(data: dict[str, Any]) -> dict[str, Any]:
+    names = set(MeasureOptions.__dataclass_fields__)
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _compact_stamp(stamp: dict[str, Any] | None) -> RecordedTelemetry | None:
+    """A trial's stored telemetry stamp, in brief."""
+    return RecordedTelemetry.from_json(stamp) if stamp else None
+
+
+def _validate(
+    problem: Problem,
+    items: list[RecordedSchedule],
+    runs: int,
+    options: MeasureOptions,
+    source: ValidationSource,
+    on_progress: ProgressFn | None,
+    *,
+    is_cancelled: CancelFn | None = None,
+) -> ValidationReport:
+    from tunelab.core.telemetry.sampler import TelemetrySampler
+
+    # Every path comes through here: a schedule for a target this host cannot execute would die of
+    # SIGILL in its workers and read as "regressed".
+    _refuse_foreign_target(problem.target, source.path or f"session {source.session_id}")
+    check_cancelled(is_cancelled)
+    started = time.time()
+    folder = Path(tempfile.mkdtemp(prefix="tunelab-validate-"))
+    sampler = TelemetrySampler()
+    try:
+        job, build_errors = _prepare(problem, items, options, folder)
+        check_cancelled(is_cancelled)
+        sampler.start()
+        measurements = run_workers(
+            job, folder, len(items), runs, options, sampler, on_progress, is_cancelled=is_cancelled
+        )
+        whole = sampler.summary_between(started, time.time())
+    finally:
+        sampler.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    finished = time.time()
+    schedules = [
+        judge(item, [m[i] for m in measurements], build_errors.get(i), problem)
+        for i, item in enumerate(items)
+    ]
+    return summarize(
+        problem,
+        schedules,
+        runs,
+        options,
+        source,
+        whole,
+        started_at=started,
+        finished_at=finished,
+        hostname=socket.gethostname(),
+        telemetry_status=sampler.gpu_status,
+    )
+
+
+def _prepare(
+    problem: Problem, items: list[RecordedSchedule], options: MeasureOptions, folder: Path
+) -> tuple[dict[str, Any], dict[int, str]]:
+    """Compile every schedule into ``folder`` and write the worker's job file; return (job, build errors)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunelab.core.measure.runner import fast_build
+    from tunelab.core.target.info import target_from_json
+    from tunelab.core.workloads.catalog import get_workload
+
+    target = target_from_json(problem.target)
+    workload = get_workload(problem.workload, problem.custom_source)
+    workload.vet(problem.shape, problem.dtype)  # a custom reference at this shape, in a child first
+    inputs = workload.make_inputs(problem.shape, problem.dtype, problem.seed)
+    expected = workload.reference(inputs, problem.shape)
+    paths = []
+    for j, x in enumerate(inputs):
+        paths.append(str(folder / f"input{j}.npy"))
+        np.save(paths[-1], x)
+    np.save(folder / "expected.npy", expected)
+    rtol, atol = workload.tolerance(problem.dtype, problem.shape)
+    errors: dict[int, str] = {}
+    job_items = []
+    for i, item in enumerate(items):
+        lib = folder / f"schedule{i}.so"
+        try:
+            fast_build(item.schedule.mod, target.tvm_target(), None).export_library(str(lib))
+        except Exception as exc:  # a schedule that no longer builds is a result, not a crash
+            errors[i] = f"build error: {error_text(exc)}"
+        infos = [info.as_json() for info in ms.arg_info.ArgInfo.from_prim_func(item.schedule.mod["main"])]
+        job_items.append(
+            {
+                "label": item.label,
+                "lib": str(lib),
+                "outputs": [[list(shape), dtype] for _, dtype, shape in infos[len(inputs) :]],
+            }
+        )
+    job = {
+        "device": target.device_type,
+        "inputs": paths,
+        "expected": str(folder / "expected.npy"),
+        "rtol": rtol,
+        "atol": atol,
+        "check": options.check_correctness,
+        "number": options.number,
+        "repeat": options.repeat,
+        "min_repeat_ms": options.min_repeat_ms,
+        "warmup": options.warmup,
+        "cache_flush": options.cache_flush,
+        "items": job_items,
+        # the recorded layout first (its figure is the verdict's), then the worst case (tunelab.core.measure.placement)
+        "layouts": list(LAYOUTS) if target.device_type == "cpu" else [DEFAULT_LAYOUT],
+    }
+    (folder / "job.json").write_text(json.dumps(job))
+    return job, errors

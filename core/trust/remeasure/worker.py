@@ -1,0 +1,169 @@
+"""The validation worker: one fresh process that loads, checks and times every compiled schedule once.
+
+Started as ``python -m tunelab.core.trust.remeasure.worker --worker JOB.json`` by
+:mod:`tunelab.core.trust.remeasure.pool` with TVM's runtime library only (``TVM_USE_RUNTIME_LIB=1``). It
+says ``ready`` once TVM is imported and the inputs loaded, reads the order of the schedules from stdin,
+and prints its results as one line after :data:`RESULT_MARK`. Kept light: importing it imports neither
+the compiler nor the rest of tunelab's validation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tunelab.core.measure.placement import DEFAULT_LAYOUT, placed_tensors
+
+RESULT_MARK = "TUNELAB-RESULT "
+
+
+def error_text(exc: BaseException) -> str:
+    """One line for an exception: TVM puts the message first, a traceback puts it last."""
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        line = ""
+    elif "Traceback" in text or len(lines) == 1:
+        line = lines[-1]
+    else:
+        line = f"{lines[0]} ... {lines[-1]}"
+    line = line if len(line) <= 300 else line[:300] + " ..."
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def _worker(job_path: str) -> int:
+    """One fresh process: load every library, check it, time it; print the results as one line."""
+    job = json.loads(Path(job_path).read_text())
+    import tvm  # with TVM_USE_RUNTIME_LIB=1: the runtime library only
+
+    dev = tvm.device(job["device"], 0)
+    inputs = [np.load(p) for p in job["inputs"]]
+    expected = np.load(job["expected"])
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    order = json.loads(sys.stdin.readline())
+    # Before any kernel of ours: TVM's pool threads spin for a while after each parallel kernel.
+    reference_ms = reference_kernel_ms()
+    results = []
+    for index in order:
+        result = _worker_measure(tvm, dev, job, job["items"][index], inputs, expected)
+        result["index"] = index
+        results.append(result)
+    doc = {"pid": os.getpid(), "results": results, "reference_ms": reference_ms}
+    sys.stdout.write(RESULT_MARK + json.dumps(doc) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def reference_kernel_ms(samples: int = 9, min_sample_ms: float = 10.0) -> float:
+    """The median time (ms) of a fixed reference kernel, NumPy's BLAS on a 256^3 float32 product (one
+    BLAS thread in a worker: two threads on a small product make a noisy ruler). Measured with every
+    validation run and confirmation, it tells "the machine got slower" (other tenants of a virtual
+    machine's host, clock limits: things no process list shows) from "the schedule got slower"."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
+    for _ in range(3):
+        a @ b
+    t = time.perf_counter()
+    a @ b
+    one = max(time.perf_counter() - t, 1e-6)
+    calls = max(1, int(min_sample_ms * 1e-3 / one))
+    times = []
+    for _ in range(samples):
+        t = time.perf_counter()
+        for _ in range(calls):
+            a @ b
+        times.append((time.perf_counter() - t) / calls * 1e3)
+    return float(statistics.median(times))
+
+
+def _worker_measure(
+    tvm: Any,
+    dev: Any,
+    job: dict[str, Any],
+    item: dict[str, Any],
+    inputs: list[np.ndarray],
+    expected: np.ndarray,
+) -> dict[str, Any]:
+    try:
+        t = time.perf_counter()
+        lib = tvm.runtime.load_module(item["lib"])
+        entry = getattr(lib, "entry_name", None) or "main"
+        func = lib[entry]
+        load_ms = (time.perf_counter() - t) * 1e3
+        layouts = job.get("layouts") or [DEFAULT_LAYOUT]
+        arrays = [*inputs, *(np.zeros(shape, dtype=dtype) for shape, dtype in item["outputs"])]
+        args = placed_tensors(arrays, dev, layouts[0])
+        t = time.perf_counter()
+        func(*args)  # the cold call: module init, thread pool start, first-touch allocation
+        dev.sync()
+        cold_ms = (time.perf_counter() - t) * 1e3
+        for _ in range(max(int(job["warmup"]) - 1, 0)):
+            func(*args)
+        dev.sync()
+        if job["check"]:
+            got = args[-1].numpy()
+            if got.shape != expected.shape or not np.allclose(
+                got, expected, rtol=job["rtol"], atol=job["atol"]
+            ):
+                err = (
+                    float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64))))
+                    if got.shape == expected.shape
+                    else math.nan
+                )
+                return {
+                    "ok": False,
+                    "error": f"wrong result: max abs error {err:.3g} exceeds atol {job['atol']:g} "
+                    f"+ rtol {job['rtol']:g}",
+                    "load_ms": load_ms,
+                    "cold_ms": cold_ms,
+                }
+        timer = lib.time_evaluator(
+            entry,
+            dev,
+            number=int(job["number"]),
+            repeat=int(job["repeat"]),
+            min_repeat_ms=int(job["min_repeat_ms"]),
+            f_preproc="cache_flush_cpu_non_first_arg" if job["cache_flush"] else "",
+        )
+        dev.sync()
+        t0 = time.time()
+        res = timer(*args)
+        t1 = time.time()
+        layout_ms = {layouts[0]: float(statistics.median(res.results)) * 1e3}
+        for layout in layouts[1:]:  # the same kernel with its buffers placed otherwise: placement sensitivity
+            other = placed_tensors(arrays, dev, layout)
+            func(*other)
+            dev.sync()
+            layout_ms[layout] = float(statistics.median(timer(*other).results)) * 1e3
+        return {
+            "ok": True,
+            "error": None,
+            "samples_ms": [float(x) * 1e3 for x in res.results],
+            "layout_ms": layout_ms,
+            "load_ms": load_ms,
+            "cold_ms": cold_ms,
+            "t0": t0,
+            "t1": t1,
+        }
+    except Exception as exc:  # a crash of one kernel is reported, the others still run
+        return {"ok": False, "error": f"run error: {error_text(exc)}"}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        sys.exit(_worker(sys.argv[2]))
+    print(
+        "usage: python -m tunelab.core.trust.remeasure.worker --worker JOB.json "
+        "(started by tunelab.core.trust.remeasure.pool)",
+        file=sys.stderr,
+    )
+    sys.exit(2)
