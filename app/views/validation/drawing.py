@@ -22,10 +22,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
+from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape
 from tunelab.core.trust.remeasure.report import ScheduleResult, ValidationReport
 from tunelab.core.trust.shape_report import ShapeRow
-from tunelab.core.workloads.base import format_shape
 
 VERDICT_STYLE = {  # verdict -> (headline, text colour, background)
     "stable": ("Stable", "#1e8e3e", "#e6f4ea"),
@@ -79,7 +78,7 @@ def _varying_label(rows: Sequence[ShapeRow]) -> list[str]:
     keys = [k for k in (shapes[0] if shapes else {}) if len({s.get(k) for s in shapes}) > 1]
     if not keys:
         return [r.shape_text for r in rows]
-    return [format_shape({k: s[k] for k in keys}) for s in shapes]
+    return [fmt_shape({k: s[k] for k in keys}) for s in shapes]
 
 
 def when(run: dict[str, Any]) -> str:

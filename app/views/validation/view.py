@@ -44,14 +44,13 @@ from tunelab.app.views.validation.drawing import (
     verdict_words,
     when,
 )
-from tunelab.app.widgets.formatting import fmt_ms
+from tunelab.app.widgets.formatting import fmt_ms, fmt_shape
 from tunelab.app.workers.worker import StreamWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.store.database import Store
 from tunelab.core.trust.remeasure.report import ValidationReport
 from tunelab.core.trust.shape_report import AcrossShapes, FallsOffRule, ShapeRow
 from tunelab.core.usecases.validation import ValidationOutcome, validate_and_store
-from tunelab.core.workloads.base import format_shape
 
 NOT_VALIDATED = (
     "Re-measure the fastest schedules in fresh processes to see whether the session's figures hold."
@@ -295,7 +294,7 @@ class ValidationView(QWidget):
                 tasks = []
         self.task_combo.clear()
         for t in tasks:
-            self.task_combo.addItem(f"{format_shape(t.shape)}{' (primary)' if t.index == 0 else ''}", t.index)
+            self.task_combo.addItem(f"{fmt_shape(t.shape)}{' (primary)' if t.index == 0 else ''}", t.index)
         multi = len(tasks) > 1
         self.task_combo.setVisible(multi)
         self.task_label.setVisible(multi)
