@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import tunelab.core.store.connection as store_module
+import tunelab.core.store.schema as store_module
 from tunelab.core.errors import StoreError
 from tunelab.core.records import MeasureOptions, NewTrial, SessionSpec
 from tunelab.core.store import MIGRATIONS, Store, default_db_path

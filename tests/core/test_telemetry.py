@@ -478,7 +478,7 @@ def test_store_roundtrip_of_telemetry_and_trial_stamps(store: Store) -> None:
 
 
 def test_a_v1_database_gains_the_telemetry_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tunelab.core.store.connection as store_module
+    import tunelab.core.store.schema as store_module
 
     path = tmp_path / "old.sqlite"
     monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS[:1])
