@@ -14,7 +14,7 @@ from typing import Any
 from tunelab.core.errors import StoreError
 from tunelab.core.records import MachineProfile, VendorBaseline
 from tunelab.core.store.connection import StoreConnection, _reader
-from tunelab.core.store.json_text import _dumps, _json_decode
+from tunelab.core.store.json_text import _dumps, _json_decode, inserted_id
 
 
 def _shape_key(shape: dict[str, int]) -> str:
@@ -48,7 +48,7 @@ class ArtifactStore(StoreConnection):
                     _dumps(report),
                 ),
             )
-            validation_id = int(cur.lastrowid)
+            validation_id = inserted_id(cur)
             conn.executemany(
                 """INSERT INTO validation_results (validation_id, idx, trial_id, label, recorded_ms,
                     remeasured_ms, cv, runs, throttled, verdict, cause, detail)
@@ -99,8 +99,8 @@ class ArtifactStore(StoreConnection):
                     "ORDER BY validation_id, idx",
                     ids,
                 )
-                for r in rows:
-                    item = dict(r)
+                for row in rows:
+                    item = dict(row)
                     item["throttled"] = bool(item["throttled"])
                     item["detail"] = _json_decode(item["detail"])
                     results.setdefault(item.pop("validation_id"), []).append(item)

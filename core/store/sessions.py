@@ -19,7 +19,7 @@ import psutil
 from tunelab.core.errors import SessionBusyError, StoreError
 from tunelab.core.records import SESSION_STATUSES, SessionRecord, SessionSpec
 from tunelab.core.store.connection import StoreConnection, _reader
-from tunelab.core.store.json_text import _dumps
+from tunelab.core.store.json_text import _dumps, inserted_id
 
 # A "running" session on another host whose heartbeat is older than this is reported as crashed.
 HEARTBEAT_STALE_S = 120.0
@@ -120,7 +120,7 @@ class SessionStore(StoreConnection):
                     spec.custom_source,
                 ),
             )
-            session_id = int(cur.lastrowid)
+            session_id = inserted_id(cur)
             for shape, task_flops in tasks or [(spec.shape, flops)]:
                 conn.execute(
                     "INSERT INTO tasks (session_id, workload, shape, dtype, flops) VALUES (?, ?, ?, ?, ?)",

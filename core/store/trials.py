@@ -17,7 +17,7 @@ from tunelab.core.errors import StoreError
 from tunelab.core.records import TRIAL_STATUSES, NewTrial, RoundRecord, TaskRecord, TrialRecord
 from tunelab.core.stats import summarize
 from tunelab.core.store.connection import StoreConnection, _reader
-from tunelab.core.store.json_text import _dumps, _json_decode, _loads
+from tunelab.core.store.json_text import _dumps, _json_decode, _loads, inserted_id
 
 _TRIAL_COLUMNS = (
     "id, session_id, idx, round, config, status, error, latency_ms, mean_ms, std_ms, min_ms, max_ms, "
@@ -106,7 +106,7 @@ class TrialStore(StoreConnection):
                     trace_text,
                 ),
             )
-            trial_id = int(cur.lastrowid)
+            trial_id = inserted_id(cur)
             conn.executemany(
                 "INSERT INTO samples (trial_id, idx, ms) VALUES (?, ?, ?)",
                 [(trial_id, i, ms) for i, ms in enumerate(samples)],
@@ -289,11 +289,8 @@ class TrialStore(StoreConnection):
     @staticmethod
     def _trial_record(row: Sequence[Any], samples: Sequence[float]) -> TrialRecord:
         # _TRIAL_COLUMNS are in TrialRecord's field order (positional: listing 100k trials stays cheap)
+        r = row
         return TrialRecord(
-            *row[:4],
-            _json_decode(row[4]),
-            *row[5:17],
-            _loads(row[17]),
-            samples_ms=tuple(samples),
-            task_id=row[18],
-        )
+            r[0], r[1], r[2], r[3], _json_decode(r[4]), r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
+            r[13], r[14], r[15], r[16], _loads(r[17]), tuple(samples), r[18],
+        )  # fmt: skip
