@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import BiasGroup, BiasReport
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 FLAGGED_BRUSH = QBrush(QColor("#fde3e0"))
 SAME_AS_COLOR = QColor("#80868b")

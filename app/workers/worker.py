@@ -29,7 +29,7 @@ from shiboken6 import isValid
 from tunelab.core.errors import Cancelled as CoreCancelled
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionSpec
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 _live: weakref.WeakSet[QThread] = weakref.WeakSet()
 _kept: set[QThread] = set()

@@ -216,7 +216,7 @@ def _parser() -> argparse.ArgumentParser:
 def _open_store(path: str | None, *, create: bool, write: bool = False) -> Any:
     """The store the user named; ``write``: refused at once (one line) when it cannot be written, before
     any work whose result would be lost."""
-    from tunelab.core.store.database import Store, default_db_path
+    from tunelab.core.store import Store, default_db_path
 
     db = path or os.environ.get("TUNELAB_DB") or str(default_db_path())
     store = Store(db, create=create)
@@ -1027,7 +1027,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tunelab: {exc}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except sqlite3.Error as exc:  # a read that met a failing disk (or a damaged file) outside Store's checks
-        from tunelab.core.store.database import is_store_failure
+        from tunelab.core.store import is_store_failure
 
         failure = is_store_failure(exc)
         print(

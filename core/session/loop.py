@@ -34,7 +34,7 @@ from tunelab.core.search.space.factory import make_space, space_for_session, spa
 from tunelab.core.search.space.tvm_context import InvalidSchedule
 from tunelab.core.search.tuners.base import Observation
 from tunelab.core.search.tuners.registry import get_tuner_class, make_tuner, resolve_options
-from tunelab.core.store.database import Store, session_write_patience
+from tunelab.core.store import Store, session_write_patience
 from tunelab.core.target.info import TargetInfo, resolve_target, target_from_json
 from tunelab.core.workloads.base import format_shape
 from tunelab.core.workloads.catalog import get_workload
@@ -208,9 +208,8 @@ class TuningSession:
         self.on_stage: list[Callable[[str], None]] = []  # what the session does besides trials, in words
         # Run, in order, when the session finished (before its status says so); see _before_finish.
         self.before_finish: list[Callable[[TuningSession], None]] = []
-        self.confirmations: list[
-            dict[str, Any]
-        ] = []  # the reports of tunelab.core.trust.confirm once finished
+        # the reports (ValidationReport) of tunelab.core.trust.confirm once finished; a layer above this one
+        self.confirmations: list[Any] = []
         self.crash: str | None = None  # "Type: message" of what ended the last run as crashed
 
     # ---- control (safe from any thread) ---------------------------------------------------------

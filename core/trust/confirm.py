@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from tunelab.core.records import MeasureOptions
-from tunelab.core.store.database import Store
+from tunelab.core.records import MeasureOptions, TaskRecord
+from tunelab.core.store import Store
 from tunelab.core.trust.confirmed import CONFIRM_PURPOSE
 from tunelab.core.trust.remeasure.report import ValidationReport
 
@@ -49,7 +49,7 @@ def confirm_session(
     runs = options.confirm_runs if runs is None else runs
     if runs <= 0 or top_k <= 0:
         return []
-    tasks = store.tasks(session_id) or [None]
+    tasks: list[TaskRecord | None] = [*store.tasks(session_id)] or [None]  # None: a session from before tasks
     reports = []
     for index, task in enumerate(tasks):
         n_ok = task.n_trials - task.n_failed if task is not None else record.n_trials - record.n_failed

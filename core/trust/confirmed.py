@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.remeasure.report import ValidationReport
 
 CONFIRM_PURPOSE = "confirm"

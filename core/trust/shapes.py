@@ -161,15 +161,15 @@ def space_for_shape(space: Any, shape: Mapping[str, int]) -> Any:
     """
     from tunelab.core.search.space.template import TemplateSpace, _default_knobs
 
-    shape = space.workload.parse_shape(dict(shape))
+    full: dict[str, int] = space.workload.parse_shape(dict(shape))
     if space.kind == "auto":
         from tunelab.core.search.space.auto import AutoSpace
 
         data = {k: v for k, v in space.to_json().items() if k != "sketches"}
-        return AutoSpace(space.workload, shape, space.dtype, space.target, data)
+        return AutoSpace(space.workload, full, space.dtype, space.target, data)
     if space.kind != "template":
         raise SpaceError(f"unknown space kind {space.kind!r}")
-    fresh = TemplateSpace(space.workload, shape, space.dtype, space.target)
+    fresh = TemplateSpace(space.workload, full, space.dtype, space.target)
     defaults = {k["name"]: k for k in _default_knobs(fresh.axes, space.target.kind)}
     extents = {a.name: a.extent for a in fresh.axes}
     knobs = []
@@ -178,7 +178,7 @@ def space_for_shape(space: Any, shape: Mapping[str, int]) -> Any:
             axis = knob["axis"]
             if axis not in extents or knob["name"] not in defaults:
                 raise SpaceError(
-                    f"axis {axis!r} of the source space does not exist at shape {format_shape(shape)}"
+                    f"axis {axis!r} of the source space does not exist at shape {format_shape(full)}"
                 )
             cands = [list(c) for c in defaults[knob["name"]]["candidates"]]
             cands += [
@@ -190,7 +190,7 @@ def space_for_shape(space: Any, shape: Mapping[str, int]) -> Any:
         else:
             knobs.append({**knob, "candidates": list(knob["candidates"])})
     data = {**fresh.to_json(), "knobs": knobs}
-    return TemplateSpace(space.workload, shape, space.dtype, space.target, data)
+    return TemplateSpace(space.workload, full, space.dtype, space.target, data)
 
 
 def _log_distance(a: Sequence[int], b: Sequence[int]) -> float:

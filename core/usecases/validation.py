@@ -25,7 +25,7 @@ from tunelab.core.trust.remeasure.report import ValidationReport
 from tunelab.core.trust.shape_report import AcrossShapes, FallsOffRule, ShapeRow
 
 if TYPE_CHECKING:
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
 
 ReportFn = Callable[[ValidationReport], None]  # the re-measurement's report, before the shapes
 ShapesFn = Callable[[list[dict[str, int]], FallsOffRule], None]  # (the shapes, the falls-off rule)

@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.remeasure.api import ValidationCancelled, validate_session
 from tunelab.core.trust.remeasure.pool import worker_processes
 

@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.confirmed import Confirmation
 from tunelab.core.trust.remeasure.report import (
     OwnShapeRow,

@@ -47,7 +47,7 @@ from tunelab.app.views.validation.drawing import (
 from tunelab.app.widgets.formatting import fmt_ms, fmt_shape
 from tunelab.app.workers.worker import StreamWorker, keep_alive
 from tunelab.core.errors import TunelabError
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.remeasure.report import ValidationReport
 from tunelab.core.trust.shape_report import AcrossShapes, FallsOffRule, ShapeRow
 from tunelab.core.usecases.validation import ValidationOutcome, validate_and_store

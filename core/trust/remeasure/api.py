@@ -19,7 +19,7 @@ A session's trials that a confirmation (:mod:`tunelab.core.trust.confirm`) re-me
 confirmed figure, not the session's (``against="session"`` compares with the session's own).
 
 The report (a :class:`~tunelab.core.trust.remeasure.report.ValidationReport`) is stored as its JSON with
-:meth:`tunelab.core.store.database.Store.add_validation` so the app can show it.
+:meth:`tunelab.core.store.Store.add_validation` so the app can show it.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from tunelab.core.trust.remeasure.verdict import Problem, RecordedSchedule, judg
 from tunelab.core.trust.remeasure.worker import error_text
 
 if TYPE_CHECKING:
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
     from tunelab.core.trust.confirmed import Confirmation
 
 __all__ = [
@@ -146,7 +146,11 @@ def validate_session(
             confirmed.get(t.id),
             _compact_stamp(stamps.get(t.id)),
             space,
-            tuple(x.latency_ms for x in trials[: MAX_RIVALS + top_k] if x.id != t.id)[:MAX_RIVALS],
+            tuple(
+                x.latency_ms
+                for x in trials[: MAX_RIVALS + top_k]
+                if x.id != t.id and x.latency_ms is not None
+            )[:MAX_RIVALS],
         )
         for t in trials[:top_k]
     ]

@@ -3,7 +3,7 @@
 :class:`ValidationReport` holds a :class:`ScheduleResult` per re-measured schedule (each with a
 :class:`Measurement` per fresh-process run and its :class:`TelemetryWindow`), the :class:`Ranking` and
 the per-shape rows. ``to_json()`` gives the document ``tunelab validate --json`` prints and the store
-keeps (:meth:`tunelab.core.store.database.Store.add_validation`); ``from_json()`` reads it back, also
+keeps (:meth:`tunelab.core.store.Store.add_validation`); ``from_json()`` reads it back, also
 from older versions (a missing key takes its default). TVM-free.
 """
 
