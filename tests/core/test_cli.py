@@ -176,7 +176,7 @@ def test_signals_steer_a_running_tune(tmp_path):
     import signal
     import time
 
-    from tunelab.core.cli.main import CONTROL_READY
+    from tunelab.core.cli.tuning import CONTROL_READY
     from tunelab.core.store.database import Store
 
     db = tmp_path / "steer.sqlite"
@@ -250,7 +250,7 @@ def _spec_doc(**changes) -> dict:
 
 
 def test_tune_from_a_spec_file(tmp_path):
-    from tunelab.core.cli.main import CONTROL_READY
+    from tunelab.core.cli.tuning import CONTROL_READY
 
     spec_file = tmp_path / "spec.json"
     doc = _spec_doc(name="from a file")
