@@ -1,11 +1,13 @@
 """What every `tunelab` command shares: exit codes, opening the store, reading a named file, records as
-JSON and as tables."""
+JSON and as tables, and saying an error (one line on stderr, and an event for a controlling process)."""
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
+from tunelab.core.cli.protocol import EventWriter
 from tunelab.core.errors import StoreError, TunelabError
 
 EXIT_BAD_INPUT = 2
@@ -102,3 +104,11 @@ def _print_table(rows: list[list[str]], header: list[str]) -> None:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
     for row in [header, *rows]:
         print("  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)).rstrip())
+
+
+def say_error(events: EventWriter, message: str, exit_code: int) -> int:
+    """Print ``tunelab: error: <message>`` on stderr, report it as an ``error`` event, and return
+    `exit_code` (for ``return say_error(...)``)."""
+    print(f"tunelab: error: {message}", file=sys.stderr)
+    events.error(message, exit_code)
+    return exit_code

@@ -13,6 +13,13 @@ SIGINT (Ctrl-C) and SIGTERM (`kill`, `timeout`, systemd, the desktop app's Stop)
 whether sent to the process or to its whole process group: the session ends `cancelled`, a trial
 the stop cut short is not stored (a resumed session measures it again), no traceback, and the exit
 status is 128 + the signal's number as a shell reports a signal: 130 for SIGINT, 143 for SIGTERM.
+
+Given ``--events-fd N`` (`tune`, `bias`), a command also reports its progress, its error and its end as
+JSON lines on that descriptor, for the process that started it (tunelab.core.cli.protocol).
+
+This module parses the command line and hands it to its command: the grammar is `parser`, the commands
+live by job in `tuning`, `inspection` (workloads, sessions, show, compare), `trust` (validate, bias,
+baseline, roofline) and `export`; what they share (the store, files, JSON of records, tables) in `common`.
 """
 
 from __future__ import annotations
@@ -20,10 +27,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tunelab.core.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORE_FAILURE
+from tunelab.core.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORE_FAILURE, say_error
 from tunelab.core.cli.export import cmd_export
 from tunelab.core.cli.inspection import cmd_compare, cmd_sessions, cmd_show, cmd_workloads
 from tunelab.core.cli.parser import _parser
+from tunelab.core.cli.protocol import NO_EVENTS, open_events
 from tunelab.core.cli.trust import cmd_baseline, cmd_bias, cmd_roofline, cmd_validate
 from tunelab.core.cli.tuning import cmd_tune
 from tunelab.core.errors import Cancelled, StoreFailure, TunelabError
@@ -56,36 +64,39 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     import sqlite3
 
+    events = NO_EVENTS  # until the command line names a descriptor (--events-fd)
     try:
         args = _parser().parse_args(argv)
         if args.command is None:
             _parser().print_help(sys.stderr)
             return EXIT_BAD_INPUT
-        return COMMANDS[args.command](args)
+        events = args.events = open_events(getattr(args, "events_fd", None))
+        exit_code = COMMANDS[args.command](args)
     except StoreFailure as exc:
-        print(f"tunelab: error: the store failed: {exc}", file=sys.stderr)
-        return EXIT_STORE_FAILURE
+        exit_code = say_error(events, f"the store failed: {exc}", EXIT_STORE_FAILURE)
     except TunelabError as exc:
         flag = f"--{exc.option.replace('_', '-')}: " if getattr(exc, "option", None) else ""
-        print(f"tunelab: error: {flag}{exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        exit_code = say_error(events, f"{flag}{exc}", EXIT_BAD_INPUT)
     except Cancelled as exc:  # a person stopped it: said, but neither bad input nor a failure
         print(f"tunelab: {exc}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        exit_code = EXIT_INTERRUPTED
     except sqlite3.Error as exc:  # a read that met a failing disk (or a damaged file) outside Store's checks
         from tunelab.core.store.database import is_store_failure
 
         failure = is_store_failure(exc)
-        print(
-            f"tunelab: error: {'the store failed' if failure else 'the database is damaged'}: {exc}",
-            file=sys.stderr,
+        exit_code = say_error(
+            events,
+            f"{'the store failed' if failure else 'the database is damaged'}: {exc}",
+            EXIT_STORE_FAILURE if failure else EXIT_BAD_INPUT,
         )
-        return EXIT_STORE_FAILURE if failure else EXIT_BAD_INPUT
     except KeyboardInterrupt:  # Ctrl-C before a command installed its own handling
         print("tunelab: interrupted", file=sys.stderr)
-        return 130
+        exit_code = 130
     except BrokenPipeError:
-        return 0
+        exit_code = 0
+    events.done(exit_code)
+    events.close()
+    return exit_code
 
 
 if __name__ == "__main__":

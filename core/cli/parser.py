@@ -94,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--json", action="store_true")
     with_db(t)
+    _with_events(t)
 
     s = sub.add_parser("sessions", help="list stored sessions")
     s.add_argument("--json", action="store_true")
@@ -119,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--json", action="store_true")
     with_db(b)
+    _with_events(b)
     e = sub.add_parser(
         "export", help="write the best (or a chosen) trial's schedule, TVMScript, library and database"
     )
@@ -181,3 +183,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true")
     with_db(r)
     return p
+
+
+def _with_events(q: argparse.ArgumentParser) -> None:
+    q.add_argument(
+        "--events-fd",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also report progress as JSON lines on file descriptor N, for a controlling process "
+        "(tunelab.core.cli.protocol)",
+    )

@@ -1,5 +1,6 @@
 """`tunelab tune`: a session from the options, a spec file or a stored session, run to its end with a
-progress bar on stderr, steered by signals (SIGINT/SIGTERM stop it; SIGUSR1/SIGUSR2 pause and resume it)."""
+progress bar on stderr, steered by signals (SIGINT/SIGTERM stop it; SIGUSR1/SIGUSR2 pause and resume it), reporting its
+progress as events (tunelab.core.cli.protocol) to a controlling process that asks for them."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from tunelab.core.cli.common import (
     _fmt,
     _open_store,
     _read_text,
+    say_error,
 )
 from tunelab.core.cli.parser import _parser
+from tunelab.core.cli.protocol import EventWriter
 from tunelab.core.errors import SessionBusyError, StoreFailure, TunelabError
 
 CONTROL_READY = "control signals ready (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop)"
@@ -131,6 +134,7 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
     from tunelab.core.search.tuners.registry import get_tuner_class, recommend_tuner, resolve_options
     from tunelab.core.session.loop import TuningSession, create_session, validate_spec
 
+    events: EventWriter = args.events
     if args.spec is not None:
         _check_spec_alone(args)
     if args.resume is not None:
@@ -176,11 +180,17 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
     from tunelab.core.usecases.tuning import confirm_when_finished
 
     confirm_when_finished(session)
+    events.session(session.session_id)
     stops.attach(session)
-    _control_by_signals(session)
+    _control_by_signals(session, events)
     record = store.session(session.session_id)
     progress = _Progress(record.trials_budget, record.n_trials)
-    session.on_stage.append(lambda text: print(f"\n{STAGE_MARK}{text}", file=sys.stderr, flush=True))
+
+    def on_stage(text: str) -> None:
+        print(f"\n{STAGE_MARK}{text}", file=sys.stderr, flush=True)
+        events.stage(text)
+
+    session.on_stage.append(on_stage)
     done, failed, best = record.n_trials, record.n_failed, record.best_ms
     interrupted = False
     runner = session.run()
@@ -192,6 +202,7 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             elif best is None or trial.latency_ms < best:
                 best = trial.latency_ms
             progress.update(done, best, failed)
+            events.trial(trial.id, ok=trial.ok, done=done, total=progress.total)
     except KeyboardInterrupt:  # only where no handler could be installed (not the main thread)
         interrupted = True
         runner.close()
@@ -210,19 +221,19 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             raise
         if isinstance(exc, StoreFailure):  # the store or its disk failed underneath: not the input
             kept = _count_trials(store, session.session_id)
-            print(
-                f"tunelab: error: session {session.session_id} crashed: the store failed: {exc} The {kept} trial(s) "
+            return say_error(
+                events,
+                f"session {session.session_id} crashed: the store failed: {exc} The {kept} trial(s) "
                 f"stored before are kept; tunelab tune --resume {session.session_id} continues once the cause is "
                 f"fixed.",
-                file=sys.stderr,
+                EXIT_STORE_FAILURE,
             )
-            return EXIT_STORE_FAILURE
-        print(
-            f"tunelab: error: session {session.session_id} crashed: {exc} "
+        return say_error(
+            events,
+            f"session {session.session_id} crashed: {exc} "
             f"(tunelab tune --resume {session.session_id} continues it)",
-            file=sys.stderr,
+            EXIT_CRASHED,
         )
-        return EXIT_CRASHED
     progress.close()
     record = store.session(session.session_id)
     summary = {
@@ -252,18 +263,19 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             print(format_confirmations(session.confirmations))
     if record.status == "failed":
         print(f"tunelab: session {record.id} failed: {record.error}", file=sys.stderr)
+        events.error(f"session {record.id} failed: {record.error}", EXIT_CRASHED)
         return 1
     if stops.signum is not None:
         return stops.exit_code
     if interrupted:
         return EXIT_INTERRUPTED
     if record.n_trials == 0 and session.rejected:
-        print(
-            f"tunelab: error: session {record.id} measured nothing: all {session.rejected} configs it tried were "
+        return say_error(
+            events,
+            f"session {record.id} measured nothing: all {session.rejected} configs it tried were "
             f"rejected before measuring (first: {session.first_rejection})",
-            file=sys.stderr,
+            EXIT_NOTHING_MEASURED,
         )
-        return EXIT_NOTHING_MEASURED
     return 0
 
 
@@ -340,7 +352,7 @@ def _check_spec_alone(args: argparse.Namespace) -> None:
     given = [
         k
         for k, v in vars(args).items()
-        if k not in ("command", "spec", "db", "json") and v != defaults.get(k)
+        if k not in ("command", "spec", "db", "json", "events_fd", "events") and v != defaults.get(k)
     ]
     if given:
         names = ["a workload argument" if k == "workload" else "--" + k.replace("_", "-") for k in given]
@@ -385,10 +397,10 @@ def _confirmation_json(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _control_by_signals(session: Any) -> None:
+def _control_by_signals(session: Any, events: EventWriter) -> None:
     """Let another process steer this session (the desktop app runs sessions as `tunelab tune`
     child processes): SIGUSR1 pauses, SIGUSR2 resumes; SIGTERM (like SIGINT, see _StopSignals)
-    stops it, dropping the trial it cut short."""
+    stops it, dropping the trial it cut short. Says so on stderr and as the ``ready`` event."""
     import signal
 
     if not hasattr(signal, "SIGUSR1"):  # not POSIX
@@ -397,6 +409,7 @@ def _control_by_signals(session: Any) -> None:
     signal.signal(signal.SIGUSR2, lambda *_: session.resume())
     # Until this line a signal would kill the process: a controller waits for it.
     print(f"session {session.session_id}: {CONTROL_READY}", file=sys.stderr, flush=True)
+    events.ready(session.session_id)
 
 
 def _replace(spec: Any, **changes: Any) -> Any:

@@ -164,7 +164,8 @@ def validate_session(
     tasks = store.tasks(session_id) if hasattr(store, "tasks") else []
     if tasks and not 0 <= task < len(tasks):
         raise TunelabError(
-            f"session {session_id} tunes {len(tasks)} shape(s); --task must be 0..{len(tasks) - 1}"
+            f"session {session_id} tunes {len(tasks)} shape(s); the task must be 0..{len(tasks) - 1}",
+            option="task",
         )
 
     from tunelab.core.search.space.factory import space_for_session
