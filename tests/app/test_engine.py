@@ -46,7 +46,7 @@ def test_a_tuning_child_reports_its_session_stage_and_trials(qtbot, tmp_path, sm
     heard = Heard(worker)
     with qtbot.waitSignal(worker.finished, timeout=TUNE_TIMEOUT_MS):
         worker.start()
-    qtbot.waitUntil(lambda: len(heard.of("trial")) == 4 and heard.of("stage"), timeout=10_000)
+    qtbot.waitUntil(lambda: len(heard.of("trial")) == 4 and bool(heard.of("stage")), timeout=10_000)
     assert heard.of("failed") == []
     assert heard.log[0] == ("session", 1) and worker.session_id == 1  # before the first trial
     with Store(db) as store:
@@ -62,7 +62,7 @@ def test_a_tuning_childs_error_is_its_error_event(qtbot, tmp_path, small_spec):
     heard = Heard(worker)
     with qtbot.waitSignal(worker.finished, timeout=TUNE_TIMEOUT_MS):
         worker.start()
-    qtbot.waitUntil(lambda: heard.of("failed"), timeout=10_000)
+    qtbot.waitUntil(lambda: bool(heard.of("failed")), timeout=10_000)
     ((message, details),) = heard.of("failed")
     assert message == "--trials: the trial budget must be at least 1, not 0"
     assert details.strip() == f"tunelab: error: {message}"  # stderr: the details only
@@ -77,7 +77,7 @@ def test_a_tuning_child_that_dies_is_said_in_words(qtbot, tmp_path, small_spec):
     qtbot.waitUntil(lambda: worker.n_yielded >= 1, timeout=TUNE_TIMEOUT_MS)
     os.kill(worker._child.pid, signal.SIGKILL)  # no error event, no done event: only its exit status
     qtbot.waitUntil(lambda: not worker.isRunning(), timeout=60_000)
-    qtbot.waitUntil(lambda: heard.of("failed"), timeout=10_000)
+    qtbot.waitUntil(lambda: bool(heard.of("failed")), timeout=10_000)
     ((message, _details),) = heard.of("failed")
     assert message.startswith("the tuning process died of SIGKILL (killed from outside"), message
 
@@ -89,7 +89,7 @@ def test_the_bias_report_comes_from_a_child(qtbot, tuned_db):
     worker.failed.connect(lambda message, details: results.append((message, details)))
     with qtbot.waitSignal(worker.finished, timeout=120_000):
         worker.start()
-    qtbot.waitUntil(lambda: results, timeout=10_000)
+    qtbot.waitUntil(lambda: bool(results), timeout=10_000)
     (report,) = results
     assert isinstance(report, BiasReport) and report.session_ids == (1, 2)
 
@@ -100,7 +100,7 @@ def test_the_bias_reports_error_is_its_error_event(qtbot, tmp_path):
     worker.failed.connect(lambda message, details: failures.append((message, details)))
     with qtbot.waitSignal(worker.finished, timeout=120_000):
         worker.start()
-    qtbot.waitUntil(lambda: failures, timeout=10_000)
+    qtbot.waitUntil(lambda: bool(failures), timeout=10_000)
     ((message, details),) = failures
     assert "42" in message and not message.startswith("tunelab:")
     assert details.strip() == f"tunelab: error: {message}"
