@@ -25,9 +25,8 @@ from tunelab.core.cli.protocol import EventWriter
 from tunelab.core.errors import SessionBusyError, StoreFailure, TunelabError
 
 CONTROL_READY = "control signals ready (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop)"
-STAGE_MARK = (
-    "tunelab stage: "  # prefixes, on stderr, what a session does besides trials (a controller shows it)
-)
+# For people reading stderr; a controlling process reads the "ready" and "stage" events instead.
+STAGE_MARK = "tunelab stage: "  # prefixes, on stderr, what a session does besides trials
 
 
 def _options(items: list[str]) -> dict[str, Any]:

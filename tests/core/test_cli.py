@@ -261,7 +261,9 @@ def test_tune_from_a_spec_file(tmp_path):
     summary = json.loads(proc.stdout)
     assert summary["session_id"] == 1 and summary["status"] == "finished" and summary["trials"] == 4
     assert summary["tuner"] == "random" and summary["confirmations"] == []
-    assert f"session 1: {CONTROL_READY}" in proc.stderr.splitlines()  # what the desktop app waits for
+    assert (
+        f"session 1: {CONTROL_READY}" in proc.stderr.splitlines()
+    )  # for people; the app waits for the "ready" event
     show = json.loads(tunelab("show", "1", "--json", "--db", str(db)).stdout)
     assert show["name"] == "from a file" and show["budget"] == 4 and show["space"] == "template"
     assert show["shape"] == {"M": 32, "N": 32, "K": 32} and show["target_kind"] == "llvm"
