@@ -42,7 +42,7 @@ def main(db_path: str | None = None, argv: list[str] | None = None) -> int:
     from tunelab.app.main_window import MainWindow
     from tunelab.app.resources import icon, stylesheet
     from tunelab.core.errors import TunelabError
-    from tunelab.core.store.database import Store, default_db_path
+    from tunelab.core.store import Store, default_db_path
 
     QCoreApplication.setOrganizationName(APP_NAME)
     QCoreApplication.setApplicationName(APP_NAME)

@@ -41,7 +41,7 @@ from tunelab.app.workers.engine import CallWorker, TuningWorker, running_workers
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionSpec
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 
 def _export(

@@ -19,7 +19,7 @@ import time
 PLANT_ENV = "TUNELAB_PLANT_FAULT"
 COUNTER_ENV = "TUNELAB_PLANT_COUNTER"
 
-SIGNAL_MEANINGS = {
+SIGNAL_MEANINGS: dict[int, str] = {
     signal.SIGILL: "an instruction this CPU lacks: the target's mcpu or mattr implies an instruction set "
     "the host cannot execute",
     signal.SIGSEGV: "a bad memory access (out-of-bounds index or a buffer too small for the kernel)",

@@ -2,6 +2,7 @@
 
 One implementation of each: :func:`median` (a trial's latency, as the store keeps it),
 :func:`coefficient_of_variation` and :func:`quartiles`; :func:`sample_stats` puts them together.
+:func:`summarize` gives the figures the store keeps beside a trial's latency (mean, spread, range).
 """
 
 from __future__ import annotations
@@ -26,9 +27,32 @@ class SampleStats:
         return self.iqr / self.median if self.median > 0 else float("inf")
 
 
+@dataclass(frozen=True)
+class SampleSummary:
+    median: float
+    mean: float
+    std: float  # population standard deviation (0 for one sample), as TVM's time_evaluator reports it
+    min: float
+    max: float
+
+
 def median(samples: Sequence[float]) -> float | None:
     """The median (the mean of the middle two for an even count); None for no samples."""
     return float(statistics.median(samples)) if len(samples) else None
+
+
+def summarize(samples: Sequence[float]) -> SampleSummary | None:
+    """The median, mean, population standard deviation, min and max of the samples; None for none."""
+    middle = median(samples)
+    if middle is None:
+        return None
+    return SampleSummary(
+        median=middle,
+        mean=float(statistics.fmean(samples)),
+        std=float(statistics.pstdev(samples)) if len(samples) > 1 else 0.0,
+        min=float(min(samples)),
+        max=float(max(samples)),
+    )
 
 
 def coefficient_of_variation(samples: Sequence[float]) -> float | None:

@@ -33,7 +33,7 @@ from tunelab.app.widgets.table_model import HeaderedTableModel
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 COLUMNS = ("ID", "Name", "Status", "Workload", "Target", "Tuner", "Trials", "Best ms", "GFLOP/s")
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1

@@ -29,7 +29,7 @@ from tunelab.app.widgets.log_axis import log_axes
 from tunelab.app.workers.following import behind_while_hidden
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 PALETTE = ("#2a6fdb", "#e37400", "#1e8e3e", "#9334e6", "#d93025", "#12a4af", "#795548", "#f538a0")
 DIFF_BRUSH = QBrush(QColor("#fff4d6"))

@@ -27,7 +27,7 @@ from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import BiasReport
 from tunelab.core.search.costmodel import spearman
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 REDRAW_MS = 300
 BIAS_MS = 2000  # while trials arrive, the bias table is recomputed at most this often

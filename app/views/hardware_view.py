@@ -43,7 +43,7 @@ from tunelab.app.workers.telemetry_source import (
     read_trial_stamps,
 )
 from tunelab.core.errors import TunelabError
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 REDRAW_MS = 500
 LIMIT = "#d93025"

@@ -23,7 +23,7 @@ from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, gflops
 from tunelab.app.widgets.log_axis import LogAxis
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 REDRAW_MS = 200
 OK_BRUSH = (42, 111, 219, 170)

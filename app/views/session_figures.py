@@ -21,7 +21,7 @@ from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 if TYPE_CHECKING:  # both modules are optional in a build (figures_available)
     from tunelab.core.trust.baselines import VendorComparison

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tunelab.core.records import TRIAL_STATUSES, TrialRecord
-from tunelab.core.store.database import TRIAL_COLUMNS
+from tunelab.core.store import TRIAL_COLUMNS
 
 TrialColumns = dict[str, np.ndarray]  # as Store.trial_columns returns them
 _INT_FIELDS = ("id", "index", "round")

@@ -13,7 +13,7 @@ from tunelab.app.widgets.buffers import TrialColumns, columns_of, n_rows, rows_a
 from tunelab.app.widgets.formatting import fmt_duration
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 ETA_WINDOW = 48  # recent trials the rate is taken from
 MAX_GAP_S = 600.0  # a longer pause between two trials is a stop (resumed later), not tuning time

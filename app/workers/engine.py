@@ -36,7 +36,7 @@ from tunelab.core.errors import Cancelled as CoreCancelled
 from tunelab.core.errors import TunelabError
 from tunelab.core.faults import describe_exit
 from tunelab.core.records import BiasReport, SessionSpec
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 _live: weakref.WeakSet[QThread] = weakref.WeakSet()
 _kept: set[QThread] = set()

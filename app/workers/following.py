@@ -8,7 +8,7 @@ from typing import Any
 
 from tunelab.app.widgets.buffers import TrialColumns
 from tunelab.core.errors import TunelabError
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 
 def read_new(

@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 # Sessions turn "crashed" without a write (their process died), so re-read the running ones now and then.
 FULL_REFRESH_S = 5.0

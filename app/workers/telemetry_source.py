@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 from tunelab.core.errors import TunelabError
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 # Panels of the Hardware view: (key, axis label, [(field, legend name)]); only fields with data are drawn.
 PANELS = (

@@ -20,7 +20,7 @@ EXIT_INTERRUPTED = 130
 def _open_store(path: str | None, *, create: bool, write: bool = False) -> Any:
     """The store the user named; ``write``: refused at once (one line) when it cannot be written, before
     any work whose result would be lost."""
-    from tunelab.core.store.database import Store, default_db_path
+    from tunelab.core.store import Store, default_db_path
 
     db = path or os.environ.get("TUNELAB_DB") or str(default_db_path())
     store = Store(db, create=create)

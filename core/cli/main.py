@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tunelab: {exc}", file=sys.stderr)
         exit_code = EXIT_INTERRUPTED
     except sqlite3.Error as exc:  # a read that met a failing disk (or a damaged file) outside Store's checks
-        from tunelab.core.store.database import is_store_failure
+        from tunelab.core.store import is_store_failure
 
         failure = is_store_failure(exc)
         exit_code = say_error(

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tunelab.core.errors import StoreError, TunelabError
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.confirmed import confirmations
 
 SCHEDULE_FORMAT = 1

@@ -34,7 +34,7 @@ from tunelab.core.search.space.factory import make_space, space_for_session, spa
 from tunelab.core.search.space.tvm_context import InvalidSchedule
 from tunelab.core.search.tuners.base import Observation
 from tunelab.core.search.tuners.registry import get_tuner_class, make_tuner, resolve_options
-from tunelab.core.store.database import Store, session_write_patience
+from tunelab.core.store import Store, session_write_patience
 from tunelab.core.target.info import TargetInfo, resolve_target, target_from_json
 from tunelab.core.workloads.base import format_shape
 from tunelab.core.workloads.catalog import get_workload

@@ -30,7 +30,7 @@ class StoreSink:
 
     def __call__(self, samples: list[TelemetrySample]) -> None:
         if self._store is None:
-            from tunelab.core.store.database import Store
+            from tunelab.core.store.store import Store
 
             self._store = Store(self.db_path, create=False)
         self._store.add_telemetry(self.session_id, samples)

@@ -296,11 +296,11 @@ def choose_cpu(host: HostCPU) -> CPUChoice:
             isa = isa_level(llvm_features(mcpu, mattr, host.arch), host.arch)
             note = ""
             if tried:
-                spelled = mcpu + (f" ({','.join(mattr)})" if mattr else "")
+                chosen = mcpu + (f" ({','.join(mattr)})" if mattr else "")
                 more = f" and {len(first_missing) - 4} more" if len(first_missing) > 4 else ""
                 note = (
                     f"LLVM names this CPU {host.llvm_name}, but this host lacks its "
-                    f"{', '.join(first_missing[:4])}{more}; using {spelled}"
+                    f"{', '.join(first_missing[:4])}{more}; using {chosen}"
                 )
             return CPUChoice(mcpu, mattr, isa, note)
         if not tried:

@@ -64,9 +64,10 @@ class NvmlSource:
             _quietly(pynvml.nvmlShutdown)
             return
         self._nvml = pynvml
-        self._reasons_fn = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-        if self._reasons_fn is None:  # nvidia-ml-py older than the event reasons API
-            self._reasons_fn = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        if reasons is None:  # nvidia-ml-py older than the event reasons API
+            reasons = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        self._reasons_fn: Callable[..., Any] = reasons
         self.available = True
         self.status = f"{self.name} (GPU {index}, NVML)"
 

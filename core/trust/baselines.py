@@ -33,7 +33,7 @@ from tunelab.core.records import MeasureOptions, SessionRecord, VendorBaseline
 from tunelab.core.stats import median
 
 if TYPE_CHECKING:
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
 
 CPU_WORKLOADS = ("gemm", "batch_matmul", "dense_bias", "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d")
 GOLDEN = 1.618

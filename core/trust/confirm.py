@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tunelab.core.records import MeasureOptions
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.confirmed import CONFIRM_PURPOSE
 
 StageFn = Callable[[str], None]

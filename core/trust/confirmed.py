@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 CONFIRM_PURPOSE = "confirm"
 

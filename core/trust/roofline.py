@@ -29,7 +29,7 @@ import numpy as np
 from tunelab.core.records import MachineProfile, SessionRecord
 
 if TYPE_CHECKING:
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
 
 DTYPES = ("float32", "float64")
 BUDGET_S = 3.0  # the whole profile (all probes) stays under this

@@ -64,7 +64,7 @@ from tunelab.core.measure.placement import DEFAULT_LAYOUT, LAYOUTS, placed_tenso
 from tunelab.core.records import MeasureOptions
 
 if TYPE_CHECKING:
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
 
 VERDICTS = ("stable", "noisy", "regressed")
 DEFAULT_RUNS = 5  # fresh processes per validation (each measures every schedule once)

@@ -23,7 +23,7 @@ from tunelab.core.trust.validate import (
 )
 
 if TYPE_CHECKING:
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
 
 ReportFn = Callable[[dict[str, Any]], None]  # the re-measurement's report, before the shapes
 ShapesFn = Callable[[list[dict[str, int]], dict[str, float]], None]  # (the shapes, the falls-off rule)

@@ -33,6 +33,9 @@ Conventions shared by every workload:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import tvm
 from tvm import te
@@ -207,6 +210,9 @@ def _windows_nchw(
 def _pad_block(A: te.Tensor, pad: int, layout: str) -> te.Tensor:
     """The block "pad": A zero-padded by ``pad`` on both sides of H and W (a plain copy when pad=0)."""
     N, D1, D2, D3 = (int(x) for x in A.shape)
+    # One signature for both layouts' index functions (their axes differ in order, not in number).
+    at: Callable[..., Any]
+    body: Callable[..., Any]
     if layout == "NCHW":
         H, W = D2, D3
         shape = (N, D1, H + 2 * pad, W + 2 * pad)

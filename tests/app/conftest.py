@@ -17,7 +17,7 @@ import pytest  # noqa: E402
 from PySide6.QtCore import QSettings, QThreadPool  # noqa: E402
 
 from tunelab.core.records import MeasureOptions, SessionSpec  # noqa: E402
-from tunelab.core.store.database import Store  # noqa: E402
+from tunelab.core.store import Store  # noqa: E402
 
 # No cool-down wait before a batch: on a shared test machine another process is nearly always busy, and
 # waiting up to 5 s per batch would only slow the suite (the trials are stamped either way).

@@ -28,7 +28,7 @@ def make_store(path: Path) -> None:
     def create_session(store, spec):  # sessions as the command line runs them: winners confirmed
         return confirm_when_finished(_create(store, spec))
 
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
 
     measure = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=0, confirm_runs=2)
     base = dict(
@@ -134,7 +134,7 @@ def main() -> int:
     from tunelab.app.dialogs.new_session import NewSessionDialog
     from tunelab.app.main_window import MainWindow
     from tunelab.app.resources import stylesheet
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
 
     app = QApplication(sys.argv[:1])
     app.setStyleSheet(stylesheet())

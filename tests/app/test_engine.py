@@ -12,7 +12,7 @@ import pytest
 
 from tunelab.app.workers.engine import BiasWorker, TuningWorker
 from tunelab.core.records import BiasReport
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 pytestmark = pytest.mark.slow
 

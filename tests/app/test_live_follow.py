@@ -17,7 +17,7 @@ FAILED_EVERY = 6
 WRITER = textwrap.dedent("""
     import sys, time
     from tunelab.core.records import NewTrial
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
     path, session_id, n, failed_every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     store = Store(path)
     store.set_status(session_id, "running")

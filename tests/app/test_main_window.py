@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from tunelab.app.dialogs.new_session import NewSessionDialog
 from tunelab.app.main_window import MainWindow
 from tunelab.core.records import SessionRecord
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 TUNE_TIMEOUT_MS = 120_000
 
@@ -177,7 +177,7 @@ from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
 from tunelab.app.main_window import MainWindow
 from tunelab.core.records import MeasureOptions, SessionSpec
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 app = QApplication([])
 store = Store(sys.argv[1])

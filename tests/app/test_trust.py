@@ -19,7 +19,7 @@ from tunelab.app.views.session_figures import SessionFigures, figures_available
 from tunelab.app.views.validation.drawing import FALLS_OFF_BRUSH
 from tunelab.app.views.validation.view import ValidationView
 from tunelab.core.records import MeasureOptions
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.validate import worker_processes
 
 

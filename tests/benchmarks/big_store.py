@@ -25,7 +25,7 @@ import numpy as np
 
 from tunelab.core.records import MeasureOptions, NewTrial, SessionSpec
 from tunelab.core.search.space.base import config_key
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 N_TRIALS = 100_000
 BATCH = 64

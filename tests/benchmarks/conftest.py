@@ -25,7 +25,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from tunelab.core.store.database import Store, schema_version  # noqa: E402
+from tunelab.core.store import Store, schema_version  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 

@@ -22,7 +22,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 
 from tunelab.app.main_window import MainWindow
 from tunelab.core.records import MeasureOptions, SessionSpec
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 N_TRIALS = 100_000
 OPEN_TARGET_MS = 2000.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from specs import small_spec
 
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from specs import small_spec
 
 from tunelab.core.records import MeasureOptions
 from tunelab.core.session.loop import create_session
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.baselines import (
     VendorComparison,
     baseline_for,

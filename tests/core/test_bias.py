@@ -15,7 +15,7 @@ from specs import small_spec
 from tunelab.core.errors import StoreError, TunelabError
 from tunelab.core.records import BiasCounts, BiasReport, TrialRecord
 from tunelab.core.search.costmodel import spearman, topk_recall
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.bias import (
     BIAS_LIMIT,
     RANK_MIN_N,
@@ -287,7 +287,7 @@ def test_bias_report_on_real_xgb_sessions(tmp_path):
 def test_a_session_with_several_shapes_is_grouped_per_shape(tmp_path):
     from tunelab.core.records import MeasureOptions, SessionSpec
     from tunelab.core.session.loop import create_session
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
     from tunelab.core.trust.bias import bias_report
 
     with Store(tmp_path / "multi.sqlite") as store:

@@ -177,7 +177,7 @@ def test_signals_steer_a_running_tune(tmp_path):
     import time
 
     from tunelab.core.cli.tuning import CONTROL_READY
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
 
     db = tmp_path / "steer.sqlite"
     env = dict(os.environ, TUNELAB_DB=str(db))

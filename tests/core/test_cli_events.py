@@ -14,7 +14,7 @@ import pytest
 from specs import FAST_MEASURE, small_spec
 
 from tunelab.core.cli.protocol import parse_event
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 pytestmark = pytest.mark.slow
 

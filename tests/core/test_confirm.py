@@ -14,7 +14,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.export.files import export_trial
 from tunelab.core.records import MeasureOptions
 from tunelab.core.session.loop import create_session
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.confirm import confirm_session
 from tunelab.core.trust.confirmed import CONFIRM_PURPOSE, confirmations
 from tunelab.core.trust.validate import validate_session, worker_processes

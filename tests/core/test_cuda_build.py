@@ -86,7 +86,7 @@ def test_cuda_session_without_gpu_is_refused_before_storing(tmp_path):
     from tunelab.core.errors import TargetError
     from tunelab.core.records import SessionSpec
     from tunelab.core.session.loop import create_session
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
 
     with Store(tmp_path / "db.sqlite") as store:
         with pytest.raises(TargetError, match="built here but not measured"):

@@ -17,7 +17,7 @@ from tunelab.core.records import MeasureOptions
 from tunelab.core.search.space.base import config_key
 from tunelab.core.search.tuners.registry import tuner_names
 from tunelab.core.session.loop import TuningSession, create_session
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from specs import small_spec
 
 from tunelab.core.records import MachineProfile
 from tunelab.core.session.loop import create_session
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.roofline import (
     BandwidthProbe,
     PeakProbe,

@@ -11,7 +11,7 @@ from specs import FAST_MEASURE, small_spec
 from tunelab.core.errors import StoreError, WorkloadError
 from tunelab.core.search.space.auto import AutoSpace
 from tunelab.core.search.space.template import TemplateSpace
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.target.info import resolve_target
 from tunelab.core.trust.shapes import (
     MAX_RATIO,

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import tunelab.core.store.database as store_module
+import tunelab.core.store.schema as store_module
 from tunelab.core.errors import StoreError
 from tunelab.core.records import MeasureOptions, NewTrial, SessionSpec
-from tunelab.core.store.database import MIGRATIONS, Store, default_db_path
+from tunelab.core.store import MIGRATIONS, Store, default_db_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -163,7 +163,7 @@ def _assert_columns_match(columns: dict, trials: list) -> None:
     import numpy as np
 
     from tunelab.core.records import TRIAL_STATUSES
-    from tunelab.core.store.database import TRIAL_COLUMNS
+    from tunelab.core.store import TRIAL_COLUMNS
 
     assert tuple(columns) == TRIAL_COLUMNS
     assert all(len(column) == len(trials) for column in columns.values())
@@ -447,7 +447,7 @@ def test_default_db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("TUNELAB_DB", str(tmp_path / "x.sqlite"))
     assert default_db_path() == tmp_path / "x.sqlite"
     monkeypatch.delenv("TUNELAB_DB")
-    monkeypatch.setattr(store_module.platformdirs, "user_data_dir", lambda app: str(tmp_path / "data" / app))
+    monkeypatch.setattr("platformdirs.user_data_dir", lambda app: str(tmp_path / "data" / app))
     path = default_db_path()
     assert path == tmp_path / "data" / "tunelab" / "tunelab.sqlite"
     assert path.parent.is_dir()
@@ -476,7 +476,7 @@ def test_reopen_gives_a_store_for_another_thread(store: Store) -> None:
 
 READER = """
 import json, sys, time
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 path, sid, expected = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 store = Store(path, readonly=True)
@@ -537,7 +537,7 @@ def test_running_session_of_a_dead_process_reads_as_crashed(store: Store, db_pat
     done = run_python(
         """
         import os, sys
-        from tunelab.core.store.database import Store
+        from tunelab.core.store import Store
         Store(sys.argv[1], create=False).set_status(int(sys.argv[2]), "running")
         print(os.getpid())
         """,

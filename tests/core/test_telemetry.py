@@ -19,7 +19,7 @@ import pytest
 
 from tunelab.core.errors import StoreError
 from tunelab.core.records import NewTrial, SessionSpec
-from tunelab.core.store.database import MIGRATIONS, Store
+from tunelab.core.store import MIGRATIONS, Store
 from tunelab.core.store.telemetry_sink import StoreSink
 from tunelab.core.telemetry.cpu import PsutilSource
 from tunelab.core.telemetry.nvml import REPLAY_ENV, NvmlSource, ReplaySource, default_gpu_source
@@ -478,7 +478,7 @@ def test_store_roundtrip_of_telemetry_and_trial_stamps(store: Store) -> None:
 
 
 def test_a_v1_database_gains_the_telemetry_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tunelab.core.store.database as store_module
+    import tunelab.core.store.schema as store_module
 
     path = tmp_path / "old.sqlite"
     monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS[:1])

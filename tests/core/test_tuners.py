@@ -68,7 +68,7 @@ def test_registered_class_matches_its_name(name):
     assert issubclass(cls, Tuner)
     assert cls.name == name
     assert cls.description
-    assert isinstance(cls.options, dict)
+    assert isinstance(cls.default_options, dict)
 
 
 def test_unknown_tuner_names_the_choices():
@@ -86,14 +86,14 @@ def test_unknown_option_names_the_allowed_ones(name):
         make_tuner(name, space, seed=0, bogus=1)
     message = str(err.value)
     assert "'bogus'" in message and repr(name) in message
-    for option in cls.options:
+    for option in cls.default_options:
         assert option in message
 
 
 def test_options_default_and_override():
     space, _ = tiny_replay()
     tuner = make_tuner("genetic", space, seed=0, pop_size=8)
-    assert tuner.options == {**get_tuner_class("genetic").options, "pop_size": 8}
+    assert tuner.options == {**get_tuner_class("genetic").default_options, "pop_size": 8}
     assert make_tuner("grid", space, seed=0).options == {"shuffle": False}
 
 

@@ -19,7 +19,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.export.files import export_trial
 from tunelab.core.records import MeasureOptions, SessionSpec
 from tunelab.core.session.loop import create_session
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.validate import DISTURBED_FRACTION, VERDICTS, validate_schedule_file, validate_session
 from tunelab.core.usecases.tuning import confirm_when_finished
 

@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.trust.validate import ValidationCancelled, validate_session, worker_processes
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from PySide6.QtCore import QSettings, QTimer
 
 from tunelab.core.faults import COUNTER_ENV, PLANT_ENV
 from tunelab.core.records import MeasureOptions, SessionSpec
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
 from tunelab.app.main_window import MainWindow
 from tunelab.core.records import MeasureOptions, SessionSpec
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 app = QApplication([])
 store = Store(sys.argv[1])
@@ -61,7 +61,7 @@ def test_killed_window_process_is_offered_resume_on_the_next_launch(qtbot, tmp_p
     from PySide6.QtCore import QSettings
 
     from tunelab.app.main_window import MainWindow
-    from tunelab.core.store.database import Store
+    from tunelab.core.store import Store
 
     db, ini = tmp_path / "app.sqlite", tmp_path / "s.ini"
     script = tmp_path / "app_tunes.py"

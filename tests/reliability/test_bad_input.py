@@ -21,7 +21,7 @@ import pytest
 
 from tunelab.core.errors import StoreError, StoreFailure, TargetError, TunelabError, WorkloadError
 from tunelab.core.records import MeasureOptions, SessionSpec
-from tunelab.core.store.database import Store, is_store_failure
+from tunelab.core.store import Store, is_store_failure
 
 pytestmark = pytest.mark.slow
 

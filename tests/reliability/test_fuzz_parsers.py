@@ -495,7 +495,7 @@ def test_tuner_options(template_llvm):
     from tunelab.core.search.tuners.registry import get_tuner_class, make_tuner, resolve_options, tuner_names
 
     names = tuner_names()
-    keys = sorted({k for n in names for k in get_tuner_class(n).options})
+    keys = sorted({k for n in names for k in get_tuner_class(n).default_options})
     items = st.tuples(st.one_of(st.sampled_from(keys), st.text(max_size=5)), OPTION_VALUES).map(
         lambda kv: f"{kv[0]}={kv[1]}"
     )

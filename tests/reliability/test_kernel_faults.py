@@ -19,7 +19,7 @@ from specs import FAST_MEASURE, small_spec  # noqa: E402
 
 from tunelab.core.faults import COUNTER_ENV, PLANT_ENV, failure_class  # noqa: E402
 from tunelab.core.session.loop import create_session  # noqa: E402
-from tunelab.core.store.database import Store  # noqa: E402
+from tunelab.core.store import Store  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

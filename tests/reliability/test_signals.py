@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tunelab.core.store.database import BUSY_TIMEOUT_S, WRITE_PATIENCE_ENV, Store
+from tunelab.core.store import BUSY_TIMEOUT_S, WRITE_PATIENCE_ENV, Store
 
 pytestmark = pytest.mark.slow
 

@@ -25,11 +25,11 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
 from specs import FAST_MEASURE, small_spec  # noqa: E402
 
-import tunelab.core.store.database as store_module  # noqa: E402
+import tunelab.core.store.connection as store_module  # noqa: E402
 from tunelab.core.errors import StoreError  # noqa: E402
 from tunelab.core.records import NewTrial  # noqa: E402
 from tunelab.core.session.loop import TuningSession, create_session  # noqa: E402
-from tunelab.core.store.database import Store, schema_version  # noqa: E402
+from tunelab.core.store import Store, schema_version  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -356,7 +356,7 @@ def _fill(folder: Path, leave: int) -> None:
 # The real CLI with the page limit set on every connection it opens, where no small filesystem can be had.
 _LIMITED_CLI = """
 import sys
-import tunelab.core.store.database as store
+import tunelab.core.store as store
 opened = store.Store.__init__
 def limited(self, *args, **kwargs):
     opened(self, *args, **kwargs)

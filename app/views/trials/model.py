@@ -15,7 +15,7 @@ from tunelab.app.widgets.formatting import config_summary, first_line, fmt_ms
 from tunelab.app.widgets.table_model import HeaderedTableModel
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import TRIAL_STATUSES, Config, TrialRecord
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 COLUMNS = (
     "ID",

@@ -33,7 +33,7 @@ from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.app.workers.following import read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import TrialRecord
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 CSV_FIELDS = (
     "id",

@@ -47,7 +47,7 @@ from tunelab.app.views.validation.drawing import (
 from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.app.workers.engine import StreamWorker, keep_alive
 from tunelab.core.errors import TunelabError
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 from tunelab.core.usecases.validation import ValidationOutcome, validate_and_store
 
 NOT_VALIDATED = (

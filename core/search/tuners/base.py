@@ -26,6 +26,9 @@ class Observation:
 class Tuner(ABC):
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    # The options a tuner takes, with their defaults (and so their types); `self.options` holds an
+    # instance's resolved values.
+    default_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
         self.space = space
@@ -34,7 +37,7 @@ class Tuner(ABC):
         self.cost_model = (
             cost_model  # tunelab.core.search.costmodel.CostModel shared with the session (may be None)
         )
-        self.options = options
+        self.options: dict[str, Any] = options
 
     @abstractmethod
     def ask(self, n: int) -> list[Config]:

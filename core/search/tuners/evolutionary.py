@@ -30,7 +30,7 @@ _UNMEASURED = 1e10  # seconds: what MetaSchedule itself records for a failed run
 class EvolutionaryTuner(Tuner):
     name = "evolutionary"
     description = "MetaSchedule's evolutionary search guided by its XGBoost cost model (Ansor)."
-    options: ClassVar[dict[str, Any]] = {
+    default_options: ClassVar[dict[str, Any]] = {
         "population_size": 256,
         "genetic_num_iters": 4,
         "genetic_mutate_prob": 0.85,

@@ -29,7 +29,7 @@ _REMUTATE = 8  # extra mutations tried to turn an already-seen child into a new 
 class GeneticTuner(Tuner):
     name = "genetic"
     description = "Genetic algorithm (AutoTVM GATuner): elites, selection, crossover and mutation."
-    options: ClassVar[dict[str, Any]] = {
+    default_options: ClassVar[dict[str, Any]] = {
         "pop_size": 32,
         "elite_num": 3,
         "mutation_prob": 0.1,

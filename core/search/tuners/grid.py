@@ -52,7 +52,7 @@ class GridTuner(Tuner):
 
     name = "grid"
     description = "Every config once, in grid order (shuffle=True: a seeded random order)."
-    options: ClassVar[dict[str, Any]] = {"shuffle": False}
+    default_options: ClassVar[dict[str, Any]] = {"shuffle": False}
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
         super().__init__(space, seed=seed, cost_model=cost_model, **options)

@@ -80,7 +80,7 @@ class AnyOf:
 class RandomTuner(Tuner):
     name = "random"
     description = "Uniformly random configs, never the same one twice."
-    options: ClassVar[dict[str, Any]] = {}
+    default_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
         super().__init__(space, seed=seed, cost_model=cost_model, **options)

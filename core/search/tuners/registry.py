@@ -48,7 +48,7 @@ def get_tuner_class(name: str) -> type[Tuner]:
 def resolve_options(cls: type[Tuner], options: dict[str, Any]) -> dict[str, Any]:
     """The class's option defaults overridden by `options`; TunerError on an option it lacks or a value
     whose type is not its default's (an int option takes an integer, a float option any number)."""
-    allowed: dict[str, Any] = getattr(cls, "options", {})
+    allowed: dict[str, Any] = cls.default_options
     name = getattr(cls, "name", cls.__name__)
     unknown = sorted(set(options) - set(allowed), key=str)
     if unknown:

@@ -37,7 +37,7 @@ _N_REFINE = 8  # predicted-best pool configs that step 2 mutates
 class XGBTuner(Tuner):
     name = "xgb"
     description = "XGBoost cost model ranks a candidate pool; epsilon share of random exploration."
-    options: ClassVar[dict[str, Any]] = {"pool_size": 256, "epsilon": 0.2}
+    default_options: ClassVar[dict[str, Any]] = {"pool_size": 256, "epsilon": 0.2}
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
         super().__init__(space, seed=seed, cost_model=cost_model, **options)
@@ -56,20 +56,20 @@ class XGBTuner(Tuner):
         self._dirty = False
 
     def tell(self, observations: list[Observation]) -> None:
-        ok: list[Observation] = []
+        ok: list[tuple[Config, float]] = []  # (config, latency) of the trials that ran
         for obs in observations:
             key = self.space.key(obs.config)
             self._seen.add(key)
             lat = obs.latency_ms
             if lat is not None and np.isfinite(lat) and lat > 0:
-                ok.append(obs)
+                ok.append((obs.config, float(lat)))
         # Features only for successful trials: the model never trains on failures, and a config
         # that failed to build may not even yield features.
         if ok:
-            rows = self._features([o.config for o in ok])
-            for obs, row in zip(ok, rows, strict=True):
+            rows = self._features([config for config, _ in ok])
+            for (config, latency_ms), row in zip(ok, rows, strict=True):
                 if row is not None:
-                    self._measured[self.space.key(obs.config)] = (obs.config, float(obs.latency_ms), row)
+                    self._measured[self.space.key(config)] = (config, latency_ms, row)
             self._dirty = True
 
     def ask(self, n: int) -> list[Config]:

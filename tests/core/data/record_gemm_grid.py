@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tunelab.core.records import MeasureOptions, SessionSpec
 from tunelab.core.session.loop import create_session, validate_spec
-from tunelab.core.store.database import Store
+from tunelab.core.store import Store
 
 SHAPE = {"M": 64, "N": 64, "K": 64}
 KNOBS = {

@@ -1,0 +1,250 @@
+"""The schema: the migrations that build a tunelab database, v1 to the version this code writes.
+
+:data:`MIGRATIONS` holds them in order: version *n* is the schema after the first *n* functions have
+run. To change the schema, write one function decorated with :func:`migration` below the others.
+Opening a file checks its version and applies the missing ones (``tunelab.core.store.connection``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlite_utils import Database
+
+Migration = Callable[[Database], None]
+
+# Applied in order, each inside the same write transaction that bumps meta.schema_version.
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Migration) -> Migration:
+    """Register ``fn`` as the next schema version (keep them in definition order; never edit old ones)."""
+    MIGRATIONS.append(fn)
+    return fn
+
+
+@migration
+def _v1_initial(db: Database) -> None:
+    statements = [
+        """CREATE TABLE sessions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            name TEXT NOT NULL DEFAULT '',
+            workload TEXT NOT NULL,
+            shape TEXT NOT NULL,
+            dtype TEXT NOT NULL,
+            target TEXT NOT NULL,
+            target_kind TEXT NOT NULL,
+            space_kind TEXT NOT NULL,
+            space TEXT NOT NULL,
+            tuner TEXT NOT NULL,
+            tuner_options TEXT NOT NULL,
+            measure TEXT NOT NULL,
+            trials_budget INTEGER NOT NULL,
+            batch INTEGER NOT NULL,
+            early_stop INTEGER,
+            seed INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            error TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            pid INTEGER,
+            hostname TEXT,
+            tvm_version TEXT NOT NULL,
+            flops REAL NOT NULL,
+            custom_source TEXT,
+            tuner_state TEXT
+        )""",
+        """CREATE TABLE tasks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            workload TEXT NOT NULL,
+            shape TEXT NOT NULL,
+            dtype TEXT NOT NULL,
+            flops REAL NOT NULL
+        )""",
+        "CREATE INDEX idx_tasks_session ON tasks(session_id)",
+        """CREATE TABLE trials (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            task_id INTEGER REFERENCES tasks(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            round INTEGER NOT NULL,
+            config TEXT NOT NULL,
+            config_key TEXT NOT NULL,
+            status TEXT NOT NULL,
+            error TEXT,
+            latency_ms REAL,
+            mean_ms REAL,
+            std_ms REAL,
+            min_ms REAL,
+            max_ms REAL,
+            predicted_ms REAL,
+            build_s REAL,
+            run_s REAL,
+            started_at REAL NOT NULL,
+            finished_at REAL NOT NULL,
+            trace_json TEXT
+        )""",
+        "CREATE INDEX idx_trials_session_id ON trials(session_id, id)",
+        "CREATE UNIQUE INDEX idx_trials_session_key ON trials(session_id, config_key)",
+        "CREATE UNIQUE INDEX idx_trials_session_idx ON trials(session_id, idx)",
+        # n_ok / best trial per session without touching the table rows
+        "CREATE INDEX idx_trials_session_status_latency ON trials(session_id, status, latency_ms)",
+        """CREATE TABLE samples (
+            trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            ms REAL NOT NULL,
+            PRIMARY KEY (trial_id, idx)
+        )""",
+        "CREATE INDEX idx_samples_trial ON samples(trial_id)",
+        """CREATE TABLE rounds (
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            round INTEGER NOT NULL,
+            n INTEGER NOT NULL,
+            spearman REAL,
+            best_ms REAL,
+            finished_at REAL NOT NULL,
+            PRIMARY KEY (session_id, round)
+        )""",
+    ]
+    for sql in statements:
+        db.execute(sql)
+
+
+@migration
+def _v2_telemetry(db: Database) -> None:
+    # One row per telemetry sample (10 a second while a session runs); pid lists and per-core loads are
+    # compact text, everything a plot or a query filters on is a column.
+    statements = [
+        """CREATE TABLE telemetry (
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            t REAL NOT NULL,
+            gpu_temp_c REAL,
+            gpu_power_w REAL,
+            gpu_power_limit_w REAL,
+            gpu_sm_clock_mhz REAL,
+            gpu_mem_clock_mhz REAL,
+            gpu_util_pct REAL,
+            gpu_mem_util_pct REAL,
+            gpu_mem_used_mib REAL,
+            throttle_reasons TEXT NOT NULL DEFAULT '',
+            other_gpu_procs INTEGER,
+            other_gpu_pids TEXT NOT NULL DEFAULT '',
+            cpu_load_per_core TEXT NOT NULL DEFAULT '[]',
+            cpu_load_mean REAL,
+            cpu_freq_mhz REAL,
+            cpu_temp_c REAL,
+            other_busy_procs INTEGER NOT NULL DEFAULT 0,
+            other_busy_pids TEXT NOT NULL DEFAULT ''
+        )""",
+        "CREATE INDEX idx_telemetry_session_t ON telemetry(session_id, t)",
+        # What the hardware did while each trial ran (telemetry.summarize), with the values a trials
+        # table sorts or filters on as columns.
+        """CREATE TABLE trial_telemetry (
+            trial_id INTEGER PRIMARY KEY REFERENCES trials(id) ON DELETE CASCADE,
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            n INTEGER NOT NULL,
+            throttled INTEGER NOT NULL,
+            gpu_temp_max REAL,
+            gpu_power_max REAL,
+            gpu_sm_clock_min REAL,
+            cpu_load_mean REAL,
+            other_procs_max INTEGER,
+            summary TEXT NOT NULL
+        )""",
+        "CREATE INDEX idx_trial_telemetry_session ON trial_telemetry(session_id)",
+    ]
+    for sql in statements:
+        db.execute(sql)
+
+
+@migration
+def _v3_validation_baselines_roofline(db: Database) -> None:
+    # Re-measurements of tuned schedules (tunelab.core.trust.validate), vendor-library baselines
+    # (tunelab.core.trust.baselines) and
+    # this machine's roofline (tunelab.core.trust.roofline). Reports and details are JSON text; what a table sorts or
+    # filters on is a column.
+    statements = [
+        """CREATE TABLE validations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id INTEGER REFERENCES sessions(id) ON DELETE CASCADE,
+            schedule_file TEXT,
+            created_at REAL NOT NULL,
+            hostname TEXT,
+            runs INTEGER NOT NULL,
+            verdict TEXT NOT NULL,
+            cause TEXT,
+            summary TEXT NOT NULL DEFAULT '',
+            report TEXT NOT NULL
+        )""",
+        "CREATE INDEX idx_validations_session ON validations(session_id, id)",
+        """CREATE TABLE validation_results (
+            validation_id INTEGER NOT NULL REFERENCES validations(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            trial_id INTEGER,
+            label TEXT NOT NULL,
+            recorded_ms REAL,
+            remeasured_ms REAL,
+            cv REAL,
+            runs INTEGER NOT NULL,
+            throttled INTEGER NOT NULL,
+            verdict TEXT NOT NULL,
+            cause TEXT,
+            detail TEXT NOT NULL,
+            PRIMARY KEY (validation_id, idx)
+        )""",
+        """CREATE TABLE baselines (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            hostname TEXT NOT NULL,
+            workload TEXT NOT NULL,
+            shape TEXT NOT NULL,
+            dtype TEXT NOT NULL,
+            target_kind TEXT NOT NULL,
+            library TEXT NOT NULL,
+            median_ms REAL NOT NULL,
+            gflops REAL,
+            measured_at REAL NOT NULL,
+            detail TEXT NOT NULL,
+            UNIQUE (hostname, workload, shape, dtype, target_kind)
+        )""",
+        """CREATE TABLE machine_profile (
+            hostname TEXT NOT NULL,
+            target_kind TEXT NOT NULL,
+            measured_at REAL NOT NULL,
+            peak_gflops TEXT NOT NULL,
+            bandwidth_gbs REAL NOT NULL,
+            detail TEXT NOT NULL,
+            PRIMARY KEY (hostname, target_kind)
+        )""",
+    ]
+    for sql in statements:
+        db.execute(sql)
+
+
+@migration
+def _v4_vendor_baselines(db: Database) -> None:
+    # "baselines" is a name other code may want (a test's stand-in migration creates one): the vendor
+    # baselines of v3 keep a name of their own.
+    tables = set(db.table_names())
+    if "baselines" in tables and "vendor_baselines" not in tables:
+        db.execute("ALTER TABLE baselines RENAME TO vendor_baselines")
+
+
+@migration
+def _v5_task_index(db: Database) -> None:
+    # Per-task counts and bests (Store.tasks, asked on every refresh of a running session) would
+    # otherwise scan every trial in the file.
+    db.execute("CREATE INDEX IF NOT EXISTS idx_trials_task ON trials(task_id, status, latency_ms)")
+
+
+def schema_version() -> int:
+    """The schema version this code writes (the number of migrations)."""
+    return len(MIGRATIONS)
+
+
+def apply_migrations(db: Database, version: int) -> int:
+    """Bring ``db`` from schema ``version`` to :func:`schema_version` (the caller holds the write
+    transaction that records it); the version it has then."""
+    for fn in MIGRATIONS[version:]:
+        fn(db)
+    return len(MIGRATIONS)
