@@ -37,8 +37,8 @@ from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
 from tunelab.app.widgets.message_bar import MessageBar
 from tunelab.app.widgets.plot_export import PLOT_FILTER, save_plot
 from tunelab.app.widgets.run_bar import RunBar
+from tunelab.app.workers.engine import CallWorker, TuningWorker, running_workers
 from tunelab.app.workers.store_watcher import StoreWatcher
-from tunelab.app.workers.worker import CallWorker, TuningWorker, running_workers
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionSpec
 from tunelab.core.store import Store

@@ -2,16 +2,13 @@
 table under one plain-words sentence; flagged groups are highlighted, and picking a group says which
 trials it holds (the cost-model view highlights them in its plots).
 
-The report is computed in a child process (`bias_job`, `tunelab bias --by-task`), which also splits a
-session that tunes several shapes (tasks) into one shape group per task.
+The report is computed in a child process (tunelab.app.workers.engine.BiasWorker, `tunelab bias --by-task`),
+which also splits a session that tunes several shapes (tasks) into one shape group per task.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
@@ -29,9 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tunelab.core.errors import TunelabError
 from tunelab.core.records import BiasGroup, BiasReport
-from tunelab.core.store import Store
 
 FLAGGED_BRUSH = QBrush(QColor("#fde3e0"))
 SAME_AS_COLOR = QColor("#80868b")
@@ -56,35 +51,6 @@ SCOPES = (
     ("compare", "Sessions ticked in Compare"),
     ("workload", "All sessions of this workload"),
 )
-
-
-def bias_job(store: Store, session_ids: list[int], k: int) -> BiasReport:
-    """tunelab.core.trust.bias's report by task, with the points for the plots
-    (:func:`tunelab.core.trust.bias.bias_report_by_task`),
-    computed in a child process (``tunelab bias --by-task --json``): on 100k trials it is seconds of
-    Python that, in a thread of this process, held the GIL long enough to stall the GUI for 0.5 s."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "tunelab",
-        "bias",
-        *(str(i) for i in session_ids),
-        "--top-k",
-        str(k),
-        "--by-task",
-        "--json",
-        "--db",
-        str(store.path),
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-        raise TunelabError(
-            (lines[-1] if lines else f"tunelab bias ended with exit code {proc.returncode}").removeprefix(
-                "tunelab: error: "
-            )
-        )
-    return BiasReport.from_json(json.loads(proc.stdout))
 
 
 def _num(value: float | None, fmt: str) -> str:

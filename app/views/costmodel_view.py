@@ -19,11 +19,11 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
-from tunelab.app.views.bias_table import BiasTable, bias_job
+from tunelab.app.views.bias_table import BiasTable
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
 from tunelab.app.widgets.log_axis import log_axes
+from tunelab.app.workers.engine import BiasWorker, keep_alive
 from tunelab.app.workers.following import behind_while_hidden, read_new
-from tunelab.app.workers.worker import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import BiasReport
 from tunelab.core.search.costmodel import spearman
@@ -72,7 +72,7 @@ class CostModelView(QWidget):
         self._rounds: list = []
         self._compare_ids: list[int] = []
         self._highlighted: set[int] = set()
-        self._bias_worker: CallWorker | None = None
+        self._bias_worker: BiasWorker | None = None
         self._bias_again = False
         self._bias_stale = False
         self._points: dict[int, tuple] = {}
@@ -318,7 +318,7 @@ class CostModelView(QWidget):
         shown = self.bias.report
         if shown is None or list(shown.session_ids) != ids:  # what is shown is about other sessions
             self.bias.show_message("Working out where the cost model is wrong…")
-        worker = CallWorker(self._store.path, bias_job, ids, self.bias.k)
+        worker = BiasWorker(self._store.path, ids, self.bias.k)
         worker.succeeded.connect(self._on_bias_done)
         worker.failed.connect(self._on_bias_failed)
         worker.finished.connect(self._on_bias_finished)

@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
-from tunelab.app.workers.worker import CallWorker, keep_alive
+from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
 from tunelab.core.store import Store

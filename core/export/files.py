@@ -216,7 +216,8 @@ def _check_out_dir(out: Path, paths: list[Path], force: bool) -> None:
     if earlier and not force:
         raise TunelabError(
             f"{out} already holds an export ({earlier[0].relative_to(out)}); choose another "
-            f"folder, or overwrite it with --force"
+            f"folder, or overwrite it",
+            option="force",
         )
 
 

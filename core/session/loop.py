@@ -12,7 +12,7 @@ for it again.
 
 A session has one runner: `run()` claims it in the store (`Store.claim_session`), which refuses
 while another live process runs it. Its writes wait out another process's write lock for up to
-`tunelab.core.store.database.SESSION_WRITE_PATIENCE_S`; a lock held longer ends the session as crashed (resumable).
+`tunelab.core.store.SESSION_WRITE_PATIENCE_S`; a lock held longer ends the session as crashed (resumable).
 """
 
 from __future__ import annotations
@@ -39,9 +39,7 @@ from tunelab.core.target.info import TargetInfo, resolve_target, target_from_jso
 from tunelab.core.workloads.base import format_shape
 from tunelab.core.workloads.catalog import get_workload
 
-PAUSED_HEARTBEAT_S = (
-    30.0  # a paused session still marks itself alive (tunelab.core.store.database.HEARTBEAT_STALE_S)
-)
+PAUSED_HEARTBEAT_S = 30.0  # a paused session still marks itself alive (tunelab.core.store.HEARTBEAT_STALE_S)
 MAX_REJECTED_ASKS = 20  # ask rounds in a row that yield only invalid or known configs: the space is spent
 
 

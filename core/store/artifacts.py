@@ -1,6 +1,6 @@
 """What the trust tools keep in the store: validation runs, vendor baselines and machine profiles.
 
-Validation reports are kept as the JSON-ready dicts ``tunelab.core.trust.validate`` returns, with a
+Validation reports are kept as the JSON-ready dicts ``tunelab.core.trust.remeasure`` returns, with a
 row per schedule; baselines and profiles as their records' JSON, keyed by machine and problem.
 """
 
@@ -26,7 +26,7 @@ class ArtifactStore(StoreConnection):
     """The Store's validations, vendor_baselines and machine_profile methods."""
 
     def add_validation(self, report: dict[str, Any]) -> int:
-        """Store one validation run (``tunelab.core.trust.validate``'s report), a row per schedule; its id."""
+        """Store one validation run (``tunelab.core.trust.remeasure``'s report), a row per schedule; its id."""
         schedules = report.get("schedules") or []
         source = report.get("source") or {}
         with self._write() as conn:
@@ -110,7 +110,7 @@ class ArtifactStore(StoreConnection):
 
     @_reader
     def validation(self, validation_id: int) -> dict[str, Any]:
-        """The full report of one validation run (as ``tunelab.core.trust.validate`` returned it, plus ``id``)."""
+        """The full report of one validation run (as ``tunelab.core.trust.remeasure`` returned it, plus ``id``)."""
         row = self._conn.execute("SELECT report FROM validations WHERE id = ?", (validation_id,)).fetchone()
         if row is None:
             raise StoreError(f"validation {validation_id} does not exist in {self.path}")

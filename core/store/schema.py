@@ -160,7 +160,7 @@ def _v2_telemetry(db: Database) -> None:
 
 @migration
 def _v3_validation_baselines_roofline(db: Database) -> None:
-    # Re-measurements of tuned schedules (tunelab.core.trust.validate), vendor-library baselines
+    # Re-measurements of tuned schedules (tunelab.core.trust.remeasure), vendor-library baselines
     # (tunelab.core.trust.baselines) and
     # this machine's roofline (tunelab.core.trust.roofline). Reports and details are JSON text; what a table sorts or
     # filters on is a column.

@@ -142,11 +142,13 @@ def self_check(target: TargetInfo, *, use_cache: bool = True) -> None:
             )
         except subprocess.TimeoutExpired:
             raise TargetError(
-                f"a kernel built for {mcpu} hung here for {TIMEOUT_S:.0f} s; use --target with another mcpu"
+                f"a kernel built for {mcpu} hung here for {TIMEOUT_S:.0f} s; choose a target with another mcpu",
+                option="target",
             ) from None
     if child.returncode == 3:
         raise TargetError(
-            f"a kernel built for {mcpu} computes wrong results here; use --target with another mcpu"
+            f"a kernel built for {mcpu} computes wrong results here; choose a target with another mcpu",
+            option="target",
         )
     if child.returncode != 0:
         from tunelab.core.target.host_cpu import choose_cpu, host_cpu, missing_features
@@ -159,6 +161,7 @@ def self_check(target: TargetInfo, *, use_cache: bool = True) -> None:
             f"kernels built for {mcpu} {describe_exit(child.returncode)} here"
             + (f": {detail[0]}" if detail else "")
             + lacking
-            + f'; use --target \'{{"kind":"llvm","mcpu":"{choose_cpu(host).mcpu}"}}\''
+            + f'; choose the target \'{{"kind":"llvm","mcpu":"{choose_cpu(host).mcpu}"}}\'',
+            option="target",
         )
     _remember(key)

@@ -135,7 +135,7 @@ def settings(tmp_path) -> QSettings:
 @pytest.fixture(autouse=True)
 def _no_leaked_threads(qapp):
     """Fail a test that leaves a worker QThread or a non-daemon Python thread running (napari's rule)."""
-    from tunelab.app.workers.worker import running_workers
+    from tunelab.app.workers.engine import running_workers
 
     before = {t.ident for t in threading.enumerate()}
     yield

@@ -67,7 +67,7 @@ def paint_after(qapp, action, counter: PaintCounter) -> float:
 def wait_workers(qapp, timeout_s: float = 300.0) -> None:
     """Let background readers the views started (e.g. the cost-model view's bias table) finish, so
     that no thread left by one measurement runs into the next."""
-    from tunelab.app.workers.worker import running_workers
+    from tunelab.app.workers.engine import running_workers
 
     process_until(qapp, lambda: not running_workers(), timeout_s)
 

@@ -176,7 +176,7 @@ def test_signals_steer_a_running_tune(tmp_path):
     import signal
     import time
 
-    from tunelab.core.cli.main import CONTROL_READY
+    from tunelab.core.cli.tuning import CONTROL_READY
     from tunelab.core.store import Store
 
     db = tmp_path / "steer.sqlite"
@@ -250,7 +250,7 @@ def _spec_doc(**changes) -> dict:
 
 
 def test_tune_from_a_spec_file(tmp_path):
-    from tunelab.core.cli.main import CONTROL_READY
+    from tunelab.core.cli.tuning import CONTROL_READY
 
     spec_file = tmp_path / "spec.json"
     doc = _spec_doc(name="from a file")
@@ -261,7 +261,9 @@ def test_tune_from_a_spec_file(tmp_path):
     summary = json.loads(proc.stdout)
     assert summary["session_id"] == 1 and summary["status"] == "finished" and summary["trials"] == 4
     assert summary["tuner"] == "random" and summary["confirmations"] == []
-    assert f"session 1: {CONTROL_READY}" in proc.stderr.splitlines()  # what the desktop app waits for
+    assert (
+        f"session 1: {CONTROL_READY}" in proc.stderr.splitlines()
+    )  # for people; the app waits for the "ready" event
     show = json.loads(tunelab("show", "1", "--json", "--db", str(db)).stdout)
     assert show["name"] == "from a file" and show["budget"] == 4 and show["space"] == "template"
     assert show["shape"] == {"M": 32, "N": 32, "K": 32} and show["target_kind"] == "llvm"

@@ -491,7 +491,7 @@ OPTION_VALUES = st.one_of(
 
 def test_tuner_options(template_llvm):
     """`--tuner NAME --tuner-option K=V ...`: read by the CLI, then checked by the registry and the tuner."""
-    from tunelab.core.cli.main import _options
+    from tunelab.core.cli.tuning import _options
     from tunelab.core.search.tuners.registry import get_tuner_class, make_tuner, resolve_options, tuner_names
 
     names = tuner_names()
@@ -580,7 +580,7 @@ def test_spec_file(tmp_path):
     """`tunelab tune --spec FILE`: bytes, cut files, deep nesting."""
     from specs import small_spec
 
-    from tunelab.core.cli.main import _load_spec
+    from tunelab.core.cli.tuning import _load_spec
 
     good = json.dumps(small_spec().to_json()).encode()
     path = tmp_path / "spec.json"

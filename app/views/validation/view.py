@@ -45,7 +45,7 @@ from tunelab.app.views.validation.drawing import (
     when,
 )
 from tunelab.app.widgets.formatting import fmt_ms, fmt_shape
-from tunelab.app.workers.worker import StreamWorker, keep_alive
+from tunelab.app.workers.engine import StreamWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.store import Store
 from tunelab.core.trust.remeasure.report import ValidationReport

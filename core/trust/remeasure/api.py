@@ -100,10 +100,11 @@ def validate_session(
     _check_counts(top_k, runs)
     rec = store.session(session_id)  # before the (slow) TVM imports: bad input fails fast
 
-    tasks = store.tasks(session_id) if hasattr(store, "tasks") else []
+    tasks = store.tasks(session_id)
     if tasks and not 0 <= task < len(tasks):
         raise TunelabError(
-            f"session {session_id} tunes {len(tasks)} shape(s); --task must be 0..{len(tasks) - 1}"
+            f"session {session_id} tunes {len(tasks)} shape(s); the task must be 0..{len(tasks) - 1}",
+            option="task",
         )
 
     from tunelab.core.search.space.factory import space_for_session

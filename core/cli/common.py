@@ -1,0 +1,114 @@
+"""What every `tunelab` command shares: exit codes, opening the store, reading a named file, records as
+JSON and as tables, and saying an error (one line on stderr, and an event for a controlling process)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from tunelab.core.cli.protocol import EventWriter
+from tunelab.core.errors import StoreError, TunelabError
+
+EXIT_BAD_INPUT = 2
+EXIT_CRASHED = 1
+EXIT_STORE_FAILURE = 3  # the store or its disk failed (not the input)
+EXIT_NOTHING_MEASURED = 4  # a session ended with 0 trials: every config it tried was rejected
+EXIT_INTERRUPTED = 130
+
+
+def _open_store(path: str | None, *, create: bool, write: bool = False) -> Any:
+    """The store the user named; ``write``: refused at once (one line) when it cannot be written, before
+    any work whose result would be lost."""
+    from tunelab.core.store import Store, default_db_path
+
+    db = path or os.environ.get("TUNELAB_DB") or str(default_db_path())
+    store = Store(db, create=create)
+    if write:
+        try:
+            store.require_writable()
+        except StoreError:
+            store.close()
+            raise
+    return store
+
+
+def _read_text(path: str, what: str) -> str:
+    """A file the user named, as UTF-8 text; a missing, unreadable or non-UTF-8 file is one line."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise TunelabError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TunelabError(
+            f"cannot read {what} {path}: it is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
+            f"at position {exc.start})"
+        ) from None
+
+
+def _session_json(r: Any) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "name": r.name,
+        "status": r.status,
+        "workload": r.workload,
+        "shape": r.shape,
+        "dtype": r.dtype,
+        "target": r.target,
+        "target_kind": r.target_kind,
+        "space": r.space_kind,
+        "tuner": r.tuner,
+        "trials": r.n_trials,
+        "failed": r.n_failed,
+        "budget": r.trials_budget,
+        "best_ms": r.best_ms,
+        "best_gflops": r.best_gflops,
+        "best_trial_id": r.best_trial_id,
+        "created_at": r.created_at,
+        "updated_at": r.updated_at,
+        "error": r.error,
+        "tvm_version": r.tvm_version,
+    }
+
+
+def _trial_json(t: Any) -> dict[str, Any]:
+    from tunelab.core.stats import sample_stats
+
+    stats = sample_stats(t.samples_ms)
+    return {
+        "cv": stats.cv if stats else None,
+        "iqr_ms": stats.iqr if stats else None,
+        "outliers": stats.outliers if stats else None,
+        "id": t.id,
+        "index": t.index,
+        "round": t.round,
+        "status": t.status,
+        "error": t.error,
+        "latency_ms": t.latency_ms,
+        "mean_ms": t.mean_ms,
+        "std_ms": t.std_ms,
+        "min_ms": t.min_ms,
+        "max_ms": t.max_ms,
+        "predicted_ms": t.predicted_ms,
+        "config": t.config,
+        "samples_ms": list(t.samples_ms),
+    }
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def _print_table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
+    for row in [header, *rows]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)).rstrip())
+
+
+def say_error(events: EventWriter, message: str, exit_code: int) -> int:
+    """Print ``tunelab: error: <message>`` on stderr, report it as an ``error`` event, and return
+    `exit_code` (for ``return say_error(...)``)."""
+    print(f"tunelab: error: {message}", file=sys.stderr)
+    events.error(message, exit_code)
+    return exit_code

@@ -1,0 +1,21 @@
+"""`tunelab export`: a session's best (or a chosen) trial written out as files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tunelab.core.cli.common import _open_store
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tunelab.core.export.files import export_trial
+
+    store = _open_store(args.db, create=False)
+    written = export_trial(store, args.session, args.trial, out_dir=args.out, force=args.force)
+    if args.json:
+        print(json.dumps(written))
+    else:
+        for kind, path in written.items():
+            print(f"{kind:10s} {path}")
+    return 0

@@ -1,0 +1,160 @@
+"""`tunelab workloads`, `sessions`, `show` and `compare`: what the catalog and the store hold, as tables
+or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tunelab.core.cli.common import _fmt, _open_store, _print_table, _session_json, _trial_json
+
+
+def cmd_workloads(args: argparse.Namespace) -> int:
+    from tunelab.core.workloads.catalog import list_workloads
+
+    items = list_workloads()
+    if args.json:
+        print(json.dumps([w.to_json() for w in items]))
+        return 0
+    for w in items:
+        params = ", ".join(f"{p.name}={p.default}" for p in w.params)
+        print(f"{w.name:18s} {w.title}\n{'':18s} params: {params}; dtypes: {', '.join(w.dtypes)}")
+    print("custom             your own TE compute: tunelab tune custom --custom my_op.py")
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    store = _open_store(args.db, create=False)
+    records = store.sessions()
+    if args.json:
+        print(json.dumps([_session_json(r) for r in records]))
+        return 0
+    rows = [
+        [
+            str(r.id),
+            r.status,
+            r.name,
+            r.target_kind,
+            r.space_kind,
+            r.tuner,
+            f"{r.n_trials}/{r.trials_budget}",
+            _fmt(r.best_ms),
+            _fmt(r.best_gflops),
+        ]
+        for r in records
+    ]
+    _print_table(rows, ["id", "status", "name", "target", "space", "tuner", "trials", "best ms", "GFLOP/s"])
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    store = _open_store(args.db, create=False)
+    r = store.session(args.session)
+    best = store.best_trial(args.session)
+    rounds = store.rounds(args.session)
+    doc = _session_json(r)
+    doc["tasks"] = [
+        {
+            "id": t.id,
+            "shape": t.shape,
+            "flops": t.flops,
+            "trials": t.n_trials,
+            "failed": t.n_failed,
+            "best_ms": t.best_ms,
+            "best_gflops": t.best_gflops,
+            "best_trial_id": t.best_trial_id,
+        }
+        for t in store.tasks(args.session)
+    ]
+    doc.update(
+        {
+            "space_json": r.space,
+            "tuner_options": r.tuner_options,
+            "measure": r.measure,
+            "best_trial": _trial_json(store.trial(best.id)) if best else None,
+            "rounds": [
+                {"round": x.round, "n": x.n, "spearman": x.spearman, "best_ms": x.best_ms} for x in rounds
+            ],
+        }
+    )
+    from tunelab.core.trust.confirmed import confirmations
+
+    confirmed = confirmations(store, args.session)
+    doc["confirmed"] = [
+        {
+            "trial_id": k,
+            "median_ms": v.median_ms,
+            "session_ms": v.session_ms,
+            "runs": v.runs,
+            "cv": v.cv,
+            "verdict": v.verdict,
+            "validation_id": v.validation_id,
+        }
+        for k, v in sorted(confirmed.items(), key=lambda kv: kv[1].median_ms)
+    ]
+    if args.trials:
+        doc["trials_list"] = [_trial_json(t) for t in store.trials(args.session, with_samples=True)]
+    if args.json:
+        print(json.dumps(doc))
+        return 0
+    print(f"session {r.id}: {r.name} [{r.status}]")
+    print(f"  {r.workload} {r.shape} {r.dtype} on {r.target_kind} ({json.dumps(r.target)})")
+    print(
+        f"  {r.space_kind} space, tuner {r.tuner}, {r.n_trials}/{r.trials_budget} trials, {r.n_failed} failed"
+    )
+    if best:
+        best_doc = doc["best_trial"]
+        print(
+            f"  best: trial {best.id}  median {_fmt(best.latency_ms)} ms (CV {_fmt(best_doc['cv'], 2)}, "
+            f"IQR {_fmt(best_doc['iqr_ms'])} ms, {best_doc['outliers']} outliers)  "
+            f"{_fmt(r.best_gflops)} GFLOP/s\n  config: {json.dumps(best.config)}"
+        )
+    for c in doc["confirmed"][:3]:
+        print(
+            f"  confirmed: trial {c['trial_id']}  {_fmt(c['median_ms'])} ms in {c['runs']} fresh processes "
+            f"(session {_fmt(c['session_ms'])} ms)"
+        )
+    if len(doc["tasks"]) > 1:
+        for t in doc["tasks"]:
+            print(
+                f"  shape {t['shape']}: {t['trials']} trials, best {_fmt(t['best_ms'])} ms "
+                f"({_fmt(t['best_gflops'])} GFLOP/s)"
+            )
+    rhos = [x.spearman for x in rounds if x.spearman is not None]
+    if rhos:
+        print(f"  cost model rank correlation per round: {' '.join(f'{x:.2f}' for x in rhos)}")
+    if r.error:
+        print(f"  error: {r.error}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    store = _open_store(args.db, create=False)
+    records = [store.session(i) for i in args.sessions]
+    docs = []
+    for r in records:
+        best = store.best_trial(r.id)
+        doc = _session_json(r)
+        doc["best_config"] = best.config if best else None
+        docs.append(doc)
+    fastest = min((d["best_ms"] for d in docs if d["best_ms"]), default=None)
+    for d in docs:
+        d["speedup_vs_fastest"] = (d["best_ms"] / fastest) if (fastest and d["best_ms"]) else None
+    if args.json:
+        print(json.dumps({"sessions": docs, "fastest_ms": fastest}))
+        return 0
+    rows = [
+        [
+            str(d["id"]),
+            d["name"],
+            d["tuner"],
+            d["space"],
+            str(d["trials"]),
+            _fmt(d["best_ms"]),
+            _fmt(d["best_gflops"]),
+            _fmt(d["speedup_vs_fastest"], 3),
+        ]
+        for d in docs
+    ]
+    _print_table(rows, ["id", "name", "tuner", "space", "trials", "best ms", "GFLOP/s", "x fastest"])
+    return 0

@@ -1,0 +1,196 @@
+"""The `tunelab` command line's grammar: every command, its arguments and their help."""
+
+from __future__ import annotations
+
+import argparse
+
+from tunelab.core.errors import TunelabError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise TunelabError(
+            f"{message} (see tunelab {self.prog.split()[-1]} --help)"
+            if " " in self.prog
+            else f"{message} (see tunelab --help)"
+        )
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="tunelab", description="A desktop lab for TVM kernel tuning. Without a command: the GUI."
+    )
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    def with_db(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--db", help="SQLite store (default: $TUNELAB_DB or the user data folder)")
+
+    g = sub.add_parser("gui", help="launch the desktop app")
+    with_db(g)
+    w = sub.add_parser("workloads", help="the catalog of operators with their parameters")
+    w.add_argument("--json", action="store_true")
+
+    t = sub.add_parser("tune", help="run a tuning session")
+    t.add_argument(
+        "workload", nargs="?", help="a name from `tunelab workloads`, or custom with --custom FILE"
+    )
+    t.add_argument(
+        "--shape",
+        default=None,
+        help="K=V,... naming every parameter, or a preset (without --shape: the workload's default "
+        "shape); several shapes separated by ';' are tuned together as tasks sharing the budget",
+    )
+    t.add_argument("--dtype", default=None)
+    t.add_argument("--target", default="auto", help="auto | llvm | cuda | a JSON target dict")
+    t.add_argument("--space", default="template", help="template | auto")
+    t.add_argument("--space-file", help="an edited search space (JSON), as the GUI's editor saves it")
+    t.add_argument(
+        "--tuner", default=None, help="grid | random | genetic | xgb | evolutionary (default: recommended)"
+    )
+    t.add_argument("--tuner-option", action="append", default=[], metavar="K=V", help="e.g. pop_size=16")
+    t.add_argument("--trials", type=int, default=64)
+    t.add_argument("--batch", type=int, default=8)
+    t.add_argument("--early-stop", type=int, default=None, help="stop after N trials without improvement")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--number", type=int, default=3, help="runs averaged into one sample")
+    t.add_argument("--repeat", type=int, default=3, help="samples kept per trial")
+    t.add_argument("--min-repeat-ms", type=int, default=20)
+    t.add_argument("--warmup", type=int, default=1)
+    t.add_argument("--timeout", type=float, default=30.0, help="seconds per build and per run")
+    t.add_argument("--cache-flush", action="store_true", help="flush CPU caches between samples")
+    t.add_argument("--no-check", action="store_true", help="skip the NumPy correctness check")
+    t.add_argument(
+        "--target-cv", type=float, default=0.05, help="sample on until the spread (CV) is this small"
+    )
+    t.add_argument("--max-repeat", type=int, default=12, help="cap on samples per trial")
+    t.add_argument(
+        "--cooldown", type=float, default=5.0, help="seconds to wait while the machine is hot or busy"
+    )
+    t.add_argument(
+        "--confirm-runs",
+        type=int,
+        default=3,
+        metavar="N",
+        help="when finished, re-measure the fastest trials in N fresh processes (0: off)",
+    )
+    t.add_argument(
+        "--confirm-top", type=int, default=3, metavar="K", help="how many of the fastest to confirm"
+    )
+    t.add_argument(
+        "--fail-fast",
+        type=int,
+        default=16,
+        metavar="N",
+        help="stop (status failed, exit 1) when the first N trials all fail the same way (0: off)",
+    )
+    t.add_argument("--custom", help="a Python file with a TE compute (workload custom)")
+    t.add_argument("--name", default="")
+    t.add_argument("--resume", type=int, default=None, metavar="SESSION", help="continue a stored session")
+    t.add_argument(
+        "--spec",
+        metavar="FILE",
+        help="a whole session as JSON (SessionSpec.to_json, what the desktop app writes) instead of "
+        "the workload and the options above",
+    )
+    t.add_argument("--json", action="store_true")
+    with_db(t)
+    _with_events(t)
+
+    s = sub.add_parser("sessions", help="list stored sessions")
+    s.add_argument("--json", action="store_true")
+    with_db(s)
+    sh = sub.add_parser("show", help="one session: summary, best trial, rounds")
+    sh.add_argument("session", type=int)
+    sh.add_argument("--trials", action="store_true", help="include every trial")
+    sh.add_argument("--json", action="store_true")
+    with_db(sh)
+    c = sub.add_parser("compare", help="sessions side by side")
+    c.add_argument("sessions", type=int, nargs="+")
+    c.add_argument("--json", action="store_true")
+    with_db(c)
+    b = sub.add_parser(
+        "bias", help="where the cost model is wrong: residuals per shape, knob region and sketch"
+    )
+    b.add_argument("sessions", type=int, nargs="+")
+    b.add_argument("--top-k", type=int, default=5)
+    b.add_argument(
+        "--by-task",
+        action="store_true",
+        help="a shape group per task of a several-shape session, and the points for plots (--json)",
+    )
+    b.add_argument("--json", action="store_true")
+    with_db(b)
+    _with_events(b)
+    e = sub.add_parser(
+        "export", help="write the best (or a chosen) trial's schedule, TVMScript, library and database"
+    )
+    e.add_argument("session", type=int)
+    e.add_argument("--trial", type=int, default=None)
+    e.add_argument("--out", required=True)
+    e.add_argument("--force", action="store_true", help="overwrite an export already in the --out folder")
+    e.add_argument("--json", action="store_true")
+    with_db(e)
+    v = sub.add_parser(
+        "validate", help="re-measure a session's top schedules (or a schedule file) in fresh processes"
+    )
+    v.add_argument(
+        "source", metavar="SCHEDULE_FILE|SESSION", help="an exported *.schedule.json or a session id"
+    )
+    v.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        metavar="N",
+        help="fresh-process runs, each measuring every schedule once (default 5)",
+    )
+    v.add_argument("--top", type=int, default=3, metavar="K", help="a session's K fastest trials (default 3)")
+    v.add_argument(
+        "--shapes", default=None, help="also carry the best schedule to these shapes, e.g. M=16,32,64"
+    )
+    v.add_argument(
+        "--task", type=int, default=0, help="which shape of a several-shape session (default 0, the first)"
+    )
+    v.add_argument(
+        "--against",
+        choices=("confirmed", "session"),
+        default="confirmed",
+        help="judge a session's trials against their confirmed figures where they have one (default) "
+        "or the figures the session measured",
+    )
+    v.add_argument(
+        "--trust-custom",
+        action="store_true",
+        help="run the workload code a schedule file carries (custom_source); without it such a "
+        "file is refused, since its code would run in this process",
+    )
+    v.add_argument("--json", action="store_true")
+    with_db(v)
+    b = sub.add_parser(
+        "baseline", help="the session's operator through the vendor library (NumPy BLAS, cuBLAS)"
+    )
+    b.add_argument("session", type=int)
+    b.add_argument(
+        "--remeasure", action="store_true", help="measure again instead of using the stored baseline"
+    )
+    b.add_argument("--json", action="store_true")
+    with_db(b)
+    r = sub.add_parser(
+        "roofline", help="this machine's peak FLOP/s and bandwidth, and a session's best under them"
+    )
+    r.add_argument("session", type=int, nargs="?", default=None)
+    r.add_argument("--target", default="llvm", help="llvm | cuda: the machine profile without a session")
+    r.add_argument("--remeasure", action="store_true", help="run the micro-benchmarks again")
+    r.add_argument("--json", action="store_true")
+    with_db(r)
+    return p
+
+
+def _with_events(q: argparse.ArgumentParser) -> None:
+    q.add_argument(
+        "--events-fd",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also report progress as JSON lines on file descriptor N, for a controlling process "
+        "(tunelab.core.cli.protocol)",
+    )

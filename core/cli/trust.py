@@ -1,0 +1,141 @@
+"""`tunelab validate`, `bias`, `baseline` and `roofline`: how far a session's figures can be trusted."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from tunelab.core.cli.common import _fmt, _open_store, _print_table
+from tunelab.core.errors import TunelabError
+
+
+def cmd_bias(args: argparse.Namespace) -> int:
+    from tunelab.core.trust.bias import bias_report, bias_report_by_task
+
+    if args.top_k < 1:
+        raise TunelabError("--top-k must be at least 1")
+    store = _open_store(args.db, create=False)
+    report = (bias_report_by_task if args.by_task else bias_report)(store, args.sessions, k=args.top_k)
+    if args.json:
+        print(json.dumps(report.to_json(), default=str))
+        return 0
+    print(report.summary)
+    rows = [
+        [
+            g.dimension,
+            g.label,
+            str(g.n),
+            _fmt(g.residual_mean, 3),
+            _fmt(g.residual_std, 3),
+            _fmt(g.spearman, 2),
+            _fmt(g.topk_recall, 2),
+            "FLAG" if g.flagged else "",
+        ]
+        for g in report.groups
+    ]
+    if rows:
+        _print_table(rows, ["group", "value", "n", "resid mean", "resid std", "spearman", "top-k", ""])
+    return 0
+
+
+def _progress_line(done: int, total: int, message: str) -> None:
+    print(f"[{done}/{total}] {message}", file=sys.stderr, flush=True)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+
+    from tunelab.core.trust.remeasure.api import parse_source, validate_schedule_file
+    from tunelab.core.trust.remeasure.report import format_report
+    from tunelab.core.usecases.validation import validate_and_store
+
+    def on_shapes(_shapes: list[dict[str, int]], _rule: Any) -> None:
+        _progress_line(args.repeats, args.repeats, f"measuring the best schedule on the shapes {args.shapes}")
+
+    source = parse_source(args.source)
+    if isinstance(source, int):
+        store = _open_store(args.db, create=False, write=True)
+        report = validate_and_store(
+            store,
+            source,
+            top_k=args.top,
+            runs=args.repeats,
+            shapes=args.shapes,
+            task=args.task,
+            against=args.against,
+            on_progress=_progress_line,
+            on_shapes=on_shapes,
+        ).report
+    else:
+        if args.shapes is not None or args.task:
+            raise TunelabError("--shapes and --task need a SESSION, not a schedule file")
+        # Checked and measured before the store is opened: a bad file leaves nothing behind.
+        report = validate_schedule_file(
+            source, runs=args.repeats, on_progress=_progress_line, trust_custom=args.trust_custom
+        )
+        store = _open_store(args.db, create=True, write=True)
+        report["id"] = store.add_validation(report)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(format_report(report))
+    return 0
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from tunelab.core.trust.baselines import baseline_for
+
+    store = _open_store(args.db, create=False)
+    record = store.session(args.session)
+    result = baseline_for(store, record, remeasure=args.remeasure)
+    if args.json:
+        print(json.dumps(None if result is None else result.to_json()))
+        return 0
+    if result is None:
+        print(f"session {record.id}: no vendor library for {record.workload} on {record.target_kind} here")
+        return 0
+    x = result.x_of_vendor
+    vendor = result.baseline
+    print(
+        f"session {record.id}: {record.workload} {record.shape} {record.dtype}\n"
+        f"  vendor   {vendor.library} ({vendor.method}): {_fmt(vendor.median_ms)} ms = "
+        f"{_fmt(vendor.gflops)} GFLOP/s{'' if vendor.correct else '  (WRONG RESULT)'}\n"
+        f"  session  {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s"
+        + (f"  -> {x:.2f}x of vendor" if x else "")
+    )
+    return 0
+
+
+def cmd_roofline(args: argparse.Namespace) -> int:
+    from tunelab.core.trust.roofline import machine_profile, roofline_for
+
+    if args.session is None:
+        if args.target not in ("llvm", "cuda"):
+            raise TunelabError(f"--target must be llvm or cuda, not {args.target!r}")
+        store = _open_store(args.db, create=True)
+        profile = machine_profile(store, args.target, remeasure=args.remeasure)
+        if args.json:
+            print(json.dumps(None if profile is None else profile.to_json()))
+        elif profile is None:
+            print(f"no way to profile a {args.target} machine here (needs PyTorch or CuPy and a GPU)")
+        else:
+            peaks = ", ".join(f"{d} {_fmt(g)} GFLOP/s" for d, g in profile.peak_gflops.items())
+            print(
+                f"{profile.hostname} ({args.target}): peak {peaks}; bandwidth {_fmt(profile.bandwidth_gbs)} GB/s"
+                f"\n  {profile.kernel or ''}"
+            )
+        return 0
+    store = _open_store(args.db, create=False)
+    roof = roofline_for(store, store.session(args.session), remeasure=args.remeasure)
+    if args.json:
+        print(json.dumps(roof.to_json()))
+        return 0
+    print(
+        f"session {args.session}: intensity {_fmt(roof.intensity)} FLOP/byte; peak {_fmt(roof.peak_gflops)} "
+        f"GFLOP/s, bandwidth {_fmt(roof.bandwidth_gbs)} GB/s -> bound {_fmt(roof.bound_gflops)} GFLOP/s "
+        f"({roof.bound_by or '-'})\n  best {_fmt(roof.achieved_gflops)} GFLOP/s = "
+        + (f"{100 * roof.fraction:.1f}% of the roofline" if roof.fraction is not None else "-")
+        + (f"\n  note: {roof.note}" if roof.note else "")
+    )
+    return 0

@@ -1,0 +1,423 @@
+"""`tunelab tune`: a session from the options, a spec file or a stored session, run to its end with a
+progress bar on stderr, steered by signals (SIGINT/SIGTERM stop it; SIGUSR1/SIGUSR2 pause and resume it), reporting its
+progress as events (tunelab.core.cli.protocol) to a controlling process that asks for them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from tunelab.core.cli.common import (
+    EXIT_CRASHED,
+    EXIT_INTERRUPTED,
+    EXIT_NOTHING_MEASURED,
+    EXIT_STORE_FAILURE,
+    _fmt,
+    _open_store,
+    _read_text,
+    say_error,
+)
+from tunelab.core.cli.parser import _parser
+from tunelab.core.cli.protocol import EventWriter
+from tunelab.core.errors import SessionBusyError, StoreFailure, TunelabError
+
+CONTROL_READY = "control signals ready (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop)"
+# For people reading stderr; a controlling process reads the "ready" and "stage" events instead.
+STAGE_MARK = "tunelab stage: "  # prefixes, on stderr, what a session does besides trials
+
+
+def _options(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise TunelabError(f"--tuner-option {item!r} is not K=V")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+        except RecursionError:
+            raise TunelabError(f"--tuner-option {key}: the value is nested too deeply") from None
+    return out
+
+
+class _Progress:
+    """A one-line progress bar with ETA on stderr."""
+
+    def __init__(self, total: int, done: int) -> None:
+        self.total, self.start_done, self.started = total, done, time.time()
+        self.tty = sys.stderr.isatty()
+
+    def update(self, done: int, best: float | None, failed: int) -> None:
+        frac = done / self.total if self.total else 1.0
+        rate = (time.time() - self.started) / max(done - self.start_done, 1)
+        eta = rate * (self.total - done)
+        bar = "#" * int(frac * 30)
+        line = (
+            f"[{bar:<30s}] {done}/{self.total} trials  best {_fmt(best)} ms  failed {failed}  "
+            f"ETA {int(eta // 60)}:{int(eta % 60):02d}"
+        )
+        sys.stderr.write(("\r" + line) if self.tty else line + "\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            sys.stderr.write("\n")
+
+
+class _StopSignals:
+    """SIGINT and SIGTERM stop a tune cooperatively: the handler only sets the session's cancel flag.
+
+    Python's default SIGINT handler raises KeyboardInterrupt wherever the main thread happens to
+    be: inside a TVM call (MetaSchedule's runner is called through TVM's FFI) it surfaced as a bare
+    ``RuntimeError`` that crashed the session, and while the build pool's threads were still reading
+    from workers the same signal had killed, the pool's shutdown raced them and hung the process. A
+    stop that comes before the session exists is remembered and applied once it does."""
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self) -> None:
+        import signal
+        import threading
+
+        self.signum: int | None = None
+        self._session: Any = None
+        self._previous: dict[int, Any] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers belong to the main thread; an embedding caller keeps its own
+        for name in self.SIGNALS:
+            signum = getattr(signal, name, None)
+            if signum is not None:
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+        if self._session is not None:
+            self._session.cancel()
+
+    def attach(self, session: Any) -> None:
+        self._session = session
+        if self.signum is not None:
+            session.cancel()
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(self.signum or 0)
+
+    def name(self) -> str:
+        from tunelab.core.faults import signal_name
+
+        return signal_name(int(self.signum or 0))
+
+    def restore(self) -> None:
+        import signal
+
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    stops = _StopSignals()
+    try:
+        return _tune(args, stops)
+    finally:
+        stops.restore()
+
+
+def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
+    from tunelab.core.search.tuners.registry import get_tuner_class, recommend_tuner, resolve_options
+    from tunelab.core.session.loop import TuningSession, create_session, validate_spec
+
+    events: EventWriter = args.events
+    if args.spec is not None:
+        _check_spec_alone(args)
+    if args.resume is not None:
+        store = _open_store(args.db, create=False, write=True)
+        # Refused before anything is built: a second runner would measure the same configs again.
+        # (TuningSession.run claims the session atomically too, for two resumes started together.)
+        store.refuse_if_running(args.resume)
+        record = store.session(args.resume)
+        if record.status == "finished" and record.n_trials >= record.trials_budget:
+            raise TunelabError(f"session {args.resume} already finished its {record.trials_budget} trials")
+        session = TuningSession(store, args.resume)
+    else:
+        spec = _load_spec(args.spec) if args.spec is not None else _spec_from_args(args)
+        validated = validate_spec(spec)  # all input checked before the store is opened or created
+        workload, shape, space = validated[0], validated[1], validated[-1]
+        if args.spec is None and args.tuner is None:
+            spec = _replace(spec, tuner=recommend_tuner(space.kind, space.size))
+            resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)  # options checked for that tuner
+        if stops.signum is not None:
+            print(f"tunelab: stopped by {stops.name()} before the session was stored", file=sys.stderr)
+            return stops.exit_code
+        store = _open_store(args.db, create=True, write=True)
+        try:
+            session = create_session(store, spec, validated=validated)
+        except TunelabError:
+            if stops.signum is None:
+                raise
+            # e.g. the target self-check's child got the group's signal too: not the target's fault
+            print(f"tunelab: stopped by {stops.name()} before the session was stored", file=sys.stderr)
+            return stops.exit_code
+        from tunelab.core.workloads.base import format_shape
+
+        default = " (the default shape)" if not spec.shape and shape == workload.default_shape() else ""
+        more = f" +{len(spec.shapes)} shapes" if spec.shapes else ""
+        print(
+            f"session {session.session_id}: {spec.workload} {format_shape(shape)}{default}{more} on "
+            f"{session.target.description}, {spec.space_kind} space of {session.space.size:,} configs, "
+            f"tuner {spec.tuner}",
+            file=sys.stderr,
+        )
+        if session.target.note:
+            print(f"note: {session.target.note}", file=sys.stderr)
+    from tunelab.core.usecases.tuning import confirm_when_finished
+
+    confirm_when_finished(session)
+    events.session(session.session_id)
+    stops.attach(session)
+    _control_by_signals(session, events)
+    record = store.session(session.session_id)
+    progress = _Progress(record.trials_budget, record.n_trials)
+
+    def on_stage(text: str) -> None:
+        print(f"\n{STAGE_MARK}{text}", file=sys.stderr, flush=True)
+        events.stage(text)
+
+    session.on_stage.append(on_stage)
+    done, failed, best = record.n_trials, record.n_failed, record.best_ms
+    interrupted = False
+    runner = session.run()
+    try:
+        for trial in runner:
+            done += 1
+            if not trial.ok:
+                failed += 1
+            elif best is None or trial.latency_ms < best:
+                best = trial.latency_ms
+            progress.update(done, best, failed)
+            events.trial(trial.id, ok=trial.ok, done=done, total=progress.total)
+    except KeyboardInterrupt:  # only where no handler could be installed (not the main thread)
+        interrupted = True
+        runner.close()
+    except TunelabError as exc:
+        progress.close()
+        if isinstance(exc, SessionBusyError):
+            raise  # refused: another process runs it (nothing was written)
+        if session.crash is None and stops.signum is not None:
+            # Stopped before it began measuring (the self-check's child got the signal too).
+            print(
+                f"tunelab: session {session.session_id} stopped by {stops.name()} before it started",
+                file=sys.stderr,
+            )
+            return stops.exit_code
+        if session.crash is None:
+            raise
+        if isinstance(exc, StoreFailure):  # the store or its disk failed underneath: not the input
+            kept = _count_trials(store, session.session_id)
+            return say_error(
+                events,
+                f"session {session.session_id} crashed: the store failed: {exc} The {kept} trial(s) "
+                f"stored before are kept; tunelab tune --resume {session.session_id} continues once the cause is "
+                f"fixed.",
+                EXIT_STORE_FAILURE,
+            )
+        return say_error(
+            events,
+            f"session {session.session_id} crashed: {exc} "
+            f"(tunelab tune --resume {session.session_id} continues it)",
+            EXIT_CRASHED,
+        )
+    progress.close()
+    record = store.session(session.session_id)
+    summary = {
+        "session_id": record.id,
+        "status": record.status,
+        "trials": record.n_trials,
+        "measured": record.n_trials - record.n_failed,
+        "failed": record.n_failed,
+        "rejected": session.rejected,
+        "best_ms": record.best_ms,
+        "best_gflops": record.best_gflops,
+        "best_trial_id": record.best_trial_id,
+        "target": record.target,
+        "tuner": record.tuner,
+        "confirmations": [_confirmation_json(r) for r in session.confirmations],
+    }
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(
+            f"session {record.id} {record.status}: {record.n_trials} trials ({record.n_failed} failed), "
+            f"best {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s"
+        )
+        if session.confirmations:
+            from tunelab.core.trust.confirm import format_confirmations
+
+            print(format_confirmations(session.confirmations))
+    if record.status == "failed":
+        print(f"tunelab: session {record.id} failed: {record.error}", file=sys.stderr)
+        events.error(f"session {record.id} failed: {record.error}", EXIT_CRASHED)
+        return 1
+    if stops.signum is not None:
+        return stops.exit_code
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if record.n_trials == 0 and session.rejected:
+        return say_error(
+            events,
+            f"session {record.id} measured nothing: all {session.rejected} configs it tried were "
+            f"rejected before measuring (first: {session.first_rejection})",
+            EXIT_NOTHING_MEASURED,
+        )
+    return 0
+
+
+def _count_trials(store: Any, session_id: int) -> int | str:
+    try:
+        return store.session(session_id).n_trials
+    except Exception:  # noqa: BLE001 - the store failed: say so without a number
+        return "earlier"
+
+
+def _spec_from_args(args: argparse.Namespace) -> Any:
+    """The SessionSpec the workload argument and the options describe (not checked yet)."""
+    from tunelab.core.records import MeasureOptions, SessionSpec
+
+    if not args.workload:
+        raise TunelabError("tune needs a workload (see tunelab workloads)")
+    custom_source = None
+    if args.custom or args.workload == "custom":
+        if not args.custom:
+            raise TunelabError("workload custom needs --custom FILE")
+        custom_source = _read_text(args.custom, "workload file")
+    space_data = None
+    if args.space_file:
+        text = _read_text(args.space_file, "space file")
+        try:
+            space_data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TunelabError(f"space file {args.space_file} is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise TunelabError(
+                f"space file {args.space_file} is nested too deeply to be a search space"
+            ) from None
+    measure = MeasureOptions(
+        number=args.number,
+        repeat=args.repeat,
+        min_repeat_ms=args.min_repeat_ms,
+        warmup=args.warmup,
+        timeout_s=args.timeout,
+        cache_flush=args.cache_flush,
+        check_correctness=not args.no_check,
+        target_cv=args.target_cv,
+        max_repeat=args.max_repeat,
+        cooldown_s=args.cooldown,
+        confirm_runs=args.confirm_runs,
+        confirm_top=args.confirm_top,
+        fail_fast=args.fail_fast,
+    )
+    shapes = [x for x in (args.shape or "").split(";") if x.strip()] or [None]
+    spec = SessionSpec(
+        workload="custom" if custom_source else args.workload,
+        shape=shapes[0],  # type: ignore[arg-type]
+        shapes=tuple(shapes[1:]),
+        dtype=args.dtype or "",
+        target=args.target,
+        space_kind=args.space,
+        space=space_data,
+        tuner=args.tuner or "random",
+        tuner_options=_options(args.tuner_option),
+        trials=args.trials,
+        batch=args.batch,
+        early_stop=args.early_stop,
+        seed=args.seed,
+        measure=measure,
+        name=args.name,
+        custom_source=custom_source,
+    )
+    return spec
+
+
+def _check_spec_alone(args: argparse.Namespace) -> None:
+    """--spec holds the whole session: a workload, --resume or another session option beside it would be
+    silently ignored, so it is an error."""
+    defaults = vars(_parser().parse_args(["tune"]))
+    given = [
+        k
+        for k, v in vars(args).items()
+        if k not in ("command", "spec", "db", "json", "events_fd", "events") and v != defaults.get(k)
+    ]
+    if given:
+        names = ["a workload argument" if k == "workload" else "--" + k.replace("_", "-") for k in given]
+        raise TunelabError(
+            f"--spec FILE holds the whole session; it cannot be combined with {', '.join(names)}"
+        )
+
+
+def _load_spec(path: str) -> Any:
+    """The SessionSpec in a JSON file (`SessionSpec.to_json`); a missing file, bad JSON, an unknown key or a
+    value of the wrong type is a TunelabError (one line)."""
+    from tunelab.core.records import SessionSpec
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise TunelabError(f"cannot read spec file {path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TunelabError(f"spec file {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise TunelabError(f"spec file {path} is nested too deeply to be a session spec") from None
+    try:
+        return SessionSpec.from_json(data)
+    except TunelabError as exc:
+        raise TunelabError(f"spec file {path}: {exc}") from None
+
+
+def _confirmation_json(report: Any) -> dict[str, Any]:
+    """A confirmation (a ValidationReport, tunelab.core.trust.confirm) in brief."""
+    return {
+        "validation_id": report.id,
+        "task": report.source.task,
+        "verdict": report.verdict,
+        "runs": report.runs,
+        "schedules": [
+            {
+                "trial_id": s.trial_id,
+                "recorded_ms": s.recorded_ms,
+                "remeasured_ms": s.remeasured_ms,
+                "ratio": s.ratio,
+                "cv": s.cv,
+                "runs": s.runs,
+                "verdict": s.verdict,
+            }
+            for s in report.schedules
+        ],
+    }
+
+
+def _control_by_signals(session: Any, events: EventWriter) -> None:
+    """Let another process steer this session (the desktop app runs sessions as `tunelab tune`
+    child processes): SIGUSR1 pauses, SIGUSR2 resumes; SIGTERM (like SIGINT, see _StopSignals)
+    stops it, dropping the trial it cut short. Says so on stderr and as the ``ready`` event."""
+    import signal
+
+    if not hasattr(signal, "SIGUSR1"):  # not POSIX
+        return
+    signal.signal(signal.SIGUSR1, lambda *_: session.pause())
+    signal.signal(signal.SIGUSR2, lambda *_: session.resume())
+    # Until this line a signal would kill the process: a controller waits for it.
+    print(f"session {session.session_id}: {CONTROL_READY}", file=sys.stderr, flush=True)
+    events.ready(session.session_id)
+
+
+def _replace(spec: Any, **changes: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(spec, **changes)
