@@ -4,9 +4,9 @@
   tensor-intrinsic import of the default build (TVM_NOTES 1.3), on a pool kept across batches.
 - The runner allocates the workload's deterministic inputs (not random fill), runs `warmup`
   untimed calls, checks the output against the NumPy reference, then times with
-  `time_evaluator`. Every raw sample is returned. The inputs and the reference are computed once,
-  in this process, and handed to the runner's workers as `.npy` files: a custom workload's code
-  never runs in a worker.
+  `time_evaluator` (`tunelab.core.measure.timing.kernel_timer`). Every raw sample is returned. The
+  inputs and the reference are computed once, in this process, and handed to the runner's workers as
+  `.npy` files: a custom workload's code never runs in a worker.
 - A build error, a crash, a wrong result or a timeout becomes a failed result with its message;
   nothing here raises for a bad kernel.
 - Build folders are removed as soon as their candidate has run (or the batch has stopped).
@@ -109,9 +109,8 @@ class Evaluate:
     def __call__(
         self, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list[list[Any]]
     ) -> list[float]:
-        from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
-
         from tunelab.core.faults import plant
+        from tunelab.core.measure.timing import kernel_timer
 
         fault = plant("run")  # a test hook: nothing happens unless TUNELAB_PLANT_FAULT names "run"
         args = repeated_args[0]
@@ -136,10 +135,23 @@ class Evaluate:
                 raise WrongResult(
                     f"wrong result: max abs error {err:.3g} exceeds atol {atol:g} + rtol {rtol:g}"
                 )
-        samples = list(run_evaluator_common(rt_mod, device, evaluator_config, repeated_args))
+        timer = kernel_timer(
+            rt_mod,
+            device,
+            number=evaluator_config.number,
+            repeat=evaluator_config.repeat,
+            min_repeat_ms=evaluator_config.min_repeat_ms,
+            cache_flush=evaluator_config.enable_cpu_cache_flush,
+        )
+
+        def one_round() -> list[float]:
+            """``repeat`` samples (seconds) on each allocated argument set."""
+            return [sample for args in repeated_args for sample in timer(*args)]
+
+        samples = one_round()
         # Stop as soon as the spread is small; otherwise sample on, up to the cap.
         while len(samples) < self.max_repeat and _spread(samples) > self.target_cv:
-            samples.extend(run_evaluator_common(rt_mod, device, evaluator_config, repeated_args))
+            samples.extend(one_round())
         return samples[: max(self.max_repeat, len(repeated_args) * evaluator_config.repeat)]
 
 

@@ -14,8 +14,9 @@ On a GPU (target kind ``cuda``) the vendor is cuBLAS / cuDNN through PyTorch (``
 ``torch.nn.functional.conv2d``) or, for the matrix products only, CuPy; each path runs only where the
 package is installed and sees a GPU. A custom workload has no vendor counterpart.
 
-Timing follows ``time_evaluator``: ``warmup`` untimed calls, then ``repeat`` samples, each the mean of
-``number`` calls, ``number`` grown until one sample takes ``min_repeat_ms``; the figure is the median.
+Timing follows ``time_evaluator`` (:func:`tunelab.core.measure.timing.time_callable`): ``warmup``
+untimed calls, then ``repeat`` samples, each the mean of ``number`` calls, ``number`` grown until one
+sample takes ``min_repeat_ms``; the figure is the median.
 The output is checked against the workload's NumPy reference. Baselines are stored per (machine,
 workload, shape, dtype, target kind) and measured once: :func:`baseline_for`.
 """
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tunelab.core.measure.timing import time_callable
 from tunelab.core.records import MeasureOptions, SessionRecord, VendorBaseline
 from tunelab.core.stats import median
 
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
     from tunelab.core.store import Store
 
 CPU_WORKLOADS = ("gemm", "batch_matmul", "dense_bias", "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d")
-GOLDEN = 1.618
 
 
 @dataclass(frozen=True)
@@ -76,42 +77,6 @@ class VendorComparison:
             session_gflops=data["session_gflops"],
             x_of_vendor=data["x_of_vendor"],
         )
-
-
-# ------------------------------------------------------------------------------------------ timing
-
-
-def time_callable(
-    fn: Callable[[], Any],
-    *,
-    number: int = 3,
-    repeat: int = 3,
-    min_repeat_ms: float = 20.0,
-    warmup: int = 1,
-    sync: Callable[[], Any] | None = None,
-) -> list[float]:
-    """Samples in ms, as TVM's ``time_evaluator`` takes them: each the mean of ``number`` calls, with
-    ``number`` grown (x1.618 at least) until one sample lasts ``min_repeat_ms``."""
-    sync = sync or (lambda: None)
-    for _ in range(warmup):
-        fn()
-    sync()
-    samples = []
-    number = max(1, int(number))
-    for _ in range(max(1, int(repeat))):
-        elapsed_ms = 0.0
-        while True:
-            if elapsed_ms > 0:
-                number = max(int(min_repeat_ms / (elapsed_ms / number)) + 1, int(number * GOLDEN))
-            t = time.perf_counter()
-            for _ in range(number):
-                fn()
-            sync()
-            elapsed_ms = (time.perf_counter() - t) * 1e3
-            if elapsed_ms >= min_repeat_ms:
-                break
-        samples.append(elapsed_ms / number)
-    return samples
 
 
 def blas_info() -> dict[str, Any]:
@@ -431,7 +396,7 @@ def task_figures(
     from tunelab.core.errors import StoreError, TunelabError
 
     try:
-        tasks = store.tasks(record.id) if hasattr(store, "tasks") else []
+        tasks = store.tasks(record.id)
     except StoreError:  # a record that is not (or no longer) in this store: its own figures
         tasks = []
     if not tasks:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tunelab.core.measure.timing import time_callable
 from tunelab.core.records import MachineProfile, SessionRecord
 
 if TYPE_CHECKING:
@@ -120,19 +121,10 @@ class RooflineReport:
 def _best_rate(fn: Callable[[], None], work: float, deadline: float, reps: int = 30) -> tuple[float, int]:
     """(best work/s over up to ``reps`` timed calls, at least one, until ``deadline`` (perf_counter),
     calls timed); one untimed warm-up call first."""
-    fn()
-    best = 0.0
-    n = 0
-    while n < reps:
-        t = time.perf_counter()
-        fn()
-        dt = time.perf_counter() - t
-        n += 1
-        if dt > 0:
-            best = max(best, work / dt)
-        if time.perf_counter() >= deadline:
-            break
-    return best, n
+    samples_ms = time_callable(fn, number=1, repeat=reps, min_repeat_ms=0.0, warmup=1, deadline=deadline)
+    # The best call, not the median: a probe asks what the machine can do, and every disturbance slows.
+    best = max((work / (ms * 1e-3) for ms in samples_ms if ms > 0), default=0.0)
+    return best, len(samples_ms)
 
 
 def cpu_peak_gflops(dtype: str, budget_s: float = 0.8) -> PeakProbe:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from specs import small_spec
 
+from tunelab.core.measure.timing import time_callable
 from tunelab.core.records import MeasureOptions
 from tunelab.core.session.loop import create_session
 from tunelab.core.store import Store
@@ -19,7 +20,6 @@ from tunelab.core.trust.baselines import (
     baseline_for,
     blas_info,
     measure_baseline,
-    time_callable,
 )
 from tunelab.core.workloads.catalog import get_workload
 
