@@ -604,11 +604,11 @@ class NewSessionDialog(QDialog):
     def _on_start(self) -> None:
         if not self.start_button.isEnabled():
             return
-        from tunelab.core.session.loop import validate_spec
+        from tunelab.core.session.loop import check_spec
 
         spec = self.spec()
         try:
-            validate_spec(spec)
+            check_spec(spec)
         except TunelabError as exc:
             self.error_label.setText(str(exc))
             self.error_label.show()

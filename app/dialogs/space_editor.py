@@ -289,7 +289,7 @@ class SpaceEditor(QWidget):
             self._validate_auto()
 
     def _validate_template(self) -> None:
-        from tunelab.core.search.space.template import validate_template
+        from tunelab.core.search.space.template import check_template
 
         kind = self._target.kind
         defaults = self._defaults["knobs"]
@@ -302,7 +302,7 @@ class SpaceEditor(QWidget):
                 else:
                     knobs = [*defaults[:i], {**defaults[i], "candidates": value}, *defaults[i + 1 :]]
                     try:
-                        validate_template({**self._defaults, "knobs": knobs}, self._axes, kind)
+                        check_template({**self._defaults, "knobs": knobs}, self._axes, kind)
                     except TunelabError as exc:
                         reason = str(exc)
             row.candidates = value if reason is None else None
@@ -320,7 +320,7 @@ class SpaceEditor(QWidget):
         knobs = [{**d, "candidates": r.candidates} for d, r in zip(defaults, self._knob_rows, strict=True)]
         data = {**self._defaults, "knobs": knobs}
         try:
-            validate_template(data, self._axes, kind)
+            check_template(data, self._axes, kind)
         except TunelabError as exc:
             self._set_state(None, str(exc), None)
             return
@@ -338,7 +338,7 @@ class SpaceEditor(QWidget):
         return {"name": row.rule["name"], "enabled": row.enabled.isChecked(), "params": params}, reason
 
     def _validate_auto(self) -> None:
-        from tunelab.core.search.space.auto import validate_rules
+        from tunelab.core.search.space.auto import check_rules
 
         kind = self._target.kind
         defaults = self._defaults["rules"]
@@ -348,7 +348,7 @@ class SpaceEditor(QWidget):
             if reason is None:
                 trial = [*defaults[:i], rule, *defaults[i + 1 :]]
                 try:
-                    validate_rules({"rules": trial}, kind)
+                    check_rules({"rules": trial}, kind)
                 except TunelabError as exc:
                     reason = str(exc)
             row.reason.setText(reason or "")
@@ -361,7 +361,7 @@ class SpaceEditor(QWidget):
             return
         data = {"kind": "auto", "target_kind": kind, "rules": rules}
         try:
-            data["rules"] = validate_rules(data, kind)
+            data["rules"] = check_rules(data, kind)
         except TunelabError as exc:
             self._set_state(None, str(exc), None)
             return

@@ -131,7 +131,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
     from tunelab.core.search.tuners.registry import get_tuner_class, recommend_tuner, resolve_options
-    from tunelab.core.session.loop import TuningSession, create_session, validate_spec
+    from tunelab.core.session.loop import TuningSession, check_spec, create_session
 
     events: EventWriter = args.events
     if args.spec is not None:
@@ -147,7 +147,7 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
         session = TuningSession(store, args.resume)
     else:
         spec = _load_spec(args.spec) if args.spec is not None else _spec_from_args(args)
-        validated = validate_spec(spec)  # all input checked before the store is opened or created
+        validated = check_spec(spec)  # all input checked before the store is opened or created
         workload, shape, space = validated[0], validated[1], validated[-1]
         if args.spec is None and args.tuner is None:
             spec = _replace(spec, tuner=recommend_tuner(space.kind, space.size))

@@ -43,7 +43,7 @@ PAUSED_HEARTBEAT_S = 30.0  # a paused session still marks itself alive (tunelab.
 MAX_REJECTED_ASKS = 20  # ask rounds in a row that yield only invalid or known configs: the space is spent
 
 
-def validate_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo, SearchSpace]:
+def check_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo, SearchSpace]:
     """Check every part of a spec before anything is stored; bad input raises a TunelabError."""
     if spec.workload == "custom" and isinstance(spec.custom_source, str):
         from tunelab.core.workloads.custom import vet_custom
@@ -131,11 +131,11 @@ def extra_shapes(workload: Any, shape: dict[str, int], shapes: Any) -> list[dict
 
 def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None = None) -> TuningSession:
     """Validate a spec, store a new session and return it ready to run. ``validated`` is what
-    :func:`validate_spec` already returned for this very spec (the CLI checks input before it opens
+    :func:`check_spec` already returned for this very spec (the CLI checks input before it opens
     the store), so the space is not built twice."""
     import tvm
 
-    workload, shape, dtype, target, space = validated if validated is not None else validate_spec(spec)
+    workload, shape, dtype, target, space = validated if validated is not None else check_spec(spec)
     store.check_intact()  # nothing is written to a damaged file
     if not target.can_run:
         raise TargetError(

@@ -252,7 +252,7 @@ def transfer_config(space_from: Any, config: Config, space_to: Any) -> Config | 
     if space_from.kind != space_to.kind:
         return None
     try:
-        space_from.validate_config(config)
+        space_from.check_config(config)
     except SpaceError:
         return None
     if space_to.kind == "template":
@@ -264,7 +264,7 @@ def transfer_config(space_from: Any, config: Config, space_to: Any) -> Config | 
     if out is None:
         return None
     try:
-        space_to.validate_config(out)
+        space_to.check_config(out)
     except SpaceError:
         return None
     return out

@@ -91,7 +91,7 @@ class ToySpace(SearchSpace):
     def schedule(self, config: Config) -> Any:
         raise NotImplementedError("ToySpace has no TVM schedule")
 
-    def validate_config(self, config: Config) -> None:
+    def check_config(self, config: Config) -> None:
         if not isinstance(config, dict):
             raise SpaceError(f"a config is a dict of knob values; got {type(config).__name__}")
         if set(config) != set(self.names):

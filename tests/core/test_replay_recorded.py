@@ -16,7 +16,7 @@ from replay import ReplayRunner, tune
 
 from tunelab.core.records import SessionSpec
 from tunelab.core.search.tuners.registry import make_tuner, tuner_names
-from tunelab.core.session.loop import validate_spec
+from tunelab.core.session.loop import check_spec
 
 RECORDING = Path(__file__).parent / "data" / "gemm64_grid_llvm.json"
 BUDGET = 64  # 11 % of the 576 configs
@@ -29,11 +29,11 @@ FAST_OPTIONS = {"xgb": {"pool_size": 64}, "evolutionary": {"population_size": 64
 def recorded():
     doc = json.loads(RECORDING.read_text())
     spec = SessionSpec(workload="gemm", shape=doc["shape"], target="llvm", space_kind="template")
-    *_, space = validate_spec(spec)
+    *_, space = check_spec(spec)
     data = space.to_json()
     for knob in data["knobs"]:
         knob["candidates"] = doc["knobs"][knob["name"]]
-    *_, space = validate_spec(SessionSpec(**{**spec.__dict__, "space": data}))
+    *_, space = check_spec(SessionSpec(**{**spec.__dict__, "space": data}))
     table = {
         space.key(t["config"]): (t["latency_ms"] if t["status"] == "ok" else None) for t in doc["trials"]
     }
@@ -61,7 +61,7 @@ def test_tuner_on_recorded_space(recorded, name):
         keys = [space.key(o.config) for o in history]
         assert len(keys) == len(set(keys)) and len(keys) <= BUDGET
         for o in history:
-            space.validate_config(o.config)
+            space.check_config(o.config)
         found = min(o.latency_ms for o in history if o.latency_ms is not None)
         ratios.append(found / best)
     print(f"{name}: best found / true best per seed = {[round(r, 2) for r in ratios]}")

@@ -114,12 +114,12 @@ def test_template_transfer_keeps_dividing_factors_and_maps_the_others(llvm):
         "vectorize": True,
         "parallel": False,
     }
-    src.validate_config(config)
+    src.check_config(config)
     dst = space_for_shape(src, shape(M=40, N=48, K=16))
     out = transfer_config(src, config, dst)
     # 16 does not divide 40 (nearest divisor 20), 32 not 48 (24), 64 not 16 (16 itself)
     assert out == {**config, "tile_i": [20], "tile_j": [24], "tile_k": [16]}
-    dst.validate_config(out)
+    dst.check_config(out)
     dst.schedule(out)  # a legal schedule at the new shape
     # Factors that divide the new extent stay as they are; the rest of the config is untouched.
     same = transfer_config(src, config, space_for_shape(src, shape(M=128)))
@@ -167,7 +167,7 @@ def test_auto_transfer_refactorises_tiles(llvm):
         for config in configs:
             out = transfer_config(src, config, dst)
             assert out is not None
-            dst.validate_config(out)
+            dst.check_config(out)
             assert out["sketch"] == config["sketch"]
             for pos, (before, after) in enumerate(zip(config["decisions"], out["decisions"], strict=True)):
                 cands = dst.sketches[out["sketch"]].candidates[pos]

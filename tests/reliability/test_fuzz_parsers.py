@@ -351,7 +351,7 @@ def check_knobs(knobs: Any) -> None:
 
 
 def test_template_knobs_llvm(template_llvm):
-    from tunelab.core.search.space.template import validate_template
+    from tunelab.core.search.space.template import check_template
 
     valid = template_llvm.to_json()
 
@@ -363,7 +363,7 @@ def test_template_knobs_llvm(template_llvm):
     @example(data={**valid, "knobs": [{"name": {}}]})
     @example(data={**valid, "knobs": [{**k, "candidates": []} for k in valid["knobs"]]})
     def fuzz(data):
-        check_knobs_or_refusal = parsed(validate_template, data, template_llvm.axes, "llvm")
+        check_knobs_or_refusal = parsed(check_template, data, template_llvm.axes, "llvm")
         if check_knobs_or_refusal is not None:
             check_knobs(check_knobs_or_refusal)
 
@@ -371,15 +371,15 @@ def test_template_knobs_llvm(template_llvm):
 
 
 def test_template_knobs_cuda(cuda_defaults):
-    from tunelab.core.search.space.template import validate_template
+    from tunelab.core.search.space.template import check_template
 
     axes, valid = cuda_defaults
-    assert validate_template(valid, axes, "cuda")
+    assert check_template(valid, axes, "cuda")
 
     @FUZZ
     @given(data=mutated(valid))
     def fuzz(data):
-        knobs = parsed(validate_template, data, axes, "cuda")
+        knobs = parsed(check_template, data, axes, "cuda")
         if knobs is not None:
             check_knobs(knobs)
 
@@ -401,7 +401,7 @@ def test_template_space_from_edited_data(template_llvm, llvm):
             return
         assert space.size >= 1
         config = space.point(space.size - 1)
-        space.validate_config(config)
+        space.check_config(config)
         try:
             space.schedule(config)
         except InvalidSchedule:
@@ -412,7 +412,7 @@ def test_template_space_from_edited_data(template_llvm, llvm):
 
 @pytest.mark.parametrize("kind", ["llvm", "cuda"])
 def test_auto_rules(kind):
-    from tunelab.core.search.space.auto import default_auto_space, validate_rules
+    from tunelab.core.search.space.auto import check_rules, default_auto_space
 
     valid = default_auto_space(kind)
 
@@ -422,7 +422,7 @@ def test_auto_rules(kind):
     @example(data={"rules": [{"name": "AutoInline", "params": [1]}]})  # params not an object: TypeError
     @example(data={"rules": [{"name": "AutoInline", "params": "x"}]})
     def fuzz(data):
-        rules = parsed(validate_rules, data, kind)
+        rules = parsed(check_rules, data, kind)
         if rules is not None:
             assert rules and any(r["enabled"] for r in rules)
 
@@ -524,13 +524,13 @@ def test_tuner_options(template_llvm):
 
 @pytest.mark.parametrize("options", [{"pop_size": 1}, {"pop_size": "abc"}, {"mutation_prob": 2.0}])
 def test_a_bad_tuner_option_is_refused_before_the_session_is_stored(options):
-    """validate_spec (what the CLI and the desktop app call before the store is touched) made only
+    """check_spec (what the CLI and the desktop app call before the store is touched) made only
     the names of the options checked: a bad value stored a session, then failed when it ran."""
     from specs import small_spec
 
-    from tunelab.core.session.loop import validate_spec
+    from tunelab.core.session.loop import check_spec
 
-    assert parsed(validate_spec, small_spec(tuner="genetic", tuner_options=options)) is None
+    assert parsed(check_spec, small_spec(tuner="genetic", tuner_options=options)) is None
 
 
 # ---- session specs -------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import numpy as np
 from tunelab.core.errors import SpaceError, shown
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace, divisors
+from tunelab.core.search.space.checks import entry_list, is_int_in
 from tunelab.core.search.space.tvm_context import InvalidSchedule, light_tune_context, schedule_features
 from tunelab.core.target.info import TargetInfo
 
@@ -90,17 +91,13 @@ def default_auto_space(target_kind: str) -> dict[str, Any]:
 
 
 def _int_list(name: str, key: str, value: Any, lo: int, hi: int) -> list[int]:
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi for v in value)
-    ):
+    if not isinstance(value, list) or not value or not all(is_int_in(v, lo, hi) for v in value):
         raise SpaceError(f"rule {name}: {key} must be a non-empty list of integers between {lo} and {hi}")
     return value
 
 
 def _int(name: str, key: str, value: Any, lo: int, hi: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+    if not is_int_in(value, lo, hi):
         raise SpaceError(f"rule {name}: {key} must be an integer between {lo} and {hi}, not {shown(value)}")
     return value
 
@@ -111,14 +108,13 @@ def _last_line(exc: BaseException) -> str:
     return lines[-1][:300] if lines else type(exc).__name__
 
 
-def validate_rules(data: dict[str, Any], target_kind: str) -> list[dict[str, Any]]:
+def check_rules(data: dict[str, Any], target_kind: str) -> list[dict[str, Any]]:
     """Check an edited rule list; raise SpaceError with the reason."""
-    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
-        raise SpaceError('an auto space is a JSON object with a "rules" list')
+    rules = entry_list(data, "rules", "an auto space")
     defaults = {r["name"]: r for r in DEFAULT_RULES[target_kind]}
     seen = set()
     cleaned = []
-    for rule in data["rules"]:
+    for rule in rules:
         name = rule.get("name") if isinstance(rule, dict) else None
         if not isinstance(name, str) or name not in defaults:
             raise SpaceError(
@@ -362,9 +358,7 @@ class AutoSpace(SearchSpace):
         self.shape = dict(shape)
         self.dtype = dtype
         self.target = target
-        self.rules = validate_rules(
-            data if data is not None else default_auto_space(target.kind), target.kind
-        )
+        self.rules = check_rules(data if data is not None else default_auto_space(target.kind), target.kind)
         self.mod = tvm.IRModule({"main": workload.prim_func(shape, dtype)})
         self.space_generator = ms.space_generator.PostOrderApply(
             sch_rules=build_rules(self.rules, target.kind),
@@ -468,7 +462,7 @@ class AutoSpace(SearchSpace):
             rows.append(self._features_cache[key])
         return np.stack(rows) if rows else np.zeros((0, 0))
 
-    def validate_config(self, config: Config) -> None:
+    def check_config(self, config: Config) -> None:
         if not isinstance(config, dict) or set(config) != {"sketch", "decisions"}:
             raise SpaceError('an auto-space config is {"sketch": i, "decisions": [...]}')
         i = config["sketch"]
@@ -487,7 +481,7 @@ class AutoSpace(SearchSpace):
                 )
 
     def schedule(self, config: Config) -> Any:
-        self.validate_config(config)
+        self.check_config(config)
         return self.replay(config["sketch"], config["decisions"])
 
     def replay(self, sketch_index: int, decisions: list[Any]) -> Any:
@@ -531,7 +525,7 @@ class AutoSpace(SearchSpace):
                 continue
             config = {"sketch": index, "decisions": decisions}
             try:
-                self.validate_config(config)
+                self.check_config(config)
             except SpaceError:
                 continue
             fits.append(config)

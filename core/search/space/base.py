@@ -71,7 +71,7 @@ class SearchSpace(ABC):
         """The tvm.s_tir.Schedule for a config (postprocessed, ready to build)."""
 
     @abstractmethod
-    def validate_config(self, config: Config) -> None:
+    def check_config(self, config: Config) -> None:
         """Raise SpaceError with a clear reason when `config` is not a point of this space."""
 
     @abstractmethod

@@ -31,6 +31,7 @@ import numpy as np
 from tunelab.core.errors import SpaceError, shown
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace, divisors
+from tunelab.core.search.space.checks import entry_list, is_int_in
 from tunelab.core.search.space.tvm_context import (
     InvalidSchedule,
     block_axes,
@@ -129,7 +130,7 @@ class TemplateSpace(SearchSpace):
                 "axes": [a.__dict__ for a in self.axes],
                 "knobs": _default_knobs(self.axes, target.kind),
             }
-        self.knobs: list[dict[str, Any]] = validate_template(data, self.axes, target.kind)
+        self.knobs: list[dict[str, Any]] = check_template(data, self.axes, target.kind)
         self._by_name = {k["name"]: k for k in self.knobs}
         self._features_cache: dict[str, np.ndarray] = {}
 
@@ -202,7 +203,7 @@ class TemplateSpace(SearchSpace):
             rows.append(self._features_cache[key])
         return np.stack(rows) if rows else np.zeros((0, 0))
 
-    def validate_config(self, config: Config) -> None:
+    def check_config(self, config: Config) -> None:
         if not isinstance(config, dict):
             raise SpaceError("a config must be a JSON object of knob values")
         unknown = set(config) - set(self._by_name)
@@ -219,7 +220,7 @@ class TemplateSpace(SearchSpace):
 
     # ---- TVM --------------------------------------------------------------------------------
     def schedule(self, config: Config) -> Any:
-        self.validate_config(config)
+        self.check_config(config)
         sch = apply_template(self.prim_func, self.block_name, self.axes, config, self.target)
         if self.target.kind == "cuda" and not self._gpu_verifier().apply(sch):
             # tvm.compile accepts e.g. 4096 threads per block; the GPU would not (TVM_NOTES 3).
@@ -289,18 +290,16 @@ class TemplateSpace(SearchSpace):
         config["unroll"] = self._by_name["unroll"]["candidates"][unroll_index]
         config = {k["name"]: config[k["name"]] for k in self.knobs}
         try:
-            self.validate_config(config)
+            self.check_config(config)
         except SpaceError:
             return None
         return config
 
 
-def validate_template(data: dict[str, Any], axes: list[Axis], target_kind: str) -> list[dict[str, Any]]:
+def check_template(data: dict[str, Any], axes: list[Axis], target_kind: str) -> list[dict[str, Any]]:
     """Check an edited template against the axes; return its knobs or raise SpaceError with the reason."""
-    if not isinstance(data, dict) or not isinstance(data.get("knobs"), list):
-        raise SpaceError('a template space is a JSON object with a "knobs" list')
+    knobs = entry_list(data, "knobs", "a template space")
     by_axis = {a.name: a for a in axes}
-    knobs = data["knobs"]
     names = [k["name"] for k in knobs if isinstance(k, dict) and isinstance(k.get("name"), str)]
     if len(names) != len(knobs):
         raise SpaceError("every knob must be a JSON object with a name (a string)")
@@ -327,7 +326,7 @@ def validate_template(data: dict[str, Any], axes: list[Axis], target_kind: str) 
                 if (
                     not isinstance(cand, list)
                     or len(cand) != parts - 1
-                    or not all(isinstance(f, int) and not isinstance(f, bool) and f >= 1 for f in cand)
+                    or not all(is_int_in(f, 1) for f in cand)
                 ):
                     raise SpaceError(
                         f"knob {name!r}: candidate {shown(cand)} must be a list of {parts - 1} "
@@ -349,7 +348,7 @@ def validate_template(data: dict[str, Any], axes: list[Axis], target_kind: str) 
                 )
             cleaned.append({"name": name, "type": "order", "candidates": cands})
         elif name == "unroll":
-            bad = [c for c in cands if not isinstance(c, int) or isinstance(c, bool) or not 0 <= c <= 4096]
+            bad = [c for c in cands if not is_int_in(c, 0, 4096)]
             if bad:
                 raise SpaceError(f"knob 'unroll': {shown(bad[0])} is not an unroll step between 0 and 4096")
             cleaned.append({"name": name, "type": "choice", "candidates": cands})

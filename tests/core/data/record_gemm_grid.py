@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from tunelab.core.records import MeasureOptions, SessionSpec
-from tunelab.core.session.loop import create_session, validate_spec
+from tunelab.core.session.loop import check_spec, create_session
 from tunelab.core.store import Store
 
 SHAPE = {"M": 64, "N": 64, "K": 64}
@@ -44,7 +44,7 @@ def main(out: Path) -> None:
         batch=16,
         measure=MeasureOptions(number=5, repeat=5, min_repeat_ms=2),
     )
-    *_, space = validate_spec(spec)
+    *_, space = check_spec(spec)
     data = space.to_json()
     for knob in data["knobs"]:
         knob["candidates"] = KNOBS[knob["name"]]
