@@ -42,6 +42,7 @@ from tunelab.app.dialogs.space_editor import SpaceEditor
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import MeasureOptions, SessionSpec
 from tunelab.core.target.info import TargetInfo
+from tunelab.core.workloads.shape_text import format_shape
 
 SETTINGS_KEY = "new_session/last"
 CUSTOM = "custom"  # tunelab.core.workloads.catalog.CUSTOM_NAME: the workload list's "Custom TE file…" entry
@@ -585,7 +586,7 @@ class NewSessionDialog(QDialog):
 
     def _update_summary(self) -> None:
         size = self.space_editor.size()
-        shape = ",".join(f"{k}={v}" for k, v in self.shape().items())
+        shape = format_shape(self.shape())
         wl = self.workload
         what = (
             "custom (no file)"

@@ -10,7 +10,6 @@ label then follows the session's best time as it improves.
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,20 +21,13 @@ from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
 from tunelab.core.store import Store
+from tunelab.core.workloads.shape_text import format_shape
 
-if TYPE_CHECKING:  # both modules are optional in a build (figures_available)
+if TYPE_CHECKING:  # for annotations: the measuring modules are imported where a figure is measured
     from tunelab.core.trust.baselines import VendorComparison
     from tunelab.core.trust.roofline import RooflineReport
 
 MEASURE_LINK = "<a href='measure'>vendor &amp; roofline…</a>"
-
-
-def figures_available() -> bool:
-    """This build of tunelab has tunelab.core.trust.baselines and tunelab.core.trust.roofline."""
-    return all(
-        importlib.util.find_spec(m) is not None
-        for m in ("tunelab.core.trust.baselines", "tunelab.core.trust.roofline")
-    )
 
 
 @dataclass(frozen=True)
@@ -78,7 +70,7 @@ def _cached(store: Store, record: SessionRecord) -> bool:
             or store.baseline(record.workload, record.shape, record.dtype, record.target_kind) is not None
         )
         profile = store.machine_profile(record.target_kind)
-    except (AttributeError, TunelabError):
+    except TunelabError:
         return False
     dtype = record.dtype if not (record.dtype == "float16" and record.target_kind != "cuda") else "float32"
     return vendor and profile is not None and dtype in profile.peak_gflops
@@ -96,7 +88,6 @@ class SessionFigures(QLabel):
         self._worker: CallWorker | None = None
         self._best: tuple[float | None, float | None, str] = (None, None, "")
         self._single_task: dict[int, bool] = {}
-        self._available = figures_available()
         self.setTextFormat(Qt.TextFormat.RichText)
         self.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
         self.linkActivated.connect(lambda _link: self.measure())
@@ -118,12 +109,12 @@ class SessionFigures(QLabel):
         if self._single_task.get(record.id):
             return record.best_ms, record.best_gflops, ""
         try:
-            tasks = self._store.tasks(record.id) if hasattr(self._store, "tasks") else []
+            tasks = self._store.tasks(record.id)
         except TunelabError:
             tasks = []
         if len(tasks) > 1:
             t = tasks[0]
-            return t.best_ms, t.best_gflops, ",".join(f"{k}={v}" for k, v in t.shape.items())
+            return t.best_ms, t.best_gflops, format_shape(t.shape)
         self._single_task[record.id] = True
         return record.best_ms, record.best_gflops, ""
 
@@ -134,18 +125,13 @@ class SessionFigures(QLabel):
         self._best = self._primary(record) if record is not None else (None, None, "")
         if not same:
             self._figures = None
-            if (
-                record is not None
-                and self._available
-                and record.best_ms is not None
-                and _cached(self._store, record)
-            ):
+            if record is not None and record.best_ms is not None and _cached(self._store, record):
                 self.measure()
         self._show()
 
     def measure(self) -> None:
         """Fetch (measuring what the store lacks) the vendor baseline and the roofline, in a worker."""
-        if self._record is None or self._worker is not None or not self._available:
+        if self._record is None or self._worker is not None:
             return
         worker = CallWorker(self._store.path, figures_job, self._record.id)
         worker.succeeded.connect(self._on_done)
@@ -171,7 +157,7 @@ class SessionFigures(QLabel):
 
     def _show(self) -> None:
         r = self._record
-        if r is None or not self._available or r.best_ms is None:
+        if r is None or r.best_ms is None:
             self.hide()
             return
         self.show()

@@ -6,6 +6,8 @@ import json
 import math
 from typing import Any
 
+from tunelab.core.workloads.shape_text import format_shape
+
 
 def fmt_ms(value: float | None) -> str:
     """A latency in milliseconds with 4 significant digits; an em dash when there is none."""
@@ -42,7 +44,8 @@ def fmt_duration(seconds: float | None) -> str:
 
 
 def fmt_shape(shape: dict[str, int]) -> str:
-    return ",".join(f"{k}={v}" for k, v in shape.items())
+    """'M=512,N=256': the engine's shape text (tunelab.core.workloads.shape_text)."""
+    return format_shape(shape)
 
 
 def config_summary(config: dict[str, Any]) -> str:

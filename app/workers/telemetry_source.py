@@ -1,7 +1,7 @@
-"""The Hardware view's one door to telemetry: whatever tunelab.core.telemetry.sampler and the store offer, read safely.
+"""The Hardware view's one door to telemetry: the store's samples and trial stamps, read safely.
 
-Kept apart so the view never depends on the sampler's internals: if the store has no telemetry
-(an older core) or the machine no GPU, the adapter says so instead of raising.
+Kept apart so the view never depends on the sampler's internals: a store that cannot be read, or a
+machine without a GPU, is said in words instead of raising.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.store import Store
+from tunelab.core.telemetry.readings import TelemetrySample
 
 # Panels of the Hardware view: (key, axis label, [(field, legend name)]); only fields with data are drawn.
 PANELS = (
@@ -40,17 +41,11 @@ PANELS = (
 FIELDS = tuple(field for _, _, series in PANELS for field, _ in series)
 
 
-def store_has_telemetry(store: Store) -> bool:
-    return callable(getattr(store, "telemetry", None))
-
-
 @cache
 def machine_gpu_status() -> tuple[bool, str]:
     """(an NVIDIA GPU is readable here, what the telemetry sampler would say about it)."""
-    try:
-        from tunelab.core.telemetry.nvml import default_gpu_source
-    except ImportError:
-        return False, "no telemetry sampler in this build of tunelab"
+    from tunelab.core.telemetry.nvml import default_gpu_source
+
     try:
         source = default_gpu_source()
     except Exception as exc:  # noqa: BLE001 - a probe: never let it break the view
@@ -64,32 +59,28 @@ def machine_gpu_status() -> tuple[bool, str]:
             pass
 
 
-def read_samples(store: Store, session_id: int, since_t: float = 0.0) -> list[Any] | None:
-    """The session's telemetry samples after `since_t`, oldest first; None when the store keeps none."""
-    if not store_has_telemetry(store):
-        return None
+def read_samples(store: Store, session_id: int, since_t: float = 0.0) -> list[TelemetrySample]:
+    """The session's telemetry samples after `since_t`, oldest first."""
     try:
         return list(store.telemetry(session_id, since_t=since_t))
     except TunelabError:
         raise
-    except Exception as exc:  # noqa: BLE001 - an older schema or a changed API: report, don't crash
+    except Exception as exc:  # noqa: BLE001 - a store that fails to read (locked, vanished): say so, don't crash
         raise TunelabError(f"cannot read telemetry: {type(exc).__name__}: {exc}") from exc
 
 
-def is_throttled(sample: Any) -> bool:
-    value = getattr(sample, "throttled", None)
-    return bool(value) if value is not None else bool(getattr(sample, "throttle_reasons", ()))
+def is_throttled(sample: TelemetrySample) -> bool:
+    """A limiting throttle reason was seen in this reading."""
+    return sample.throttled
 
 
-def read_trial_stamps(store: Store, session_id: int) -> dict[int, dict[str, Any]] | None:
-    """What the hardware did while each trial ran (trial id -> summary); None when the store keeps none."""
-    if not callable(getattr(store, "trial_telemetry", None)):
-        return None
+def read_trial_stamps(store: Store, session_id: int) -> dict[int, dict[str, Any]]:
+    """What the hardware did while each trial ran (trial id -> summary)."""
     try:
         return dict(store.trial_telemetry(session_id))
     except TunelabError:
         raise
-    except Exception as exc:  # noqa: BLE001 - an older schema or a changed API: report, don't crash
+    except Exception as exc:  # noqa: BLE001 - a store that fails to read (locked, vanished): say so, don't crash
         raise TunelabError(f"cannot read the trials' telemetry stamps: {type(exc).__name__}: {exc}") from exc
 
 

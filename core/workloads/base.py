@@ -15,6 +15,7 @@ import tvm
 from tvm import te
 
 from tunelab.core.errors import WorkloadError, shown
+from tunelab.core.workloads.shape_text import format_shape
 
 FLOAT_DTYPES = ("float32", "float64", "float16")
 
@@ -32,11 +33,6 @@ class Param:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "default": self.default, "minimum": self.minimum, "doc": self.doc}
-
-
-def format_shape(shape: Mapping[str, int]) -> str:
-    """``{"M": 512, "N": 256}`` -> ``"M=512,N=256"`` (the inverse of ``parse_shape`` for a full shape)."""
-    return ",".join(f"{k}={int(v)}" for k, v in shape.items())
 
 
 def format_bytes(n: float) -> str:

@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt
 from tunelab.app.views.bias_table import FLAGGED_BRUSH
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
-from tunelab.app.views.session_figures import SessionFigures, figures_available
+from tunelab.app.views.session_figures import SessionFigures
 from tunelab.app.views.validation.drawing import FALLS_OFF_BRUSH
 from tunelab.app.views.validation.view import ValidationView
 from tunelab.core.records import MeasureOptions
@@ -221,10 +221,6 @@ def test_validation_panel_reports_bad_shapes(qtbot, store_copy):
     assert "Validation failed" in view.stage.text() and view.verdict == "Not validated"
 
 
-@pytest.mark.skipif(
-    not figures_available(),
-    reason="this build has no tunelab.core.trust.baselines / tunelab.core.trust.roofline",
-)
 def test_session_header_shows_x_of_vendor_and_roofline(qtbot, store_copy):
     record = store_copy.session(_random_session(store_copy))
     figures = SessionFigures(store_copy)
