@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 
 import pytest
+from specs import FAST_MEASURE_ARGS
 
 from tunelab.core.errors import TargetError
 from tunelab.core.target.host_cpu import (
@@ -255,16 +256,7 @@ def test_a_host_named_for_features_it_lacks_measures_every_trial(tmp_path):
             "8",
             "--batch",
             "4",
-            "--number",
-            "1",
-            "--repeat",
-            "2",
-            "--min-repeat-ms",
-            "1",
-            "--cooldown",
-            "0",
-            "--confirm-runs",
-            "0",
+            *FAST_MEASURE_ARGS,
             "--json",
             "--db",
             str(db),

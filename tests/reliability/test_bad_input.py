@@ -23,6 +23,9 @@ from tunelab.core.errors import StoreError, StoreFailure, TargetError, TunelabEr
 from tunelab.core.records import MeasureOptions, SessionSpec
 from tunelab.core.store import Store, is_store_failure
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
+from specs import FAST_MEASURE_ARGS  # noqa: E402
+
 pytestmark = pytest.mark.slow
 
 FAST = MeasureOptions(
@@ -33,16 +36,7 @@ QUICK = [
     "2",
     "--batch",
     "2",
-    "--number",
-    "1",
-    "--repeat",
-    "2",
-    "--min-repeat-ms",
-    "1",
-    "--cooldown",
-    "0",
-    "--confirm-runs",
-    "0",
+    *FAST_MEASURE_ARGS,
     "--target",
     "llvm",
 ]

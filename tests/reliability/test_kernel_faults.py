@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
-from specs import FAST_MEASURE, small_spec  # noqa: E402
+from specs import FAST_MEASURE, FAST_MEASURE_ARGS, small_spec  # noqa: E402
 
 from tunelab.core.faults import COUNTER_ENV, PLANT_ENV, failure_class  # noqa: E402
 from tunelab.core.session.loop import create_session  # noqa: E402
@@ -117,16 +117,7 @@ def test_cli_fail_fast_exits_1_with_one_line(tmp_path):
             "4",
             "--fail-fast",
             "4",
-            "--number",
-            "1",
-            "--repeat",
-            "2",
-            "--min-repeat-ms",
-            "1",
-            "--cooldown",
-            "0",
-            "--confirm-runs",
-            "0",
+            *FAST_MEASURE_ARGS,
             "--json",
             "--db",
             str(db),
