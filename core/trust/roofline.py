@@ -118,7 +118,7 @@ class RooflineReport:
         return cls(**values)
 
 
-def _best_rate(fn: Callable[[], None], work: float, deadline: float, reps: int = 30) -> tuple[float, int]:
+def _best_rate(fn: Callable[[], Any], work: float, deadline: float, reps: int = 30) -> tuple[float, int]:
     """(best work/s over up to ``reps`` timed calls, at least one, until ``deadline`` (perf_counter),
     calls timed); one untimed warm-up call first."""
     samples_ms = time_callable(fn, number=1, repeat=reps, min_repeat_ms=0.0, warmup=1, deadline=deadline)
