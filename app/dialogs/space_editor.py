@@ -284,11 +284,11 @@ class SpaceEditor(QWidget):
         if self._defaults is None:
             return
         if self._kind == "template":
-            self._validate_template()
+            self._check_template()
         else:
             self._validate_auto()
 
-    def _validate_template(self) -> None:
+    def _check_template(self) -> None:
         from tunelab.core.search.space.template import check_template
 
         kind = self._target.kind

@@ -96,7 +96,6 @@ class HardwareView(QWidget):
         self._stamps_dirty = False
         self._stamps_at = -1e9
         self.disturbed: list[dict] = []  # one entry per trial measured on a machine that was not quiet
-        self.telemetry_supported = True
 
         self.status = QLabel()
         self.status.setObjectName("hardware_status")
@@ -215,8 +214,7 @@ class HardwareView(QWidget):
         except TunelabError as exc:
             self.status.setText(str(exc))
             return 0
-        self.telemetry_supported = samples is not None
-        for s in samples or ():
+        for s in samples:
             values = {f: (math.nan if (v := getattr(s, f, None)) is None else float(v)) for f in FIELDS}
             self._samples.append(t=s.t - self._t0, throttled=float(is_throttled(s)), **values)
             self._last_t = s.t
@@ -470,9 +468,7 @@ class HardwareView(QWidget):
             self.status.setText(machine)
             self.empty.setText("No session selected.")
             return
-        if not self.telemetry_supported:
-            self.empty.setText("This store keeps no telemetry (an older tunelab wrote it).")
-        elif len(self._samples) == 0:
+        if len(self._samples) == 0:
             cpu_only = "" if has_gpu else "\nNo NVIDIA GPU here: CPU only."
             self.empty.setText(f"No telemetry recorded for session {self.session_id}.{cpu_only}")
         throttled = int(self._samples.col("throttled").sum()) if len(self._samples) else 0

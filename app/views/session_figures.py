@@ -1,17 +1,13 @@
 """The session header's yardsticks: the best kernel as a multiple of the vendor library ("0.62× vendor")
 and as a fraction of this machine's roofline ("41 % of roofline, memory-bound").
 
-Both come from tunelab.core.trust.baselines / tunelab.core.trust.roofline, which measure the first time (the
-vendor call on this
-problem, the machine's peak FLOP/s and bandwidth) and keep the figures in the store. Measuring runs in
+Both come from tunelab.core.usecases.figures, which measures them the first time (the vendor call on
+this problem, the machine's peak FLOP/s and bandwidth) and keeps them in the store. Measuring runs in
 a worker thread, and only on request (the "measure…" link) unless the store already holds both; the
 label then follows the session's best time as it improves.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
@@ -21,59 +17,10 @@ from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
 from tunelab.core.store import Store
+from tunelab.core.usecases.figures import Figures, figures_stored, session_figures
 from tunelab.core.workloads.shape_text import format_shape
 
-if TYPE_CHECKING:  # for annotations: the measuring modules are imported where a figure is measured
-    from tunelab.core.trust.baselines import VendorComparison
-    from tunelab.core.trust.roofline import RooflineReport
-
 MEASURE_LINK = "<a href='measure'>vendor &amp; roofline…</a>"
-
-
-@dataclass(frozen=True)
-class Figures:
-    """What the header shows for one session (``session_id`` None: the worker itself failed)."""
-
-    session_id: int | None
-    vendor: VendorComparison | None = None
-    roofline: RooflineReport | None = None
-    errors: tuple[str, ...] = ()
-
-
-def figures_job(store: Store, session_id: int) -> Figures:
-    """The vendor baseline and the roofline of a session (measured and stored the first time)."""
-    from tunelab.core.trust.baselines import baseline_for
-    from tunelab.core.trust.roofline import roofline_for
-
-    record = store.session(session_id)
-    vendor = roofline = None
-    errors = []
-    try:
-        vendor = baseline_for(store, record)
-    except TunelabError as exc:
-        errors.append(f"vendor: {exc}")
-    try:
-        roofline = roofline_for(store, record)
-    except TunelabError as exc:
-        errors.append(f"roofline: {exc}")
-    return Figures(session_id, vendor, roofline, tuple(errors))
-
-
-def _cached(store: Store, record: SessionRecord) -> bool:
-    """Both figures are in the store already, so asking for them measures nothing."""
-    from tunelab.core.trust.baselines import CPU_WORKLOADS
-
-    try:
-        vendor = (
-            record.custom_source is not None
-            or record.workload not in CPU_WORKLOADS
-            or store.baseline(record.workload, record.shape, record.dtype, record.target_kind) is not None
-        )
-        profile = store.machine_profile(record.target_kind)
-    except TunelabError:
-        return False
-    dtype = record.dtype if not (record.dtype == "float16" and record.target_kind != "cuda") else "float32"
-    return vendor and profile is not None and dtype in profile.peak_gflops
 
 
 class SessionFigures(QLabel):
@@ -125,7 +72,7 @@ class SessionFigures(QLabel):
         self._best = self._primary(record) if record is not None else (None, None, "")
         if not same:
             self._figures = None
-            if record is not None and record.best_ms is not None and _cached(self._store, record):
+            if record is not None and record.best_ms is not None and figures_stored(self._store, record):
                 self.measure()
         self._show()
 
@@ -133,7 +80,7 @@ class SessionFigures(QLabel):
         """Fetch (measuring what the store lacks) the vendor baseline and the roofline, in a worker."""
         if self._record is None or self._worker is not None:
             return
-        worker = CallWorker(self._store.path, figures_job, self._record.id)
+        worker = CallWorker(self._store.path, session_figures, self._record.id)
         worker.succeeded.connect(self._on_done)
         worker.failed.connect(lambda message, _d: self._on_failed(message))
         worker.finished.connect(self._on_finished)
@@ -151,7 +98,12 @@ class SessionFigures(QLabel):
     def _on_finished(self) -> None:
         self._worker = None
         r = self._record
-        if self._figures is None and r is not None and r.best_ms is not None and _cached(self._store, r):
+        if (
+            self._figures is None
+            and r is not None
+            and r.best_ms is not None
+            and figures_stored(self._store, r)
+        ):
             self.measure()  # the selection moved on while it ran
         self._show()
 

@@ -135,7 +135,7 @@ def collect_rows(store: Any, session_ids: Sequence[int]) -> tuple[list[dict[str,
 
     for record in records:
         # A session tuning several shapes (tasks) contributes each trial under its own shape.
-        task_shapes = {t.id: t.shape for t in store.tasks(record.id)} if hasattr(store, "tasks") else {}
+        task_shapes = {t.id: t.shape for t in store.tasks(record.id)}
         for t in store.trials(record.id):
             key, label = shape_key_label(record, task_shapes.get(t.task_id, record.shape))
             counts["trials"] += 1
@@ -393,7 +393,7 @@ def bias_report_by_task(store: Any, session_ids: Sequence[int], *, k: int = DEFA
     rows, counts = collect_rows(store, session_ids)
     tasks_of: dict[int, dict[int, Any]] = {}
     for sid in dict.fromkeys(r["session_id"] for r in rows):
-        tasks = store.tasks(sid) if hasattr(store, "tasks") else []
+        tasks = store.tasks(sid)
         if len(tasks) > 1:
             by_id = {t.id: t for t in tasks}
             tasks_of[sid] = {t.id: by_id.get(t.task_id) for t in store.trials(sid)}

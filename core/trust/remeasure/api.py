@@ -113,7 +113,7 @@ def validate_session(
     chosen = tasks[task] if tasks else None
 
     def of_task(t: Any) -> bool:  # a trial stored before sessions had tasks belongs to the primary shape
-        task_id = getattr(t, "task_id", None)
+        task_id = t.task_id
         return chosen is None or task_id == chosen.id or (task_id is None and task == 0)
 
     trials = [

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tunelab.core.measure.placement import DEFAULT_LAYOUT, placed_tensors
+from tunelab.core.measure.timing import kernel_timer, time_callable
 
 RESULT_MARK = "TUNELAB-RESULT "
 
@@ -70,18 +71,7 @@ def reference_kernel_ms(samples: int = 9, min_sample_ms: float = 10.0) -> float:
     machine's host, clock limits: things no process list shows) from "the schedule got slower"."""
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
-    for _ in range(3):
-        a @ b
-    t = time.perf_counter()
-    a @ b
-    one = max(time.perf_counter() - t, 1e-6)
-    calls = max(1, int(min_sample_ms * 1e-3 / one))
-    times = []
-    for _ in range(samples):
-        t = time.perf_counter()
-        for _ in range(calls):
-            a @ b
-        times.append((time.perf_counter() - t) / calls * 1e3)
+    times = time_callable(lambda: a @ b, number=1, repeat=samples, min_repeat_ms=min_sample_ms, warmup=3)
     return float(statistics.median(times))
 
 
@@ -126,28 +116,28 @@ def _worker_measure(
                     "load_ms": load_ms,
                     "cold_ms": cold_ms,
                 }
-        timer = lib.time_evaluator(
-            entry,
+        timer = kernel_timer(
+            lib,
             dev,
             number=int(job["number"]),
             repeat=int(job["repeat"]),
             min_repeat_ms=int(job["min_repeat_ms"]),
-            f_preproc="cache_flush_cpu_non_first_arg" if job["cache_flush"] else "",
+            cache_flush=bool(job["cache_flush"]),
+            entry=entry,
         )
-        dev.sync()
         t0 = time.time()
-        res = timer(*args)
+        samples_s = timer(*args)
         t1 = time.time()
-        layout_ms = {layouts[0]: float(statistics.median(res.results)) * 1e3}
+        layout_ms = {layouts[0]: float(statistics.median(samples_s)) * 1e3}
         for layout in layouts[1:]:  # the same kernel with its buffers placed otherwise: placement sensitivity
             other = placed_tensors(arrays, dev, layout)
             func(*other)
             dev.sync()
-            layout_ms[layout] = float(statistics.median(timer(*other).results)) * 1e3
+            layout_ms[layout] = float(statistics.median(timer(*other))) * 1e3
         return {
             "ok": True,
             "error": None,
-            "samples_ms": [float(x) * 1e3 for x in res.results],
+            "samples_ms": [x * 1e3 for x in samples_s],
             "layout_ms": layout_ms,
             "load_ms": load_ms,
             "cold_ms": cold_ms,

@@ -1,0 +1,66 @@
+"""A session's yardsticks: its best kernel against the vendor library and against this machine's roofline.
+
+`session_figures` is what the app's session header asks for (the command line has `tunelab baseline`
+and `tunelab roofline` for each alone); each figure is measured the first time and kept in the store.
+Importing this module does not import TVM or the measuring code: that happens when a figure is measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tunelab.core.errors import TunelabError
+from tunelab.core.records import SessionRecord
+
+if TYPE_CHECKING:
+    from tunelab.core.store import Store
+    from tunelab.core.trust.baselines import VendorComparison
+    from tunelab.core.trust.roofline import RooflineReport
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Both yardsticks of one session (``session_id`` None: asking for them failed as a whole); a figure
+    that could not be had is None, with its reason in ``errors``."""
+
+    session_id: int | None
+    vendor: VendorComparison | None = None
+    roofline: RooflineReport | None = None
+    errors: tuple[str, ...] = ()
+
+
+def session_figures(store: Store, session_id: int) -> Figures:
+    """The vendor comparison and the roofline of a session, measured and stored the first time."""
+    from tunelab.core.trust.baselines import baseline_for
+    from tunelab.core.trust.roofline import roofline_for
+
+    record = store.session(session_id)
+    vendor = roofline = None
+    errors = []
+    try:
+        vendor = baseline_for(store, record)
+    except TunelabError as exc:
+        errors.append(f"vendor: {exc}")
+    try:
+        roofline = roofline_for(store, record)
+    except TunelabError as exc:
+        errors.append(f"roofline: {exc}")
+    return Figures(session_id, vendor, roofline, tuple(errors))
+
+
+def figures_stored(store: Store, record: SessionRecord) -> bool:
+    """Both figures are in the store already, so asking for them measures nothing."""
+    from tunelab.core.trust.baselines import CPU_WORKLOADS
+
+    try:
+        vendor = (
+            record.custom_source is not None
+            or record.workload not in CPU_WORKLOADS
+            or store.baseline(record.workload, record.shape, record.dtype, record.target_kind) is not None
+        )
+        profile = store.machine_profile(record.target_kind)
+    except TunelabError:
+        return False
+    dtype = record.dtype if not (record.dtype == "float16" and record.target_kind != "cuda") else "float32"
+    return vendor and profile is not None and dtype in profile.peak_gflops
