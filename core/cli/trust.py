@@ -45,6 +45,7 @@ def _progress_line(done: int, total: int, message: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from dataclasses import replace
 
     from tunelab.core.trust.remeasure.api import parse_source, validate_schedule_file
     from tunelab.core.trust.remeasure.report import format_report
@@ -75,9 +76,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
             source, runs=args.repeats, on_progress=_progress_line, trust_custom=args.trust_custom
         )
         store = _open_store(args.db, create=True, write=True)
-        report["id"] = store.add_validation(report)
+        report = replace(report, id=store.add_validation(report.to_json()))
+    assert report is not None  # re-measured, and nothing here cancels it
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(report.to_json()))
     else:
         print(format_report(report))
     return 0

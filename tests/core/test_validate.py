@@ -367,6 +367,24 @@ def test_cli_validate_json_and_bad_input(tuned, tmp_path):
     assert doc["shapes"][0]["shape"] == SMALL.shape and doc["shapes"][0]["latency_ms"] == doc["remeasured_ms"]
     assert "[2/2] run 2/2" in proc.stderr
 
+    # A schedule file (what a person was handed) re-measures too, and the report is stored and printed.
+    exported = tunelab("export", str(sid), "--out", str(tmp_path / "export"), db=db)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    schedule = next((tmp_path / "export").glob("*.schedule.json"))
+    proc = tunelab("validate", str(schedule), "--repeats", "1", "--json", db=db)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["source"]["kind"] == "file" and isinstance(doc["id"], int) and len(doc["schedules"]) == 1
+    assert doc["verdict"] in VERDICTS
+    text = tunelab("validate", str(schedule), "--repeats", "1", db=db)
+    assert text.returncode == 0, text.stderr[-3000:]
+    verdict_line, schedule_line = text.stdout.splitlines()[:2]
+    assert (
+        verdict_line.split(":")[0] in VERDICTS
+        and "re-measured" in schedule_line
+        and "runs 1" in schedule_line
+    )
+
     store = Store(db)
     n_before = len(store.validations())
     store.close()
