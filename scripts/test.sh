@@ -19,6 +19,7 @@ python3 -m venv .venv
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/python scripts/import_graph.py  # import-linter contracts and zero import cycles
+.venv/bin/python scripts/typecheck.py    # mypy on tunelab.core ([tool.mypy] in pyproject.toml)
 export QT_QPA_PLATFORM=offscreen
 set +e
 .venv/bin/python -m pytest -q "$@"

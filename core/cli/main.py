@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     except StoreFailure as exc:
         exit_code = say_error(events, f"the store failed: {exc}", EXIT_STORE_FAILURE)
     except TunelabError as exc:
-        flag = f"--{exc.option.replace('_', '-')}: " if getattr(exc, "option", None) else ""
+        flag = f"--{exc.option.replace('_', '-')}: " if exc.option else ""
         exit_code = say_error(events, f"{flag}{exc}", EXIT_BAD_INPUT)
     except Cancelled as exc:  # a person stopped it: said, but neither bad input nor a failure
         print(f"tunelab: {exc}", file=sys.stderr)

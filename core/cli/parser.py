@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
 from tunelab.core.errors import TunelabError
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
+    def error(self, message: str) -> NoReturn:  # one line, no usage dump
         raise TunelabError(
             f"{message} (see tunelab {self.prog.split()[-1]} --help)"
             if " " in self.prog

@@ -322,10 +322,11 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
         confirm_top=args.confirm_top,
         fail_fast=args.fail_fast,
     )
-    shapes = [x for x in (args.shape or "").split(";") if x.strip()] or [None]
+    # Shape text ("M=64,N=64" or a preset; None: the defaults) until check_spec parses it.
+    shapes: list[Any] = [x for x in (args.shape or "").split(";") if x.strip()] or [None]
     spec = SessionSpec(
         workload="custom" if custom_source else args.workload,
-        shape=shapes[0],  # type: ignore[arg-type]
+        shape=shapes[0],
         shapes=tuple(shapes[1:]),
         dtype=args.dtype or "",
         target=args.target,

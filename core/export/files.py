@@ -114,6 +114,7 @@ def export_trial(
     # The figure an export states: the confirmed one where there is one (the session's own figure of
     # its winner is biased low, see tunelab.core.trust.confirm), and the session's beside it.
     latency_ms = confirmation.median_ms if confirmation else trial.latency_ms
+    assert latency_ms is not None  # a successful trial (checked above) has its figure
     if "schedule" in formats:
         samples = store.samples(trial.id)
         stated = list(confirmation.samples_ms) if confirmation and confirmation.samples_ms else samples
@@ -180,9 +181,7 @@ def export_trial(
         for stale in ("database_workload.json", "database_tuning_record.json"):
             (folder / stale).unlink(missing_ok=True)
         db = ms.database.JSONDatabase(work_dir=str(folder))
-        workload = db.commit_workload(
-            space.mod if hasattr(space, "mod") else tvm.IRModule({"main": space.prim_func})
-        )
+        workload = db.commit_workload(space.ir_module())
         args = ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"])
         db.commit_tuning_record(
             ms.database.TuningRecord(sch.trace, workload, [latency_ms * 1e-3], target.tvm_target(), args)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from typing import Any
 
@@ -226,7 +226,7 @@ class TuningSession:
         return self.store.session(self.session_id)
 
     # ---- the loop -------------------------------------------------------------------------------
-    def run(self) -> Iterator[TrialRecord]:
+    def run(self) -> Generator[TrialRecord, None, None]:
         """Tune until the budget is spent, the space is exhausted, early stopping or cancel.
 
         A session with several shapes (tasks) spends one budget on all of them: every task gets a

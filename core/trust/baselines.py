@@ -160,6 +160,8 @@ def _numpy_kernel(
         P = _conv_out(s["H"], s["R"], s["stride"], pad, dil)
         Q = _conv_out(s["W"], s["S"], s["stride"], pad, dil)
         N, C, R, S = s["N"], s["C"], s["R"], s["S"]
+        wmat: np.ndarray  # the weights as a matrix, and the output as the product's shape: per layout
+        out2: np.ndarray
         if name == "conv2d_nchw":
             K = s["K"]
             wmat = w.reshape(K, C * R * S)

@@ -249,11 +249,11 @@ def _gpu_probes(
     src = cp.empty(1 << 28, dtype=cp.float32)
     dst = cp.empty_like(src)
 
-    def copy() -> None:
+    def copy_cupy() -> None:
         dst[...] = src
         sync()
 
-    bw = _best_rate(copy, 2.0 * src.size * 4, time.perf_counter() + per)[0] / 1e9
+    bw = _best_rate(copy_cupy, 2.0 * src.size * 4, time.perf_counter() + per)[0] / 1e9
     return peaks, bw, {"library": f"CuPy {cp.__version__}"}
 
 

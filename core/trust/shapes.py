@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -210,7 +210,7 @@ def nearest_factors(
     """
     src = list(source)
 
-    def key(cand: Sequence[int]) -> tuple[float, float, float, int]:
+    def key(cand: Iterable[int]) -> tuple[float, float, float, int]:
         c = list(cand)
         inner_c, inner_s = (c[1:], src[1:]) if outer_first else (c, src)
         outer = abs(math.log2(c[0]) - math.log2(src[0])) if outer_first else 0.0

@@ -155,8 +155,9 @@ def vet_custom(
             _VETTED[(digest, name, "", "")] = None  # it loaded, too
             if build:  # the same check for the shape as parsed (what Workload.vet asks)
                 _VETTED[(digest, name, json.dumps(outcome["shape"], sort_keys=True), outcome["dtype"])] = None
-    if _VETTED[key] is not None:
-        raise WorkloadError(_VETTED[key])
+    refusal = _VETTED[key]
+    if refusal is not None:
+        raise WorkloadError(refusal)
 
 
 def _vet_in_child(
@@ -257,8 +258,8 @@ class CustomWorkload(Workload):
         if vet:  # in a time-limited child first (vet_custom): a hang or an exit there is a message here
             vet_custom(source, name)
         ns = self._exec(source)
-        self._compute = self._callable(ns, "compute")
-        self._ref = self._callable(ns, "reference")
+        self._compute = self._function(ns, "compute")
+        self._ref = self._function(ns, "reference")
         self._user_flops = self._callable(ns, "flops", required=False)
         self.params = self._read_params(ns)
         self.dtypes = self._read_dtypes(ns)
@@ -313,6 +314,12 @@ class CustomWorkload(Workload):
                 f"{self.name}: the workload file failed while loading: {_describe(exc)}"
             ) from exc
         return ns
+
+    def _function(self, ns: dict[str, Any], key: str) -> Callable:
+        """The function the file must define as `key`."""
+        fn = self._callable(ns, key)
+        assert fn is not None  # a required one is there, or _callable raised
+        return fn
 
     def _callable(self, ns: dict[str, Any], key: str, required: bool = True) -> Callable | None:
         fn = ns.get(key)

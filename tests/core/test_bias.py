@@ -6,15 +6,15 @@ import json
 import math
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from specs import small_spec
 
 from tunelab.core.errors import StoreError, TunelabError
-from tunelab.core.records import BiasCounts, BiasReport, TrialRecord
+from tunelab.core.records import BiasCounts, BiasReport, NewTrial, SessionSpec
 from tunelab.core.search.costmodel import spearman, topk_recall
+from tunelab.core.search.space.base import config_key
 from tunelab.core.store import Store
 from tunelab.core.trust.bias import (
     BIAS_LIMIT,
@@ -27,48 +27,36 @@ from tunelab.core.trust.bias import (
 )
 
 
-def trial(tid, session_id, config, measured, predicted, status="ok", rnd=1):
-    return TrialRecord(
-        id=tid,
-        session_id=session_id,
-        index=tid,
+def trial(config, measured, predicted, status="ok", rnd=1) -> NewTrial:
+    """A hand-made measured trial: one sample of `measured` ms (none when it failed) and its prediction."""
+    ok = status == "ok"
+    return NewTrial(
         round=rnd,
         config=config,
         status=status,
-        error=None,
-        latency_ms=measured,
-        mean_ms=measured,
-        std_ms=0.0,
-        min_ms=measured,
-        max_ms=measured,
+        error=None if ok else "planted failure",
+        samples_ms=(measured,) if ok else (),
         predicted_ms=predicted,
         build_s=0.1,
         run_s=0.1,
         started_at=0.0,
         finished_at=0.0,
-        trace_json=None,
     )
 
 
-class FakeStore:
-    """What bias_report reads: session(id) and trials(id)."""
+class HandStore(Store):
+    """A real store holding hand-made sessions: a shape and trials with chosen latencies and predictions."""
 
-    def __init__(self):
-        self._sessions, self._trials = {}, {}
-
-    def add(self, sid, shape, trials, space_kind="template", workload="gemm"):
-        self._sessions[sid] = SimpleNamespace(
-            id=sid, workload=workload, shape=shape, dtype="float32", target_kind="llvm", space_kind=space_kind
+    def add(self, shape, trials, space_kind="template", workload="gemm") -> int:
+        spec = SessionSpec(
+            workload=workload, shape=shape, target="llvm", space_kind=space_kind, trials=len(trials)
         )
-        self._trials[sid] = trials
-
-    def session(self, sid):
-        if sid not in self._sessions:
-            raise StoreError(f"session {sid} does not exist")
-        return self._sessions[sid]
-
-    def trials(self, sid):
-        return self._trials[sid]
+        sid = self.create_session(
+            spec, target_json={"kind": "llvm"}, target_kind="llvm", space_json={}, tvm_version="-", flops=1.0
+        )
+        for i, t in enumerate(trials):  # the same config may repeat here: the key only has to be unique
+            self.add_trial(sid, t, f"{i}:{config_key(t.config)}")
+        return sid
 
 
 def cfg(order="ro,si,ri", inner_j=8, parallel=True):
@@ -82,22 +70,22 @@ def cfg(order="ro,si,ri", inner_j=8, parallel=True):
     }
 
 
-def handmade() -> FakeStore:
-    store = FakeStore()
+def handmade(path) -> HandStore:
+    store = HandStore(path)
     # Shape M=16: the model always guesses 0.7x the latency (under-predicts by 1/0.7 = 1.43x) and
     # ranks perfectly; half its trials run without `parallel`.
-    a = [trial(i, 1, cfg(parallel=i % 2 == 0), float(i + 1), 0.7 * (i + 1)) for i in range(20)]
+    a = [trial(cfg(parallel=i % 2 == 0), float(i + 1), 0.7 * (i + 1)) for i in range(20)]
     # a failed trial and one without a prediction are left out
-    a.append(trial(90, 1, cfg(), None, None, status="build_error"))
-    a.append(trial(91, 1, cfg(), 2.5, None, rnd=0))
+    a.append(trial(cfg(), None, None, status="build_error"))
+    a.append(trial(cfg(), 2.5, None, rnd=0))
     # Shape M=64: unbiased on average (the same multiset of values) but ranked backwards.
     measured = [3.0 * (i + 1) for i in range(8)]
     b = [
-        trial(100 + i, 2, cfg(order="si,ro,ri", inner_j=32), m, p)
+        trial(cfg(order="si,ro,ri", inner_j=32), m, p)
         for i, (m, p) in enumerate(zip(measured, measured[::-1], strict=True))
     ]
-    store.add(1, {"M": 16, "N": 64, "K": 64}, a)
-    store.add(2, {"M": 64, "N": 64, "K": 64}, b)
+    assert store.add({"M": 16, "N": 64, "K": 64}, a) == 1
+    assert store.add({"M": 64, "N": 64, "K": 64}, b) == 2
     return store
 
 
@@ -149,8 +137,8 @@ def test_regions_of_template_and_auto_configs():
     ]
 
 
-def test_bias_report_flags_exactly_the_wrong_groups():
-    report = bias_report(handmade(), [1, 2])
+def test_bias_report_flags_exactly_the_wrong_groups(tmp_path):
+    report = bias_report(handmade(tmp_path / "hand.sqlite"), [1, 2])
     assert report.counts == BiasCounts(trials=30, failed=1, no_prediction=1, predicted=28)
     assert BiasReport.from_json(json.loads(json.dumps(report.to_json()))) == report
     groups = {g.key: g for g in report.groups}
@@ -191,7 +179,8 @@ def test_bias_report_flags_exactly_the_wrong_groups():
         "tile_j:medium",
     }
     assert report.flagged == tuple(g.label for g in report.groups if g.flagged)
-    assert sorted(groups["parallel=false"].trial_ids) == list(range(1, 20, 2))
+    # the trials without `parallel` are the odd ones of M=16, stored first: ids 2, 4, ..., 20
+    assert sorted(groups["parallel=false"].trial_ids) == list(range(2, 21, 2))
     assert report.summary == (
         "The model under-predicts latency for shape M=16,N=64,K=64 by 1.4x on average; "
         "the model under-predicts latency for parallel=false by 1.4x on average; "
@@ -202,18 +191,12 @@ def test_bias_report_flags_exactly_the_wrong_groups():
     )
 
 
-def test_rank_statistics_pool_sessions_by_their_own_scale():
+def test_rank_statistics_pool_sessions_by_their_own_scale(tmp_path):
     # Two perfectly ranked sessions at very different scales: pooled Spearman stays 1.
-    store = FakeStore()
-    store.add(
-        1, {"M": 16, "N": 8, "K": 8}, [trial(i, 1, cfg(), m, m * 1.1) for i, m in enumerate([1.0, 2.0, 4.0])]
-    )
-    store.add(
-        2,
-        {"M": 64, "N": 8, "K": 8},
-        [trial(10 + i, 2, cfg(), m, m * 1.1) for i, m in enumerate([100.0, 200.0, 400.0])],
-    )
-    report = bias_report(store, [1, 2])
+    store = HandStore(tmp_path / "hand.sqlite")
+    small = store.add({"M": 16, "N": 8, "K": 8}, [trial(cfg(), m, m * 1.1) for m in [1.0, 2.0, 4.0]])
+    large = store.add({"M": 64, "N": 8, "K": 8}, [trial(cfg(), m, m * 1.1) for m in [100.0, 200.0, 400.0]])
+    report = bias_report(store, [small, large])
     overall = report.groups[0]
     assert overall.key == "all" and overall.spearman == pytest.approx(1.0)
     assert not report.flagged
@@ -222,30 +205,28 @@ def test_rank_statistics_pool_sessions_by_their_own_scale():
     )
 
 
-def test_auto_sessions_group_by_sketch_and_bad_input():
-    store = FakeStore()
+def test_auto_sessions_group_by_sketch_and_bad_input(tmp_path):
+    store = HandStore(tmp_path / "hand.sqlite")
     trials = [
         trial(
-            i,
-            5,
-            {"sketch": i % 2, "decisions": [[1, 2], 0]},
-            float(i + 1),
-            float(i + 1) * (3.0 if i % 2 else 1.0),
+            {"sketch": i % 2, "decisions": [[1, 2], 0]}, float(i + 1), float(i + 1) * (3.0 if i % 2 else 1.0)
         )
         for i in range(8)
     ]
-    store.add(5, {"M": 32, "N": 32, "K": 32}, trials, space_kind="auto")
-    groups = {g.key: g for g in bias_report(store, [5]).groups}
+    sid = store.add({"M": 32, "N": 32, "K": 32}, trials, space_kind="auto")
+    groups = {g.key: g for g in bias_report(store, [sid]).groups}
     assert groups["sketch=1"].residual_mean == pytest.approx(math.log(3.0)) and groups["sketch=1"].biased
     assert groups["sketch=0"].residual_mean == pytest.approx(0.0) and not groups["sketch=0"].flagged
-    assert "over-predicts latency for sketch 1 by 3.0x" in bias_report(store, [5]).summary
+    assert "over-predicts latency for sketch 1 by 3.0x" in bias_report(store, [sid]).summary
     with pytest.raises(TunelabError):
         bias_report(store, [])
     with pytest.raises(StoreError):
         bias_report(store, [99])
-    empty = FakeStore()
-    empty.add(1, {"M": 8}, [trial(1, 1, cfg(), 1.0, None)])
-    assert bias_report(empty, [1]).summary.startswith("No successful trial has a cost-model prediction")
+    empty = HandStore(tmp_path / "empty.sqlite")
+    unpredicted = empty.add({"M": 8, "N": 8, "K": 8}, [trial(cfg(), 1.0, None)])
+    assert bias_report(empty, [unpredicted]).summary.startswith(
+        "No successful trial has a cost-model prediction"
+    )
     assert analyze([]).n == 0
 
 

@@ -275,7 +275,7 @@ def tile_candidates(extent: int, parts: int, max_innermost: int) -> tuple[tuple[
     """Every ordered factorisation of `extent` into `parts` factors with the innermost <= max_innermost."""
     if parts == 1:
         return ((extent,),) if extent <= max_innermost else ()
-    out = []
+    out: list[tuple[int, ...]] = []
     for d in divisors(extent):
         out.extend((d, *rest) for rest in tile_candidates(extent // d, parts - 1, max_innermost))
     return tuple(out)
@@ -427,7 +427,7 @@ class AutoSpace(SearchSpace):
         if not free:
             return {"sketch": config["sketch"], "decisions": list(config["decisions"])}
         pos = free[int(rng.integers(len(free)))]
-        cands = sketch.candidates[pos]
+        cands = sketch.candidates[pos] or ()  # free positions have candidates
         choices = [c for c in cands if c != config["decisions"][pos]]
         decisions = list(config["decisions"])
         decisions[pos] = choices[int(rng.integers(len(choices)))]
@@ -509,6 +509,12 @@ class AutoSpace(SearchSpace):
             raise InvalidSchedule(str(exc).strip().splitlines()[-1][:300]) from None
         return sch
 
+    def ir_module(self) -> Any:
+        return self.mod
+
+    def design_space_generator(self) -> Any:
+        return self.space_generator
+
     def decode(self, trace: Any, mod: Any = None) -> Config | None:
         """The config of a schedule MetaSchedule proposed (its sampling decisions), or None if no
         sketch fits. MetaSchedule simplifies the traces it evolves, so with `mod` (the proposed
@@ -519,11 +525,11 @@ class AutoSpace(SearchSpace):
         decisions = [_plain(trace.get_decision(i)) for i in insts]
         kinds = [i.kind.name for i in insts]
         signature = _signature(trace)
-        fits = []
+        fits: list[Config] = []
         for index, sketch in enumerate(self.sketches):
             if [i.kind.name for i in sketch.insts] != kinds:
                 continue
-            config = {"sketch": index, "decisions": decisions}
+            config: Config = {"sketch": index, "decisions": decisions}
             try:
                 self.check_config(config)
             except SpaceError:

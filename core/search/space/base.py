@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tunelab.core.records import Config
+
+if TYPE_CHECKING:
+    from tunelab.core.target.info import TargetInfo
 
 
 def config_key(config: Config) -> str:
@@ -36,6 +39,16 @@ def divisors(n: int) -> list[int]:
 
 class SearchSpace(ABC):
     kind: str  # "template" | "auto"
+    target: TargetInfo  # what the space's schedules are built for
+
+    def ir_module(self) -> Any:
+        """The tvm.IRModule this space schedules: its workload at its shape, as "main"."""
+        raise NotImplementedError(f"a {type(self).__name__} has no TVM module")
+
+    def design_space_generator(self) -> Any:
+        """A MetaSchedule space generator proposing this space's schedules, for MetaSchedule's own search
+        strategies (the evolutionary tuner)."""
+        raise NotImplementedError(f"a {type(self).__name__} has no MetaSchedule space generator")
 
     @property
     @abstractmethod

@@ -41,8 +41,8 @@ from tunelab.core.search.space.tvm_context import (
 from tunelab.core.target.info import TargetInfo
 
 # Reduction inner loops never go outside their outer loops (that only re-walks memory).
-ORDERS_CPU = ("ro,si,ri", "ro,ri,si", "si,ro,ri")
-ORDERS_CUDA = ("ro,ri,si", "ro,si,ri")
+ORDERS_CPU: tuple[str, ...] = ("ro,si,ri", "ro,ri,si", "si,ro,ri")
+ORDERS_CUDA: tuple[str, ...] = ("ro,ri,si", "ro,si,ri")
 UNROLL_STEPS = (0, 16, 64, 512)
 CPU_MAX_INNER = 64
 CUDA_MAX_THREAD = 64
@@ -250,6 +250,30 @@ class TemplateSpace(SearchSpace):
             dict(zip([k["name"] for k in static], values, strict=True))
             for values in itertools.product(*[k["candidates"] for k in static])
         ]
+
+    def ir_module(self) -> Any:
+        import tvm
+
+        return tvm.IRModule({"main": self.prim_func})
+
+    def design_space_generator(self) -> Any:
+        """The template as MetaSchedule sees it: a ScheduleFn with one sketch per static combination, whose
+        tiles and unroll MetaSchedule's mutators change; only the checks a built kernel needs as postprocs."""
+        from tvm.s_tir import meta_schedule as ms
+
+        from tunelab.core.search.space.auto import default_postprocs
+
+        postprocs = [
+            p
+            for p in default_postprocs(self.target.kind)
+            if type(p).__name__ in ("VerifyGPUCode", "DisallowDynamicLoop")
+        ]
+        return ms.space_generator.ScheduleFn(
+            self.sketch_fn(),
+            sch_rules=[],
+            postprocs=postprocs,
+            mutator_probs={ms.mutator.MutateTileSize(): 0.9, ms.mutator.MutateUnroll(): 0.1},
+        )
 
     def sketch_fn(self) -> Any:
         """A ScheduleFn body returning one sketch per static combination, tiles and unroll sampled."""

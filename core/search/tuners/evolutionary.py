@@ -60,33 +60,15 @@ class EvolutionaryTuner(Tuner):
         from tunelab.core.search.space.tvm_context import light_tune_context
 
         space = self.space
-        if space.kind == "auto":
-            generator = space.space_generator  # type: ignore[attr-defined]
-            mod = space.mod  # type: ignore[attr-defined]
-        else:
-            import tvm
-
-            from tunelab.core.search.space.auto import default_postprocs
-
-            mod = tvm.IRModule({"main": space.prim_func})  # type: ignore[attr-defined]
-            postprocs = [
-                p
-                for p in default_postprocs(space.target.kind)  # type: ignore[attr-defined]
-                if type(p).__name__ in ("VerifyGPUCode", "DisallowDynamicLoop")
-            ]
-            generator = ms.space_generator.ScheduleFn(
-                space.sketch_fn(),
-                sch_rules=[],
-                postprocs=postprocs,  # type: ignore[attr-defined]
-                mutator_probs={ms.mutator.MutateTileSize(): 0.9, ms.mutator.MutateUnroll(): 0.1},
-            )
+        mod = space.ir_module()
+        generator = space.design_space_generator()
         strategy = ms.search_strategy.EvolutionarySearch(
             population_size=int(self.options["population_size"]),
             genetic_num_iters=int(self.options["genetic_num_iters"]),
             genetic_mutate_prob=float(self.options["genetic_mutate_prob"]),
             eps_greedy=float(self.options["eps_greedy"]),
         )
-        target = space.target.tvm_target()  # type: ignore[attr-defined]
+        target = space.target.tvm_target()
         # One thread: with more, the candidates differ from run to run even with a fixed seed.
         self._ctx = light_tune_context(
             mod,
