@@ -1,8 +1,8 @@
-"""Test helpers: a small pure-Python search space and a runner that replays recorded latencies.
+"""Test helpers: a small pure-Python search space and latency tables for the replay runner.
 
-Kernel Tuner's SimulationRunner idea: strategies are tested against a table of measurements,
-so every tuner test runs in seconds without TVM. The built-in table is a deterministic,
-plausible GEMM-like latency surface; `ReplayRunner.from_trials` builds one from a real
+Kernel Tuner's SimulationRunner idea (tunelab.core.session.replay): strategies are tested against a
+table of measurements, so every tuner test runs in seconds without TVM. The tables here are a
+deterministic, plausible GEMM-like latency surface; `ReplayRunner.from_trials` builds one from a real
 recorded session instead.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from tunelab.core.errors import SpaceError
-from tunelab.core.records import Config, TrialRecord
+from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace, config_key
-from tunelab.core.search.tuners.base import Observation, Tuner
+from tunelab.core.session.replay import ReplayRunner
 
 
 class ToySpace(SearchSpace):
@@ -150,58 +150,12 @@ def gemm_latency(config: Config, rng: np.random.Generator) -> float | None:
     return ms * math.exp(rng.normal(0.0, 0.03))
 
 
-class ReplayRunner:
-    """Measures a config by looking it up in a table of recorded latencies (None: the trial failed).
-
-    A config missing from the table raises KeyError, or counts as a failed trial with
-    `missing_fails=True` (for partial tables from real sessions).
-    """
-
-    def __init__(self, space: SearchSpace, table: dict[str, float | None], *, missing_fails: bool = False):
-        self.space = space
-        self.table = dict(table)
-        self.missing_fails = missing_fails
-        self.n_measured = 0
-
-    @classmethod
-    def from_function(
-        cls, space: ToySpace, latency: Callable[[Config, np.random.Generator], float | None], *, seed: int = 0
-    ) -> ReplayRunner:
-        rng = np.random.default_rng(seed)
-        return cls(space, {space.key(c): latency(c, rng) for c in space.all_configs()})
-
-    @classmethod
-    def from_trials(cls, space: SearchSpace, trials: Iterable[TrialRecord]) -> ReplayRunner:
-        """A table from a recorded session's trials (failed trials replay as failures)."""
-        table = {space.key(t.config): (t.latency_ms if t.ok else None) for t in trials}
-        return cls(space, table, missing_fails=True)
-
-    @property
-    def best_ms(self) -> float:
-        return min(v for v in self.table.values() if v is not None)
-
-    def measure(self, configs: list[Config]) -> list[Observation]:
-        out = []
-        for config in configs:
-            key = self.space.key(config)
-            if key not in self.table and not self.missing_fails:
-                raise KeyError(f"no recorded measurement for {key}")
-            self.n_measured += 1
-            out.append(Observation(config=config, latency_ms=self.table.get(key)))
-        return out
-
-
-def tune(tuner: Tuner, runner: ReplayRunner, budget: int, batch: int = 8) -> list[Observation]:
-    """The session's ask -> measure -> tell loop, until the budget is spent or the space is."""
-    history: list[Observation] = []
-    while len(history) < budget:
-        configs = tuner.ask(min(batch, budget - len(history)))
-        if not configs:
-            break
-        observations = runner.measure(configs)
-        tuner.tell(observations)
-        history += observations
-    return history
+def replay_from_function(
+    space: ToySpace, latency: Callable[[Config, np.random.Generator], float | None], *, seed: int = 0
+) -> ReplayRunner:
+    """A runner replaying `latency` evaluated once on every config of a toy space."""
+    rng = np.random.default_rng(seed)
+    return ReplayRunner(space, {space.key(c): latency(c, rng) for c in space.all_configs()})
 
 
 def tiny_replay() -> tuple[ToySpace, ReplayRunner]:
@@ -213,4 +167,4 @@ def tiny_replay() -> tuple[ToySpace, ReplayRunner]:
 
 def gemm_replay(seed: int = 0) -> tuple[ToySpace, ReplayRunner]:
     space = gemm_space()
-    return space, ReplayRunner.from_function(space, gemm_latency, seed=seed)
+    return space, replay_from_function(space, gemm_latency, seed=seed)

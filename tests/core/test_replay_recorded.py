@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from replay import ReplayRunner, tune
 
 from tunelab.core.records import SessionSpec
 from tunelab.core.search.tuners.registry import make_tuner, tuner_names
 from tunelab.core.session.loop import check_spec
+from tunelab.core.session.replay import ReplayRunner, replay_tune
 
 RECORDING = Path(__file__).parent / "data" / "gemm64_grid_llvm.json"
 BUDGET = 64  # 11 % of the 576 configs
@@ -56,7 +56,7 @@ def test_tuner_on_recorded_space(recorded, name):
     # MetaSchedule's evolution spends ~0.7 s per generation on features: one run is enough for it.
     for seed in range(1 if name == "evolutionary" else 2):
         tuner = make_tuner(name, space, seed=seed, **FAST_OPTIONS.get(name, {}))
-        history = tune(tuner, ReplayRunner(space, table, missing_fails=True), BUDGET, batch=8)
+        history = replay_tune(tuner, ReplayRunner(space, table, missing_fails=True), BUDGET, batch=8)
         tuner.close()
         keys = [space.key(o.config) for o in history]
         assert len(keys) == len(set(keys)) and len(keys) <= BUDGET

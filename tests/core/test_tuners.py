@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.core.replay import ReplayRunner, gemm_replay, tiny_replay, tune
+from tests.core.replay import gemm_replay, tiny_replay
 from tunelab.core.errors import TunerError
 from tunelab.core.records import Config
 from tunelab.core.search.costmodel import CostModel
@@ -22,6 +22,7 @@ from tunelab.core.search.tuners.registry import (
     recommend_tuner,
     tuner_names,
 )
+from tunelab.core.session.replay import ReplayRunner, replay_tune
 
 CONTRACT_TUNERS = [name for name in tuner_names() if name != "evolutionary"]
 
@@ -220,7 +221,7 @@ def test_failed_trials_are_fine(name):
     space, _ = tiny_replay()
     runner = ReplayRunner(space, {}, missing_fails=True)  # every trial fails
     tuner = new_tuner(name, space)
-    history = tune(tuner, runner, budget=100, batch=4)
+    history = replay_tune(tuner, runner, budget=100, batch=4)
     assert len(history) == 12
     assert all(o.latency_ms is None for o in history)
 
@@ -233,7 +234,7 @@ BUDGET, BATCH, SEEDS = 160, 16, range(12)
 def hits_within_10pct(name: str, space, runner: ReplayRunner) -> int:
     hits = 0
     for seed in SEEDS:
-        history = tune(new_tuner(name, space, seed=seed), runner, BUDGET, BATCH)
+        history = replay_tune(new_tuner(name, space, seed=seed), runner, BUDGET, BATCH)
         best = min(o.latency_ms for o in history if o.latency_ms is not None)
         hits += best <= 1.1 * runner.best_ms
     return hits
@@ -308,6 +309,6 @@ def test_xgb_trains_a_shared_cost_model_from_the_first_batch(gemm):
 def test_genetic_roulette_selection(gemm):
     space, runner = gemm
     tuner = make_tuner("genetic", space, seed=0, selection="roulette", pop_size=8)
-    history = tune(tuner, runner, budget=40, batch=8)
+    history = replay_tune(tuner, runner, budget=40, batch=8)
     assert len({space.key(o.config) for o in history}) == 40
     assert tuner.generation >= 5
