@@ -138,6 +138,9 @@ def export_trial(
                 "run_cv": confirmation.run_cv,
                 "verdict": confirmation.verdict,
                 "validation_id": confirmation.validation_id,
+                # what disturbed the machine while it was measured (None: quiet): a figure taken
+                # on a busy machine cannot be held to, and validate says so instead of "regressed"
+                "disturbance": confirmation.disturbance,
             }
             # the machine's speed then, by tunelab.core.trust.remeasure's reference kernel: a later re-measurement
             # can tell the machine drifting from the schedule changing

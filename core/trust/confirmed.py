@@ -12,6 +12,7 @@ from typing import Any
 
 from tunelab.core.store import Store
 from tunelab.core.trust.remeasure.report import ValidationReport
+from tunelab.core.trust.remeasure.verdict import DISTURBED_FRACTION, recording_disturbance
 
 CONFIRM_PURPOSE = "confirm"
 
@@ -29,6 +30,8 @@ class Confirmation:
     session_ms: float | None  # the figure the session recorded
     reference_ms: float | None  # tunelab.core.trust.remeasure's reference kernel meanwhile
     validation_id: int
+    # what disturbed the machine during the confirmation's runs, in words; None: it was quiet
+    disturbance: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -41,6 +44,7 @@ class Confirmation:
             "session_ms": self.session_ms,
             "reference_ms": self.reference_ms,
             "validation_id": self.validation_id,
+            "disturbance": self.disturbance,
         }
 
     @classmethod
@@ -55,6 +59,7 @@ class Confirmation:
             session_ms=data.get("session_ms"),
             reference_ms=data.get("reference_ms"),
             validation_id=int(data["validation_id"]),
+            disturbance=data.get("disturbance"),
         )
 
 
@@ -79,5 +84,13 @@ def confirmations(store: Store, session_id: int) -> dict[int, Confirmation]:
                 session_ms=s.recorded_ms,
                 reference_ms=s.reference_ms,
                 validation_id=entry["id"],
+                disturbance=recording_disturbance(
+                    what="the confirmation's runs",
+                    busy_pids=s.other_busy_pids,
+                    names=s.process_names,
+                    busy_fraction=s.busy_fraction,
+                    throttled=s.throttled_fraction >= DISTURBED_FRACTION,
+                    cv=max((c for c in (s.cv, s.run_cv) if c is not None), default=None),
+                ),
             )
     return found

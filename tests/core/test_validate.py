@@ -265,6 +265,86 @@ def test_winners_curse_is_told_from_a_regression():
     assert confirmed.session_ms == 0.70
 
 
+def test_a_figure_recorded_on_a_busy_machine_is_optimistic_not_regressed():
+    """Issue 15's replay in numbers: a confirmation taken while a neighbour was busy (CV 16 %) stated
+    33.5 ms; five quiet fresh-process runs measure 42.7 ms. Both ends compared, the recorded figure was
+    optimistic; the same figures recorded on a quiet machine are a regression."""
+    from tunelab.core.trust.confirmed import Confirmation
+    from tunelab.core.trust.remeasure.report import Measurement, TelemetryWindow
+    from tunelab.core.trust.remeasure.verdict import Problem, RecordedSchedule, judge, recording_disturbance
+
+    quiet = TelemetryWindow(
+        n=5,
+        other_busy_pids=(),
+        other_gpu_pids=(),
+        names={},
+        throttled=False,
+        throttle_reasons=(),
+        cpu_freq_mhz=2600.0,
+        cpu_load_mean=0.1,
+    )
+    runs = [
+        Measurement(
+            run=r,
+            position=0,
+            pid=None,
+            ok=True,
+            error=None,
+            load_ms=None,
+            cold_ms=50.0,
+            samples_ms=(42.5, 42.7, 42.7, 42.9),
+            t0=None,
+            t1=None,
+            telemetry=quiet,
+        )
+        for r in range(5)
+    ]
+    problem = Problem(
+        "gemm", {"M": 1024, "N": 1024, "K": 1024}, "float32", {"kind": "llvm"}, None, 0, 2 * 1024**3
+    )
+    busy = recording_disturbance(
+        what="the confirmation's runs",
+        busy_pids=(4242,),
+        names={"4242": "stress"},
+        busy_fraction=0.6,
+        cv=0.16,
+    )
+    expected = "pid 4242 (stress) was busy during 60% of the confirmation's runs; "
+    assert busy == expected + "the confirmation's runs scattered (CV 16%)"
+
+    def judged(disturbance):
+        item = RecordedSchedule(
+            label="trial 52",
+            trial_id=52,
+            config={},
+            recorded_ms=33.5,
+            recorded_samples_ms=(32.6, 33.5, 48.4),
+            recorded_telemetry=None,
+            schedule=None,
+            session_ms=33.4,
+            recorded_disturbance=disturbance,
+        )
+        return judge(item, list(runs), None, problem)
+
+    optimistic = judged(busy)
+    assert optimistic.verdict == "noisy"
+    assert optimistic.cause.startswith("the recorded figure was optimistic: measured while pid 4242 (stress)")
+    assert "27% slower" in optimistic.cause and "regress" not in optimistic.cause
+    assert judged(None).verdict == "regressed"  # recorded on a quiet machine: the schedule did get slower
+    # A quiet recording says nothing; a session stamp that saw another busy process or throttling does.
+    assert recording_disturbance(what="the session's measurement", cv=0.02) is None
+    assert (
+        recording_disturbance(what="x", busy_pids=(7,), busy_fraction=0.1) is None
+    )  # 10 % of the runs: quiet
+    assert recording_disturbance(
+        what="the session's measurement", throttled=True, throttle_reasons=("hw_slowdown",)
+    )
+    # The confirmation's conditions travel with it: stored, read back, handed to the export.
+    c = Confirmation(33.5, (33.5,), 3, 0.16, 0.12, "noisy", 33.4, None, 7, disturbance=busy)
+    assert Confirmation.from_json(c.to_json()) == c
+    assert Confirmation.from_json({**c.to_json(), "disturbance": None}).disturbance is None
+
+
 def test_exported_schedule_reproduces_within_5_percent(tmp_path):
     """A 256^3 GEMM recorded with number=10, repeat=10, min_repeat_ms=50, exported, then re-measured in five
     fresh processes: on a quiet machine (no other busy process while recording or re-measuring, runs that

@@ -39,6 +39,7 @@ import numpy as np
 from tunelab.core.errors import TunelabError
 from tunelab.core.measure.placement import DEFAULT_LAYOUT, LAYOUTS
 from tunelab.core.records import MeasureOptions
+from tunelab.core.stats import coefficient_of_variation
 from tunelab.core.trust.remeasure.pool import (
     CancelFn,
     ProgressFn,
@@ -47,7 +48,13 @@ from tunelab.core.trust.remeasure.pool import (
     run_workers,
 )
 from tunelab.core.trust.remeasure.report import RecordedTelemetry, ValidationReport, ValidationSource
-from tunelab.core.trust.remeasure.verdict import Problem, RecordedSchedule, judge, summarize
+from tunelab.core.trust.remeasure.verdict import (
+    Problem,
+    RecordedSchedule,
+    judge,
+    recording_disturbance,
+    summarize,
+)
 from tunelab.core.trust.remeasure.worker import error_text
 
 if TYPE_CHECKING:
@@ -207,6 +214,7 @@ def validate_schedule_file(
             recorded_telemetry=None,
             schedule=sch,
             recorded_reference_ms=stats.get("reference_ms"),
+            recorded_disturbance=_file_disturbance(stats),
         )
     ]
     problem = Problem(
@@ -255,6 +263,7 @@ def _item_of(
 ) -> RecordedSchedule:
     if confirmation is not None:  # judged against the confirmed figure: no selection bias to expect
         return RecordedSchedule(
+            recorded_disturbance=confirmation.disturbance,
             label=f"trial {trial.id}",
             trial_id=trial.id,
             config=trial.config,
@@ -274,7 +283,24 @@ def _item_of(
         recorded_telemetry=stamp,
         schedule=space.schedule(trial.config),
         rivals_ms=rivals_ms,
+        recorded_disturbance=recording_disturbance(
+            what="the session's measurement",
+            busy_pids=(stamp.other_busy_pids or ()) if stamp is not None else (),
+            throttled=bool(stamp is not None and stamp.throttled),
+            throttle_reasons=(stamp.throttle_reasons or ()) if stamp is not None else (),
+            cv=coefficient_of_variation(list(trial.samples_ms)),
+        ),
     )
+
+
+def _file_disturbance(stats: dict[str, Any]) -> str | None:
+    """What disturbed the machine when an exported figure was confirmed: as the export stated it, or,
+    for a file exported before exports said so, from the scatter of the confirmation's runs."""
+    confirmed = stats.get("confirmed") or {}
+    if "disturbance" in confirmed:
+        return confirmed["disturbance"]
+    cvs = [c for c in (confirmed.get("cv"), confirmed.get("run_cv")) if isinstance(c, (int, float))]
+    return recording_disturbance(what="the confirmation's runs", cv=max(cvs, default=None))
 
 
 def parse_source(text: str) -> int | Path:

@@ -188,6 +188,9 @@ class ScheduleResult:
     session_ms: float | None
     rivals: int | None  # other trials the session measured at or below the re-measured figure
     recorded_telemetry: RecordedTelemetry | None
+    # How the machine was while the recorded figure was taken, when it was not quiet ("pid 4242
+    # (stress) was busy during 60% of the confirmation's runs, CV 16%"); None: quiet, or unknown.
+    recorded_disturbance: str | None
     remeasured_ms: float | None  # the median of every run's samples
     ratio: float | None  # remeasured / recorded
     mean_ms: float | None
@@ -264,6 +267,7 @@ class ScheduleResult:
             "recorded_telemetry": (
                 self.recorded_telemetry.to_json() if self.recorded_telemetry is not None else None
             ),
+            "recorded_disturbance": self.recorded_disturbance,
             "remeasured_ms": self.remeasured_ms,
             "ratio": self.ratio,
             "mean_ms": self.mean_ms,
@@ -313,6 +317,7 @@ class ScheduleResult:
             session_ms=data.get("session_ms"),
             rivals=data.get("rivals"),
             recorded_telemetry=RecordedTelemetry.from_json(stamp) if stamp else None,
+            recorded_disturbance=data.get("recorded_disturbance"),
             remeasured_ms=data.get("remeasured_ms"),
             ratio=data.get("ratio"),
             mean_ms=data.get("mean_ms"),

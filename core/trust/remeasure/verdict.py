@@ -9,7 +9,9 @@ Each schedule gets a verdict in plain words:
   (pid 1234, python) was busy on the CPU during 60% of the runs", thermal throttling, power capping,
   first-run JIT/allocation cost, ...);
 * ``regressed``: the re-measured median is slower than recorded by more than :data:`REGRESS_TOL` and
-  the recorded figure lies outside the re-measured interquartile range, on a quiet machine; or the
+  the recorded figure lies outside the re-measured interquartile range, on a quiet machine, and the
+  figure was recorded on a quiet machine too (one recorded while another process was busy, the
+  machine throttled or its samples scattered is "optimistic", a ``noisy`` verdict); or the
   schedule no longer builds, runs or gives the right answer. When the recorded figure is the
   session's own and other trials of the session measured at or below the re-measured figure, it is
   ``noisy`` instead, with the winner's curse as the cause: the fastest of several noisy figures is
@@ -73,6 +75,8 @@ class RecordedSchedule:
     rivals_ms: tuple[float, ...] = ()
     # the reference kernel's time when `recorded_ms` was measured (a confirmation or an export), if known
     recorded_reference_ms: float | None = None
+    # what disturbed the machine while `recorded_ms` was measured, in words (None: quiet or unknown)
+    recorded_disturbance: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,39 @@ def _median_of(values: Sequence[float]) -> float:
     value = median(values)
     assert value is not None
     return value
+
+
+def recording_disturbance(
+    *,
+    what: str,
+    busy_pids: Sequence[int] = (),
+    names: dict[str, str] | None = None,
+    busy_fraction: float | None = None,
+    throttled: bool = False,
+    throttle_reasons: Sequence[str] = (),
+    cv: float | None = None,
+) -> str | None:
+    """How the machine was while a figure was recorded, in words, when it was not quiet; else None.
+
+    ``what`` names the measurement ("the session's measurement", "the confirmation's runs"); the
+    figure counts as disturbed when another process was busy (during at least
+    :data:`DISTURBED_FRACTION` of the runs, where that is known), the machine throttled, or its samples
+    scattered beyond :data:`NOISY_CV`."""
+    parts = []
+    if busy_pids and (busy_fraction is None or busy_fraction >= DISTURBED_FRACTION):
+        shown = ", ".join(
+            f"pid {p}" + (f" ({names[str(p)]})" if names and str(p) in names else "") for p in busy_pids[:3]
+        )
+        during = (
+            f" during {pct_text(busy_fraction)} of {what}" if busy_fraction is not None else f" during {what}"
+        )
+        parts.append(f"{shown} {'was' if len(busy_pids) == 1 else 'were'} busy{during}")
+    if throttled:
+        reasons = f" ({', '.join(throttle_reasons)})" if throttle_reasons else ""
+        parts.append(f"the machine throttled{reasons} during {what}")
+    if cv is not None and cv > NOISY_CV:
+        parts.append(f"{what} scattered (CV {pct_text(cv)})")
+    return "; ".join(parts) or None
 
 
 def judge(
@@ -148,6 +185,7 @@ def judge(
         session_ms=item.session_ms,
         rivals=sum(1 for x in item.rivals_ms if x <= remeasured) if remeasured is not None else None,
         recorded_telemetry=item.recorded_telemetry,
+        recorded_disturbance=item.recorded_disturbance,
         remeasured_ms=remeasured,
         ratio=ratio,
         mean_ms=statistics.fmean(samples) if samples else None,
@@ -233,6 +271,14 @@ def _verdict(
             f"when the figure was recorded (a reference BLAS kernel moved by as much; other tenants of the "
             f"host or clock limits, which no process list shows): re-measured {ms_text(e.remeasured_ms)} vs "
             f"{ms_text(recorded)} recorded is {e.drift_corrected_ratio:.2f}x once that is taken out"
+        )
+    if ratio > 1 and e.recorded_disturbance:
+        # Both ends compared: a figure taken on a busy machine and slower now on a quiet one was
+        # optimistic evidence (a fast outlier picked from noisy samples), not a schedule that changed.
+        return "noisy", (
+            f"the recorded figure was optimistic: measured while {e.recorded_disturbance}; re-measured on a "
+            f"quiet machine it is {ms_text(e.remeasured_ms)}, {pct_text(ratio - 1)} slower than the "
+            f"{ms_text(recorded)} recorded: the re-measured figure is the one to trust"
         )
     if ratio > 1 and e.rivals:
         return "noisy", (
