@@ -28,7 +28,7 @@ from typing import Any
 
 from tunelab.core.errors import StoreError, TunelabError
 from tunelab.core.store import Store
-from tunelab.core.trust.confirmed import Confirmation, confirmations
+from tunelab.core.trust.confirmed import Confirmation, clearly_faster, confirmations
 
 SCHEDULE_FORMAT = 1
 FORMATS = ("schedule", "tvmscript", "library", "database")
@@ -43,20 +43,18 @@ def _trace_json(sch: Any) -> Any:
     return json.loads(json.dumps(sch.trace.as_json(remove_postproc=False), default=lambda o: o.value))
 
 
-CLEARLY_FASTER = 0.95  # a confirmed rival replaces the session's best only when this much faster
-
-
 def _chosen_best(store: Store, task: Any, confirmed: dict[int, Confirmation]) -> int | None:
     """The trial an export picks by default. Its stated figure must not be the one it was picked by
-    (that figure is biased low: tunelab.core.trust.confirm), so: the session's best, stated with its confirmed
-    figure; a confirmed rival only when its confirmed figure is clearly (5 %) faster, as when the
-    session's best was a fluke; the fastest confirmed trial when the best was never confirmed."""
+    (that figure is biased low: tunelab.core.trust.confirm), so: the session's best, stated with its
+    confirmed figure; a confirmed rival only when it is clearly faster beyond noise
+    (:func:`tunelab.core.trust.confirmed.clearly_faster`), as when the session's best was a fluke; the
+    fastest confirmed trial when the best was never confirmed."""
     best_id = task.best_trial_id if task is not None else None
     mine = [k for k in confirmed if store.trial(k).task_id in ((task.id if task is not None else None), None)]
     if not mine:
         return best_id
     fastest = min(mine, key=lambda k: (confirmed[k].median_ms, k))
-    if best_id in confirmed and confirmed[fastest].median_ms >= CLEARLY_FASTER * confirmed[best_id].median_ms:
+    if best_id in confirmed and not clearly_faster(confirmed[fastest], confirmed[best_id]):
         return best_id
     return fastest
 
@@ -145,6 +143,17 @@ def export_trial(
             # the machine's speed then, by tunelab.core.trust.remeasure's reference kernel: a later re-measurement
             # can tell the machine drifting from the schedule changing
             stats["reference_ms"] = confirmation.reference_ms
+        # Whether the stated figure can be held to, and why not: only a confirmation on a quiet machine
+        # is evidence; the session's own figure of a winner is biased low whatever the machine did.
+        if confirmation is None:
+            stats["untrusted_because"] = (
+                "never confirmed in fresh processes: the session's own figure of its winner is biased low"
+            )
+        elif confirmation.disturbance:
+            stats["untrusted_because"] = f"confirmed while {confirmation.disturbance}"
+        else:
+            stats["untrusted_because"] = None
+        stats["trusted"] = stats["untrusted_because"] is None
         doc = {
             "tunelab_schedule": SCHEDULE_FORMAT,
             "workload": record.workload,

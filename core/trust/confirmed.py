@@ -15,6 +15,7 @@ from tunelab.core.trust.remeasure.report import ValidationReport
 from tunelab.core.trust.remeasure.verdict import DISTURBED_FRACTION, recording_disturbance
 
 CONFIRM_PURPOSE = "confirm"
+CLEARLY_FASTER = 0.95  # a confirmed rival replaces the session's best only when this much faster, and more
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class Confirmation:
     validation_id: int
     # what disturbed the machine during the confirmation's runs, in words; None: it was quiet
     disturbance: str | None = None
+    run_medians_ms: tuple[float, ...] = ()  # each fresh process's median
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -45,6 +47,7 @@ class Confirmation:
             "reference_ms": self.reference_ms,
             "validation_id": self.validation_id,
             "disturbance": self.disturbance,
+            "run_medians_ms": list(self.run_medians_ms),
         }
 
     @classmethod
@@ -60,6 +63,7 @@ class Confirmation:
             reference_ms=data.get("reference_ms"),
             validation_id=int(data["validation_id"]),
             disturbance=data.get("disturbance"),
+            run_medians_ms=tuple(data.get("run_medians_ms") or ()),
         )
 
 
@@ -92,5 +96,24 @@ def confirmations(store: Store, session_id: int) -> dict[int, Confirmation]:
                     throttled=s.throttled_fraction >= DISTURBED_FRACTION,
                     cv=max((c for c in (s.cv, s.run_cv) if c is not None), default=None),
                 ),
+                run_medians_ms=s.run_medians_ms,
             )
     return found
+
+
+def clearly_faster(rival: Confirmation, best: Confirmation) -> bool:
+    """The rival's confirmed figure beats the best's beyond noise, so an export may pick it instead.
+
+    Both confirmations ran on a quiet machine (a figure taken beside a busy neighbour picks nothing),
+    the rival's median is :data:`CLEARLY_FASTER` or less of the best's, and their per-process medians
+    do not overlap: the rival's slowest process was faster than the best's fastest (a one-sided
+    Mann-Whitney U of 0; with three processes each, p = 0.05). Two noisy medians 5 % apart are not
+    evidence; without two processes each there is no interval to compare, and the best stays.
+    """
+    if rival.disturbance or best.disturbance:
+        return False
+    if len(rival.run_medians_ms) < 2 or len(best.run_medians_ms) < 2:
+        return False
+    return rival.median_ms <= CLEARLY_FASTER * best.median_ms and max(rival.run_medians_ms) < min(
+        best.run_medians_ms
+    )
