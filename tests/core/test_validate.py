@@ -400,7 +400,11 @@ def test_exported_schedule_reproduces_within_5_percent(tmp_path):
         # session's best figure was the luckiest of close rivals (now confirmed in fresh processes, and
         # the export states that figure: tunelab.core.trust.confirm), and the buffers' placement depended on the
         # measuring process's heap history (now placed on purpose: tunelab.core.measure.placement).
-        assert abs(s.ratio - 1) <= 0.05, (s.ratio, medians, report.cause)
+        # Within 5 % once the machine's own speed (the reference kernel, here within 3 %) is taken out;
+        # and never slower than the file states by more than 5 % (seen on CI: the machine 2.7 % faster,
+        # the schedule 5.2 % faster: 2.6 % once corrected).
+        assert abs(s.drift_corrected_ratio - 1) <= 0.05, (s.ratio, s.drift_corrected_ratio, medians)
+        assert s.ratio <= 1.05, (s.ratio, medians, report.cause)
         assert report.verdict == "stable", (report.verdict, report.cause)
     elif s.busy_fraction >= DISTURBED_FRACTION:
         # Another process was busy during many runs: validate must not call it stable, and must name it.
