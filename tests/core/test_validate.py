@@ -198,15 +198,9 @@ def test_a_schedule_that_fails_in_its_worker_is_regressed(tuned):
     store.close()
 
 
-def test_winners_curse_is_told_from_a_regression():
-    """The verdict logic on given measurements: a session figure 30 % below three quiet fresh-process runs
-    is a regression when no other trial of the session came close, and the winner's curse when others
-    measured at or below the re-measured figure; judged against a confirmed figure it is stable."""
-    from dataclasses import replace
-
+def quiet_runs(n: int, samples_ms: tuple[float, ...], *, cold_ms: float, cpu_freq_mhz: float) -> list:
+    """`n` fresh-process runs that each timed `samples_ms` on a quiet machine (no busy process, no throttling)."""
     from tunelab.core.trust.remeasure.report import Measurement, TelemetryWindow
-    from tunelab.core.trust.remeasure.verdict import Problem, RecordedSchedule
-    from tunelab.core.trust.remeasure.verdict import judge as judge_runs
 
     quiet = TelemetryWindow(
         n=5,
@@ -215,10 +209,10 @@ def test_winners_curse_is_told_from_a_regression():
         names={},
         throttled=False,
         throttle_reasons=(),
-        cpu_freq_mhz=3000.0,
+        cpu_freq_mhz=cpu_freq_mhz,
         cpu_load_mean=0.1,
     )
-    runs = [
+    return [
         Measurement(
             run=r,
             position=0,
@@ -226,14 +220,26 @@ def test_winners_curse_is_told_from_a_regression():
             ok=True,
             error=None,
             load_ms=None,
-            cold_ms=1.2,
-            samples_ms=(0.99, 1.0, 1.0, 1.01),
+            cold_ms=cold_ms,
+            samples_ms=samples_ms,
             t0=None,
             t1=None,
             telemetry=quiet,
         )
-        for r in range(3)
+        for r in range(n)
     ]
+
+
+def test_winners_curse_is_told_from_a_regression():
+    """The verdict logic on given measurements: a session figure 30 % below three quiet fresh-process runs
+    is a regression when no other trial of the session came close, and the winner's curse when others
+    measured at or below the re-measured figure; judged against a confirmed figure it is stable."""
+    from dataclasses import replace
+
+    from tunelab.core.trust.remeasure.verdict import Problem, RecordedSchedule
+    from tunelab.core.trust.remeasure.verdict import judge as judge_runs
+
+    runs = quiet_runs(3, (0.99, 1.0, 1.0, 1.01), cold_ms=1.2, cpu_freq_mhz=3000.0)
     problem = Problem("gemm", {"M": 64, "N": 64, "K": 64}, "float32", {"kind": "llvm"}, None, 0, 2 * 64**3)
 
     def judge(**item):
@@ -270,35 +276,9 @@ def test_a_figure_recorded_on_a_busy_machine_is_optimistic_not_regressed():
     33.5 ms; five quiet fresh-process runs measure 42.7 ms. Both ends compared, the recorded figure was
     optimistic; the same figures recorded on a quiet machine are a regression."""
     from tunelab.core.trust.confirmed import Confirmation
-    from tunelab.core.trust.remeasure.report import Measurement, TelemetryWindow
     from tunelab.core.trust.remeasure.verdict import Problem, RecordedSchedule, judge, recording_disturbance
 
-    quiet = TelemetryWindow(
-        n=5,
-        other_busy_pids=(),
-        other_gpu_pids=(),
-        names={},
-        throttled=False,
-        throttle_reasons=(),
-        cpu_freq_mhz=2600.0,
-        cpu_load_mean=0.1,
-    )
-    runs = [
-        Measurement(
-            run=r,
-            position=0,
-            pid=None,
-            ok=True,
-            error=None,
-            load_ms=None,
-            cold_ms=50.0,
-            samples_ms=(42.5, 42.7, 42.7, 42.9),
-            t0=None,
-            t1=None,
-            telemetry=quiet,
-        )
-        for r in range(5)
-    ]
+    runs = quiet_runs(5, (42.5, 42.7, 42.7, 42.9), cold_ms=50.0, cpu_freq_mhz=2600.0)
     problem = Problem(
         "gemm", {"M": 1024, "N": 1024, "K": 1024}, "float32", {"kind": "llvm"}, None, 0, 2 * 1024**3
     )
