@@ -40,16 +40,22 @@ from tunelab.app.widgets.run_bar import RunBar
 from tunelab.app.workers.engine import CallWorker, TuningWorker, running_workers
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
+from tunelab.core.export.pick import export_pick
 from tunelab.core.records import SessionSpec
 from tunelab.core.store import Store
 
 
 def _export(
-    store: Store, session_id: int, trial_id: int | None, out_dir: str, formats: tuple[str, ...]
+    store: Store,
+    session_id: int,
+    trial_id: int | None,
+    out_dir: str,
+    formats: tuple[str, ...],
+    robust: bool = False,
 ) -> dict:
     from tunelab.core.export.files import export_trial
 
-    return export_trial(store, session_id, trial_id, out_dir=out_dir, formats=formats)
+    return export_trial(store, session_id, trial_id, out_dir=out_dir, formats=formats, robust=robust)
 
 
 def settle_heap(collect: bool = True) -> None:
@@ -458,19 +464,32 @@ class MainWindow(QMainWindow):
             return
         selected = self.trials.selected_trial() if self.tabs.currentWidget() is self.trials else None
         folder = str(self.settings.value("paths/export", self.last_folder()))
-        dialog = ExportDialog(record, selected, os.path.join(folder, f"session-{record.id}"), self)
+        picks = {robust: export_pick(self.store, record.id, robust=robust) for robust in (False, True)}
+        dialog = ExportDialog(
+            record, selected, os.path.join(folder, f"session-{record.id}"), self, picks=picks
+        )
         if dialog.exec() == QDialog.DialogCode.Accepted:
-            self.export_trial(record.id, dialog.trial_id(), dialog.folder(), dialog.formats())
+            self.export_trial(
+                record.id, dialog.trial_id(), dialog.folder(), dialog.formats(), robust=dialog.robust()
+            )
         dialog.deleteLater()
 
     def export_trial(
-        self, session_id: int, trial_id: int | None, out_dir: str, formats: tuple[str, ...]
+        self,
+        session_id: int,
+        trial_id: int | None,
+        out_dir: str,
+        formats: tuple[str, ...],
+        *,
+        robust: bool = False,
     ) -> CallWorker | None:
         """Export in a worker thread (building the library takes a while); the result is a message."""
         if self.export_worker is not None:
             return None
         self.settings.setValue("paths/export", str(Path(out_dir).parent))
-        worker = CallWorker(self.store.path, _export, session_id, trial_id, out_dir, formats, parent=self)
+        worker = CallWorker(
+            self.store.path, _export, session_id, trial_id, out_dir, formats, robust, parent=self
+        )
         worker.succeeded.connect(self._on_export_done)
         worker.failed.connect(self._on_worker_failed)
         worker.finished.connect(self._on_export_finished)

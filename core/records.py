@@ -41,9 +41,12 @@ class MeasureOptions:
     cooldown_s: float = 5.0
     # The winner's curse: the fastest of many noisy figures is biased low. A finished session
     # re-measures its `confirm_top` fastest trials in `confirm_runs` fresh processes (tunelab.core.trust.confirm)
-    # and exports the confirmed figure; 0 turns it off.
+    # and exports the confirmed figure; 0 turns it off. A confirmation taken while the machine was
+    # busy or throttled, or whose processes disagree (their medians' CV above `target_cv`), is
+    # measured again until it is not, for up to `confirm_max_s` seconds in all.
     confirm_runs: int = 3
     confirm_top: int = 3
+    confirm_max_s: float = 120.0
     # Stop the session (status "failed") when its first `fail_fast` trials all failed with the same
     # class (tunelab.core.faults.failure_class); 0 turns it off.
     fail_fast: int = 16
@@ -144,6 +147,7 @@ _MEASURE_TYPES = {
     "cooldown_s": "float",
     "confirm_runs": "int",
     "confirm_top": "int",
+    "confirm_max_s": "float",
     "fail_fast": "int",
 }
 _TYPE_WORDS = {

@@ -7,6 +7,7 @@ One implementation of each: :func:`median` (a trial's latency, as the store keep
 
 from __future__ import annotations
 
+import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,3 +83,23 @@ def sample_stats(samples: Sequence[float | None]) -> SampleStats | None:
     iqr = q3 - q1
     outliers = sum(1 for s in x if s < q1 - 1.5 * iqr or s > q3 + 1.5 * iqr)
     return SampleStats(len(x), float(statistics.median(x)), iqr, coefficient_of_variation(x) or 0.0, outliers)
+
+
+def bootstrap_median_ci(
+    values: Sequence[float], *, level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float] | None:
+    """A percentile-bootstrap confidence interval of the median of ``values`` (None with fewer than 2).
+
+    Used on per-process medians: the processes are the independent units (samples within one process
+    share its heap, its clocks and its neighbours), so they are what is resampled. With few processes
+    the interval is wide, as it should be: three processes only say the figure lies about within them.
+    Seeded, so that the same figures always give the same interval."""
+    data = [float(v) for v in values if v is not None]
+    if len(data) < 2:
+        return None
+    rng = random.Random(seed)
+    n = len(data)
+    meds = sorted(statistics.median(rng.choices(data, k=n)) for _ in range(resamples))
+    lo = meds[int((1 - level) / 2 * (resamples - 1))]
+    hi = meds[int((1 + level) / 2 * (resamples - 1))]
+    return lo, hi

@@ -1,4 +1,9 @@
-"""Choose what to export (the best or the selected trial), the formats and the folder."""
+"""Choose what to export (the best or the selected trial), the formats and the folder.
+
+Before anything is built the dialog says what the schedule file will state (tunelab.core.export.pick):
+the trial, its confirmed figure and interval, whether it can be held to, and whether the kernel is
+placement-sensitive, with the advice that follows and the choice to prefer the schedule whose worst
+buffer placement is fastest (``--robust``)."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app.widgets.formatting import fmt_ms
+from tunelab.core.export.pick import ExportPick
 from tunelab.core.records import SessionRecord
 
 FORMAT_TEXT = {
@@ -39,12 +45,28 @@ def export_formats() -> tuple[str, ...] | None:
 
 class ExportDialog(QDialog):
     def __init__(
-        self, record: SessionRecord, selected_trial: int | None, folder: str, parent: QWidget | None = None
+        self,
+        record: SessionRecord,
+        selected_trial: int | None,
+        folder: str,
+        parent: QWidget | None = None,
+        *,
+        picks: dict[bool, ExportPick] | None = None,
     ) -> None:
+        """``picks``: what the default export (False) and the robust one (True) would write, when known."""
         super().__init__(parent)
         self.setWindowTitle(f"Export from session {record.id}")
+        self.picks = picks or {}
         self.trial_combo = QComboBox()
-        self.trial_combo.addItem(f"Best trial (#{record.best_trial_id}, {fmt_ms(record.best_ms)} ms)", None)
+        default = self.picks.get(False)
+        if default is not None:
+            self.trial_combo.addItem(
+                f"Best trial (#{default.trial.id}, {fmt_ms(default.stated_ms)} ms)", None
+            )
+        else:
+            self.trial_combo.addItem(
+                f"Best trial (#{record.best_trial_id}, {fmt_ms(record.best_ms)} ms)", None
+            )
         if selected_trial is not None and selected_trial != record.best_trial_id:
             self.trial_combo.addItem(f"Selected trial #{selected_trial}", selected_trial)
             self.trial_combo.setCurrentIndex(1)
@@ -65,6 +87,16 @@ class ExportDialog(QDialog):
         form.addRow("Trial", self.trial_combo)
         form.addRow("Formats", formats_box)
         form.addRow("Folder", folder_row)
+        self.robust_check = QCheckBox(
+            "Prefer the schedule whose worst buffer placement is fastest (--robust)"
+        )
+        self.robust_check.setEnabled(True in self.picks)
+        self.robust_check.toggled.connect(self._show_pick)
+        self.trial_combo.currentIndexChanged.connect(self._show_pick)
+        form.addRow("Placement", self.robust_check)
+        self.pick_label = QLabel()
+        self.pick_label.setWordWrap(True)
+        self.pick_label.setObjectName("exportPick")
         note = QLabel(
             "The compiled library is built for the session's target; it loads on a machine like this one."
         )
@@ -78,8 +110,31 @@ class ExportDialog(QDialog):
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
+        layout.addWidget(self.pick_label)
         layout.addWidget(note)
+        self._show_pick()
         layout.addWidget(buttons)
+
+    def pick(self) -> ExportPick | None:
+        """What the chosen export writes, when it is the best trial and the picks are known."""
+        if self.trial_combo.currentData() is not None:
+            return None
+        return self.picks.get(self.robust())
+
+    def robust(self) -> bool:
+        return self.robust_check.isChecked() and self.trial_combo.currentData() is None
+
+    def _show_pick(self) -> None:
+        pick = self.pick()
+        sensitive = bool(pick and pick.placement and pick.placement.sensitive)
+        self.pick_label.setText(f"The schedule file will state {pick.summary()}" if pick else "")
+        self.pick_label.setVisible(pick is not None)
+        self.pick_label.setProperty(
+            "role", "warning" if sensitive or (pick and pick.untrusted_because) else "hint"
+        )
+        self.pick_label.style().unpolish(self.pick_label)
+        self.pick_label.style().polish(self.pick_label)
+        self.robust_check.setEnabled(True in self.picks and self.trial_combo.currentData() is None)
 
     def trial_id(self) -> int | None:
         return self.trial_combo.currentData()

@@ -302,12 +302,23 @@ class NewSessionDialog(QDialog):
         )
         self.confirm_spin.setSpecialValueText("off")
         self.confirm_spin.setSuffix(" processes")
+        self.confirm_cap_spin = QDoubleSpinBox()
+        self.confirm_cap_spin.setRange(0.0, 86400.0)
+        self.confirm_cap_spin.setDecimals(0)
+        self.confirm_cap_spin.setSuffix(" s")
+        self.confirm_cap_spin.setSpecialValueText("one attempt")
+        self.confirm_cap_spin.setValue(defaults.confirm_max_s)
+        self.confirm_cap_spin.setToolTip(
+            "A confirmation taken while another process is busy, or whose processes disagree, is not "
+            "evidence: it is measured again, for up to this long in all"
+        )
         measure.addRow("Number", self.number_spin)
         measure.addRow("Repeat", self.repeat_spin)
         measure.addRow("Min repeat", self.min_repeat_spin)
         measure.addRow("Warm-up runs", self.warmup_spin)
         measure.addRow("Timeout", self.timeout_spin)
         measure.addRow("Confirm best in", self.confirm_spin)
+        measure.addRow("Confirm for up to", self.confirm_cap_spin)
         measure.addRow(self.flush_check)
         measure.addRow(self.check_check)
         right = QVBoxLayout()
@@ -345,6 +356,7 @@ class NewSessionDialog(QDialog):
             cache_flush=self.flush_check.isChecked(),
             check_correctness=self.check_check.isChecked(),
             confirm_runs=self.confirm_spin.value(),
+            confirm_max_s=float(self.confirm_cap_spin.value()),
         )
         custom = self.is_custom
         return SessionSpec(
@@ -674,8 +686,9 @@ class NewSessionDialog(QDialog):
         ):
             if isinstance(m.get(key), int):
                 spin.setValue(m[key])
-        if isinstance(m.get("timeout_s"), int | float):
-            self.timeout_spin.setValue(float(m["timeout_s"]))
+        for dspin, key in ((self.timeout_spin, "timeout_s"), (self.confirm_cap_spin, "confirm_max_s")):
+            if isinstance(m.get(key), int | float):
+                dspin.setValue(float(m[key]))
         if isinstance(m.get("cache_flush"), bool):
             self.flush_check.setChecked(m["cache_flush"])
         if isinstance(m.get("check_correctness"), bool):

@@ -12,7 +12,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     from tunelab.core.export.files import export_trial
 
     store = _open_store(args.db, create=False)
-    written = export_trial(store, args.session, args.trial, out_dir=args.out, force=args.force)
+    written = export_trial(
+        store, args.session, args.trial, out_dir=args.out, force=args.force, robust=args.robust
+    )
     if args.json:
         print(json.dumps(written))
     else:

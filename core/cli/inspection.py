@@ -77,6 +77,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             ],
         }
     )
+    from tunelab.core.export.pick import export_pick
     from tunelab.core.trust.confirmed import confirmations
 
     confirmed = confirmations(store, args.session)
@@ -89,9 +90,24 @@ def cmd_show(args: argparse.Namespace) -> int:
             "cv": v.cv,
             "verdict": v.verdict,
             "validation_id": v.validation_id,
+            "disturbance": v.disturbance,
+            "layout_ms": v.layout_ms,
         }
         for k, v in sorted(confirmed.items(), key=lambda kv: kv[1].median_ms)
     ]
+    pick = export_pick(store, args.session) if best else None
+    doc["export"] = (
+        {
+            "trial_id": pick.trial.id,
+            "stated_ms": pick.stated_ms,
+            "ci_ms": list(pick.ci_ms) if pick.ci_ms else None,
+            "untrusted_because": pick.untrusted_because,
+            "placement": pick.placement.to_json() if pick.placement else None,
+            "summary": pick.summary(),
+        }
+        if pick
+        else None
+    )
     if args.trials:
         doc["trials_list"] = [_trial_json(t) for t in store.trials(args.session, with_samples=True)]
     if args.json:
@@ -113,7 +129,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(
             f"  confirmed: trial {c['trial_id']}  {_fmt(c['median_ms'])} ms in {c['runs']} fresh processes "
             f"(session {_fmt(c['session_ms'])} ms)"
+            + (f"; noisy: {c['disturbance']}" if c["disturbance"] else "")
         )
+    if pick is not None:
+        print(f"  export states {pick.summary()}")
     if len(doc["tasks"]) > 1:
         for t in doc["tasks"]:
             print(

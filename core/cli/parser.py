@@ -78,6 +78,14 @@ def _parser() -> argparse.ArgumentParser:
         "--confirm-top", type=int, default=3, metavar="K", help="how many of the fastest to confirm"
     )
     t.add_argument(
+        "--confirm-max-s",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="measure the confirmation again while the machine is busy or its processes disagree, "
+        "for up to this long in all (default 120; 0: one attempt)",
+    )
+    t.add_argument(
         "--fail-fast",
         type=int,
         default=16,
@@ -129,6 +137,12 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--trial", type=int, default=None)
     e.add_argument("--out", required=True)
     e.add_argument("--force", action="store_true", help="overwrite an export already in the --out folder")
+    e.add_argument(
+        "--robust",
+        action="store_true",
+        help="export the confirmed schedule whose worst buffer placement (plain TVM allocation, every "
+        "buffer at the same page offset) is fastest, rather than the one with the fastest stated figure",
+    )
     e.add_argument("--json", action="store_true")
     with_db(e)
     v = sub.add_parser(

@@ -320,6 +320,7 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
         cooldown_s=args.cooldown,
         confirm_runs=args.confirm_runs,
         confirm_top=args.confirm_top,
+        confirm_max_s=args.confirm_max_s,
         fail_fast=args.fail_fast,
     )
     # Shape text ("M=64,N=64" or a preset; None: the defaults) until check_spec parses it.

@@ -26,9 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tunelab.core.errors import StoreError, TunelabError
+from tunelab.core.errors import TunelabError
+from tunelab.core.export.pick import CI_LEVEL, export_pick
+from tunelab.core.measure.placement import DEFAULT_LAYOUT
 from tunelab.core.store import Store
-from tunelab.core.trust.confirmed import Confirmation, clearly_faster, confirmations
 
 SCHEDULE_FORMAT = 1
 FORMATS = ("schedule", "tvmscript", "library", "database")
@@ -43,22 +44,6 @@ def _trace_json(sch: Any) -> Any:
     return json.loads(json.dumps(sch.trace.as_json(remove_postproc=False), default=lambda o: o.value))
 
 
-def _chosen_best(store: Store, task: Any, confirmed: dict[int, Confirmation]) -> int | None:
-    """The trial an export picks by default. Its stated figure must not be the one it was picked by
-    (that figure is biased low: tunelab.core.trust.confirm), so: the session's best, stated with its
-    confirmed figure; a confirmed rival only when it is clearly faster beyond noise
-    (:func:`tunelab.core.trust.confirmed.clearly_faster`), as when the session's best was a fluke; the
-    fastest confirmed trial when the best was never confirmed."""
-    best_id = task.best_trial_id if task is not None else None
-    mine = [k for k in confirmed if store.trial(k).task_id in ((task.id if task is not None else None), None)]
-    if not mine:
-        return best_id
-    fastest = min(mine, key=lambda k: (confirmed[k].median_ms, k))
-    if best_id in confirmed and not clearly_faster(confirmed[fastest], confirmed[best_id]):
-        return best_id
-    return fastest
-
-
 def export_trial(
     store: Store,
     session_id: int,
@@ -67,8 +52,11 @@ def export_trial(
     out_dir: str | os.PathLike[str],
     formats: tuple[str, ...] = FORMATS,
     force: bool = False,
+    robust: bool = False,
 ) -> dict[str, str]:
-    """Write the chosen (default: best) trial of a session; return {format: path}.
+    """Write the chosen (default: best) trial of a session; return {format: path}. Which trial and the
+    figure it states: :func:`tunelab.core.export.pick.export_pick` (``robust``: the confirmed trial whose
+    worst buffer placement is fastest).
 
     A file of an earlier export at one of those paths is a TunelabError unless ``force``; so is an
     ``out_dir`` that is a file or cannot be written (checked before anything is built)."""
@@ -82,23 +70,9 @@ def export_trial(
     if unknown:
         raise TunelabError(f"unknown export format(s) {sorted(unknown)}; formats are {list(FORMATS)}")
     record = store.session(session_id)
-    tasks = store.tasks(session_id)
-    confirmed = confirmations(store, session_id)
-    if trial_id is None:
-        # The primary shape's best (a session with several shapes has one best per shape).
-        best_id = _chosen_best(store, tasks[0] if tasks else None, confirmed)
-        trial = store.trial(best_id) if best_id is not None else store.best_trial(session_id)
-        if trial is None:
-            raise StoreError(f"session {session_id} has no successful trial to export")
-    else:
-        trial = store.trial(trial_id)
-        if trial.session_id != session_id:
-            raise StoreError(f"trial {trial_id} belongs to session {trial.session_id}, not {session_id}")
-        if not trial.ok:
-            raise StoreError(
-                f"trial {trial_id} failed ({trial.status}); only a successful trial can be exported"
-            )
-    task = next((t for t in tasks if t.id == trial.task_id), tasks[0])
+    pick = export_pick(store, session_id, trial_id, robust=robust)
+    trial, confirmation = pick.trial, pick.confirmation
+    task = pick.task if pick.task is not None else store.tasks(session_id)[0]
     space = space_for_task(record, task)
     sch = space.schedule(trial.config)
     shape = task.shape
@@ -108,11 +82,9 @@ def export_trial(
     name = _name(record.workload, shape)
     _check_out_dir(out, [_paths(out, name)[f] for f in formats], force)
     written: dict[str, str] = {}
-    confirmation = confirmed.get(trial.id)
     # The figure an export states: the confirmed one where there is one (the session's own figure of
     # its winner is biased low, see tunelab.core.trust.confirm), and the session's beside it.
-    latency_ms = confirmation.median_ms if confirmation else trial.latency_ms
-    assert latency_ms is not None  # a successful trial (checked above) has its figure
+    latency_ms = pick.stated_ms
     if "schedule" in formats:
         samples = store.samples(trial.id)
         stated = list(confirmation.samples_ms) if confirmation and confirmation.samples_ms else samples
@@ -143,16 +115,16 @@ def export_trial(
             # the machine's speed then, by tunelab.core.trust.remeasure's reference kernel: a later re-measurement
             # can tell the machine drifting from the schedule changing
             stats["reference_ms"] = confirmation.reference_ms
-        # Whether the stated figure can be held to, and why not: only a confirmation on a quiet machine
-        # is evidence; the session's own figure of a winner is biased low whatever the machine did.
-        if confirmation is None:
-            stats["untrusted_because"] = (
-                "never confirmed in fresh processes: the session's own figure of its winner is biased low"
-            )
-        elif confirmation.disturbance:
-            stats["untrusted_because"] = f"confirmed while {confirmation.disturbance}"
-        else:
-            stats["untrusted_because"] = None
+        ci = pick.ci_ms
+        stats["ci_ms"] = list(ci) if ci else None  # 95 %, bootstrap over the fresh processes' medians
+        stats["ci_level"] = CI_LEVEL if ci else None
+        # How it runs with its buffers placed otherwise: plain TVM's allocation (what a person's process
+        # gets) and the aligned worst case beside the layout it was measured with (tunelab.core.measure.placement)
+        stats["placement"] = pick.placement.to_json() if pick.placement else {"measured_with": DEFAULT_LAYOUT}
+        stats["placement_sensitive"] = bool(pick.placement and pick.placement.sensitive)
+        stats["picked_for"] = "worst placement (--robust)" if pick.robust else "stated figure"
+        # Whether the stated figure can be held to, and why not (tunelab.core.export.pick)
+        stats["untrusted_because"] = pick.untrusted_because
         stats["trusted"] = stats["untrusted_because"] is None
         doc = {
             "tunelab_schedule": SCHEDULE_FORMAT,

@@ -84,6 +84,11 @@ def check_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo,
             f"confirmation needs 0..32 fresh processes and 0..32 schedules, not "
             f"{m.confirm_runs} and {m.confirm_top} (0 turns it off)"
         )
+    if not 0 <= m.confirm_max_s <= 86400:
+        raise TunelabError(
+            f"the confirmation's time cap must be 0..86400 seconds, not {m.confirm_max_s}",
+            option="confirm-max-s",
+        )
     resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)
     for s in (shape, *others):  # a person's compute and reference at these shapes, in a child first
         workload.vet(s, dtype)

@@ -9,19 +9,24 @@ slower in production").
 The remedy is the statistician's: pick with one set of measurements, report with another. When a
 session finishes, its ``confirm_top`` fastest trials (per shape) are re-measured in
 ``confirm_runs`` fresh processes by :mod:`tunelab.core.trust.remeasure` (interleaved, with telemetry), and the
-report is stored as a validation whose source says ``"purpose": "confirm"``. From then on the
+report is stored as a validation whose source says ``"purpose": "confirm"``. A confirmation is only
+evidence when the machine was quiet and the processes agree: while it is not, it is measured again,
+up to ``confirm_max_s`` seconds; one that never settles is stored with what disturbed it, and an export
+neither picks by it nor trusts its figure. From then on the
 confirmed median is the figure an export states; the session's own figure stays in the store
 (what was measured is never rewritten) and is exported beside it.
 """
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from tunelab.core.records import MeasureOptions, TaskRecord
 from tunelab.core.store import Store
-from tunelab.core.trust.confirmed import CONFIRM_PURPOSE
+from tunelab.core.trust.confirmed import CONFIRM_PURPOSE, disturbance_of
 from tunelab.core.trust.remeasure.report import ValidationReport
 
 StageFn = Callable[[str], None]
@@ -33,12 +38,14 @@ def confirm_session(
     *,
     top_k: int | None = None,
     runs: int | None = None,
+    max_s: float | None = None,
     is_cancelled: Callable[[], bool] | None = None,
     on_stage: StageFn | None = None,
 ) -> list[ValidationReport]:
     """Re-measure each shape's ``top_k`` fastest trials in ``runs`` fresh processes and store the
-    reports (one validation per shape). Defaults come from the session's measurement options; with
-    ``runs`` 0 nothing happens. Returns the stored reports. Raises
+    reports (one validation per shape). A shape's confirmation that is not yet evidence (the machine
+    busy, its processes disagreeing) is measured again for up to ``max_s`` seconds. Defaults come from
+    the session's measurement options; with ``runs`` 0 nothing happens. Returns the stored reports. Raises
     :class:`tunelab.core.trust.remeasure.api.ValidationCancelled` once ``is_cancelled()`` is true (nothing more
     stored)."""
     from tunelab.core.trust.remeasure.api import validate_session
@@ -59,19 +66,81 @@ def confirm_session(
         if on_stage is not None:
             shape = f" for shape {index}" if len(tasks) > 1 else ""
             on_stage(f"confirming the {k} fastest schedule(s){shape} in {runs} fresh processes")
-        report = validate_session(
-            store,
-            session_id,
-            top_k=k,
-            runs=runs,
-            task=index,
-            record=False,
-            is_cancelled=is_cancelled,
-            against="session",
+        report = _measure_until_settled(
+            functools.partial(
+                validate_session,
+                store,
+                session_id,
+                top_k=k,
+                runs=runs,
+                task=index,
+                record=False,
+                is_cancelled=is_cancelled,
+                against="session",
+            ),
+            max_s=options.confirm_max_s if max_s is None else max_s,
+            target_cv=options.target_cv,
+            on_stage=on_stage,
         )
         report = replace(report, source=replace(report.source, purpose=CONFIRM_PURPOSE))
         reports.append(replace(report, id=store.add_validation(report.to_json())))
     return reports
+
+
+def unsettled(report: ValidationReport, target_cv: float) -> str | None:
+    """Why a confirmation is not yet evidence, in words, or None: for a schedule it timed, another process
+    was busy, the machine throttled, or the fresh processes' medians disagree beyond ``target_cv``."""
+    for s in report.schedules:
+        if s.remeasured_ms is None:
+            continue
+        why = disturbance_of(s)
+        if why is None and s.run_cv is not None and s.run_cv > target_cv:
+            why = f"its fresh processes disagree (CV {s.run_cv * 100:.0f}% of their medians)"
+        if why:
+            return f"{s.label}: {why}"
+    return None
+
+
+def _measure_until_settled(
+    measure: Callable[[], ValidationReport],
+    *,
+    max_s: float,
+    target_cv: float,
+    on_stage: StageFn | None,
+    clock: Callable[[], float] = time.monotonic,
+) -> ValidationReport:
+    """Confirm, and confirm again while the result is unsettled (:func:`unsettled`) and another attempt
+    fits in ``max_s`` seconds from the start (judged by the last attempt's length). Returns the first
+    settled attempt, or, when none settled in time, the least disturbed one (its figures then say what
+    disturbed them, and an export neither picks by them nor trusts them)."""
+    started = clock()
+    attempts: list[tuple[ValidationReport, str | None]] = []
+    while True:
+        t0 = clock()
+        report = measure()
+        why = unsettled(report, target_cv)
+        attempts.append((report, why))
+        if why is None:
+            return report
+        spent, last = clock() - started, clock() - t0
+        if spent + last > max_s:
+            break
+        if on_stage is not None:
+            on_stage(
+                f"the confirmation is not evidence yet ({why}); measuring again "
+                f"(attempt {len(attempts) + 1}, {max_s - spent:.0f} s left of {max_s:.0f} s)"
+            )
+    if on_stage is not None and len(attempts) > 1:
+        on_stage(f"the machine did not settle in {max_s:.0f} s: the confirmation is stored as noisy")
+    return min(attempts, key=lambda a: _disturbance_rank(a[0]))[0]
+
+
+def _disturbance_rank(report: ValidationReport) -> tuple[float, float]:
+    """Lower is quieter: the largest busy share of a timed schedule, then the largest run CV."""
+    timed = [s for s in report.schedules if s.remeasured_ms is not None]
+    busy = max((max(s.busy_fraction, s.throttled_fraction) for s in timed), default=1.0)
+    cv = max((s.run_cv or 0.0 for s in timed), default=1.0)
+    return busy, cv
 
 
 def format_confirmations(reports: list[ValidationReport]) -> str:

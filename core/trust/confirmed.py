@@ -7,11 +7,11 @@ the confirmed one without depending on the machinery that measures it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tunelab.core.store import Store
-from tunelab.core.trust.remeasure.report import ValidationReport
+from tunelab.core.trust.remeasure.report import ScheduleResult, ValidationReport
 from tunelab.core.trust.remeasure.verdict import DISTURBED_FRACTION, recording_disturbance
 
 CONFIRM_PURPOSE = "confirm"
@@ -34,6 +34,9 @@ class Confirmation:
     # what disturbed the machine during the confirmation's runs, in words; None: it was quiet
     disturbance: str | None = None
     run_medians_ms: tuple[float, ...] = ()  # each fresh process's median
+    # the median per buffer layout (tunelab.core.measure.placement): "staggered" is the figure above,
+    # "plain" what plain TVM's allocation gives in a person's process, "aligned" the worst case
+    layout_ms: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +51,7 @@ class Confirmation:
             "validation_id": self.validation_id,
             "disturbance": self.disturbance,
             "run_medians_ms": list(self.run_medians_ms),
+            "layout_ms": dict(self.layout_ms),
         }
 
     @classmethod
@@ -64,6 +68,7 @@ class Confirmation:
             validation_id=int(data["validation_id"]),
             disturbance=data.get("disturbance"),
             run_medians_ms=tuple(data.get("run_medians_ms") or ()),
+            layout_ms=dict(data.get("layout_ms") or {}),
         )
 
 
@@ -88,17 +93,25 @@ def confirmations(store: Store, session_id: int) -> dict[int, Confirmation]:
                 session_ms=s.recorded_ms,
                 reference_ms=s.reference_ms,
                 validation_id=entry["id"],
-                disturbance=recording_disturbance(
-                    what="the confirmation's runs",
-                    busy_pids=s.other_busy_pids,
-                    names=s.process_names,
-                    busy_fraction=s.busy_fraction,
-                    throttled=s.throttled_fraction >= DISTURBED_FRACTION,
-                    cv=max((c for c in (s.cv, s.run_cv) if c is not None), default=None),
-                ),
+                disturbance=disturbance_of(s),
                 run_medians_ms=s.run_medians_ms,
+                layout_ms=dict(s.layout_ms),
             )
     return found
+
+
+def disturbance_of(s: ScheduleResult) -> str | None:
+    """What disturbed a confirmation's runs of one schedule, in words (None: the machine was quiet and
+    the runs agreed): another busy process during :data:`DISTURBED_FRACTION` of them, throttling, or
+    samples scattered beyond the noise threshold."""
+    return recording_disturbance(
+        what="the confirmation's runs",
+        busy_pids=s.other_busy_pids,
+        names=s.process_names,
+        busy_fraction=s.busy_fraction,
+        throttled=s.throttled_fraction >= DISTURBED_FRACTION,
+        cv=max((c for c in (s.cv, s.run_cv) if c is not None), default=None),
+    )
 
 
 def clearly_faster(rival: Confirmation, best: Confirmation) -> bool:

@@ -30,7 +30,9 @@ def make_store(path: Path) -> None:
 
     from tunelab.core.store import Store
 
-    measure = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, cooldown_s=0, confirm_runs=2)
+    measure = MeasureOptions(
+        number=1, repeat=3, min_repeat_ms=1, cooldown_s=0, confirm_runs=2, confirm_max_s=0
+    )
     base = dict(
         workload="gemm",
         shape={"M": 64, "N": 64, "K": 64},

@@ -41,7 +41,11 @@ def _empty_store(tmp_path) -> str:
 
 def test_a_tuning_child_reports_its_session_stage_and_trials(qtbot, tmp_path, small_spec):
     db = _empty_store(tmp_path)
-    spec = small_spec(trials=4, batch=4, measure=replace(small_spec().measure, confirm_runs=1, confirm_top=1))
+    spec = small_spec(
+        trials=4,
+        batch=4,
+        measure=replace(small_spec().measure, confirm_runs=1, confirm_top=1, confirm_max_s=0),
+    )
     worker = TuningWorker(db, spec=spec)
     heard = Heard(worker)
     with qtbot.waitSignal(worker.finished, timeout=TUNE_TIMEOUT_MS):

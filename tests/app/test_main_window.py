@@ -54,6 +54,7 @@ def test_new_session_dialog_to_finished_session_then_export(qtbot, store_copy, s
         dialog.number_spin.setValue(1)
         dialog.repeat_spin.setValue(2)
         dialog.min_repeat_spin.setValue(1)
+        dialog.confirm_cap_spin.setValue(0)  # one attempt: measuring again has its own test
         assert dialog.can_start()
         dialog.start_button.click()
 
@@ -150,7 +151,9 @@ def test_run_bar_shows_what_the_session_does_after_its_trials(qtbot, store_copy,
     """A finished session confirms its winners in fresh processes (a real child process here); the
     run bar says so while it happens and clears it when the run ends."""
     window = _window(qtbot, store_copy, settings)
-    spec = small_spec(trials=4, batch=4, measure=replace(small_spec().measure, confirm_runs=1))
+    spec = small_spec(
+        trials=4, batch=4, measure=replace(small_spec().measure, confirm_runs=1, confirm_max_s=0)
+    )
     worker = window.start_session(spec)
     seen: list[tuple[str, str, bool]] = []
 

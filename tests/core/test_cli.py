@@ -31,9 +31,9 @@ def tuned_db(tmp_path_factory):
     db = tmp_path_factory.mktemp("cli") / "cli.sqlite"
     runs = []
     for tuner, confirm in (
-        ("xgb", []),
+        ("xgb", ["--confirm-max-s", "0"]),
         ("random", ["--confirm-runs", "0"]),
-    ):  # the first one confirms (default)
+    ):  # the first one confirms (default runs; one attempt: measuring again has its own test)
         proc = tunelab(
             "tune",
             "gemm",
@@ -86,7 +86,13 @@ def test_sessions_show_compare(tuned_db):
     assert show["id"] == 1 and len(show["trials_list"]) == 6 and show["best_trial"]["config"]
     assert len(show["confirmed"]) == 3 and all(c["runs"] == 3 for c in show["confirmed"])
     assert json.loads(tunelab("show", "2", "--json", db=db).stdout)["confirmed"] == []
-    assert "confirmed: trial" in tunelab("show", "1", db=db).stdout
+    text = tunelab("show", "1", db=db).stdout
+    assert "confirmed: trial" in text
+    # what an export would state, with the placement figures of the trial it picks
+    export = show["export"]
+    assert f"export states trial {export['trial_id']}: " in text
+    assert set(export["placement"]["layout_ms"]) == {"staggered", "aligned", "plain"}
+    assert ("placement-sensitive" in text) == export["placement"]["sensitive"]
     table = tunelab("sessions", db=db).stdout
     assert "finished" in table and "gemm" in table
     cmp = json.loads(tunelab("compare", "1", "2", "--json", db=db).stdout)
@@ -100,6 +106,17 @@ def test_export(tuned_db, tmp_path):
     assert proc.returncode == 0, proc.stderr
     written = json.loads(proc.stdout)
     assert os.path.exists(written["library"]) and os.path.exists(written["schedule"])
+    stats = json.load(open(written["schedule"]))["stats"]
+    assert stats["picked_for"] == "stated figure" and stats["placement"]["plain_ms"] > 0
+    # --robust: the confirmed trial whose worst placement is fastest
+    proc = tunelab("export", "1", "--robust", "--out", str(tmp_path / "robust"), "--json", db=db)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.load(open(json.loads(proc.stdout)["schedule"]))
+    show = json.loads(tunelab("show", "1", "--json", db=db).stdout)
+    worst = {c["trial_id"]: max(c["layout_ms"].values()) for c in show["confirmed"] if not c["disturbance"]}
+    if worst:
+        assert doc["session"]["trial_id"] == min(worst, key=lambda k: (worst[k], k))
+        assert doc["stats"]["picked_for"] == "worst placement (--robust)"
 
 
 def test_workloads_json():

@@ -55,7 +55,7 @@ def _spec_file(tmp_path, **changes) -> str:
 
 def test_a_tune_reports_session_ready_trials_stage_and_done(tmp_path):
     db = tmp_path / "events.sqlite"
-    measure = replace(FAST_MEASURE, confirm_runs=1, confirm_top=1)
+    measure = replace(FAST_MEASURE, confirm_runs=1, confirm_top=1, confirm_max_s=0)
     child = Child(
         "tune", "--spec", _spec_file(tmp_path, trials=4, measure=measure), "--db", str(db), "--json"
     )

@@ -9,6 +9,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from neighbours import start_neighbour
 from specs import small_spec
 
 from tunelab.core.errors import SpaceError, TunelabError
@@ -236,17 +237,6 @@ def test_repeats_adapt_to_the_spread(store, target_cv, expected):
     session = create_session(store, small_spec(trials=2, batch=2, measure=measure))
     trials = list(session.run())
     assert [len(t.samples_ms) for t in trials] == [expected, expected]
-
-
-def start_neighbour() -> int:
-    """A busy process outside this process tree (reparented to init), as a real neighbour is."""
-    out = subprocess.run(
-        ["sh", "-c", "(while :; do :; done) >/dev/null 2>&1 & echo $!"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return int(out.stdout.strip())
 
 
 def test_busy_neighbour_is_waited_for_then_marked(store):

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tunelab.core.measure.placement import LAYOUTS, PAGE, page_offset, placed_copy, placed_tensors
+from tunelab.core.measure.placement import (
+    LAYOUTS,
+    PAGE,
+    PLACED_LAYOUTS,
+    page_offset,
+    placed_copy,
+    placed_tensors,
+)
 
 
 def test_offsets_and_copies():
@@ -22,6 +29,8 @@ def test_offsets_and_copies():
             placed_copy(x, bad)
     with pytest.raises(ValueError, match="unknown buffer layout"):
         page_offset("random", 0)
+    with pytest.raises(ValueError, match="places nothing"):
+        page_offset("plain", 0)
 
 
 def test_a_real_kernel_on_placed_buffers():
@@ -41,8 +50,10 @@ def test_a_real_kernel_on_placed_buffers():
         arrays = [*inputs, np.zeros(gemm.output_shape(shape), dtype="float32")]
         args = placed_tensors(arrays, dev, layout)
         for i, a in enumerate(args):
-            assert np.from_dlpack(a).ctypes.data % PAGE == page_offset(
-                layout, i
-            )  # zero-copy: where we put it
+            start = np.from_dlpack(a).ctypes.data
+            if layout in PLACED_LAYOUTS:
+                assert start % PAGE == page_offset(layout, i)  # zero-copy: where we put it
+            else:  # plain: TVM's own allocation, not the NumPy array's (a copy), 64-byte aligned
+                assert start != arrays[i].ctypes.data and start % 64 == 0
         lib["main"](*args)
         np.testing.assert_allclose(args[-1].numpy(), gemm.reference(inputs, shape), rtol=1e-4, atol=1e-4)

@@ -14,6 +14,7 @@ import time
 
 import psutil
 import pytest
+from neighbours import start_neighbour
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.files import export_trial
@@ -65,20 +66,6 @@ def tuned(tmp_path_factory):
         pass
     yield path, session.session_id
     store.close()
-
-
-def start_neighbour() -> int:
-    """A CPU-bound process that is *not* our descendant (the shell that starts it exits at once, so it is
-    re-parented), as another program on the machine would be. Returns its pid."""
-    code = "while True: pass"
-    proc = subprocess.run(
-        ["sh", "-c", f"'{sys.executable}' -c '{code}' >/dev/null 2>&1 & echo $!"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    )
-    return int(proc.stdout.strip())
 
 
 def tunelab(*args: str, db) -> subprocess.CompletedProcess:

@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tunelab.core.measure.placement import LAYOUT_WORDS, PLACEMENT_TOL, worst_layout
 from tunelab.core.records import MeasureOptions
 from tunelab.core.trust.shape_report import AcrossShapes, ShapeRow
 
 VERDICTS = ("stable", "noisy", "regressed")
 DRIFT_TOL = 0.03  # the reference kernel moved more than this since recording: the machine itself changed
-PLACEMENT_TOL = 0.05  # a kernel slower than this with its buffers placed otherwise is placement-sensitive
 
 
 def _ints(values: Sequence[Any] | None) -> tuple[int, ...]:
@@ -235,12 +235,12 @@ class ScheduleResult:
 
     def placement_note(self) -> str | None:
         """A sentence when the kernel is placement-sensitive (beyond :data:`PLACEMENT_TOL`), else None."""
-        if self.placement_ratio is None or self.placement_ratio <= 1 + PLACEMENT_TOL:
+        worst = worst_layout(self.layout_ms)
+        if self.placement_ratio is None or self.placement_ratio <= 1 + PLACEMENT_TOL or worst is None:
             return None
         return (
             f"placement-sensitive: {pct_text(self.placement_ratio - 1)} slower "
-            f"({ms_text(self.layout_ms['aligned'])}) with every buffer at the same page offset, as large "
-            "allocations often are (cache-set conflicts)"
+            f"({ms_text(self.layout_ms[worst])}) {LAYOUT_WORDS.get(worst, f'with the {worst} layout')}"
         )
 
     def drift_note(self) -> str | None:

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tunelab.core.measure.placement import DEFAULT_LAYOUT
+from tunelab.core.measure.placement import placement_ratio
 from tunelab.core.records import MeasureOptions
 from tunelab.core.stats import coefficient_of_variation, median, quartiles
 from tunelab.core.trust.remeasure.report import (
@@ -162,11 +162,7 @@ def judge(
         for layout, value in (m.layout_ms or {}).items():
             by_layout.setdefault(layout, []).append(value)
     layout_ms = {layout: _median_of(values) for layout, values in by_layout.items()}
-    placement_ratio = (
-        layout_ms["aligned"] / layout_ms[DEFAULT_LAYOUT]
-        if "aligned" in layout_ms and layout_ms.get(DEFAULT_LAYOUT)
-        else None
-    )
+    placement = placement_ratio(layout_ms)
     reference_ms = median([m.reference_ms for m in ok if m.reference_ms])
     drift = (
         reference_ms / item.recorded_reference_ms
@@ -205,7 +201,7 @@ def judge(
         cold_ms=median(cold),
         first_sample_ratio=median(first_ratios),
         layout_ms=layout_ms,
-        placement_ratio=placement_ratio,
+        placement_ratio=placement,
         reference_ms=reference_ms,
         recorded_reference_ms=item.recorded_reference_ms,
         machine_drift=drift,

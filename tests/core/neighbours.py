@@ -1,0 +1,33 @@
+"""Planted busy neighbours: CPU-bound processes outside the test's process tree, as another user's
+jobs on a shared machine are (each started by a shell that exits at once, so it is re-parented)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+
+def start_neighbour() -> int:
+    """One busy loop that is not our descendant; returns its pid."""
+    out = subprocess.run(
+        ["sh", "-c", "(while :; do :; done) >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    return int(out.stdout.strip())
+
+
+def start_neighbours() -> list[int]:
+    """One busy loop per core: the machine is saturated."""
+    return [start_neighbour() for _ in range(os.cpu_count() or 2)]
+
+
+def stop_neighbours(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
