@@ -24,8 +24,10 @@ reads those figures and gives each candidate cause a *share*: the relative slowd
   keys the measurements hold.
 * ``shape``: the schedule's efficiency (GFLOP/s) across the shapes measured, fastest / slowest - 1,
   naming the slowest shape.
-* ``cost_model``: the cost model's bias per shape (typical predicted / measured latency), as far off
-  as it is on its worst shape (2.0x or 0.5x both count as 1.0); "no predictions" when it made none.
+* ``cost_model``: the cost model's bias per shape (typical predicted / measured latency): how far
+  apart it judges the shapes (highest / lowest ratio - 1), naming the shape it misjudges most, whose
+  search its guesses steered worst. One shape gives 0: a bias that scales every guess of a shape
+  alike changes no ranking. "No predictions" when it made none.
 
 A cause *explains* the spread when its share is beyond its tolerance: :data:`TOLERANCE` (5 %) and
 :data:`NOISE_FACTOR` times the run-to-run noise of the quiet runs (the CV of their medians; for
@@ -354,71 +356,123 @@ def _runs(measurements: Sequence[Measurement]) -> list[_Run]:
 # ------------------------------------------------------------------------------------------ the causes
 
 
+def _background(runs: list[_Run]) -> frozenset[int]:
+    """The other processes busy during every watched run: no run tells what the kernel does without them."""
+    watched = [set(r.busy) for r in runs if r.watched]
+    return frozenset(set.intersection(*watched)) if watched else frozenset()
+
+
+def _who(pids: Sequence[int], names: Mapping[str, str]) -> str:
+    text = ", ".join(f"pid {p} ({names.get(str(p), 'exited')})" for p in pids[:MAX_NAMED])
+    return text + (f" and {len(pids) - MAX_NAMED} more" if len(pids) > MAX_NAMED else "")
+
+
+def _were(pids: Sequence[int]) -> str:
+    return "was" if len(pids) == 1 else "were"
+
+
 def _neighbours(
     runs: list[_Run], tolerance: float, recorded_ms: float | None, recorded_quiet: bool
 ) -> JitterCause:
-    busy = [r for r in runs if r.busy]
-    free = [r for r in runs if r.watched and not r.busy]
-    seen = Counter(p for r in busy for p in set(r.busy))
-    names = {p: n for r in busy for p, n in r.names.items()}
-    pids = [p for p, _ in seen.most_common()]
-    who = ", ".join(f"pid {p} ({names.get(str(p), 'exited')})" for p in pids[:MAX_NAMED])
-    if len(pids) > MAX_NAMED:
-        who += f" and {len(pids) - MAX_NAMED} more"
+    """Runs split by each other busy process (those busy in the same runs together): the runs it was
+    busy in against the watched runs it was not; a process busy in every run against the recorded figure."""
+    watched = [r for r in runs if r.watched]
+    names = {p: n for r in runs for p, n in r.names.items()}
+    seen = Counter(p for r in watched for p in set(r.busy))
     evidence: dict[str, Any] = {
-        "busy_runs": len(busy),
-        "quiet_runs": len(free),
-        "pids": pids,
-        "process_names": {str(p): names.get(str(p), "exited") for p in pids},
+        "busy_runs": sum(1 for r in watched if r.busy),
+        "quiet_runs": sum(1 for r in watched if not r.busy),
+        "pids": [],
+        "process_names": {str(p): names.get(str(p), "exited") for p in seen},
+        "groups": [],
     }
-    if not any(r.watched for r in runs):
+    if not watched:
         return JitterCause("neighbours", None, tolerance, False, "no telemetry covered the runs", evidence)
-    if not busy:
+    if not seen:
         return JitterCause(
             "neighbours",
             0.0,
             tolerance,
             False,
-            f"no other process was busy during any of the {len(free)} runs",
+            f"no other process was busy during any of the {len(watched)} runs",
             evidence,
         )
-    busy_ms = _med([r.median_ms for r in busy])
-    evidence["busy_ms"] = busy_ms
-    if free:
-        base = _med([r.median_ms for r in free])
-        against = f"{ms_text(base)} in the {len(free)} without"
-    elif recorded_ms is not None and recorded_quiet:
-        base, against = recorded_ms, f"the {ms_text(recorded_ms)} the session recorded on a quiet machine"
-    else:
-        evidence["baseline"] = None
-        return JitterCause(
-            "neighbours",
-            None,
-            tolerance,
-            False,
-            f"{who} {'was' if len(pids) == 1 else 'were'} busy during every run, and no quiet figure is "
-            "there to compare with: measure again on a quiet machine",
-            evidence,
-        )
-    share = busy_ms / base - 1
-    evidence.update(quiet_ms=base, baseline="quiet runs" if free else "recorded")
-    explains = _beyond(share, tolerance)
-    if explains:
+    background = _background(runs)
+    by_runs: dict[tuple[int, ...], list[int]] = {}
+    for pid, _ in seen.most_common():
+        if pid not in background:
+            by_runs.setdefault(tuple(r.run for r in watched if pid in r.busy), []).append(pid)
+    groups = []  # (share, pids, busy runs, their median, the rest's median)
+    for members, pids in by_runs.items():
+        with_ = [r.median_ms for r in watched if r.run in members]
+        without = [r.median_ms for r in watched if r.run not in members]
+        busy_ms, base = _med(with_), _med(without)
+        groups.append((busy_ms / base - 1, pids, len(with_), busy_ms, base))
+    groups.sort(key=lambda g: -g[0])
+    evidence["groups"] = [
+        {"pids": pids, "runs": n, "busy_ms": b, "other_ms": o, "share": sh} for sh, pids, n, b, o in groups
+    ]
+    always = sorted(background, key=lambda p: -seen[p])
+    them = "it" if len(always) == 1 else "them"
+    always_text = (
+        f"{_who(always, names)} {_were(always)} busy during every run, so no run tells what the kernel does "
+        f"without {them}"
+        if always
+        else ""
+    )
+    if groups and groups[0][0] > tolerance:
+        named = [g for g in groups if g[0] > tolerance]
+        evidence["pids"] = [p for g in named for p in g[1]]
+        share, pids, n, busy_ms, base = named[0]
+        evidence.update(busy_ms=busy_ms, quiet_ms=base, baseline="runs without them")
         sentence = (
-            f"{who} {'was' if len(pids) == 1 else 'were'} busy during {len(busy)} of {len(runs)} runs: "
-            f"those ran {pct(share)} slower ({ms_text(busy_ms)} vs {against})"
+            f"{_who(pids, names)} {_were(pids)} busy during {n} of {len(watched)} runs: those ran {pct(share)} "
+            f"slower ({ms_text(busy_ms)} vs {ms_text(base)} in the {len(watched) - n} without)"
         )
-    else:
+        for sh, more, m, _b, _o in named[1:]:
+            sentence += f"; {_who(more, names)} during {m} runs: {pct(sh)} slower"
+        if always_text:
+            sentence += f"; {always_text}"
+        return JitterCause("neighbours", share, tolerance, True, sentence, evidence)
+    if always and recorded_ms is not None and recorded_quiet:
+        all_ms = _med([r.median_ms for r in watched])
+        share = all_ms / recorded_ms - 1
+        explains = share > tolerance
+        evidence.update(
+            pids=always if explains else [], busy_ms=all_ms, quiet_ms=recorded_ms, baseline="recorded"
+        )
         sentence = (
-            f"{who} {'was' if len(pids) == 1 else 'were'} busy during {len(busy)} of {len(runs)} runs, "
-            f"but those were only {pct(share)} slower ({ms_text(busy_ms)} vs {against}), within the "
-            f"{pct(tolerance)} tolerance"
+            f"{_who(always, names)} {_were(always)} busy during every run, which ran {pct(share)} "
+            f"{'slower' if share >= 0 else 'faster'} ({ms_text(all_ms)}) than the {ms_text(recorded_ms)} "
+            "the session recorded on a quiet machine"
         )
-    return JitterCause("neighbours", share, tolerance, explains, sentence, evidence)
+        if not explains:
+            sentence += f", within the {pct(tolerance)} tolerance"
+        return JitterCause("neighbours", share, tolerance, explains, sentence, evidence)
+    if groups:  # others came and went without slowing the kernel beyond the tolerance
+        share, pids, n, busy_ms, base = groups[0]
+        sentence = (
+            f"{_who(pids, names)} {_were(pids)} busy during {n} of {len(watched)} runs, but those were only "
+            f"{pct(share)} slower ({ms_text(busy_ms)} vs {ms_text(base)}), within the {pct(tolerance)} tolerance"
+        )
+        if always_text:
+            sentence += f"; {always_text}"
+        return JitterCause("neighbours", max(share, 0.0), tolerance, False, sentence, evidence)
+    evidence["baseline"] = None
+    return JitterCause(
+        "neighbours",
+        None,
+        tolerance,
+        False,
+        f"{always_text}, and no figure recorded on a quiet machine is there to compare with: measure again "
+        "on a quiet machine",
+        evidence,
+    )
 
 
 def _clocks(runs: list[_Run], tolerance: float) -> JitterCause:
-    runs = [r for r in runs if not r.busy]  # neighbours are the other cause's
+    background = _background(runs)
+    runs = [r for r in runs if set(r.busy) <= background]  # neighbours that come and go are the other cause's
     evidence: dict[str, Any] = {"runs": len(runs)}
     if len(runs) < 2:
         return JitterCause(
@@ -539,16 +593,34 @@ def _first_run(runs: list[_Run], noise_within: float | None) -> JitterCause:
 
 
 def _placement(
-    runs: list[_Run], tolerance: float, recorded_layout: str, layout_ms: Mapping[str, float] | None
+    runs: list[_Run],
+    quiet: list[_Run],
+    tolerance: float,
+    recorded_layout: str,
+    layout_ms: Mapping[str, float] | None,
 ) -> tuple[JitterCause, tuple[str, ...], str | None]:
-    if layout_ms is None:
-        by: dict[str, list[float]] = {}
-        for r in runs:
-            for name, value in r.layout_ms.items():
-                by.setdefault(name, []).append(value)
-        layout_ms = {name: _med(values) for name, values in by.items()}
+    """Each layout against the recorded one within the same process (what the machine did meanwhile
+    cancels out), the median over the quiet runs (every run when none was quiet)."""
+    evidence: dict[str, Any] = {}
+    timed = [r for r in (quiet or runs) if len(r.layout_ms) >= 2] or [
+        r for r in runs if len(r.layout_ms) >= 2
+    ]
+    if timed:
+        names = list(dict.fromkeys(k for r in timed for k in r.layout_ms))
+        recorded = recorded_layout if recorded_layout in names else names[0]
+        pairs = [r for r in timed if r.layout_ms.get(recorded)]
+        base_ms = _med([r.layout_ms[recorded] for r in pairs]) if pairs else None
+        ratios = {
+            k: _med(values)
+            for k in names
+            if (values := [r.layout_ms[k] / r.layout_ms[recorded] for r in pairs if k in r.layout_ms])
+        }
+        if base_ms is not None:
+            layout_ms = {k: base_ms * ratio for k, ratio in ratios.items()}
+            evidence.update(ratios=ratios, runs_compared=len(pairs))
+    layout_ms = dict(layout_ms or {})
     layouts = tuple(layout_ms)
-    evidence: dict[str, Any] = {"layout_ms": dict(layout_ms)}
+    evidence["layout_ms"] = dict(layout_ms)
     if len(layout_ms) < 2:
         return (
             JitterCause(
@@ -645,25 +717,38 @@ def _cost_model(bias: Sequence[ShapeBias] | None, no_bias_reason: str) -> Jitter
             {"shapes": [b.to_json() for b in bias]},
         )
 
-    def off(b: ShapeBias) -> float:
+    def guess(b: ShapeBias) -> str:
         ratio = b.ratio or 1.0
-        return max(ratio, 1 / ratio) - 1
+        way = "over" if ratio > 1 else "under"
+        return f"{ratio:.2f}x the measured latency on {b.shape_text} ({way}-predicts, n={b.n})"
 
-    worst = max(judged, key=off)
-    share = off(worst)
-    evidence = {"shapes": [b.to_json() for b in judged], "worst_shape": worst.shape_text}
+    figures = "; ".join(guess(b) for b in judged)
+    evidence: dict[str, Any] = {"shapes": [b.to_json() for b in judged]}
+    if len(judged) < 2:
+        # A bias the same for every candidate of a shape leaves their order, and so the winner, as it is.
+        return JitterCause(
+            "cost_model",
+            0.0,
+            tolerance,
+            False,
+            f"the cost model guessed {figures}; with one shape a bias that scales every guess alike changes "
+            "no ranking, so it explains no spread",
+            evidence,
+        )
+    high = max(judged, key=lambda b: b.ratio or 1.0)
+    low = min(judged, key=lambda b: b.ratio or 1.0)
+    share = (high.ratio or 1.0) / (low.ratio or 1.0) - 1
+    worst = max(judged, key=lambda b: abs(math.log(b.ratio or 1.0)))
+    evidence.update(worst_shape=worst.shape_text, high_shape=high.shape_text, low_shape=low.shape_text)
     explains = _beyond(share, tolerance)
-    ratio = worst.ratio or 1.0
-    direction = "slower" if ratio > 1 else "faster"
-    figures = "; ".join(f"{b.shape_text} {b.ratio:.2f}x (n={b.n})" for b in judged)
     if explains:
         sentence = (
-            f"the cost model guessed {ratio:.2f}x the measured latency on {worst.shape_text} (too {direction}, "
-            f"over {worst.n} trials): the search for that shape was steered by wrong guesses, so its schedule may "
-            f"be further from the best than the figures suggest ({figures})"
+            f"the cost model judges the shapes {pct(share)} apart — it guessed {figures}: the search for "
+            f"{worst.shape_text} was steered by the worst guesses, so its schedule may be further from the "
+            "best than the others'"
         )
     else:
-        sentence = f"the cost model's guesses were within {pct(share)} per shape ({figures})"
+        sentence = f"the cost model judges the shapes alike, within {pct(share)} ({figures})"
     return JitterCause("cost_model", share, tolerance, explains, sentence, evidence)
 
 
@@ -691,10 +776,13 @@ def explain(
 
     ``recorded_ms`` (the session's figure, recorded on a quiet machine unless ``recorded_quiet`` is
     false) is the neighbours' baseline when every run was busy. ``layout_ms`` (layout -> median ms)
-    stands in for the runs' own per-layout figures (a stored validation keeps only these)."""
+    stands in for the runs' own per-layout figures where they have none (a stored validation keeps
+    only these)."""
     runs = _runs(measurements)
     medians = [r.median_ms for r in runs]
-    quiet = [r for r in runs if r.watched and not r.busy and not r.throttled]
+    # The runs to take the noise from: no other busy process, or only those busy in every run.
+    background = _background(runs)
+    quiet = [r for r in runs if r.watched and set(r.busy) <= background and not r.throttled]
     noise = coefficient_of_variation([r.median_ms for r in quiet]) if len(quiet) >= 2 else None
     tolerance = max(TOLERANCE, NOISE_FACTOR * noise) if noise is not None else TOLERANCE
     within = [r.within_cv for r in (quiet or runs) if r.within_cv is not None]
@@ -730,7 +818,7 @@ def explain(
             shapes=shape_texts,
             validation_id=validation_id,
         )
-    placement, layouts, recorded = _placement(runs, tolerance, recorded_layout, layout_ms)
+    placement, layouts, recorded = _placement(runs, quiet, tolerance, recorded_layout, layout_ms)
     causes = (
         _neighbours(runs, tolerance, recorded_ms, recorded_quiet),
         _clocks(runs, tolerance),

@@ -83,6 +83,18 @@ def test_a_busy_neighbour_is_named_with_its_pid():
     assert "placement" not in report.explaining
 
 
+def test_a_neighbour_that_comes_and_goes_is_told_from_one_busy_throughout():
+    names = {"500": "indexer", "4242": "stress"}
+    runs = [run(i, busy=(500,), names=names) for i in range(3)]
+    runs += [run(i, scale=1.7, busy=(500, 4242), names=names) for i in (3, 4)]
+    report = explain(runs)
+    cause = report.cause("neighbours")
+    assert report.explaining == ("neighbours",) and cause.evidence["pids"] == [4242]
+    assert cause.sentence.startswith("pid 4242 (stress) was busy during 2 of 5 runs: those ran 70 % slower")
+    assert "pid 500 (indexer) was busy during every run" in cause.sentence
+    assert report.spread.quiet_runs == 3  # the noise is taken from the runs with the background only
+
+
 def test_a_neighbour_busy_in_every_run_is_judged_against_the_recorded_figure():
     runs = [run(i, scale=1.8, busy=(77,), names={"77": "ffmpeg"}) for i in range(4)]
     report = explain(runs, recorded_ms=0.1)
@@ -142,6 +154,16 @@ def test_placement_names_the_worst_layout_whatever_the_layouts_are():
     assert report.recorded_layout == "staggered"
 
 
+def test_placement_is_judged_within_each_quiet_process_not_across_busy_ones():
+    noisy = {"staggered": 0.16, "aligned": 0.31}  # a neighbour's time slice landing on one layout's timing
+    runs = [run(i) for i in range(3)]
+    runs += [run(i, scale=1.6, busy=(9,), names={"9": "yes"}, layouts=noisy) for i in (3, 4)]
+    report = explain(runs)
+    assert report.explaining == ("neighbours",)
+    placement = report.cause("placement")
+    assert abs(placement.share - 0.01) < 1e-9 and placement.evidence["runs_compared"] == 3
+
+
 def test_shape_names_the_slowest_shape():
     shapes = [
         ShapeFigure("M=64,N=64,K=256", 22.0, 0.095, "re-measured"),
@@ -161,7 +183,13 @@ def test_cost_model_bias_per_shape():
     bias = [ShapeBias("M=64", 12, 1.1), ShapeBias("M=7", 8, 0.4, biased=True)]
     report = explain([run(i) for i in range(4)], bias=bias)
     cause = report.cause("cost_model")
-    assert cause.explains and cause.evidence["worst_shape"] == "M=7" and abs(cause.share - 1.5) < 1e-9
+    assert cause.explains and cause.evidence["worst_shape"] == "M=7" and abs(cause.share - 1.75) < 1e-9
+    assert "0.40x the measured latency on M=7 (under-predicts, n=8)" in cause.sentence
+    # one shape, however biased: every guess scaled alike changes no ranking
+    one = explain([run(i) for i in range(4)], bias=[ShapeBias("M=64", 4, 0.58, biased=True)]).cause(
+        "cost_model"
+    )
+    assert one.share == 0.0 and not one.explains and "0.58x" in one.sentence
     none = explain([run(i) for i in range(4)], bias=[]).cause("cost_model")
     assert none.share is None and none.sentence.startswith("no predictions")
 
