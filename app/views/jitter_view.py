@@ -121,11 +121,11 @@ class CausesPlot(QWidget):
         top = max([*widths, *(100 * c.tolerance for c in causes), 1.0])
         for y, c, w in zip(ys, causes, widths, strict=True):
             text = pg.TextItem(signed(c.share), color="#202124", anchor=(0, 0.5))
-            text.setPos(w + top * 0.01, y)
+            text.setPos(max(w, 100 * c.tolerance) + top * 0.015, y)  # clear of the bar and its tolerance tick
             self.plot.addItem(text)
             self.labels.append(text)
         # room on the right for the value labels
-        self.plot.setXRange(0, top * 1.18, padding=0)
+        self.plot.setXRange(-top * 0.02, top * 1.18, padding=0)
         self.plot.setYRange(-0.6, max(len(causes) - 0.4, 0.6), padding=0)
 
 
