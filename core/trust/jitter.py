@@ -442,7 +442,7 @@ def _neighbours(
             pids=always if explains else [], busy_ms=all_ms, quiet_ms=recorded_ms, baseline="recorded"
         )
         sentence = (
-            f"{_who(always, names)} {_were(always)} busy during every run, which ran {pct(share)} "
+            f"{_who(always, names)} {_were(always)} busy during every run, which ran {pct(abs(share))} "
             f"{'slower' if share >= 0 else 'faster'} ({ms_text(all_ms)}) than the {ms_text(recorded_ms)} "
             "the session recorded on a quiet machine"
         )

@@ -14,6 +14,7 @@ import time
 import pytest
 from test_validate import start_neighbour
 
+from tunelab.core.export.files import export_trial
 from tunelab.core.faults import PLANT_ENV
 from tunelab.core.records import MeasureOptions, SessionSpec
 from tunelab.core.session.loop import create_session
@@ -152,3 +153,13 @@ def test_cli_jitter_json_text_and_bad_input(tuned, tmp_path):
     fresh = tmp_path / "fresh.sqlite"
     bad = tunelab("jitter", str(tmp_path / "missing.schedule.json"), db=fresh)
     assert bad.returncode == 2 and not fresh.exists()
+    # an exported schedule file: its validation is stored in the store named, created for it
+    schedule = export_trial(Store(path), sid, out_dir=tmp_path / "export", formats=("schedule",))["schedule"]
+    bad = tunelab("jitter", str(schedule), "--shapes", "M=8", db=fresh)
+    assert bad.returncode == 2 and "need a SESSION" in bad.stderr and not fresh.exists()
+    proc = tunelab("jitter", str(schedule), "--runs", "1", "--json", db=fresh)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["source"]["kind"] == "file" and doc["validation_id"] is not None
+    assert Store(fresh).validation(doc["validation_id"])["source"]["kind"] == "file"
+    assert "no predictions" in JitterReport.from_json(doc).cause("cost_model").sentence
