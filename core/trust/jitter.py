@@ -31,7 +31,8 @@ reads those figures and gives each candidate cause a *share*: the relative slowd
 
 A cause *explains* the spread when its share is beyond its tolerance: :data:`TOLERANCE` (5 %) and
 :data:`NOISE_FACTOR` times the run-to-run noise of the quiet runs (the CV of their medians; for
-``first_run`` the CV of the samples within a run), whichever is larger; ``shape`` and ``cost_model``
+``first_run`` the CV of the samples within a run, for ``placement`` that of the per-run layout
+ratios), whichever is larger; ``shape`` and ``cost_model``
 have tolerances of their own (:data:`SHAPE_TOL`, :data:`COST_MODEL_TOL`). The headline names the
 causes that explain it, largest first, or says the kernel is steady ("5 processes agree within
 2.1 %") or that nothing measured explains its spread.
@@ -595,13 +596,16 @@ def _first_run(runs: list[_Run], noise_within: float | None) -> JitterCause:
 def _placement(
     runs: list[_Run],
     quiet: list[_Run],
-    tolerance: float,
     recorded_layout: str,
     layout_ms: Mapping[str, float] | None,
 ) -> tuple[JitterCause, tuple[str, ...], str | None]:
     """Each layout against the recorded one within the same process (what the machine did meanwhile
-    cancels out), the median over the quiet runs (every run when none was quiet)."""
+    cancels out), the median over the quiet runs (every run when none was quiet). Its noise is that of
+    those within-process ratios, not of the runs' medians: the tolerance is :data:`NOISE_FACTOR` times
+    the CV of the worst layout's per-run ratios, and at least :data:`TOLERANCE`."""
     evidence: dict[str, Any] = {}
+    tolerance = TOLERANCE
+    per_run: dict[str, list[float]] = {}
     timed = [r for r in (quiet or runs) if len(r.layout_ms) >= 2] or [
         r for r in runs if len(r.layout_ms) >= 2
     ]
@@ -610,11 +614,12 @@ def _placement(
         recorded = recorded_layout if recorded_layout in names else names[0]
         pairs = [r for r in timed if r.layout_ms.get(recorded)]
         base_ms = _med([r.layout_ms[recorded] for r in pairs]) if pairs else None
-        ratios = {
-            k: _med(values)
+        per_run = {
+            k: values
             for k in names
             if (values := [r.layout_ms[k] / r.layout_ms[recorded] for r in pairs if k in r.layout_ms])
         }
+        ratios = {k: _med(values) for k, values in per_run.items()}
         if base_ms is not None:
             layout_ms = {k: base_ms * ratio for k, ratio in ratios.items()}
             evidence.update(ratios=ratios, runs_compared=len(pairs))
@@ -637,6 +642,11 @@ def _placement(
     recorded = recorded_layout if recorded_layout in layout_ms else layouts[0]
     base = layout_ms[recorded]
     worst = max(layout_ms, key=lambda k: layout_ms[k])
+    if len(per_run.get(worst, ())) >= 2:
+        ratio_cv = coefficient_of_variation(per_run[worst])
+        evidence["ratio_cv"] = ratio_cv
+        if ratio_cv is not None:
+            tolerance = max(TOLERANCE, NOISE_FACTOR * ratio_cv)
     best = min(layout_ms, key=lambda k: layout_ms[k])
     share = layout_ms[worst] / base - 1 if base else None
     evidence.update(recorded_layout=recorded, worst_layout=worst, best_layout=best)
@@ -818,7 +828,7 @@ def explain(
             shapes=shape_texts,
             validation_id=validation_id,
         )
-    placement, layouts, recorded = _placement(runs, quiet, tolerance, recorded_layout, layout_ms)
+    placement, layouts, recorded = _placement(runs, quiet, recorded_layout, layout_ms)
     causes = (
         _neighbours(runs, tolerance, recorded_ms, recorded_quiet),
         _clocks(runs, tolerance),

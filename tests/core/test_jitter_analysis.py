@@ -164,6 +164,17 @@ def test_placement_is_judged_within_each_quiet_process_not_across_busy_ones():
     assert abs(placement.share - 0.01) < 1e-9 and placement.evidence["runs_compared"] == 3
 
 
+def test_placement_is_held_to_its_own_noise_not_the_runs():
+    # the runs' medians scatter (CV ~40 %), yet within each process the aligned layout is 1.9x
+    runs = [
+        run(i, scale=s, layouts={"staggered": 0.1 * s, "aligned": 0.19 * s})
+        for i, s in enumerate((1, 2, 1, 1.8))
+    ]
+    report = explain(runs)
+    cause = report.cause("placement")
+    assert report.spread.noise > 0.3 and cause.explains and cause.tolerance == 0.05
+
+
 def test_shape_names_the_slowest_shape():
     shapes = [
         ShapeFigure("M=64,N=64,K=256", 22.0, 0.095, "re-measured"),
