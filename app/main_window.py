@@ -29,6 +29,7 @@ from tunelab.app.views.browser import SessionBrowser, is_resumable
 from tunelab.app.views.compare import CompareView
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
+from tunelab.app.views.jitter_view import JitterView
 from tunelab.app.views.live_plot import LivePlot
 from tunelab.app.views.trials.widget import TrialsTable
 from tunelab.app.views.validation.view import ValidationView
@@ -133,11 +134,14 @@ class MainWindow(QMainWindow):
         self.compare = CompareView(store)
         self.hardware = HardwareView(store)
         self.validation = ValidationView(store)
+        self.jitter = JitterView(store)
         self.live.trial_clicked.connect(self._on_trial_clicked)
         self.live.failed.connect(self._on_error)
         self.compare.selection_changed.connect(self.costmodel.set_compare_sessions)
         self.validation.failed.connect(self._on_error)
         self.validation.finished.connect(self._on_validation_finished)
+        self.jitter.failed.connect(self._on_error)
+        self.jitter.finished.connect(self._on_validation_finished)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.live, "Live")
@@ -146,6 +150,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.compare, "Compare")
         self.tabs.addTab(self.hardware, "Hardware")
         self.tabs.addTab(self.validation, "Validation")
+        self.tabs.addTab(self.jitter, "Jitter")
         self.tabs.currentChanged.connect(self._update_actions)
 
         self.run_bar = RunBar(store, self.pause_action, self.stop_action)
@@ -407,6 +412,7 @@ class MainWindow(QMainWindow):
         for view in (self.live, self.costmodel, self.trials, self.hardware, self.run_bar):
             view.set_session(record, columns=columns)
         self.validation.set_session(self.session_id)
+        self.jitter.set_session(self.session_id)
         if self.session_id is not None and not self.compare.checked():
             self.compare.set_checked([self.session_id])
         self.costmodel.set_compare_sessions(self.compare.checked())
@@ -581,10 +587,11 @@ class MainWindow(QMainWindow):
             self._close_pending = True
             event.ignore()
             return
-        if self.validation.running:
+        if self.validation.running or self.jitter.running:
             if not self._close_pending:
                 self._close_pending = True
                 self.validation.stop()
+                self.jitter.stop()
                 self.message_bar.show_info("Closing once the validation has finished its current step.")
             event.ignore()
             return

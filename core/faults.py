@@ -7,6 +7,9 @@ signal and what it usually means instead of "Subprocess terminated".
 Planted faults: with ``TUNELAB_PLANT_FAULT=<kind>[@<where>]`` in the environment, a child that
 calls :func:`plant` at ``where`` (``selfcheck``, ``run``) commits that fault itself: ``sigill``,
 ``sigsegv``, ``sigbus``, ``sigfpe``, ``hang``, ``oom``, ``wrong``; ``kind@where/N`` on every N-th call.
+``slowlayout@<layout>`` (e.g. ``slowlayout@aligned``) makes a validation worker time that buffer
+layout's kernel with the kernel run twice per timed call, so the layout measures about 2x: a planted
+placement-sensitive kernel (:func:`slow_layout`).
 Tests use it so that a fault is planted on purpose on any machine, not found by luck on one.
 """
 
@@ -61,6 +64,16 @@ def planted(where: str) -> str | None:
     kind, _, at = value.partition("@")
     at = at.partition("/")[0]
     return kind if not at or at == where else None
+
+
+def slow_layout() -> str | None:
+    """The buffer layout (:mod:`tunelab.core.measure.placement`) planted as slow by
+    ``TUNELAB_PLANT_FAULT=slowlayout@<layout>``, or None. A validation worker times that layout's kernel
+    run twice per call (:mod:`tunelab.core.trust.remeasure.worker`), so it measures about 2x."""
+    value = os.environ.get(PLANT_ENV, "").strip().lower()
+    kind, _, at = value.partition("@")
+    layout = at.partition("/")[0].strip()
+    return (layout or None) if kind == "slowlayout" else None
 
 
 def _counted(every: int) -> bool:

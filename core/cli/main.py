@@ -18,7 +18,7 @@ Given ``--events-fd N`` (`tune`, `bias`), a command also reports its progress, i
 JSON lines on that descriptor, for the process that started it (tunelab.core.cli.protocol).
 
 This module parses the command line and hands it to its command: the grammar is `parser`, the commands
-live by job in `tuning`, `inspection` (workloads, sessions, show, compare), `trust` (validate, bias,
+live by job in `tuning`, `inspection` (workloads, sessions, show, compare), `trust` (validate, jitter, bias,
 baseline, roofline) and `export`; what they share (the store, files, JSON of records, tables) in `common`.
 """
 
@@ -32,7 +32,7 @@ from tunelab.core.cli.export import cmd_export
 from tunelab.core.cli.inspection import cmd_compare, cmd_sessions, cmd_show, cmd_workloads
 from tunelab.core.cli.parser import _parser
 from tunelab.core.cli.protocol import NO_EVENTS, open_events
-from tunelab.core.cli.trust import cmd_baseline, cmd_bias, cmd_roofline, cmd_validate
+from tunelab.core.cli.trust import cmd_baseline, cmd_bias, cmd_jitter, cmd_roofline, cmd_validate
 from tunelab.core.cli.tuning import cmd_tune
 from tunelab.core.errors import Cancelled, StoreFailure, TunelabError
 
@@ -55,6 +55,7 @@ COMMANDS = {
     "bias": cmd_bias,
     "gui": cmd_gui,
     "validate": cmd_validate,
+    "jitter": cmd_jitter,
     "baseline": cmd_baseline,
     "roofline": cmd_roofline,
 }

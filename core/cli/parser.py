@@ -180,6 +180,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--json", action="store_true")
     with_db(v)
+    j = sub.add_parser(
+        "jitter",
+        help="re-measure a session's best schedule (or a schedule file) across fresh processes, buffer "
+        "layouts and shapes, and say which cause explains its spread",
+    )
+    j.add_argument(
+        "source", metavar="SESSION|SCHEDULE_FILE", help="a session id or an exported *.schedule.json"
+    )
+    j.add_argument("--runs", type=int, default=5, metavar="N", help="fresh-process runs (default 5)")
+    j.add_argument(
+        "--shapes", default=None, help="also carry the best schedule to these shapes, e.g. M=16,32,64"
+    )
+    j.add_argument(
+        "--trust-custom",
+        action="store_true",
+        help="run the workload code a schedule file carries (custom_source)",
+    )
+    j.add_argument("--json", action="store_true")
+    with_db(j)
     b = sub.add_parser(
         "baseline", help="the session's operator through the vendor library (NumPy BLAS, cuBLAS)"
     )

@@ -1,4 +1,4 @@
-"""`tunelab validate`, `bias`, `baseline` and `roofline`: how far a session's figures can be trusted."""
+"""`tunelab validate`, `jitter`, `bias`, `baseline` and `roofline`: how far a session's figures can be trusted."""
 
 from __future__ import annotations
 
@@ -82,6 +82,32 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json()))
     else:
         print(format_report(report))
+    return 0
+
+
+def cmd_jitter(args: argparse.Namespace) -> int:
+    from tunelab.core.trust.jitter import format_jitter
+    from tunelab.core.trust.remeasure.api import parse_source
+    from tunelab.core.usecases.jitter import check_source, jitter_report
+
+    if args.runs < 1:
+        raise TunelabError(
+            f"the number of fresh processes must be at least 1, not {args.runs}", option="runs"
+        )
+    source = parse_source(args.source)
+    # A bad file (missing, corrupt, untrusted code, a target this machine cannot run) or shapes for a
+    # file: one line before the store is opened, so nothing is left behind.
+    check_source(source, shapes=args.shapes, trust_custom=args.trust_custom)
+    store = _open_store(args.db, create=not isinstance(source, int), write=True)
+    report = jitter_report(
+        store,
+        source,
+        runs=args.runs,
+        shapes=args.shapes,
+        trust_custom=args.trust_custom,
+        on_progress=_progress_line,
+    )
+    print(json.dumps(report.to_json()) if args.json else format_jitter(report))
     return 0
 
 

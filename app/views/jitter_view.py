@@ -1,0 +1,379 @@
+"""The Jitter view: "it ran fast in the session, then jittered in production" — which cause explains it?
+
+"Explain the spread" re-measures the selected session's best schedule (or, with "Schedule file…", an
+exported schedule file) in fresh processes, with every buffer layout, on the session's shapes and any
+given, and shows the report of tunelab.core.usecases.jitter.jitter_report: the headline in words, a
+horizontal bar per candidate cause (its share of the spread, in %, its tolerance marked) and a table
+of the numbers behind each.
+
+The work is one call of that use case in a StreamWorker with its own Store; this widget only draws the
+JitterReport it returns. Stop kills the re-measurement's worker processes at once; nothing is stored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from tunelab.app.views.validation.drawing import make_table, titled
+from tunelab.app.widgets.formatting import fmt_ms
+from tunelab.app.workers.engine import StreamWorker, keep_alive
+from tunelab.core.errors import TunelabError
+from tunelab.core.store import Store
+from tunelab.core.trust.jitter import JitterCause, JitterReport, pct, signed
+from tunelab.core.trust.remeasure.api import ValidationCancelled
+from tunelab.core.usecases.jitter import jitter_report
+
+CAUSE_COLUMNS = ("Cause", "Share", "Tolerance", "Explains", "The numbers")
+EXPLAINS_BRUSH = (217, 48, 37, 210)
+QUIET_BRUSH = (128, 134, 139, 170)
+TOLERANCE_PEN = "#202124"
+EXPLAINS_ROW = QBrush(QColor("#fce8e6"))
+NOT_RUN = (
+    "Re-measure the best schedule across fresh processes, buffer layouts and shapes, and see which of "
+    "busy neighbours, throttling or clocks, first-run cost, placement, input shape or the cost model "
+    "explains its spread."
+)
+
+
+def jitter_job(store: Store, source: int | str, *, emit, is_cancelled, **request: Any) -> JitterReport | None:
+    """Runs in the worker: the use case, its progress passed on as ("progress", done, total, text);
+    None once stopped (nothing was stored)."""
+    try:
+        return jitter_report(
+            store,
+            source if isinstance(source, int) else Path(source),
+            **request,
+            on_progress=lambda done, total, text: emit(("progress", done, total, text)),
+            is_cancelled=is_cancelled,
+        )
+    except ValidationCancelled:
+        return None
+
+
+class CausesPlot(QWidget):
+    """One horizontal bar per cause: its share of the spread in %, red where it explains the spread;
+    a black tick marks each cause's tolerance; "n/a" where it could not be measured."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.plot_widget = pg.PlotWidget(background="w")
+        self.plot_widget.setMinimumHeight(160)
+        self.plot = self.plot_widget.getPlotItem()
+        square = "<span style='color:{}'>&#9632;</span>"
+        self.caption = QLabel(
+            f"<b>Share of the spread per cause</b>: {square.format('#d93025')} explains it · "
+            f"{square.format('#80868b')} within its tolerance · <b>|</b> the tolerance"
+        )
+        self.caption.setWordWrap(True)
+        self.caption.setStyleSheet("color: #3c4043;")
+        self.plot.setLabel("bottom", "share of the spread (%)")
+        self.plot.getAxis("bottom").enableAutoSIPrefix(False)
+        self.plot.getAxis("left").setWidth(150)
+        self.plot.showGrid(x=True, y=False, alpha=0.25)
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot.hideButtons()
+        self.plot.invertY(True)  # the first cause on top, as in the table
+        self.bars = pg.BarGraphItem(x0=[], y=[], width=[], height=0.6, brushes=[])
+        self.plot.addItem(self.bars)
+        self.ticks = pg.ScatterPlotItem(symbol="|", size=22, pen=pg.mkPen(TOLERANCE_PEN, width=2), brush=None)
+        self.plot.addItem(self.ticks)
+        self.labels: list[pg.TextItem] = []
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.addWidget(self.caption)
+        layout.addWidget(self.plot_widget, 1)
+
+    def scene(self):
+        return self.plot_widget.scene()
+
+    def shares(self) -> list[float]:
+        """The bars' lengths as drawn (% of the spread)."""
+        return [float(w) for w in self.bars.opts.get("width") or []]
+
+    def draw(self, causes: tuple[JitterCause, ...] | list[JitterCause]) -> None:
+        for label in self.labels:
+            self.plot.removeItem(label)
+        self.labels = []
+        ys = list(range(len(causes)))
+        widths = [100 * max(c.share or 0.0, 0.0) for c in causes]
+        brushes = [pg.mkBrush(EXPLAINS_BRUSH if c.explains else QUIET_BRUSH) for c in causes]
+        self.bars.setOpts(x0=[0.0] * len(causes), y=ys, width=widths, height=0.6, brushes=brushes)
+        self.ticks.setData(x=[100 * c.tolerance for c in causes], y=ys)
+        self.plot.getAxis("left").setTicks([[(y, c.title) for y, c in zip(ys, causes, strict=True)], []])
+        top = max([*widths, *(100 * c.tolerance for c in causes), 1.0])
+        for y, c, w in zip(ys, causes, widths, strict=True):
+            text = pg.TextItem(signed(c.share), color="#202124", anchor=(0, 0.5))
+            text.setPos(max(w, 100 * c.tolerance) + top * 0.015, y)  # clear of the bar and its tolerance tick
+            self.plot.addItem(text)
+            self.labels.append(text)
+        # room on the right for the value labels
+        self.plot.setXRange(-top * 0.02, top * 1.18, padding=0)
+        self.plot.setYRange(-0.6, max(len(causes) - 0.4, 0.6), padding=0)
+
+
+class JitterView(QWidget):
+    finished = Signal()  # a run ended (done, failed or stopped)
+    failed = Signal(str)
+
+    def __init__(self, store: Store, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._store = store
+        self.session_id: int | None = None
+        self.worker: StreamWorker | None = None
+        self.report: JitterReport | None = None
+        self.last_error = ""
+
+        self.title = QLabel("No session selected.")
+        self.title.setObjectName("jitter_title")
+        self.title.setWordWrap(True)
+        self.runs_spin = QSpinBox()
+        self.runs_spin.setRange(1, 50)
+        self.runs_spin.setValue(5)
+        self.runs_spin.setToolTip(
+            "Fresh processes: each loads the schedule afresh and times it in every layout"
+        )
+        self.shapes_edit = QLineEdit()
+        self.shapes_edit.setObjectName("jitter_shapes")
+        self.shapes_edit.setPlaceholderText("optional, e.g. M=8,16,32")
+        self.shapes_edit.setToolTip(
+            "Other shapes to carry the best schedule over to (a session only): M=8,16,32 · M=16..128"
+        )
+        self.explain_button = QPushButton("Explain the spread")
+        self.explain_button.setObjectName("explain_button")
+        self.explain_button.setDefault(True)
+        self.explain_button.setToolTip(
+            "Re-measure the session's best schedule and say which cause explains its spread"
+        )
+        self.explain_button.clicked.connect(lambda: self.start())
+        self.file_button = QPushButton("Schedule file…")
+        self.file_button.setToolTip("Explain the spread of an exported *.schedule.json instead")
+        self.file_button.clicked.connect(self._pick_file)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("jitter_stop")
+        self.stop_button.setToolTip("Stop: the worker processes are killed at once and nothing is stored")
+        self.stop_button.clicked.connect(self.stop)
+        controls = QHBoxLayout()
+        controls.setContentsMargins(0, 0, 0, 0)
+        controls.addWidget(QLabel("Runs"))
+        controls.addWidget(self.runs_spin)
+        controls.addWidget(QLabel("Other shapes"))
+        controls.addWidget(self.shapes_edit, 1)
+        for button in (self.explain_button, self.file_button, self.stop_button):
+            controls.addWidget(button)
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(260)
+        self.progress.hide()
+        self.stage = QLabel()
+        self.stage.setProperty("role", "hint")
+        self.stage.setWordWrap(True)
+        progress_row = QHBoxLayout()
+        progress_row.setContentsMargins(0, 0, 0, 0)
+        progress_row.addWidget(self.progress)
+        progress_row.addWidget(self.stage, 1)
+
+        self.headline = QLabel(NOT_RUN)
+        self.headline.setObjectName("jitter_headline")
+        self.headline.setWordWrap(True)
+        self.headline.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.headline.setStyleSheet(
+            "font-size: 15px; padding: 8px 12px; background: #f1f3f4; border-radius: 4px; color: #202124;"
+        )
+        self.spread_label = QLabel()
+        self.spread_label.setObjectName("jitter_spread")
+        self.spread_label.setWordWrap(True)
+        self.spread_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.causes_plot = CausesPlot()
+        self.table = make_table(CAUSE_COLUMNS, stretch=len(CAUSE_COLUMNS) - 1)
+        self.table.setWordWrap(True)
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.causes_plot)
+        splitter.addWidget(titled("The numbers behind each cause", self.table))
+        splitter.setSizes([300, 320])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.title)
+        layout.addLayout(controls)
+        layout.addLayout(progress_row)
+        layout.addWidget(self.headline)
+        layout.addWidget(self.spread_label)
+        layout.addWidget(splitter, 1)
+        self._update_buttons()
+
+    # ---- state ---------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.worker is not None
+
+    def exportable(self):
+        return self.causes_plot.scene()
+
+    def set_session(self, session_id: int | None) -> None:
+        self.session_id = session_id
+        record = None
+        if session_id is not None:
+            try:
+                record = self._store.session(session_id)
+            except TunelabError as exc:
+                self.title.setText(str(exc))
+                self.session_id = None
+        if record is None:
+            self.title.setText("No session selected: pick one, or explain an exported schedule file.")
+        else:
+            best = (
+                "no successful trial yet" if record.best_ms is None else f"best {fmt_ms(record.best_ms)} ms"
+            )
+            self.title.setText(
+                f"<b>Session {record.id}</b> {record.name} · {record.n_trials} trials, {best}. It ran fast in "
+                "the session — would it jitter in production? Explain the spread re-measures its best "
+                "schedule in fresh processes and says which cause explains the difference."
+            )
+        if not self.running:
+            self._show(None)
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        idle = not self.running
+        self.explain_button.setEnabled(idle and self.session_id is not None)
+        self.file_button.setEnabled(idle)
+        self.stop_button.setEnabled(self.running and not self.worker.cancelled)
+        self.runs_spin.setEnabled(idle)
+        self.shapes_edit.setEnabled(idle)
+
+    # ---- running -------------------------------------------------------------------------------
+    def _pick_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self,
+            "Explain an exported schedule",
+            str(Path.home()),
+            "Schedule files (*.schedule.json);;All (*)",
+        )
+        if path:
+            self.start(path)
+
+    def start(self, schedule_file: str | None = None) -> StreamWorker | None:
+        """Explain the selected session's spread (or that of `schedule_file`) in a worker."""
+        if self.running or (schedule_file is None and self.session_id is None):
+            return None
+        source: int | str = self.session_id if schedule_file is None else schedule_file  # type: ignore[assignment]
+        shapes = self.shapes_edit.text().strip() or None
+        runs = self.runs_spin.value()
+        self._show(None)
+        worker = StreamWorker(
+            self._store.path,
+            jitter_job,
+            source,
+            runs=runs,
+            shapes=shapes if schedule_file is None else None,
+        )
+        worker.progress.connect(self._on_progress)
+        worker.succeeded.connect(self._on_done)
+        worker.failed.connect(self._on_failed)
+        worker.finished.connect(self._on_finished)
+        self.worker = keep_alive(worker)
+        self.progress.setRange(0, 0)
+        self.progress.show()
+        what = (
+            f"session {self.session_id}'s best schedule"
+            if schedule_file is None
+            else Path(schedule_file).name
+        )
+        self._set_stage(f"Re-measuring {what} in {runs} fresh process(es), every buffer layout…")
+        self.headline.setText("Measuring…")
+        worker.start()
+        self._update_buttons()
+        return worker
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.cancel()
+            self._set_stage(self.stage.text() + " — stopping…")
+            self._update_buttons()
+
+    def _on_progress(self, item: tuple) -> None:
+        _, done, total, text = item
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(done)
+        self.progress.setFormat("%v / %m")
+        self._set_stage(text)
+
+    def _on_done(self, report: JitterReport | None) -> None:
+        if report is None:
+            self._show(None)
+            self.headline.setText("Stopped before the end: nothing was stored.")
+            self._set_stage("Stopped.")
+            return
+        self._show(report)
+        stored = (
+            f" The validation behind it is stored (id {report.validation_id})."
+            if report.validation_id
+            else ""
+        )
+        self._set_stage("Done." + stored)
+
+    def _on_failed(self, message: str, _details: str) -> None:
+        self.last_error = message
+        self.headline.setText(f"Cannot explain the spread: {message}")
+        self._set_stage("")
+        self.failed.emit(message)
+
+    def _on_finished(self) -> None:
+        self.worker = None
+        self.progress.hide()
+        self._update_buttons()
+        self.finished.emit()
+
+    # ---- drawing -------------------------------------------------------------------------------
+    def _set_stage(self, text: str) -> None:
+        self.stage.setText(text)
+
+    def _show(self, report: JitterReport | None) -> None:
+        self.report = report
+        if report is None:
+            self.last_error = ""
+            self.headline.setText(NOT_RUN)
+            self.spread_label.setText("")
+            self.causes_plot.draw([])
+            self.table.setRowCount(0)
+            return
+        self.headline.setText(report.headline[0].upper() + report.headline[1:])
+        s = report.spread
+        self.spread_label.setText(
+            f"<b>Measured</b>: {report.label} · {s.runs} of {report.runs_asked} fresh processes: median "
+            f"{fmt_ms(s.median_ms)} ms (min {fmt_ms(s.min_ms)}, max {fmt_ms(s.max_ms)}, CV {pct(s.cv)}) · "
+            f"layouts {', '.join(report.layouts) or '—'} · shapes {', '.join(report.shapes) or '—'}"
+        )
+        self.causes_plot.draw(report.causes)
+        self._fill_table(report.causes)
+
+    def _fill_table(self, causes: tuple[JitterCause, ...]) -> None:
+        self.table.setRowCount(len(causes))
+        for i, c in enumerate(causes):
+            cells = (c.title, signed(c.share), pct(c.tolerance), "yes" if c.explains else "no", c.sentence)
+            for j, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(c.sentence)
+                if j in (1, 2):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if c.explains:
+                    item.setBackground(EXPLAINS_ROW)
+                self.table.setItem(i, j, item)
+        self.table.resizeRowsToContents()

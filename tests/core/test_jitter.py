@@ -1,0 +1,165 @@
+"""`tunelab jitter` with a real tuned session, real worker processes and real SQLite: each cause that can be
+planted on a CPU (a busy neighbour, a placement-sensitive layout, a shape the schedule does badly on) is
+planted, and the report must name it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from test_validate import start_neighbour
+
+from tunelab.core.export.files import export_trial
+from tunelab.core.faults import PLANT_ENV
+from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.session.loop import create_session
+from tunelab.core.store import Store
+from tunelab.core.trust.jitter import CAUSES, JitterReport
+from tunelab.core.usecases.jitter import jitter_report
+
+pytestmark = pytest.mark.slow
+
+SPEC = SessionSpec(
+    workload="gemm",
+    shape={"M": 64, "N": 64, "K": 256},
+    target="llvm",
+    space_kind="template",
+    tuner="random",
+    trials=8,
+    batch=4,
+    measure=MeasureOptions(number=2, repeat=3, min_repeat_ms=5, cooldown_s=0, confirm_runs=0),
+)
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """A finished GEMM M=N=64, K=256 session (8 random trials) and its database path."""
+    path = tmp_path_factory.mktemp("jitter") / "tunelab.sqlite"
+    store = Store(path)
+    session = create_session(store, SPEC)
+    for _ in session.run():
+        pass
+    store.close()
+    return path, session.session_id
+
+
+def kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_a_neighbour_that_arrives_mid_way_is_named_with_its_pid(tuned):
+    path, sid = tuned
+    store = Store(path)
+    pids: list[int] = []
+
+    def progress(done: int, _total: int, _text: str) -> None:
+        if done == 2 and not pids:  # runs 3..5 share the machine with one busy process per core
+            pids.extend(start_neighbour() for _ in range(os.cpu_count() or 2))
+            time.sleep(2.5)  # psutil needs two process scans (1 s apart) to see them busy
+
+    started = time.monotonic()
+    try:
+        report = jitter_report(store, sid, runs=5, on_progress=progress)
+    finally:
+        kill(pids)
+    print(f"\n{time.monotonic() - started:.1f} s: {report.headline}")
+    cause = report.cause("neighbours")
+    assert "neighbours" in report.explaining, report.to_json()
+    assert set(pids) & set(cause.evidence["pids"]), (pids, cause.evidence)
+    assert any(f"pid {p} (" in cause.sentence for p in pids), cause.sentence
+    assert cause.evidence["busy_runs"] >= 2 and cause.share > cause.tolerance
+    # the validation behind it is stored, as validations are
+    assert report.validation_id is not None and store.validation(report.validation_id)["source"]["top_k"] == 1
+    store.close()
+
+
+def test_a_planted_slow_layout_is_named_placement(tuned, monkeypatch):
+    path, sid = tuned
+    store = Store(path)
+    monkeypatch.setenv(PLANT_ENV, "slowlayout@aligned")  # executed by the real worker processes
+    report = jitter_report(store, sid, runs=3)
+    print("\n" + report.headline)
+    cause = report.cause("placement")
+    assert "placement" in report.explaining, report.to_json()
+    assert cause.evidence["worst_layout"] == "aligned" and cause.evidence["recorded_layout"] == "staggered"
+    assert 0.6 < cause.share < 1.6, cause.evidence  # the kernel run twice per timed call: about 2x
+    assert "laid out aligned" in cause.sentence
+    assert set(report.layouts) >= {"staggered", "aligned"}
+    store.close()
+
+
+def test_an_awkward_shape_is_named(tuned):
+    path, sid = tuned
+    store = Store(path)
+    report = jitter_report(store, sid, runs=3, shapes="M=7,N=7")
+    print("\n" + report.headline)
+    cause = report.cause("shape")
+    assert "shape" in report.explaining, report.to_json()
+    assert cause.evidence["slowest"] == "M=7,N=7,K=256" and cause.share > 1.0
+    assert report.shapes == ("M=64,N=64,K=256", "M=7,N=7,K=256")
+    assert "GFLOP/s" in cause.sentence
+    # the session has predictions: the cost model is judged, per shape
+    assert report.cause("cost_model").evidence.get("shapes")
+    store.close()
+
+
+def tunelab(*args: str, db, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tunelab", *args, "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def test_cli_jitter_json_text_and_bad_input(tuned, tmp_path):
+    path, sid = tuned
+    env = dict(os.environ, **{PLANT_ENV: "slowlayout@aligned"})
+    proc = tunelab("jitter", str(sid), "--runs", "2", "--json", db=path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    report = JitterReport.from_json(json.loads(proc.stdout))
+    assert [c.name for c in report.causes] == list(CAUSES) and report.source["session_id"] == sid
+    assert "placement" in report.explaining and "[2/2] run 2/2" in proc.stderr
+    text = tunelab("jitter", str(sid), "--runs", "1", db=path)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[0] == text.stdout.splitlines()[0].strip()  # the headline first
+    assert (
+        "buffer placement" in text.stdout
+        and "input shape" in text.stdout
+        and "stored as validation" in text.stdout
+    )
+    before = Store(path).validations(sid)
+    for args, words in (
+        (("jitter", "999"), "session 999"),
+        (("jitter", str(sid), "--runs", "0"), "--runs"),
+        (("jitter", str(sid), "--shapes", "Q=3"), "Q"),
+        (("jitter", str(tmp_path / "missing.schedule.json")), "does not exist"),
+    ):
+        bad = tunelab(*args, db=path)
+        assert bad.returncode == 2 and bad.stdout == "", (args, bad.stderr)
+        lines = bad.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], (args, bad.stderr)
+    assert Store(path).validations(sid) == before  # bad input stored nothing
+    fresh = tmp_path / "fresh.sqlite"
+    bad = tunelab("jitter", str(tmp_path / "missing.schedule.json"), db=fresh)
+    assert bad.returncode == 2 and not fresh.exists()
+    # an exported schedule file: its validation is stored in the store named, created for it
+    schedule = export_trial(Store(path), sid, out_dir=tmp_path / "export", formats=("schedule",))["schedule"]
+    bad = tunelab("jitter", str(schedule), "--shapes", "M=8", db=fresh)
+    assert bad.returncode == 2 and "need a SESSION" in bad.stderr and not fresh.exists()
+    proc = tunelab("jitter", str(schedule), "--runs", "1", "--json", db=fresh)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["source"]["kind"] == "file" and doc["validation_id"] is not None
+    assert Store(fresh).validation(doc["validation_id"])["source"]["kind"] == "file"
+    assert "no predictions" in JitterReport.from_json(doc).cause("cost_model").sentence
