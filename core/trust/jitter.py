@@ -45,6 +45,7 @@ records with one JSON mapping each. TVM-free.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -372,11 +373,52 @@ def _were(pids: Sequence[int]) -> str:
     return "was" if len(pids) == 1 else "were"
 
 
+def _recorded_beside_neighbours(
+    runs: list[_Run], tolerance: float, recorded_ms: float | None, recorded_disturbance: str | None
+) -> JitterCause | None:
+    """The recorded figure was taken while other processes were busy (the confirmation's own telemetry
+    says so) and the quiet runs now differ from it beyond ``tolerance``: the neighbours of the recording
+    explain the difference (the issue's story: a figure confirmed on a busy machine, then "regressed").
+    None when the recording was quiet, or the quiet runs agree with it."""
+    busy_parts = [part for part in (recorded_disturbance or "").split("; ") if " busy" in part]
+    quiet = [r.median_ms for r in runs if r.watched and not r.busy and not r.throttled]
+    if not busy_parts or not recorded_ms or not quiet:
+        return None
+    now_ms = _med(quiet)
+    share = now_ms / recorded_ms - 1
+    if abs(share) <= tolerance:
+        return None
+    what = "optimistic" if share > 0 else "pessimistic"
+    sentence = (
+        f"the recorded {ms_text(recorded_ms)} was measured while {'; '.join(busy_parts)}; on a quiet machine "
+        f"now ({len(quiet)} runs with no other busy process) it runs {ms_text(now_ms)}, "
+        f"{pct(abs(share))} {'slower' if share > 0 else 'faster'}: the recorded figure was {what}, and the "
+        "quiet figure is the one to trust"
+    )
+    pids = [int(x) for part in busy_parts for x in re.findall(r"pid (\d+)", part)]
+    evidence: dict[str, Any] = {
+        "busy_runs": sum(1 for r in runs if r.watched and r.busy),
+        "quiet_runs": len(quiet),
+        "pids": pids,
+        "recorded_disturbance": recorded_disturbance,
+        "busy_ms": recorded_ms,
+        "quiet_ms": now_ms,
+        "baseline": "quiet runs now",
+        "groups": [],
+    }
+    return JitterCause("neighbours", abs(share), tolerance, True, sentence, evidence)
+
+
 def _neighbours(
-    runs: list[_Run], tolerance: float, recorded_ms: float | None, recorded_quiet: bool
+    runs: list[_Run],
+    tolerance: float,
+    recorded_ms: float | None,
+    recorded_quiet: bool,
+    recorded_disturbance: str | None = None,
 ) -> JitterCause:
     """Runs split by each other busy process (those busy in the same runs together): the runs it was
-    busy in against the watched runs it was not; a process busy in every run against the recorded figure."""
+    busy in against the watched runs it was not; a process busy in every run against the recorded figure;
+    and the recording's own neighbours (:func:`_recorded_beside_neighbours`) when the runs now are quiet."""
     watched = [r for r in runs if r.watched]
     names = {p: n for r in runs for p, n in r.names.items()}
     seen = Counter(p for r in watched for p in set(r.busy))
@@ -390,6 +432,9 @@ def _neighbours(
     if not watched:
         return JitterCause("neighbours", None, tolerance, False, "no telemetry covered the runs", evidence)
     if not seen:
+        then = _recorded_beside_neighbours(runs, tolerance, recorded_ms, recorded_disturbance)
+        if then is not None:
+            return then
         return JitterCause(
             "neighbours",
             0.0,
@@ -421,6 +466,10 @@ def _neighbours(
         if always
         else ""
     )
+    if not (groups and groups[0][0] > tolerance) and (
+        then := _recorded_beside_neighbours(runs, tolerance, recorded_ms, recorded_disturbance)
+    ):
+        return then
     if groups and groups[0][0] > tolerance:
         named = [g for g in groups if g[0] > tolerance]
         evidence["pids"] = [p for g in named for p in g[1]]
@@ -773,6 +822,7 @@ def explain(
     runs_asked: int | None = None,
     recorded_ms: float | None = None,
     recorded_quiet: bool = True,
+    recorded_disturbance: str | None = None,
     recorded_layout: str = DEFAULT_LAYOUT,
     layout_ms: Mapping[str, float] | None = None,
     shapes: Sequence[ShapeFigure] = (),
@@ -785,9 +835,11 @@ def explain(
     ``no_bias_reason`` says why; empty: no predictions).
 
     ``recorded_ms`` (the session's figure, recorded on a quiet machine unless ``recorded_quiet`` is
-    false) is the neighbours' baseline when every run was busy. ``layout_ms`` (layout -> median ms)
-    stands in for the runs' own per-layout figures where they have none (a stored validation keeps
-    only these)."""
+    false) is the neighbours' baseline when every run was busy; ``recorded_disturbance`` (what disturbed
+    the recording, in words, as :func:`tunelab.core.trust.remeasure.verdict.recording_disturbance` says
+    it) names the recording's neighbours when the quiet runs now disagree with the recorded figure.
+    ``layout_ms`` (layout -> median ms) stands in for the runs' own per-layout figures where they have
+    none (a stored validation keeps only these)."""
     runs = _runs(measurements)
     medians = [r.median_ms for r in runs]
     # The runs to take the noise from: no other busy process, or only those busy in every run.
@@ -830,7 +882,7 @@ def explain(
         )
     placement, layouts, recorded = _placement(runs, quiet, recorded_layout, layout_ms)
     causes = (
-        _neighbours(runs, tolerance, recorded_ms, recorded_quiet),
+        _neighbours(runs, tolerance, recorded_ms, recorded_quiet, recorded_disturbance),
         _clocks(runs, tolerance),
         _first_run(runs, median(within)),
         placement,

@@ -174,6 +174,7 @@ def _explained(
         runs_asked=runs,
         recorded_ms=best.recorded_ms,
         recorded_quiet=best.recorded_disturbance is None,
+        recorded_disturbance=best.recorded_disturbance,
         layout_ms=best.layout_ms or None,
         shapes=shapes,
         bias=bias,

@@ -122,7 +122,11 @@ def _in_a_persons_process(schedule: Path, library: Path, folder: Path) -> list[d
     runs = []
     for _ in range(PERSON_RUNS):
         proc = subprocess.run(
-            [sys.executable, "-c", PERSON, json.dumps(job)], capture_output=True, text=True, env=env, timeout=600
+            [sys.executable, "-c", PERSON, json.dumps(job)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))

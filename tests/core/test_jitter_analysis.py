@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tunelab.core.trust.jitter import CAUSES, JitterReport, ShapeBias, ShapeFigure, explain, format_jitter
 from tunelab.core.trust.remeasure.report import Measurement, TelemetryWindow
 
@@ -224,3 +226,23 @@ def test_no_timing_at_all():
     failed = Measurement(0, 0, 1, False, "run error: boom", None, None, None, None, None, None)
     report = explain([failed, failed])
     assert report.headline.startswith("no run gave a timing: run error: boom") and report.explaining == ()
+
+
+def test_a_figure_recorded_beside_a_neighbour_is_explained_by_it_on_a_quiet_machine():
+    """The issue's story in numbers: confirmed at 33.5 ms while pid 4242 (stress) was busy, re-measured
+    on a quiet machine at 42.7 ms. Nothing is busy now, and the report still names the neighbour."""
+    busy_then = (
+        "pid 4242 (stress) was busy during 60% of the confirmation's runs; "
+        "the confirmation's runs scattered (CV 16%)"
+    )
+    runs = [run(i, scale=427.0) for i in range(5)]  # 42.7 ms, quiet
+    report = explain(runs, recorded_ms=33.5, recorded_quiet=False, recorded_disturbance=busy_then)
+    cause = report.cause("neighbours")
+    assert cause.explains and "neighbours" in explaining(report)
+    assert cause.evidence["pids"] == [4242] and cause.share == pytest.approx(42.7 / 33.5 - 1, rel=0.02)
+    assert "pid 4242 (stress) was busy during 60%" in cause.sentence and "optimistic" in cause.sentence
+    assert "pid 4242" in report.headline
+    # recorded quietly, the same figures blame no neighbour; recorded beside one but agreeing now, neither
+    assert "neighbours" not in explaining(explain(runs, recorded_ms=33.5))
+    agreeing = explain(runs, recorded_ms=42.5, recorded_quiet=False, recorded_disturbance=busy_then)
+    assert "neighbours" not in explaining(agreeing)
