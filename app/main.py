@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+
+from tunelab.app.system_libs import xcb_blocker
 
 APP_NAME = "tunelab"
 
@@ -17,8 +20,6 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def _display_available() -> bool:
-    import os
-
     if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
         return True
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
@@ -35,6 +36,11 @@ def main(db_path: str | None = None, argv: list[str] | None = None) -> int:
             "or use the command line: tunelab --help)",
             file=sys.stderr,
         )
+        return 2
+    blocker = xcb_blocker(os.environ)
+    if blocker is not None:
+        # Qt would print its plugin abort and dump core; name the packages instead.
+        print(blocker, file=sys.stderr)
         return 2
     from PySide6.QtCore import QCoreApplication, QSettings
     from PySide6.QtWidgets import QApplication, QMessageBox
