@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from tunelab.app.dialogs.export_dialog import ExportDialog, export_formats
 from tunelab.app.dialogs.new_session import NewSessionDialog
 from tunelab.app.resources import icon
-from tunelab.app.views.browser import SessionBrowser, is_resumable
+from tunelab.app.views.browser import SessionBrowser, is_resumable, target_text
 from tunelab.app.views.compare import CompareView
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
@@ -42,7 +42,7 @@ from tunelab.app.workers.engine import CallWorker, TuningWorker, running_workers
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.pick import export_pick
-from tunelab.core.records import SessionSpec
+from tunelab.core.records import SessionRecord, SessionSpec
 from tunelab.core.store import Store
 
 
@@ -169,8 +169,13 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
-        self.target_label = QLabel("Target: detecting…")
+        # The selected session's target, in the browser's words; this machine's default one (the probe's)
+        # only while no session is selected.
+        self._default_target = "detecting…" if probe_target else "not probed"
+        self._shown_record: SessionRecord | None = None
+        self.target_label = QLabel()
         self.statusBar().addPermanentWidget(self.target_label)
+        self._show_target()
         self.statusBar().showMessage(f"Store: {store.path}")
 
         self._restore_settings()
@@ -179,11 +184,24 @@ class MainWindow(QMainWindow):
         self.watcher.start()
         if probe_target:
             self._probe = CallWorker(store.path, _probe_target, parent=self)
-            self._probe.succeeded.connect(lambda text: self.target_label.setText(f"Target: {text}"))
+            self._probe.succeeded.connect(self._on_default_target)
             # TVM's modules are imported by now
             self._probe.finished.connect(lambda: settle_heap(collect=self.worker is None))
-            self._probe.failed.connect(lambda msg, _d: self.target_label.setText(f"Target: {msg}"))
+            self._probe.failed.connect(lambda msg, _d: self._on_default_target(msg))
             self._probe.start()
+
+    def _on_default_target(self, text: str) -> None:
+        self._default_target = text
+        self._show_target()  # TVM is imported now: a session's target gains its ISA level too
+
+    def _show_target(self) -> None:
+        record = self._shown_record
+        if record is None:
+            self.target_label.setText(f"Default target: {self._default_target}")
+            self.target_label.setToolTip("The target a new session gets on this machine (auto)")
+        else:
+            self.target_label.setText(f"Target: {target_text(record)}")
+            self.target_label.setToolTip(f"The target session {record.id} was tuned for")
 
     # ---- actions -------------------------------------------------------------------------------
     def _make_actions(self) -> None:
@@ -411,6 +429,8 @@ class MainWindow(QMainWindow):
                 self._last_trial_id = int(columns["id"][-1])
         for view in (self.live, self.costmodel, self.trials, self.hardware, self.run_bar):
             view.set_session(record, columns=columns)
+        self._shown_record = record
+        self._show_target()
         self.validation.set_session(self.session_id)
         self.jitter.set_session(self.session_id)
         if self.session_id is not None and not self.compare.checked():

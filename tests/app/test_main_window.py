@@ -305,3 +305,43 @@ def test_main_reports_a_store_it_cannot_open(qtbot, tmp_path, monkeypatch, capsy
     assert app_main.main(argv=["--db", str(bad)]) == 2
     assert "not a tunelab database" in capsys.readouterr().err
     Store  # noqa: B018 - the import documents what main opens
+
+
+def test_status_bar_names_the_selected_sessions_target(qtbot, settings, tmp_path, small_spec):
+    """Each session's own target (the browser's words), the default one only while none is selected."""
+    from tunelab.app.views.browser import target_text
+    from tunelab.core.target.host_cpu import host_cpu
+
+    store = Store(tmp_path / "targets.sqlite")
+    try:
+        ids = {}
+        for name, target, kind in (
+            ("host", {"kind": "llvm", "mcpu": host_cpu().llvm_name, "num-cores": 2}, "llvm"),
+            ("generic", {"kind": "llvm", "mcpu": "x86-64", "num-cores": 2}, "llvm"),
+            ("gpu", {"kind": "cuda", "arch": "sm_80"}, "cuda"),
+        ):
+            ids[name] = store.create_session(
+                small_spec(name=name),
+                target_json=target,
+                target_kind=kind,
+                space_json={},
+                tvm_version="test",
+                flops=2 * 32**3,
+            )
+        window = _window(qtbot, store, settings)
+        assert window.target_label.text().startswith("Default target: ")
+        shown = {}
+        for name, session_id in ids.items():
+            window.browser.select_session(session_id)
+            qtbot.waitUntil(lambda sid=session_id: window.session_id == sid, timeout=5000)
+            shown[name] = window.target_label.text()
+            assert shown[name] == f"Target: {target_text(store.session(session_id))}"
+        assert len(set(shown.values())) == 3, shown
+        assert host_cpu().llvm_name in shown["host"] and "x86-64" in shown["generic"]
+        assert shown["gpu"] == "Target: CUDA sm_80"
+        window.browser.table.clearSelection()
+        qtbot.waitUntil(lambda: window.session_id is None, timeout=5000)
+        assert window.target_label.text().startswith("Default target: ")
+        window.close()
+    finally:
+        store.close()
