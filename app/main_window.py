@@ -159,7 +159,7 @@ class MainWindow(QMainWindow):
         self._run_bar_timer = QTimer(self)
         self._run_bar_timer.setSingleShot(True)
         self._run_bar_timer.setInterval(RUN_BAR_MS)
-        self._run_bar_timer.timeout.connect(lambda: self.run_bar.refresh(note=self._run_note()))
+        self._run_bar_timer.timeout.connect(lambda: self.run_bar.refresh(pending=self._pending()))
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -359,14 +359,16 @@ class MainWindow(QMainWindow):
         if not self._run_bar_timer.isActive():
             self._run_bar_timer.start()
 
-    def _run_note(self) -> str:
+    def _pending(self) -> str:
+        """What this window asked the shown session's tuning for ("pause", "stop"; the run bar says it
+        until the session's status shows it done)."""
         w = self.worker
         if w is None or w.session_id != self.session_id:
             return ""
         if w.cancelled:
-            return "stopping after the current batch…"
+            return "stop"
         if w.paused:
-            return "pausing after the current batch…"
+            return "pause"
         return ""
 
     def _on_pause_toggled(self) -> None:
@@ -378,13 +380,13 @@ class MainWindow(QMainWindow):
         else:
             w.pause()
         self._update_actions()
-        self.run_bar.refresh(note=self._run_note())
+        self.run_bar.refresh(pending=self._pending())
 
     def _on_stop(self) -> None:
         if self.worker is not None:
             self.worker.cancel()
             self._update_actions()
-            self.run_bar.refresh(note=self._run_note())
+            self.run_bar.refresh(pending=self._pending())
 
     def _on_stage(self, text: str) -> None:
         if self.worker is not None:
@@ -406,7 +408,8 @@ class MainWindow(QMainWindow):
                 r = self.store.session(session_id)
                 self.message_bar.show_info(
                     f"Session {r.id} {r.status}: {r.n_trials} trials, best {fmt_ms(r.best_ms)} ms "
-                    f"({fmt_gflops(r.best_gflops)} GFLOP/s)."
+                    f"({fmt_gflops(r.best_gflops)} GFLOP/s).",
+                    about=r.id,
                 )
             except TunelabError:
                 pass
@@ -431,6 +434,7 @@ class MainWindow(QMainWindow):
             view.set_session(record, columns=columns)
         self._shown_record = record
         self._show_target()
+        self.message_bar.session_shown(self.session_id)
         self.validation.set_session(self.session_id)
         self.jitter.set_session(self.session_id)
         if self.session_id is not None and not self.compare.checked():
@@ -461,7 +465,7 @@ class MainWindow(QMainWindow):
         self.compare.refresh_sessions(self.watcher.sessions())
         changed = self.watcher.changed_ids
         if self.session_id is not None and (changed is None or self.session_id in changed):
-            self.run_bar.refresh(note=self._run_note(), record=self.watcher.session(self.session_id))
+            self.run_bar.refresh(pending=self._pending(), record=self.watcher.session(self.session_id))
         self._update_actions()
 
     def _on_trial_clicked(self, trial_id: int) -> None:

@@ -11,6 +11,7 @@ class MessageBar(QFrame):
         super().__init__(parent)
         self.setObjectName("MessageBar")
         self._details = ""
+        self.about: int | None = None  # the session an info line speaks of (gone when another is shown)
         self.label = QLabel()
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -37,10 +38,20 @@ class MessageBar(QFrame):
         return str(self.property("level") or "")
 
     def show_error(self, message: str, details: str = "") -> None:
+        self.about = None
         self._show("error", message, details)
 
-    def show_info(self, message: str) -> None:
+    def show_info(self, message: str, about: int | None = None) -> None:
+        """An info line; with `about`, one that speaks of that session only (see `session_shown`)."""
+        self.about = about
         self._show("info", message, "")
+
+    def session_shown(self, session_id: int | None) -> None:
+        """Another session is shown now: an info line about a different one ("Session 3 cancelled: …")
+        no longer belongs on screen."""
+        if self.about is not None and self.about != session_id:
+            self.about = None
+            self.hide()
 
     def _show(self, level: str, message: str, details: str) -> None:
         self.setProperty("level", level)

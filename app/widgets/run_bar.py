@@ -18,6 +18,13 @@ from tunelab.core.store import Store
 ETA_WINDOW = 48  # recent trials the rate is taken from
 MAX_GAP_S = 600.0  # a longer pause between two trials is a stop (resumed later), not tuning time
 
+# What this window asked its tuning worker for and the session has not done yet: the note said until the
+# stored status shows it done (a pause took effect: "paused", no more "pausing after the current batch").
+PENDING_NOTES = {
+    "pause": ("pausing after the current batch…", ("paused",)),
+    "stop": ("stopping after the current batch…", ("cancelled", "finished", "failed", "crashed")),
+}
+
 
 def eta_seconds(finished_at: list[float], done: int, budget: int) -> float | None:
     """Seconds left at the recent rate of trials; None until two trials give a rate."""
@@ -50,7 +57,11 @@ class RunBar(QWidget):
         self.progress = QProgressBar()
         self.progress.setMinimumWidth(260)
         self.progress.setMaximumWidth(420)
-        self.progress.setTextVisible(True)
+        # The count beside the bar, not on it: a bar's own text is split by its fill, half of it drawn
+        # in the fill's colour ("32 / 6" legible, the rest lost in some styles).
+        self.progress.setTextVisible(False)
+        self.count_label = QLabel()
+        self.count_label.setObjectName("count_label")
         self.eta_label = QLabel()
         self.eta_label.setObjectName("eta_label")
         self.eta_label.setMinimumWidth(150)
@@ -65,6 +76,7 @@ class RunBar(QWidget):
         layout.addWidget(self.figures)
         layout.addSpacing(12)
         layout.addWidget(self.progress)
+        layout.addWidget(self.count_label)
         layout.addWidget(self.eta_label)
         layout.addWidget(pause)
         layout.addWidget(stop)
@@ -123,14 +135,20 @@ class RunBar(QWidget):
             self._finished.extend(c["finished_at"][-ETA_WINDOW:].tolist())
             del self._finished[:-ETA_WINDOW]
 
-    def refresh(self, note: str = "", record: SessionRecord | None = None) -> None:
+    @property
+    def count(self) -> str:
+        return self.count_label.text()
+
+    def refresh(self, pending: str = "", record: SessionRecord | None = None) -> None:
         """Show the session's progress again; `record`, when given, is a fresh read of it (the
-        store watcher's), so it is not read again."""
+        store watcher's), so it is not read again. `pending`: what this window asked its tuning of
+        the session for ("pause", "stop", or "" for nothing), said until the session's status shows it."""
         if self.session_id is None:
             self.figures.set_record(None)
             self.label.setText("No session selected.")
             self.progress.setRange(0, 1)
             self.progress.setValue(0)
+            self.count_label.setText("")
             self.eta_label.setText("")
             return
         try:
@@ -140,12 +158,15 @@ class RunBar(QWidget):
         except TunelabError as exc:
             self.label.setText(str(exc))
             return
-        self._show(record, note)
+        self._show(record, pending)
 
-    def _show(self, r: SessionRecord, note: str) -> None:
+    def _show(self, r: SessionRecord, pending: str) -> None:
         self.progress.setRange(0, max(r.trials_budget, 1))
         self.progress.setValue(min(r.n_trials, r.trials_budget))
-        self.progress.setFormat(f"{r.n_trials} / {r.trials_budget} trials")
+        self.count_label.setText(f"{r.n_trials} / {r.trials_budget} trials")
+        note, done_when = PENDING_NOTES.get(pending, ("", ()))
+        if r.status in done_when:
+            note = ""
         text = f"<b>#{r.id} {r.name}</b> · {r.status}"
         if r.n_failed:
             text += f" · {r.n_failed} failed"

@@ -345,3 +345,22 @@ def test_status_bar_names_the_selected_sessions_target(qtbot, settings, tmp_path
         window.close()
     finally:
         store.close()
+
+
+def test_a_sessions_end_banner_goes_when_another_session_is_shown(qtbot, store_copy, settings, small_spec):
+    window = _window(qtbot, store_copy, settings)
+    others = [r.id for r in store_copy.sessions()]
+    worker = window.start_session(small_spec(trials=6, batch=2))
+    worker.cancel()  # before the first batch: stops at once
+    _wait_idle(qtbot, window)
+    session_id = worker.session_id
+    assert f"Session {session_id} cancelled" in window.message_bar.text
+    window.browser.select_session(session_id)  # the same session: the line stays
+    assert f"Session {session_id} cancelled" in window.message_bar.text
+    window.browser.select_session(others[0])
+    qtbot.waitUntil(lambda: window.session_id == others[0], timeout=5000)
+    assert window.message_bar.text == "" and window.message_bar.isHidden()
+    window._on_error("the disk is full")  # an error is not about one session: it stays
+    window.browser.select_session(others[1])
+    qtbot.waitUntil(lambda: window.session_id == others[1], timeout=5000)
+    assert window.message_bar.text == "the disk is full"

@@ -379,3 +379,32 @@ def test_views_take_one_shared_read_and_follow_new_trials(qtbot, store_copy):
     qtbot.waitUntil(lambda: live.redraws >= 2 and own_live.redraws >= 2, timeout=3000)
     np.testing.assert_array_equal(live.ok_curve.getData()[1], own_live.ok_curve.getData()[1])
     assert run_bar._finished[-1] == float(batch["finished_at"][-1])
+
+
+def test_run_bar_count_is_text_beside_the_bar_and_a_pending_pause_goes_once_it_took_effect(qtbot, store_copy):
+    from PySide6.QtGui import QAction
+
+    from tunelab.app.widgets.run_bar import RunBar
+
+    record = _first(store_copy)
+    run_bar = RunBar(store_copy, QAction("Pause"), QAction("Stop"))
+    qtbot.addWidget(run_bar)
+    run_bar.show()
+    run_bar.set_session(record)
+    # Nothing drawn on the bar, where its fill splits the text; the count is a label of its own.
+    assert not run_bar.progress.isTextVisible()
+    assert run_bar.count == f"{record.n_trials} / {record.trials_budget} trials"
+    assert run_bar.count_label.isVisible()
+    assert run_bar.count_label.width() >= run_bar.count_label.sizeHint().width()
+
+    store_copy.set_status(record.id, "running")
+    run_bar.refresh(pending="pause")
+    assert "pausing after the current batch" in run_bar.label.text()
+    store_copy.set_status(record.id, "paused")  # the child paused after its batch
+    run_bar.refresh(pending="pause")
+    assert "paused" in run_bar.label.text() and "pausing" not in run_bar.label.text()
+    run_bar.refresh(pending="stop")
+    assert "stopping after the current batch" in run_bar.label.text()
+    store_copy.set_status(record.id, "cancelled")
+    run_bar.refresh(pending="stop")
+    assert "stopping" not in run_bar.label.text()
