@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app.widgets.formatting import flatten_config, fmt_gflops, fmt_ms, fmt_shape
-from tunelab.app.widgets.log_axis import log_axes
+from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.workers.following import behind_while_hidden
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
@@ -114,11 +114,18 @@ class CompareView(QWidget):
 
         self.curves_widget = pg.GraphicsLayoutWidget()
         self.curves_widget.setBackground("w")
+        # The legend is a row of its own above both plots (the sessions are the same in each), where it
+        # can never cover a curve.
+        self.legend = pg.LegendItem(colCount=2, labelTextColor="#202124")
+        self.curves_widget.addItem(self.legend, row=0, col=0, colspan=2)
         self.by_trial = self.curves_widget.addPlot(
-            row=0, col=0, title="Best so far vs trial", axisItems=log_axes("left")
+            row=1,
+            col=0,
+            title="Best so far vs trial",
+            axisItems={"left": LogAxis("left"), "bottom": IntegerAxis("bottom")},
         )
         self.by_time = self.curves_widget.addPlot(
-            row=0, col=1, title="Best so far vs wall time", axisItems=log_axes("left")
+            row=1, col=1, title="Best so far vs wall time", axisItems={"left": LogAxis("left")}
         )
         for plot, xlabel in ((self.by_trial, "Trial"), (self.by_time, "Seconds since the first trial")):
             plot.setLabel("bottom", xlabel)
@@ -128,9 +135,6 @@ class CompareView(QWidget):
             plot.showGrid(x=True, y=True, alpha=0.25)
             plot.setDownsampling(mode="peak")
             plot.setClipToView(True)
-        self.legend = self.by_trial.addLegend(
-            offset=(-10, 10), labelTextColor="#202124", brush=(255, 255, 255, 210)
-        )
 
         self.summary_table = QTableWidget()
         self.diff_table = QTableWidget()
@@ -260,8 +264,9 @@ class CompareView(QWidget):
         self.legend.clear()
         for i, (r, (x, t, y)) in enumerate(zip(records, curves, strict=True)):
             pen = pg.mkPen(PALETTE[i % len(PALETTE)], width=2.5)
-            a = self.by_trial.plot(x, y, pen=pen, stepMode="right", name=f"#{r.id} {r.name} ({r.tuner})")
+            a = self.by_trial.plot(x, y, pen=pen, stepMode="right")
             b = self.by_time.plot(t, y, pen=pen, stepMode="right")
+            self.legend.addItem(a, f"#{r.id} {r.name} ({r.tuner})")
             for curve in (a, b):
                 curve.setSkipFiniteCheck(True)
 

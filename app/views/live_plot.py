@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVB
 
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, gflops
-from tunelab.app.widgets.log_axis import LogAxis
+from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.store import Store
@@ -33,6 +33,10 @@ GFLOPS_PEN = "#e37400"
 SCATTER_CAP = 5000  # trial markers drawn at most (plus the kept ones), over the visible trial range
 FAILED_CAP = 1000  # failed-trial markers drawn at most
 RECENT = 256  # the latest trials are always drawn
+EMPTY_TEXT = (
+    "No session selected.\nPick one in the Sessions list above, or start a new one (Ctrl+N): "
+    "its trials' latencies appear here as they are measured."
+)
 
 
 def _draw_axis_picture(axis: pg.AxisItem, p, axis_spec, tick_specs, text_specs) -> None:
@@ -67,6 +71,10 @@ class _LogAxis(LogAxis):
     drawPicture = _draw_axis_picture  # noqa: N815 - pyqtgraph's name
 
 
+class _TrialAxis(IntegerAxis):
+    drawPicture = _draw_axis_picture  # noqa: N815 - pyqtgraph's name
+
+
 class LivePlot(QWidget):
     """Latency vs trial for the session given to `set_session`; call `poll()` when the store changed."""
 
@@ -92,7 +100,7 @@ class LivePlot(QWidget):
         pg.setConfigOptions(antialias=True)
         self.plot_widget = pg.PlotWidget(
             background="w",
-            axisItems={"left": _LogAxis("left"), "bottom": _Axis("bottom"), "right": _Axis("right")},
+            axisItems={"left": _LogAxis("left"), "bottom": _TrialAxis("bottom"), "right": _Axis("right")},
         )
         self.plot_item = item = self.plot_widget.getPlotItem()
         item.setDownsampling(auto=True, mode="peak")
@@ -133,6 +141,7 @@ class LivePlot(QWidget):
         right.enableAutoSIPrefix(False)
         right.setGrid(False)  # the latency axis has the grid; a second one (GFLOP/s) only cluttered it
         self.gflops_view.setXLink(item)
+        self.gflops_view.setLimits(yMin=0)  # GFLOP/s are never negative: no range below 0 either
         self.gflops_curve = pg.PlotDataItem(
             pen=pg.mkPen(GFLOPS_PEN, width=2, style=Qt.PenStyle.DashLine), stepMode="right"
         )
@@ -149,7 +158,7 @@ class LivePlot(QWidget):
         for part in (*(item.getAxis(side) for side in ("left", "bottom", "right")), self.legend):
             part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
-        self.title = QLabel("No session selected.")
+        self.title = QLabel()
         self.title.setObjectName("live_title")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.log_check = QCheckBox("Log latency axis")
@@ -162,6 +171,14 @@ class LivePlot(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
         layout.addWidget(self.plot_widget, 1)
+        # With no session there is nothing to plot: a sentence instead of empty 0-1 axes.
+        self.empty_label = QLabel(EMPTY_TEXT)
+        self.empty_label.setObjectName("live_empty")
+        self.empty_label.setProperty("role", "hint")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        layout.addWidget(self.empty_label, 1)
+        self._show_empty(True)
 
         self._stale = False
         self._redraw_timer = QTimer(self)
@@ -336,9 +353,15 @@ class LivePlot(QWidget):
         if self.isVisible() and not self._stale:
             self._draw_points()
 
+    def _show_empty(self, empty: bool) -> None:
+        self.plot_widget.setVisible(not empty)
+        self.log_check.setVisible(not empty)
+        self.empty_label.setVisible(empty)
+
     def _update_title(self) -> None:
+        self._show_empty(self.session_id is None)
         if self.session_id is None:
-            self.title.setText("No session selected.")
+            self.title.setText("")
             return
         text = f"<b>Session {self.session_id}</b> · {self.n_trials} trials"
         if self.n_failed:

@@ -408,3 +408,93 @@ def test_run_bar_count_is_text_beside_the_bar_and_a_pending_pause_goes_once_it_t
     store_copy.set_status(record.id, "cancelled")
     run_bar.refresh(pending="stop")
     assert "stopping" not in run_bar.label.text()
+
+
+def _drawn_tick_labels(axis) -> list[str]:
+    """The tick labels an axis draws now (pyqtgraph's own draw specs: what its paint writes)."""
+    from PySide6.QtGui import QImage, QPainter
+
+    image = QImage(16, 16, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        specs = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [] if specs is None else [text for _, _, text in specs[2] if text.strip()]
+
+
+def _settle(qtbot, *plots) -> None:
+    qtbot.wait(50)
+    for plot in plots:
+        plot.vb.prepareForPaint()
+    QGuiApplication.processEvents()
+
+
+def _visible_axes(plot):
+    return [
+        (side, plot.getAxis(side))
+        for side in ("left", "bottom", "right", "top")
+        if plot.getAxis(side).isVisible()
+    ]
+
+
+def test_compare_axes_show_numbers_and_the_legend_covers_no_curve(qtbot, store):
+    records = store.sessions()
+    view = CompareView(store)
+    qtbot.addWidget(view)
+    view.resize(1400, 800)
+    view.show()
+    view.set_checked([r.id for r in records])
+    _settle(qtbot, view.by_trial, view.by_time)
+    for plot in (view.by_trial, view.by_time):
+        for side, axis in _visible_axes(plot):
+            assert axis.style["showValues"], side
+            assert len(_drawn_tick_labels(axis)) >= 2, (plot.titleLabel.text, side, axis.range)
+        assert not view.legend.sceneBoundingRect().intersects(plot.vb.sceneBoundingRect())
+    assert len(view.legend.items) == len(records)
+    trial_labels = _drawn_tick_labels(view.by_trial.getAxis("bottom"))
+    assert all(label.lstrip("-").isdigit() for label in trial_labels), trial_labels
+
+
+def test_a_log_axis_over_a_narrow_range_still_has_numbers(qtbot):
+    """Best latencies within 0.012-0.018 ms hold no 1, 2 or 5 of a decade: the axis used to be bare."""
+    import pyqtgraph as pg
+
+    from tunelab.app.widgets.log_axis import LogAxis
+
+    widget = pg.PlotWidget(axisItems={"left": LogAxis("left")})
+    qtbot.addWidget(widget)
+    widget.resize(500, 400)
+    widget.show()
+    plot = widget.getPlotItem()
+    plot.setLogMode(y=True)
+    plot.plot([0, 1, 2, 3], [0.018, 0.015, 0.013, 0.012])
+    _settle(qtbot, plot)
+    labels = _drawn_tick_labels(plot.getAxis("left"))
+    assert len(labels) >= 2, labels
+    values = [float(label) for label in labels]
+    assert all(0.011 <= v <= 0.019 for v in values), values
+
+
+def test_live_plot_axes_integer_trials_gflops_never_negative_and_an_empty_state(qtbot, store):
+    record = _first(store)
+    view = LivePlot(store, redraw_ms=10)
+    qtbot.addWidget(view)
+    view.resize(1200, 700)
+    view.show()
+    assert view.empty_label.isVisible() and not view.plot_widget.isVisible()  # nothing selected yet
+    view.set_session(record.id)
+    assert not view.empty_label.isVisible() and view.plot_widget.isVisible()
+    _settle(qtbot, view.plot_item)
+    view.gflops_view.prepareForPaint()
+    for side, axis in _visible_axes(view.plot_item):
+        assert axis.style["showValues"], side
+        assert len(_drawn_tick_labels(axis)) >= 2, (side, axis.range)
+    trial_labels = _drawn_tick_labels(view.plot_item.getAxis("bottom"))
+    assert all(label.isdigit() for label in trial_labels), trial_labels  # no 0.5 of a trial
+    assert view.gflops_view.viewRange()[1][0] >= 0
+    view.gflops_view.translateBy(y=-1e6)  # dragged down as far as it goes: still not below 0
+    assert view.gflops_view.viewRange()[1][0] >= 0
+    view.set_session(None)
+    assert view.empty_label.isVisible() and not view.plot_widget.isVisible()
+    assert "No session selected" in view.empty_label.text()
