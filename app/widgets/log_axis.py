@@ -44,10 +44,14 @@ class LogAxis(pg.AxisItem):
         if sum(_labelled(10.0**v) for v in shown) >= 2 or not (math.isfinite(minVal) and maxVal > minVal):
             return ticks
         lo, hi = 10.0**minVal, 10.0**maxVal
-        n = max(2, min(6, int(size / 60))) if size else 4
-        step = nice_step(hi - lo, n)
-        values = np.arange(math.ceil(lo / step), math.floor(hi / step) + 1) * step
-        values = values[values > 0]
+        n = max(3, min(6, int(size / 60))) if size else 4
+        for _ in range(4):  # a short axis: cut finer until three ticks fall inside (one at an end may
+            step = nice_step(hi - lo, n)  # be left unlabelled, its text not fitting the axis)
+            values = np.arange(math.ceil(lo / step), math.floor(hi / step) + 1) * step
+            values = values[values > 0]
+            if len(values) >= 3:
+                break
+            n *= 2
         if not len(values):
             return ticks
         self._linear_step = step

@@ -442,15 +442,16 @@ def test_compare_axes_show_numbers_and_the_legend_covers_no_curve(qtbot, store):
     records = store.sessions()
     view = CompareView(store)
     qtbot.addWidget(view)
-    view.resize(1400, 800)
     view.show()
     view.set_checked([r.id for r in records])
-    _settle(qtbot, view.by_trial, view.by_time)
-    for plot in (view.by_trial, view.by_time):
-        for side, axis in _visible_axes(plot):
-            assert axis.style["showValues"], side
-            assert len(_drawn_tick_labels(axis)) >= 2, (plot.titleLabel.text, side, axis.range)
-        assert not view.legend.sceneBoundingRect().intersects(plot.vb.sceneBoundingRect())
+    for size in ((1400, 800), (1390, 560)):  # the second: the tab in a 1600x1000 window (plots 190 px high)
+        view.resize(*size)
+        _settle(qtbot, view.by_trial, view.by_time)
+        for plot in (view.by_trial, view.by_time):
+            for side, axis in _visible_axes(plot):
+                assert axis.style["showValues"], side
+                assert len(_drawn_tick_labels(axis)) >= 2, (size, plot.titleLabel.text, side, axis.range)
+            assert not view.legend.sceneBoundingRect().intersects(plot.vb.sceneBoundingRect())
     assert len(view.legend.items) == len(records)
     trial_labels = _drawn_tick_labels(view.by_trial.getAxis("bottom"))
     assert all(label.lstrip("-").isdigit() for label in trial_labels), trial_labels
@@ -464,16 +465,19 @@ def test_a_log_axis_over_a_narrow_range_still_has_numbers(qtbot):
 
     widget = pg.PlotWidget(axisItems={"left": LogAxis("left")})
     qtbot.addWidget(widget)
-    widget.resize(500, 400)
     widget.show()
     plot = widget.getPlotItem()
     plot.setLogMode(y=True)
-    plot.plot([0, 1, 2, 3], [0.018, 0.015, 0.013, 0.012])
-    _settle(qtbot, plot)
-    labels = _drawn_tick_labels(plot.getAxis("left"))
-    assert len(labels) >= 2, labels
-    values = [float(label) for label in labels]
-    assert all(0.011 <= v <= 0.019 for v in values), values
+    for height, (lo, hi) in ((400, (0.012, 0.018)), (150, (0.0139, 0.0232))):  # 150 px: the Compare tab's
+        widget.resize(500, height)
+        plot.clear()
+        plot.plot([0, 1, 2, 3], [hi, 0.5 * (lo + hi), lo, lo])
+        plot.enableAutoRange()
+        _settle(qtbot, plot)
+        labels = _drawn_tick_labels(plot.getAxis("left"))
+        assert len(labels) >= 2, (height, labels)
+        values = [float(label) for label in labels]
+        assert all(0.9 * lo <= v <= 1.1 * hi for v in values), values
 
 
 def test_live_plot_axes_integer_trials_gflops_never_negative_and_an_empty_state(qtbot, store):
