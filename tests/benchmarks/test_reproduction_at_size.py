@@ -13,7 +13,10 @@ another user's jobs on a shared machine do. Then:
    ``time_evaluator`` and the file's measurement options), in five fresh processes. The trusted file's
    figure for plain TVM allocation (``stats.placement.plain_ms``) must hold within 5 % once the
    machine's own drift (a fixed BLAS reference kernel, timed in each process after the kernel) is taken
-   out; the untrusted one is printed beside it.
+   out; the untrusted one is printed beside it. On a shared virtual machine the host's other tenants
+   move a memory-bound kernel by 10-15 % between processes with no process list showing them (seen
+   here: the same GEMM 1024^3 library 87-115 ms across interleaved fresh processes), so a run can miss
+   on noise: BENCHMARKS.md keeps each run's figures.
 
 Slow (about 10-20 minutes on 2 cores): run it with
 ``python -m pytest tests/benchmarks/test_reproduction_at_size.py -q -s``.
@@ -157,7 +160,7 @@ def test_the_stated_figure_holds_in_a_persons_process_or_the_file_says_why_not(c
             pass
         sid = session.session_id
         # 1. confirmed beside the neighbour, with no time to measure again
-        confirm_session(store, sid, top_k=3, runs=3, max_s=0, on_stage=stages.append)
+        confirm_session(store, sid, top_k=3, runs=5, max_s=0, on_stage=stages.append)
         noisy = export_trial(store, sid, out_dir=tmp_path / "noisy", formats=("schedule", "library"))
 
         # 2. with time to measure again: the neighbour leaves once tunelab says it measures again
@@ -166,7 +169,7 @@ def test_the_stated_figure_holds_in_a_persons_process_or_the_file_says_why_not(c
             if "measuring again" in text:
                 _stop(pids)
 
-        confirm_session(store, sid, top_k=3, runs=3, max_s=1200, on_stage=on_stage)
+        confirm_session(store, sid, top_k=3, runs=5, max_s=1200, on_stage=on_stage)
     finally:
         _stop(pids)
     settled = export_trial(store, sid, out_dir=tmp_path / "settled", formats=("schedule", "library"))
@@ -200,5 +203,5 @@ def test_the_stated_figure_holds_in_a_persons_process_or_the_file_says_why_not(c
         f"({noisy_ms / noisy_stated:.3f}x)"
     )
     assert stats["trusted"], stats["untrusted_because"]
-    assert abs(ratio / drift - 1) <= TOLERANCE, (ratio, drift, person)
     store.close()
+    assert abs(ratio / drift - 1) <= TOLERANCE, (ratio, drift, person)
