@@ -20,11 +20,13 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QFileDialog,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QTableWidgetItem,
@@ -75,7 +77,7 @@ class CausesPlot(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.plot_widget = pg.PlotWidget(background="w")
-        self.plot_widget.setMinimumHeight(160)
+        self.plot_widget.setMinimumHeight(100)
         self.plot = self.plot_widget.getPlotItem()
         square = "<span style='color:{}'>&#9632;</span>"
         self.caption = QLabel(
@@ -204,11 +206,15 @@ class JitterView(QWidget):
         self.causes_plot = CausesPlot()
         self.table = make_table(CAUSE_COLUMNS, stretch=len(CAUSE_COLUMNS) - 1)
         self.table.setWordWrap(True)
+        self.table.setMinimumHeight(60)  # the splitter gives it room; the window stays resizable small
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.causes_plot)
         splitter.addWidget(titled("The numbers behind each cause", self.table))
         splitter.setSizes([300, 320])
-        layout = QVBoxLayout(self)
+        # The page scrolls rather than holding the main window at its height: its wrapped sentences and
+        # the two panes together want more than a small window has.
+        page = QWidget()
+        layout = QVBoxLayout(page)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.title)
         layout.addLayout(controls)
@@ -216,6 +222,13 @@ class JitterView(QWidget):
         layout.addWidget(self.headline)
         layout.addWidget(self.spread_label)
         layout.addWidget(splitter, 1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(page)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
         self._update_buttons()
 
     # ---- state ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from test_validate import start_neighbour
+from neighbours import start_neighbours, stop_neighbours
 
 from tunelab.core.export.files import export_trial
 from tunelab.core.faults import PLANT_ENV
@@ -63,7 +63,7 @@ def test_a_neighbour_that_arrives_mid_way_is_named_with_its_pid(tuned):
 
     def progress(done: int, _total: int, _text: str) -> None:
         if done == 2 and not pids:  # runs 3..5 share the machine with one busy process per core
-            pids.extend(start_neighbour() for _ in range(os.cpu_count() or 2))
+            pids.extend(start_neighbours())
             time.sleep(2.5)  # psutil needs two process scans (1 s apart) to see them busy
 
     started = time.monotonic()
@@ -163,3 +163,29 @@ def test_cli_jitter_json_text_and_bad_input(tuned, tmp_path):
     assert doc["source"]["kind"] == "file" and doc["validation_id"] is not None
     assert Store(fresh).validation(doc["validation_id"])["source"]["kind"] == "file"
     assert "no predictions" in JitterReport.from_json(doc).cause("cost_model").sentence
+
+
+def test_the_story_replayed_a_figure_confirmed_beside_a_neighbour_names_it_later(tmp_path):
+    """Issue 15's story: the stated figure was confirmed while another user's jobs ran; later, on a quiet
+    machine, the kernel runs differently. The report names the recording's neighbours by pid."""
+    from tunelab.core.trust.confirm import confirm_session
+
+    store = Store(tmp_path / "t.sqlite")
+    session = create_session(store, SPEC)
+    for _ in session.run():
+        pass
+    sid = session.session_id
+    pids = start_neighbours()
+    try:
+        time.sleep(0.5)
+        (confirmation,) = confirm_session(store, sid, top_k=1, runs=2, max_s=0)
+    finally:
+        stop_neighbours(pids)
+    assert set(pids) & set(confirmation.schedules[0].other_busy_pids)
+    report = jitter_report(store, sid, runs=3)
+    print(f"\n{report.headline}")
+    cause = report.cause("neighbours")
+    assert "neighbours" in report.explaining, report.to_json()
+    assert set(pids) & set(cause.evidence["pids"]), (pids, cause.evidence)
+    assert "was measured while" in cause.sentence and any(f"pid {p}" in report.headline for p in pids)
+    store.close()
