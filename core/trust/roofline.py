@@ -418,9 +418,9 @@ def measure_machine_profile(
             pass
         started = time.perf_counter()
         cpu_dtypes = [d for d in dtypes if d != "float16"]
-        # Shares of the budget: BLAS passes 45 %, FMA kernel (build included) 20 %, bandwidth 25 %; the
+        # Shares of the budget: BLAS passes 40 %, FMA kernel (build included) 15 %, bandwidth 20 %; the
         # rest is slack, as each probe may overrun its share by one call.
-        blas_deadline = started + budget_s * 0.45
+        blas_deadline = started + budget_s * 0.4
         # Interleaved passes, the best of each dtype kept: single passes came out at 105-170 GFLOP/s
         # here (as if BLAS had one core for a while), which put tuned kernels "above the roofline".
         probes: dict[str, PeakProbe] = {}
@@ -432,7 +432,7 @@ def measure_machine_profile(
                 probes[d] = probe
         fma: dict[str, FmaProbe] = {}
         fma_error = None
-        fma_deadline = started + budget_s * 0.65
+        fma_deadline = started + budget_s * 0.55
         for i, d in enumerate(cpu_dtypes):
             share = (fma_deadline - time.perf_counter()) / (len(cpu_dtypes) - i)
             try:
@@ -443,7 +443,7 @@ def measure_machine_profile(
                     f"FMA probe failed ({type(exc).__name__}: {why}); the peak is the BLAS probe alone"
                 )
                 break
-        stream = cpu_bandwidth_gbs(max(started + budget_s * 0.9 - time.perf_counter(), 0.1))
+        stream = cpu_bandwidth_gbs(max(started + budget_s * 0.75 - time.perf_counter(), 0.1))
         info = blas_info()
         peaks = {d: max(p.gflops, fma[d].gflops if d in fma else 0.0) for d, p in probes.items()}
         bandwidth = stream.gbs
