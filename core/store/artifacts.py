@@ -132,6 +132,18 @@ class ArtifactStore(StoreConnection):
         ).fetchone()
         return None if row is None else VendorBaseline.from_json(_json_decode(row[0]))
 
+    def fastest_baseline(
+        self, dtype: str, target_kind: str, hostname: str | None = None
+    ) -> VendorBaseline | None:
+        """The stored vendor baseline in ``dtype`` with the highest GFLOP/s on this (or ``hostname``'s)
+        machine, whatever its workload; None if none (the roofline's floor under its compute peak)."""
+        row = self._conn.execute(
+            """SELECT detail FROM vendor_baselines WHERE hostname = ? AND dtype = ? AND target_kind = ?
+            AND gflops IS NOT NULL ORDER BY gflops DESC LIMIT 1""",
+            (hostname or self._hostname, dtype, target_kind),
+        ).fetchone()
+        return None if row is None else VendorBaseline.from_json(_json_decode(row[0]))
+
     def put_baseline(self, entry: VendorBaseline) -> None:
         """Store (or replace) a baseline (its hostname defaults to this machine). The whole entry is
         kept as JSON (:meth:`VendorBaseline.to_json`)."""
