@@ -54,8 +54,8 @@ class PlacementFigures:
             return None
         worst = self.worst_layout
         text = (
-            f"placement-sensitive: {(self.ratio - 1) * 100:.0f}% slower ({self.layout_ms[worst]:.4g} ms) "
-            f"{LAYOUT_WORDS.get(worst, f'with the {worst} layout')} than the stated figure. "
+            f"placement-sensitive: {(self.ratio - 1) * 100:.0f}% slower than the stated figure "
+            f"({self.layout_ms[worst]:.4g} ms) {LAYOUT_WORDS.get(worst, f'with the {worst} layout')}. "
             f"Align or pad the buffers (start each at another page offset, as tunelab's "
             f"{self.measured_with} layout does, or pad rows by a cache line)"
         )
