@@ -92,7 +92,7 @@ def test_sessions_show_compare(tuned_db):
     export = show["export"]
     assert f"export states trial {export['trial_id']}: " in text
     assert set(export["placement"]["layout_ms"]) == {"staggered", "aligned", "plain"}
-    assert ("placement-sensitive" in text) == export["placement"]["sensitive"]
+    assert ("placement-sensitive" in text.lower()) == export["placement"]["sensitive"]
     table = tunelab("sessions", db=db).stdout
     assert "finished" in table and "gemm" in table
     cmp = json.loads(tunelab("compare", "1", "2", "--json", db=db).stdout)
