@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 
 import numpy as np
 import pytest
+from neighbours import start_neighbour
 from PySide6.QtCore import Qt
 
 from tunelab.app.views.bias_table import FLAGGED_BRUSH
@@ -83,22 +83,10 @@ def test_bias_table_shows_shapes_and_highlights_flagged_groups(qtbot, xgb_store)
     assert view.bias_session_ids() == [sid, _random_session(store)]
 
 
-def _plant_neighbour() -> int:
-    """A busy loop that is not our child (its shell exits at once), as another program would be."""
-    out = subprocess.run(
-        ["sh", "-c", "(while :; do :; done) >/dev/null 2>&1 & echo $!"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    )
-    return int(out.stdout.strip())
-
-
 def test_hardware_view_marks_trials_measured_next_to_a_busy_neighbour(qtbot, store_copy, small_spec):
     from tunelab.core.session.loop import create_session
 
-    pid = _plant_neighbour()
+    pid = start_neighbour()
     try:
         session = create_session(
             store_copy,

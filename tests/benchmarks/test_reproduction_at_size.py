@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from neighbours import start_neighbour, stop_neighbours
 
 from tunelab.core.export.files import export_trial
 from tunelab.core.records import MeasureOptions, SessionSpec
@@ -84,24 +85,8 @@ CASES = {
 
 
 def _neighbours() -> list[int]:
-    out = []
-    for _ in range(os.cpu_count() or 2):
-        proc = subprocess.run(
-            ["sh", "-c", "(while :; do :; done) >/dev/null 2>&1 & echo $!"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        out.append(int(proc.stdout.strip()))
-    return out
-
-
-def _stop(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
+    """One busy loop per core, outside our process tree: enough to slow these multi-threaded kernels."""
+    return [start_neighbour() for _ in range(os.cpu_count() or 2)]
 
 
 def _in_a_persons_process(schedule: Path, library: Path, folder: Path) -> list[dict]:
@@ -167,11 +152,11 @@ def test_the_stated_figure_holds_in_a_persons_process_or_the_file_says_why_not(c
         def on_stage(text: str) -> None:
             stages.append(text)
             if "measuring again" in text:
-                _stop(pids)
+                stop_neighbours(pids)
 
         confirm_session(store, sid, top_k=3, runs=5, max_s=1200, on_stage=on_stage)
     finally:
-        _stop(pids)
+        stop_neighbours(pids)
     settled = export_trial(store, sid, out_dir=tmp_path / "settled", formats=("schedule", "library"))
     assert any("measuring again" in s for s in stages), stages
 
