@@ -44,6 +44,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.export.pick import export_pick
 from tunelab.core.records import SessionRecord, SessionSpec
 from tunelab.core.store import Store
+from tunelab.core.trust.confirmed import confirmations
 
 
 def _export(
@@ -494,7 +495,11 @@ class MainWindow(QMainWindow):
             return
         selected = self.trials.selected_trial() if self.tabs.currentWidget() is self.trials else None
         folder = str(self.settings.value("paths/export", self.last_folder()))
-        picks = {robust: export_pick(self.store, record.id, robust=robust) for robust in (False, True)}
+        confirmed = confirmations(self.store, record.id)  # read once for both picks
+        picks = {
+            robust: export_pick(self.store, record.id, robust=robust, confirmed=confirmed)
+            for robust in (False, True)
+        }
         dialog = ExportDialog(
             record, selected, os.path.join(folder, f"session-{record.id}"), self, picks=picks
         )

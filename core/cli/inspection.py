@@ -95,7 +95,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         }
         for k, v in sorted(confirmed.items(), key=lambda kv: kv[1].median_ms)
     ]
-    pick = export_pick(store, args.session) if best else None
+    pick = export_pick(store, args.session, confirmed=confirmed) if best else None
     doc["export"] = (
         {
             "trial_id": pick.trial.id,

@@ -195,12 +195,20 @@ def _placement(
 
 
 def export_pick(
-    store: Store, session_id: int, trial_id: int | None = None, *, robust: bool = False
+    store: Store,
+    session_id: int,
+    trial_id: int | None = None,
+    *,
+    robust: bool = False,
+    confirmed: dict[int, Confirmation] | None = None,
 ) -> ExportPick:
     """What exporting ``trial_id`` (default: :func:`choose_trial` for the primary shape) of a session
-    writes. StoreError for a trial of another session, a failed trial or a session with none."""
+    writes. ``confirmed``: the session's confirmations when the caller has read them already (each read
+    decodes every stored validation). StoreError for a trial of another session, a failed trial or a
+    session with none."""
     tasks = store.tasks(session_id)
-    confirmed = confirmations(store, session_id)
+    if confirmed is None:
+        confirmed = confirmations(store, session_id)
     if trial_id is None:
         chosen = choose_trial(store, tasks[0] if tasks else None, confirmed, robust=robust)
         trial = store.trial(chosen) if chosen is not None else store.best_trial(session_id)
