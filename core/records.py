@@ -47,6 +47,12 @@ class MeasureOptions:
     confirm_runs: int = 3
     confirm_top: int = 3
     confirm_max_s: float = 120.0
+    # Precision where it can change a decision: a candidate already `leader_band` times slower than the
+    # task's best so far gets no adaptive repeats (more samples cannot make it the best), and one
+    # whose warm-up and a single probe took twice the best is kept with that one sample. 0: time
+    # every candidate fully. At GEMM 1024^3 most candidates are 2-20x slower than the leader, and
+    # their full timing was most of a session's wall time.
+    leader_band: float = 1.25
     # Stop the session (status "failed") when its first `fail_fast` trials all failed with the same
     # class (tunelab.core.faults.failure_class); 0 turns it off.
     fail_fast: int = 16
@@ -148,6 +154,7 @@ _MEASURE_TYPES = {
     "confirm_runs": "int",
     "confirm_top": "int",
     "confirm_max_s": "float",
+    "leader_band": "float",
     "fail_fast": "int",
 }
 _TYPE_WORDS = {

@@ -65,6 +65,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--max-repeat", type=int, default=12, help="cap on samples per trial")
     t.add_argument(
+        "--leader-band",
+        type=float,
+        default=1.25,
+        metavar="FACTOR",
+        help="no repeats for candidates this many times slower than the best so far "
+        "(default 1.25; 0: time every candidate fully)",
+    )
+    t.add_argument(
         "--cooldown", type=float, default=5.0, help="seconds to wait while the machine is hot or busy"
     )
     t.add_argument(

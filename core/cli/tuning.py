@@ -317,6 +317,7 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
         check_correctness=not args.no_check,
         target_cv=args.target_cv,
         max_repeat=args.max_repeat,
+        leader_band=args.leader_band,
         cooldown_s=args.cooldown,
         confirm_runs=args.confirm_runs,
         confirm_top=args.confirm_top,

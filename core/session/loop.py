@@ -77,6 +77,12 @@ def check_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo,
         raise TunelabError(
             "measurement options must be positive (number, repeat, max repeat >= 1; timeout > 0)"
         )
+    if m.leader_band != 0 and not 1 < m.leader_band <= 100:
+        raise TunelabError(
+            f"the leader band must be 0 (time every candidate fully) or a factor above 1, not "
+            f"{m.leader_band}",
+            option="leader-band",
+        )
     if m.fail_fast < 0:
         raise TunelabError(f"fail-fast needs 0 (off) or a number of trials, not {m.fail_fast}")
     if not 0 <= m.confirm_runs <= 32 or not 0 <= m.confirm_top <= 32:
@@ -335,7 +341,9 @@ class TuningSession:
                     task.cost_model.predict(task.space.features(configs)) if task.cost_model.trained else None
                 )
                 # Only the trials measured before a cancel come back: the rest were cut short.
-                results = task.measurer.measure([sch for _, sch in batch], stop=self._cancel.is_set)
+                results = task.measurer.measure(
+                    [sch for _, sch in batch], stop=self._cancel.is_set, best_ms=task.best
+                )
                 cut_short = len(results) < len(batch)
                 trials = []
                 best_before = task.best

@@ -134,6 +134,7 @@ BAD = [
     (["tune", "gemm", "--target", "{bad json"], "target"),
     (["tune", "gemm", "--trials", "-3"], "trials"),
     (["tune", "gemm", "--trials", "many"], "invalid int"),
+    (["tune", "gemm", "--leader-band", "0.9"], "leader band must be 0"),
     (["show", "42"], "does not exist"),
     (["export", "42", "--out", "x"], "does not exist"),
     (["compare", "1", "42"], "does not exist"),

@@ -1,0 +1,72 @@
+"""Precision where it changes a decision: the runner spends its repeats on the leaders.
+
+Real kernels through MetaSchedule's LocalRunner. The same GEMM schedule is measured against a best so far
+that makes it clearly slow, slower than the leaders' band, or a leader, so that each path is taken by a
+real measurement and its sample count says which it took.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tunelab.core.measure.runner import PROBE_SAMPLES, Measurer
+from tunelab.core.records import MeasureOptions
+from tunelab.core.search.space.template import TemplateSpace
+from tunelab.core.target.info import llvm_target
+from tunelab.core.workloads.catalog import get_workload
+
+pytestmark = pytest.mark.slow
+
+SHAPE = {"M": 64, "N": 64, "K": 128}
+# target_cv 0 keeps sampling up to max_repeat wherever adaptive repeats are allowed at all.
+OPTIONS = MeasureOptions(number=1, repeat=3, min_repeat_ms=1, target_cv=0.0, max_repeat=9, cooldown_s=0)
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    workload = get_workload("gemm")
+    target = llvm_target()
+    space = TemplateSpace(workload, SHAPE, "float32", target)
+    rng = np.random.default_rng(0)
+    while True:
+        try:
+            return workload, target, space.schedule(space.sample(rng))
+        except Exception:  # an invalid point of the template: sample another
+            continue
+
+
+def _measure(kernel, options: MeasureOptions, best_ms: float | None, n: int = 1):
+    workload, target, schedule = kernel
+    measurer = Measurer(workload, SHAPE, "float32", target, options)
+    try:
+        results = measurer.measure([schedule] * n, best_ms=best_ms)
+    finally:
+        measurer.close()
+    assert all(r.status == "ok" for r in results), [r.error for r in results]
+    return results
+
+
+def test_each_candidate_gets_the_precision_its_standing_needs(kernel):
+    (full,) = _measure(kernel, OPTIONS, None)  # no best yet: the first candidate leads
+    assert len(full.samples_ms) == 9
+    ms = float(np.median(full.samples_ms))
+    # A best ten times faster: the warm-up and a probe say "clearly slow", and the probe is the figure.
+    (slow,) = _measure(kernel, OPTIONS, ms / 10)
+    assert len(slow.samples_ms) == PROBE_SAMPLES
+    assert min(slow.samples_ms) > 2 * ms / 10
+    # Outside the band (1.25x the best) by its fastest sample: one round of `repeat`, no adaptive
+    # repeats. No warm-up (and so no check), so that the probe is not taken.
+    unwarmed = MeasureOptions(**{**OPTIONS.to_json(), "warmup": 0, "check_correctness": False})
+    (outside,) = _measure(kernel, unwarmed, ms / 2.5)
+    assert len(outside.samples_ms) == 3
+    # The band switched off: every candidate is timed fully, whatever the best.
+    (everything,) = _measure(kernel, MeasureOptions(**{**OPTIONS.to_json(), "leader_band": 0}), ms / 10)
+    assert len(everything.samples_ms) == 9
+
+
+def test_a_batch_leader_sets_the_band_for_the_rest_of_its_batch(kernel):
+    """Two equal candidates after a best far slower than them: the first becomes the leader (timed
+    fully), and the second, level with it, is inside the band and timed fully as well."""
+    first, second = _measure(kernel, OPTIONS, 1e6, n=2)
+    assert len(first.samples_ms) == len(second.samples_ms) == 9
