@@ -10,6 +10,10 @@ names it and its kernel):
   for a vendor convolution on the CPU; the gather is timed with it, as a library would pay for it;
 * ``depthwise_conv2d``: im2col plus a batched ``np.matmul`` per channel (tiny matrices: a weak baseline).
 
+Where PyTorch is installed (the optional ``baselines`` extra) the convolutions go through its CPU
+``conv2d`` instead (oneDNN where PyTorch was built with it): a real vendor convolution, which the im2col +
+GEMM path only stands in for. Without PyTorch the NumPy path stays; :func:`cpu_vendor_kernel` says which.
+
 On a GPU (target kind ``cuda``) the vendor is cuBLAS / cuDNN through PyTorch (``torch.matmul``,
 ``torch.nn.functional.conv2d``) or, for the matrix products only, CuPy; each path runs only where the
 package is installed and sees a GPU. A custom workload has no vendor counterpart.
@@ -201,6 +205,55 @@ def _numpy_kernel(
     return None
 
 
+def _torch_cpu_conv(
+    name: str, s: dict[str, int], inputs: Sequence[np.ndarray], out: np.ndarray
+) -> tuple[Callable[[], None], str, str] | None:
+    """(a call that writes ``out``, what it does, the library) through PyTorch's CPU convolution; None
+    without PyTorch or for a workload that is no convolution."""
+    if name not in ("conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d"):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    F = torch.nn.functional
+    pad, stride, dil = s["pad"], s["stride"], s.get("dilation", 1)
+    x, w = (torch.from_numpy(np.ascontiguousarray(t)) for t in inputs)
+    groups = 1
+    if name == "conv2d_nhwc":
+        # channels_last is NHWC in memory: oneDNN's own layout for it, without a transposing copy
+        x = x.permute(0, 3, 1, 2)
+        w = w.permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
+        target = torch.from_numpy(out).permute(0, 3, 1, 2)
+    else:
+        target = torch.from_numpy(out)
+        if name == "depthwise_conv2d":
+            groups = s["C"]
+            w = w.reshape(s["C"] * s["multiplier"], 1, s["R"], s["S"])
+
+    def run() -> None:
+        with torch.no_grad():
+            target.copy_(F.conv2d(x, w, stride=stride, padding=pad, dilation=dil, groups=groups))
+
+    backend = "oneDNN" if torch.backends.mkldnn.is_available() else "native"
+    library = f"PyTorch {torch.__version__} CPU ({backend}, {torch.get_num_threads()} threads)"
+    return run, "torch.nn.functional.conv2d", library
+
+
+def cpu_vendor_kernel(
+    name: str, s: dict[str, int], inputs: Sequence[np.ndarray], out: np.ndarray
+) -> tuple[Callable[[], None], str, str] | None:
+    """(a call that writes ``out``, what it does, the library) for a workload on the CPU: PyTorch's
+    convolution where it is installed, else NumPy's BLAS; None where neither has the operator."""
+    made = _torch_cpu_conv(name, s, inputs, out)
+    if made is not None:
+        return made
+    numpy_made = _numpy_kernel(name, s, inputs, out)
+    if numpy_made is None:
+        return None
+    return numpy_made[0], numpy_made[1], blas_description()
+
+
 # ------------------------------------------------------------------------------------------ GPU paths
 
 
@@ -335,12 +388,13 @@ def measure_baseline(
         method = {"gemm": "matmul", "batch_matmul": "matmul", "dense_bias": "addmm"}.get(wl.name, "conv2d")
     else:
         out = np.zeros(out_shape, dtype=dtype)
-        made_cpu = _numpy_kernel(wl.name, shape, inputs, out)
+        made_cpu = cpu_vendor_kernel(wl.name, shape, inputs, out)
         if made_cpu is None:
             return None
-        run, method = made_cpu
-        info = blas_info()
-        library = blas_description(info)
+        run, method, library = made_cpu
+        if library.startswith("NumPy"):  # the BLAS's kernel and threads belong to its figure
+            info = blas_info()
+            library = blas_description(info)
         sync = None
 
         def fetch() -> np.ndarray:

@@ -1,0 +1,200 @@
+"""The kernel-quality, vs-raw-MetaSchedule and overhead benchmarks (BENCHMARKS.md, "Kernels").
+
+    python tests/benchmarks/run_suite.py --tier quick     # CI-sized, under 20 minutes on 2 cores
+    python tests/benchmarks/run_suite.py --tier long      # the 1000-trial rows and 3 seeds: hours
+    python tests/benchmarks/run_suite.py --render         # only re-render BENCHMARKS.md from the JSON
+
+For each case of the tier (tests/benchmarks/suite/cases.py) and each seed, tunelab tunes the problem in
+a process of its own, then plain ``tune_tir`` does in another; the best kernels at each checkpoint are
+built, and one fresh process re-measures all of them and the vendor side by side. The results go to
+``tests/benchmarks/results/<tier>.json`` (or ``--out``), and the tables of BENCHMARKS.md are rendered
+from the JSON files there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from suite.cases import TIERS, Case  # noqa: E402
+from suite.tables import render_into  # noqa: E402
+
+RESULTS = HERE / "results"
+DOC = HERE.parents[1] / "BENCHMARKS.md"
+COMMANDS = {
+    "quick": "python tests/benchmarks/run_suite.py --tier quick",
+    "long": "python tests/benchmarks/run_suite.py --tier long",
+    "tiny": "python tests/benchmarks/run_suite.py --tier tiny --out FILE",
+}
+ROUNDS = {"quick": 5, "long": 7, "tiny": 3}
+# The same timing options for both tools and for the re-measurement. tunelab's cool-down (it waits
+# while another process is busy) and its confirmation of the winners are off: the suite re-measures
+# every winner itself, side by side.
+MEASURE = {
+    "number": 3,
+    "repeat": 3,
+    "min_repeat_ms": 20,
+    "timeout_s": 60.0,
+    "cooldown_s": 0.0,
+    "confirm_runs": 0,
+}
+
+
+def machine() -> dict[str, Any]:
+    """Cores, CPU model and ISA, GPU: what the tables' header says the figures were measured on."""
+    from tunelab.core.target.info import cpu_core_count, cuda_available, cuda_target, llvm_target
+
+    model = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    target = llvm_target()
+    return {
+        "cores": cpu_core_count(),
+        "cpu_model": model,
+        "target": target.description,
+        "mcpu": target.json.get("mcpu"),
+        "gpu": cuda_target().description if cuda_available() else "none",
+        "python": platform.python_version(),
+        "tvm": _tvm_version(),
+        "load_avg_start": list(os.getloadavg()),
+    }
+
+
+def _tvm_version() -> str:
+    import tvm
+
+    return str(tvm.__version__)
+
+
+def _child(
+    script: str, job: dict[str, Any], folder: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    job_path, out_path = folder / f"{job['label']}.job.json", folder / f"{job['label']}.out.json"
+    job_path.write_text(json.dumps(job))
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "suite" / script), str(job_path), str(out_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{script} {job['label']} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(out_path.read_text())
+
+
+def run_case(case: Case, tier: str, folder: Path) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = []
+    tools = ["tunelab", "tune_tir"] if case.raw else ["tunelab"]
+    for seed in case.seeds:
+        for tool in tools:
+            label = f"{case.name}_{tool}_s{seed}"
+            print(f"[suite] {label}: tuning {case.budget} trials", file=sys.stderr, flush=True)
+            job = {
+                "label": label,
+                "tool": tool,
+                "workload": case.workload,
+                "shape": case.shape,
+                "budget": case.budget,
+                "batch": case.batch,
+                "seed": seed,
+                "checkpoints": list(case.checkpoints),
+                "measure": MEASURE,
+                "folder": str(folder / label),
+            }
+            result = _child("tune_job.py", job, folder)
+            result.pop("job")
+            runs.append({"tool": tool, "seed": seed, **result})
+            print(f"[suite] {label}: {result['wall_s']:.0f} s", file=sys.stderr, flush=True)
+    kernels = [
+        {"label": f"{r['tool']}_s{r['seed']}_{n}", "library": k["library"]}
+        for r in runs
+        for n, k in r["checkpoints"].items()
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    print(f"[suite] {case.name}: re-measuring {len(kernels)} kernels and the vendor", file=sys.stderr)
+    remeasured = _child(
+        "remeasure_job.py",
+        {
+            "label": f"{case.name}_remeasure",
+            "workload": case.workload,
+            "shape": case.shape,
+            "measure": MEASURE,
+            "rounds": ROUNDS[tier],
+            "kernels": kernels,
+        },
+        folder,
+        env=env,
+    )
+    for r in runs:  # the libraries lived in the scratch folder; the JSON keeps what they were
+        for k in r["checkpoints"].values():
+            k.pop("library", None)
+    return {"case": case.to_json(), "runs": runs, "remeasured": remeasured}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tier", choices=sorted(TIERS))
+    parser.add_argument(
+        "--out", type=Path, help="the JSON file (default: tests/benchmarks/results/<tier>.json)"
+    )
+    parser.add_argument("--render", action="store_true", help="only re-render BENCHMARKS.md from the JSON")
+    parser.add_argument("--doc", type=Path, default=DOC, help="the document whose tables are rendered")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch folder (libraries, databases)")
+    args = parser.parse_args(argv)
+    if args.tier is None and not args.render:
+        parser.error("give --tier or --render")
+    if args.tier is not None:
+        out = args.out or RESULTS / f"{args.tier}.json"
+        folder = Path(tempfile.mkdtemp(prefix=f"tunelab-suite-{args.tier}-"))
+        started = time.time()
+        doc: dict[str, Any] = {
+            "tier": args.tier,
+            "command": COMMANDS[args.tier],
+            "date": time.strftime("%Y-%m-%d", time.localtime(started)),
+            "machine": machine(),
+            "cases": [],
+        }
+        try:
+            for case in TIERS[args.tier]:
+                doc["cases"].append(run_case(case, args.tier, folder))
+        finally:
+            if not args.keep:
+                shutil.rmtree(folder, ignore_errors=True)
+        doc["machine"]["load_avg_end"] = list(os.getloadavg())
+        doc["suite_wall_s"] = time.time() - started
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1))
+        print(f"[suite] wrote {out} ({doc['suite_wall_s']:.0f} s)", file=sys.stderr)
+        if args.out is not None and args.doc == DOC:
+            return 0  # a result kept elsewhere (a test, a trial run) does not change the document
+    docs = {
+        t: json.loads((RESULTS / f"{t}.json").read_text())
+        for t in ("quick", "long")
+        if (RESULTS / f"{t}.json").is_file()
+    }
+    render_into(args.doc, docs)
+    print(f"[suite] rendered the tables of {args.doc}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

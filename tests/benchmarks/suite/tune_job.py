@@ -1,0 +1,201 @@
+"""One tuning run in its own process: tunelab's session or plain ``tune_tir``, timed, with its best kernels.
+
+``python tune_job.py JOB.json OUT.json``. The job names the tool, the problem, the budget, the seed, the
+batch, the measurement options and the checkpoints; the result holds the wall time split into building,
+running and the rest, every trial's latency in order, and for each checkpoint the best trial among the
+first N: its latency as the tool measured it, its trace, a description and a built library (``.so``) for
+the side-by-side re-measurement. Each run has a process of its own, so neither tool inherits the other's
+imports, warm caches or worker pools.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: the suite is importable from its parent folder
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from suite.describe import describe_schedule  # noqa: E402
+
+
+def _plain_trace(sch: Any) -> Any:
+    # as_json still holds IntImm values: plain numbers for json
+    return json.loads(json.dumps(sch.trace.as_json(remove_postproc=False), default=lambda o: o.value))
+
+
+def _problem(job: dict[str, Any]) -> tuple[Any, dict[str, int], Any, Any]:
+    import tvm
+
+    from tunelab.core.target.info import llvm_target
+    from tunelab.core.workloads.catalog import get_workload
+
+    workload = get_workload(job["workload"])
+    shape = workload.parse_shape(job["shape"] or None, complete=True)
+    mod = tvm.IRModule({"main": workload.prim_func(shape, "float32")})
+    return workload, shape, mod, llvm_target()
+
+
+def run_tunelab(job: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A tunelab session (auto space, evolutionary tuner: MetaSchedule's own search, driven by tunelab)."""
+    from tunelab.core.records import MeasureOptions, SessionSpec
+    from tunelab.core.session.loop import create_session
+    from tunelab.core.store import Store
+
+    workload, shape, mod, target = _problem(job)
+    store = Store(folder / "tunelab.sqlite")
+    spec = SessionSpec(
+        workload=workload.name,
+        shape=shape,
+        target=json.dumps(target.json),
+        space_kind="auto",
+        tuner="evolutionary",
+        trials=job["budget"],
+        batch=job["batch"],
+        seed=job["seed"],
+        measure=MeasureOptions(**job["measure"]),
+    )
+    started = time.perf_counter()
+    session = create_session(store, spec)
+    for _ in session.run():
+        pass
+    wall_s = time.perf_counter() - started
+    sid = session.session_id
+    trials = store.trials(sid)
+    # A batch's build time is shared out over its trials (tunelab.core.measure.runner): their sum is
+    # the time the batch spent building.
+    build_s = sum(t.build_s or 0.0 for t in trials)
+    run_s = sum(t.run_s or 0.0 for t in trials)
+    space = session.space
+    checkpoints = {}
+    for n in job["checkpoints"]:
+        ok = [t for t in trials[:n] if t.ok and t.latency_ms is not None]
+        if not ok:
+            continue
+        best = min(ok, key=lambda t: t.latency_ms or float("inf"))
+        sch = space.schedule(best.config)
+        checkpoints[str(n)] = _kernel(sch, mod, target, folder / f"tunelab_{n}.so", best.latency_ms)
+        checkpoints[str(n)]["trial_index"] = best.index
+    store.close()
+    return {
+        "wall_s": wall_s,
+        "build_s": build_s,
+        "run_s": run_s,
+        "measuring_source": "the trials' build_s and run_s in the store",
+        "n_trials": len(trials),
+        "n_ok": sum(1 for t in trials if t.ok),
+        "latencies_ms": [t.latency_ms for t in trials],
+        "checkpoints": checkpoints,
+    }
+
+
+def run_tune_tir(job: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Plain ``tune_tir`` with the same target, budget, batch, seed and timing options.
+
+    Its builder runs MetaSchedule's own build function with tunelab's ``fast_build``: the default one
+    imports the tensor intrinsics in every fresh build worker (about 11 s), and on 2 cores most GEMM
+    1024^3 builds then hit the 30 s build timeout. The runner is MetaSchedule's LocalRunner with random
+    inputs and no correctness check, as tune_tir has it."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunelab.core.measure.runner import fast_build
+
+    workload, shape, mod, target = _problem(job)
+    m = job["measure"]
+    work_dir = folder / "tune_tir"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with ms.Profiler() as profiler:
+        database = ms.tune_tir(
+            mod,
+            target.tvm_target(),
+            str(work_dir),
+            job["budget"],
+            num_trials_per_iter=job["batch"],
+            builder=ms.builder.LocalBuilder(f_build=fast_build, timeout_sec=m["timeout_s"]),
+            runner=ms.runner.LocalRunner(
+                timeout_sec=m["timeout_s"],
+                evaluator_config=ms.runner.EvaluatorConfig(
+                    number=m["number"], repeat=m["repeat"], min_repeat_ms=m["min_repeat_ms"]
+                ),
+            ),
+            seed=job["seed"],
+        )
+    wall_s = time.perf_counter() - started
+    profile = {str(k): float(v) for k, v in profiler.get().items()}
+    # The runner is synchronous (it measures inside SendToRunner); JoinRunnerFutures only collects.
+    build_s = profile.get("SendToBuilder", 0.0)
+    run_s = profile.get("SendToRunner", 0.0) + profile.get("JoinRunnerFutures", 0.0)
+    records = _records_in_order(work_dir)
+    latencies = [_mean_ms(r) for r in records]
+    checkpoints = {}
+    from tvm.s_tir import Schedule, Trace
+
+    for n in job["checkpoints"]:
+        ok = [(ms_, r) for ms_, r in zip(latencies[:n], records[:n], strict=True) if ms_ is not None]
+        if not ok:
+            continue
+        latency, best = min(ok, key=lambda pair: pair[0])
+        sch = Schedule(mod)
+        Trace.apply_json_to_schedule(best[0], sch)
+        checkpoints[str(n)] = _kernel(sch, mod, target, folder / f"tune_tir_{n}.so", latency, best[0])
+        checkpoints[str(n)]["trial_index"] = records.index(best)
+    del database
+    return {
+        "wall_s": wall_s,
+        "build_s": build_s,
+        "run_s": run_s,
+        "measuring_source": "MetaSchedule's Profiler: SendToBuilder, SendToRunner, JoinRunnerFutures",
+        "profile_s": profile,
+        "n_trials": len(records),
+        "n_ok": sum(1 for x in latencies if x is not None),
+        "latencies_ms": latencies,
+        "checkpoints": checkpoints,
+    }
+
+
+def _records_in_order(work_dir: Path) -> list[Any]:
+    """The tuning records of the JSON database in the order they were committed (one line each)."""
+    lines = (work_dir / "database_tuning_record.json").read_text().splitlines()
+    return [json.loads(line)[1] for line in lines if line.strip()]
+
+
+def _mean_ms(record: list[Any]) -> float | None:
+    """A record's latency as MetaSchedule ranks it (the mean of its run_secs); None for a failed run."""
+    secs = record[1]
+    if not secs or any(s >= 1e9 for s in secs):  # MetaSchedule records 1e10 s for a failed run
+        return None
+    return 1e3 * sum(secs) / len(secs)
+
+
+def _kernel(
+    sch: Any, mod: Any, target: Any, path: Path, latency_ms: float, trace: Any = None
+) -> dict[str, Any]:
+    from tunelab.core.measure.runner import fast_build
+
+    trace = trace if trace is not None else _plain_trace(sch)
+    fast_build(sch.mod, target.tvm_target(), None).export_library(str(path))
+    facts = describe_schedule(mod, trace)
+    return {
+        "latency_ms": latency_ms,
+        "library": str(path),
+        "trace": trace,
+        "schedule": facts.to_json(),
+        "description": facts.words(),
+    }
+
+
+def main(argv: list[str]) -> int:
+    job = json.loads(Path(argv[1]).read_text())
+    folder = Path(job["folder"])
+    folder.mkdir(parents=True, exist_ok=True)
+    result = run_tunelab(job, folder) if job["tool"] == "tunelab" else run_tune_tir(job, folder)
+    Path(argv[2]).write_text(json.dumps({"job": job, **result}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
