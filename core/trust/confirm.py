@@ -49,6 +49,7 @@ def confirm_session(
     :class:`tunelab.core.trust.remeasure.api.ValidationCancelled` once ``is_cancelled()`` is true (nothing more
     stored)."""
     from tunelab.core.trust.remeasure.api import validate_session
+    from tunelab.core.trust.remeasure.build_cache import BuildCache
 
     record = store.session(session_id)
     options = MeasureOptions.from_json(record.measure)
@@ -66,22 +67,24 @@ def confirm_session(
         if on_stage is not None:
             shape = f" for shape {index}" if len(tasks) > 1 else ""
             on_stage(f"confirming the {k} fastest schedule(s){shape} in {runs} fresh processes")
-        report = _measure_until_settled(
-            functools.partial(
-                validate_session,
-                store,
-                session_id,
-                top_k=k,
-                runs=runs,
-                task=index,
-                record=False,
-                is_cancelled=is_cancelled,
-                against="session",
-            ),
-            max_s=options.confirm_max_s if max_s is None else max_s,
-            target_cv=options.target_cv,
-            on_stage=on_stage,
-        )
+        with BuildCache() as builds:  # an attempt measured again reuses the first one's libraries
+            report = _measure_until_settled(
+                functools.partial(
+                    validate_session,
+                    store,
+                    session_id,
+                    top_k=k,
+                    runs=runs,
+                    task=index,
+                    record=False,
+                    is_cancelled=is_cancelled,
+                    against="session",
+                    builds=builds,
+                ),
+                max_s=options.confirm_max_s if max_s is None else max_s,
+                target_cv=options.target_cv,
+                on_stage=on_stage,
+            )
         report = replace(report, source=replace(report.source, purpose=CONFIRM_PURPOSE))
         reports.append(replace(report, id=store.add_validation(report.to_json())))
     return reports

@@ -24,6 +24,7 @@ The report (a :class:`~tunelab.core.trust.remeasure.report.ValidationReport`) is
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -40,6 +41,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.measure.placement import DEFAULT_LAYOUT, LAYOUTS
 from tunelab.core.records import MeasureOptions
 from tunelab.core.stats import coefficient_of_variation
+from tunelab.core.trust.remeasure.build_cache import BuildCache
 from tunelab.core.trust.remeasure.pool import (
     CancelFn,
     ProgressFn,
@@ -89,6 +91,7 @@ def validate_session(
     on_progress: ProgressFn | None = None,
     is_cancelled: CancelFn | None = None,
     against: str = "confirmed",
+    builds: BuildCache | None = None,
 ) -> ValidationReport:
     """Re-measure the session's ``top_k`` fastest successful trials in ``runs`` fresh processes.
 
@@ -103,6 +106,7 @@ def validate_session(
 
     ``is_cancelled`` (polled between worker runs and while waiting for a worker) stops the validation:
     every worker process is killed, nothing is stored and :class:`ValidationCancelled` is raised.
+    ``builds``: libraries already built for these schedules (a confirmation measured again).
     """
     _check_counts(top_k, runs)
     rec = store.session(session_id)  # before the (slow) TVM imports: bad input fails fast
@@ -167,7 +171,9 @@ def validate_session(
     problem = Problem(rec.workload, shape, rec.dtype, dict(rec.target), rec.custom_source, rec.seed, flops)
     opts = options or MeasureOptions.from_json(_known_options(rec.measure))
     source = ValidationSource("session", session_id=session_id, name=rec.name, top_k=top_k, task=task)
-    report = _validate(problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled)
+    report = _validate(
+        problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled, builds=builds
+    )
     check_cancelled(is_cancelled)
     if record:
         report = replace(report, id=store.add_validation(report.to_json()))
@@ -338,6 +344,7 @@ def _validate(
     on_progress: ProgressFn | None,
     *,
     is_cancelled: CancelFn | None = None,
+    builds: BuildCache | None = None,
 ) -> ValidationReport:
     from tunelab.core.telemetry.sampler import TelemetrySampler
 
@@ -349,7 +356,7 @@ def _validate(
     folder = Path(tempfile.mkdtemp(prefix="tunelab-validate-"))
     sampler = TelemetrySampler()
     try:
-        job, build_errors = _prepare(problem, items, options, folder)
+        job, build_errors = _prepare(problem, items, options, folder, builds)
         check_cancelled(is_cancelled)
         sampler.start()
         measurements = run_workers(
@@ -379,7 +386,11 @@ def _validate(
 
 
 def _prepare(
-    problem: Problem, items: list[RecordedSchedule], options: MeasureOptions, folder: Path
+    problem: Problem,
+    items: list[RecordedSchedule],
+    options: MeasureOptions,
+    folder: Path,
+    builds: BuildCache | None = None,
 ) -> tuple[dict[str, Any], dict[int, str]]:
     """Compile every schedule into ``folder`` and write the worker's job file; return (job, build errors)."""
     from tvm.s_tir import meta_schedule as ms
@@ -401,10 +412,15 @@ def _prepare(
     rtol, atol = workload.tolerance(problem.dtype, problem.shape)
     errors: dict[int, str] = {}
     job_items = []
+    tvm_target = target.tvm_target()
     for i, item in enumerate(items):
         lib = folder / f"schedule{i}.so"
+        build = functools.partial(fast_build, item.schedule.mod, tvm_target, None)
         try:
-            fast_build(item.schedule.mod, target.tvm_target(), None).export_library(str(lib))
+            if builds is None:
+                build().export_library(str(lib))
+            else:
+                builds.export(item.schedule.mod, tvm_target, lib, build)
         except Exception as exc:  # a schedule that no longer builds is a result, not a crash
             errors[i] = f"build error: {error_text(exc)}"
         infos = [info.as_json() for info in ms.arg_info.ArgInfo.from_prim_func(item.schedule.mod["main"])]
