@@ -101,10 +101,10 @@ def _child(
 
 def run_case(case: Case, tier: str, folder: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
-    tools = ["tunelab", "tune_tir"] if case.raw else ["tunelab"]
+    tools = ["tunelab", *(f"tunelab+{v}" for v in case.variants), *(["tune_tir"] if case.raw else [])]
     for seed in case.seeds:
         for tool in tools:
-            label = f"{case.name}_{tool}_s{seed}"
+            label = f"{case.name}_{tool.replace('+', '_')}_s{seed}"
             print(f"[suite] {label}: tuning {case.budget} trials", file=sys.stderr, flush=True)
             job = {
                 "label": label,
@@ -117,6 +117,7 @@ def run_case(case: Case, tier: str, folder: Path) -> dict[str, Any]:
                 "checkpoints": list(case.checkpoints),
                 "measure": MEASURE,
                 "folder": str(folder / label),
+                "space_params": case.variants.get(tool.partition("+")[2], {}),
             }
             result = _child("tune_job.py", job, folder)
             result.pop("job")
@@ -159,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--render", action="store_true", help="only re-render BENCHMARKS.md from the JSON")
     parser.add_argument("--doc", type=Path, default=DOC, help="the document whose tables are rendered")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder (libraries, databases)")
+    parser.add_argument(
+        "--case",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only this case of the tier (repeatable); its results replace the same case's in the JSON",
+    )
     args = parser.parse_args(argv)
     if args.tier is None and not args.render:
         parser.error("give --tier or --render")
@@ -173,8 +181,19 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine(),
             "cases": [],
         }
+        cases = [c for c in TIERS[args.tier] if not args.case or c.name in args.case]
+        unknown = set(args.case) - {c.name for c in TIERS[args.tier]}
+        if unknown:
+            parser.error(f"no case {sorted(unknown)} in the {args.tier} tier")
+        if args.case and out.is_file():  # the other cases' results stay as they were measured
+            earlier = json.loads(out.read_text())
+            doc["cases"] = [c for c in earlier["cases"] if c["case"]["name"] not in args.case]
+            doc["earlier_runs"] = [
+                *earlier.get("earlier_runs", []),
+                {k: earlier[k] for k in ("date", "machine")},
+            ]
         try:
-            for case in TIERS[args.tier]:
+            for case in cases:
                 doc["cases"].append(run_case(case, args.tier, folder))
         finally:
             if not args.keep:

@@ -23,6 +23,9 @@ class Case:
     raw: bool = True  # also tune with plain tune_tir, for the vs-raw and overhead tables
     batch: int = 16
     goals: dict[int, float] = field(default_factory=dict)  # checkpoint -> the x-vendor goal
+    # Search structures switched on beside the default session, each a run of its own: variant name ->
+    # {sketch rule: {limit: value}} for the auto space (the switches of the space editor).
+    variants: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -35,6 +38,7 @@ class Case:
             "raw": self.raw,
             "batch": self.batch,
             "goals": {str(k): v for k, v in self.goals.items()},
+            "variants": self.variants,
         }
 
 
@@ -48,16 +52,26 @@ CONV_RESNET: dict[str, int] = {}  # conv2d_nchw's default: N=1, C=K=64, 56x56, 3
 SQUARE_GOALS = {64: 0.5, 256: 0.6, 1000: 0.8}
 WEAK_BLAS_GOALS = {1000: 1.0}
 CONV_GOALS = {1000: 0.8}
+PACKED = {"pack_inputs": {"MultiLevelTiling": {"pack_inputs": True}}}
 
 TIERS: dict[str, list[Case]] = {
     # CI-sized (under 20 minutes on 2 cores): one seed of each tool at 64 trials.
     "quick": [
-        Case("gemm_1024", "gemm", GEMM_1024, 64, (64,), goals=SQUARE_GOALS),
+        Case("gemm_1024", "gemm", GEMM_1024, 64, (64,), goals=SQUARE_GOALS, variants=PACKED),
         Case("gemm_skinny", "gemm", GEMM_SKINNY, 64, (64,), goals=WEAK_BLAS_GOALS),
     ],
     # In the background (hours): the 1000-trial rows, and three seeds of each tool for the vs-raw rows.
     "long": [
-        Case("gemm_1024", "gemm", GEMM_1024, 1000, (64, 256, 1000), seeds=(0, 1, 2), goals=SQUARE_GOALS),
+        Case(
+            "gemm_1024",
+            "gemm",
+            GEMM_1024,
+            1000,
+            (64, 256, 1000),
+            seeds=(0, 1, 2),
+            goals=SQUARE_GOALS,
+            variants=PACKED,
+        ),
         Case("gemm_512x512x2048", "gemm", GEMM_WIDE, 1000, (64, 256, 1000), raw=False, goals=SQUARE_GOALS),
         Case(
             "gemm_skinny", "gemm", GEMM_SKINNY, 1000, (64, 256, 1000), seeds=(0, 1, 2), goals=WEAK_BLAS_GOALS

@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("quality", "vsraw", "overhead")
+SECTIONS = ("quality", "structures", "vsraw", "overhead")
 WALL_GOAL = 1.05  # tunelab's tuning wall time at most 1.05x raw tune_tir's
 
 
@@ -197,7 +197,52 @@ def overhead_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-RENDERERS = {"quality": quality_table, "vsraw": vsraw_table, "overhead": overhead_table}
+def structures_table(doc: dict[str, Any]) -> str:
+    """Each search structure a case switches on (a space-editor switch) against the default session."""
+    lines = [
+        header(doc),
+        "",
+        "| problem | structure | budget | seeds | default ms | with it ms | speed-up (default / with it) | "
+        "wall s (default, with it) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rows = 0
+    for c in doc["cases"]:
+        case = c["case"]
+        for variant in case.get("variants", {}):
+            tool = f"tunelab+{variant}"
+            for n in case["checkpoints"]:
+                key = str(n)
+                base = [f for s in case["seeds"] if (f := _figure(c, "tunelab", s, key))]
+                alt = [f for s in case["seeds"] if (f := _figure(c, tool, s, key))]
+                base_ms = _median([f["median_ms"] for f in base])
+                alt_ms = _median([f["median_ms"] for f in alt])
+                walls = [
+                    _median([r["wall_s"] for r in c["runs"] if r["tool"] == t]) for t in ("tunelab", tool)
+                ]
+                lines.append(
+                    f"| {_shape(case)} | {variant} | {n} | {len(case['seeds'])} | {_num(base_ms, 3)} | "
+                    f"{_num(alt_ms, 3)} | {_num(base_ms / alt_ms if base_ms and alt_ms else None)} | "
+                    f"{_num(walls[0], 0)}, {_num(walls[1], 0)} |"
+                )
+                rows += 1
+    if not rows:
+        return "No case of this tier switches a structure on."
+    lines += [
+        "",
+        "Both sessions tune the same problem with the same budget, seed and timing; the one with the "
+        "structure has its switch on in the auto space (the space editor's MultiLevelTiling limits). "
+        "Latencies from the side-by-side re-measurement.",
+    ]
+    return "\n".join(lines)
+
+
+RENDERERS = {
+    "quality": quality_table,
+    "structures": structures_table,
+    "vsraw": vsraw_table,
+    "overhead": overhead_table,
+}
 
 
 def render_section(name: str, docs: dict[str, dict[str, Any]]) -> str:

@@ -42,16 +42,21 @@ def _problem(job: dict[str, Any]) -> tuple[Any, dict[str, int], Any, Any]:
 def run_tunelab(job: dict[str, Any], folder: Path) -> dict[str, Any]:
     """A tunelab session (auto space, evolutionary tuner: MetaSchedule's own search, driven by tunelab)."""
     from tunelab.core.records import MeasureOptions, SessionSpec
+    from tunelab.core.search.space.auto import default_auto_space
     from tunelab.core.session.loop import create_session
     from tunelab.core.store import Store
 
     workload, shape, mod, target = _problem(job)
     store = Store(folder / "tunelab.sqlite")
+    space = default_auto_space(target.kind)
+    for rule in space["rules"]:  # a variant's switches, as the space editor sets them
+        rule["params"].update(job.get("space_params", {}).get(rule["name"], {}))
     spec = SessionSpec(
         workload=workload.name,
         shape=shape,
         target=json.dumps(target.json),
         space_kind="auto",
+        space=space,
         tuner="evolutionary",
         trials=job["budget"],
         batch=job["batch"],
@@ -192,7 +197,7 @@ def main(argv: list[str]) -> int:
     job = json.loads(Path(argv[1]).read_text())
     folder = Path(job["folder"])
     folder.mkdir(parents=True, exist_ok=True)
-    result = run_tunelab(job, folder) if job["tool"] == "tunelab" else run_tune_tir(job, folder)
+    result = run_tunelab(job, folder) if job["tool"].startswith("tunelab") else run_tune_tir(job, folder)
     Path(argv[2]).write_text(json.dumps({"job": job, **result}))
     return 0
 
