@@ -37,7 +37,8 @@ DIFF_BRUSH = QBrush(QColor("#fff4d6"))
 
 
 def best_so_far(store: Store, session_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(trial index, seconds since the first trial started, best latency so far) from the first ok trial on.
+    """(trial number within the session, from 1; seconds since the first trial started; best latency so
+    far) from the first ok trial on.
 
     A session that tunes several shapes is drawn by its primary shape: the best of different shapes
     mixed into one curve would jump to whichever shape is cheapest, not show tuning progress."""
@@ -52,7 +53,7 @@ def best_so_far(store: Store, session_id: int) -> tuple[np.ndarray, np.ndarray, 
     latency = np.where(usable, c["latency_ms"], np.inf)
     best = np.minimum.accumulate(latency)
     keep = np.isfinite(best)
-    return (c["index"][keep].astype(np.float64), c["finished_at"][keep] - t0, best[keep])
+    return ((c["index"][keep] + 1).astype(np.float64), c["finished_at"][keep] - t0, best[keep])
 
 
 def summary_rows(

@@ -198,6 +198,10 @@ def test_best_trial_is_numbered_within_its_session_from_one(qtbot, scored):
         assert 1 <= int(shown[col]) <= store.session(sid).n_trials
     # These sessions come after the grid's: their store ids are not their numbers.
     assert any(store.best_trial(s).id != store.best_trial(s).index + 1 for s in chosen)
+    # The best-so-far curves count trials the same way: the first trial is trial 1.
+    for curve, sid in zip(view.by_trial.listDataItems(), chosen, strict=True):
+        first_ok = next(t.index for t in store.trials(sid) if t.ok)
+        assert curve.xData[0] == first_ok + 1 and curve.xData[-1] == store.session(sid).n_trials
 
 
 def test_a_template_session_and_an_auto_session_are_not_diffed_knob_by_knob(qtbot, scored):

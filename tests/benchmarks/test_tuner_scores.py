@@ -30,6 +30,9 @@ from tunelab.core.search.tuners.registry import make_tuner, tuner_names
 from tunelab.core.session.replay import ReplayRunner, replay_tune
 
 SEEDS = 10
+# MetaSchedule's evolutionary search takes 1-2 minutes a run here (its proposals on a space of a few
+# hundred configs are mostly repeats it must redraw), so it gets fewer seeds: the table says how many.
+SEEDS_FOR = {"evolutionary": 2}
 BUDGETS = (16, 32, 64)  # multiples of the batch: a run to 64 holds the runs to 16 and 32 as its prefixes
 BATCH = 8
 # Small candidate pools, as in tests/core/test_replay_recorded.py: feature extraction builds a schedule
@@ -65,7 +68,7 @@ def replay_runs(rec, name: str) -> tuple[list[list[float | None]], float]:
     """One run per seed to the largest budget; (the runs' latencies in order, seconds taken)."""
     started = time.perf_counter()
     runs = []
-    for seed in range(SEEDS):
+    for seed in range(SEEDS_FOR.get(name, SEEDS)):
         tuner = make_tuner(name, rec.space, seed=seed, **FAST_OPTIONS.get(name, {}))
         try:
             history = replay_tune(tuner, ReplayRunner(rec.space, rec.table), max(BUDGETS), batch=BATCH)
@@ -78,21 +81,27 @@ def replay_runs(rec, name: str) -> tuple[list[list[float | None]], float]:
     return runs, time.perf_counter() - started
 
 
-def markdown(results: dict[str, dict[str, dict[int, TunerScore]]], sizes: dict[str, int]) -> str:
-    spaces = list(results)
-    head = ["tuner"] + [f"{s} ({sizes[s]} configs), T={b}" for s in spaces for b in BUDGETS]
+Results = dict[str, dict[str, dict[int, TunerScore] | None]]  # space -> tuner -> budget -> score
+
+
+def cell(score: TunerScore | None) -> str:
+    return "— (proposed no config)" if score is None else f"{score.mean:+.2f} ± {score.std:.2f}"
+
+
+def markdown(results: Results, sizes: dict[str, int]) -> str:
+    """A row per space and tuner: mean P over the first T trials, ± the spread over the seeds."""
+    head = ["space", "tuner", "seeds"] + [f"T = {b}" for b in BUDGETS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for tuner in tuner_names():
-        cells = [
-            f"{results[s][tuner][b].mean:+.2f} ± {results[s][tuner][b].std:.2f}"
-            for s in spaces
-            for b in BUDGETS
-        ]
-        lines.append(f"| {tuner} | " + " | ".join(cells) + " |")
+    for space, by_tuner in results.items():
+        for tuner in tuner_names():
+            scores = by_tuner[tuner]
+            cells = [cell(None if scores is None else scores[b]) for b in BUDGETS]
+            row = [f"{space} ({sizes[space]} configs)", tuner, str(SEEDS_FOR.get(tuner, SEEDS)), *cells]
+            lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 
-def plot(results: dict[str, dict[str, dict[int, TunerScore]]], path: Path) -> None:
+def plot(results: Results, path: Path) -> None:
     """The aggregate score at each budget T = 1..max (the running mean of the mean P(t)), a panel per space."""
     import pyqtgraph as pg
     import pyqtgraph.exporters as exporters
@@ -107,6 +116,8 @@ def plot(results: dict[str, dict[str, dict[int, TunerScore]]], path: Path) -> No
         item.showGrid(x=True, y=True, alpha=0.25)
         item.addLegend(offset=(-10, -10), labelTextColor="#202124")
         for i, tuner in enumerate(tuner_names()):
+            if by_tuner[tuner] is None:
+                continue
             curve = np.array(by_tuner[tuner][max(BUDGETS)].curve)
             running = [aggregate(curve[:t]) for t in range(1, len(curve) + 1)]
             x = np.arange(1, len(curve) + 1)
@@ -120,8 +131,15 @@ def test_tuner_scores(qapp, record):  # qapp: the ImageExporter paints through Q
     names = recording_names()
     assert len(names) >= 1, "no recorded spaces in tests/core/data"
     started = time.perf_counter()
-    results: dict[str, dict[str, dict[int, TunerScore]]] = {}
-    sizes, doc = {}, {"machine": machine(), "seeds": SEEDS, "budgets": list(BUDGETS), "spaces": {}}
+    results: Results = {}
+    sizes: dict[str, int] = {}
+    doc: dict = {
+        "machine": machine(),
+        "seeds": SEEDS,
+        "seeds_for": SEEDS_FOR,
+        "budgets": list(BUDGETS),
+        "spaces": {},
+    }
     for space_name in names:
         rec = load_recorded(space_name)
         sizes[space_name] = len(rec.table)
@@ -137,12 +155,20 @@ def test_tuner_scores(qapp, record):  # qapp: the ImageExporter paints through Q
         }
         for tuner in tuner_names():
             runs, seconds = replay_runs(rec, tuner)
+            lengths = [len(run) for run in runs]
+            if not any(lengths):
+                # Scoring a search that measured nothing as "the worst config" would say something false.
+                results[space_name][tuner] = None
+                space_doc["tuners"][tuner] = {"seconds": round(seconds, 1), "trials_per_seed": lengths}
+                record(f"score {space_name} {tuner}", {"proposed": 0, "replay_s": round(seconds, 1)})
+                continue
             scores = {b: score_runs(tuner, runs, baseline, b) for b in BUDGETS}
             results[space_name][tuner] = scores
             for score in scores.values():
                 assert all(p <= 1 + 1e-9 for p in score.curve if np.isfinite(p)), (space_name, tuner)
             space_doc["tuners"][tuner] = {
                 "seconds": round(seconds, 1),
+                "trials_per_seed": lengths,  # short of the budget: its best is held to the end
                 **{
                     str(b): {"mean": s.mean, "std": s.std, "per_seed": list(s.per_seed)}
                     for b, s in scores.items()
@@ -156,7 +182,7 @@ def test_tuner_scores(qapp, record):  # qapp: the ImageExporter paints through Q
         doc["spaces"][space_name] = space_doc
         # Random search scored against its own calculated expectation: near 0 unless the formula or
         # the replay is wrong (a wrong formula shifts every seed the same way, so this can fail).
-        random = results[space_name]["random"][max(BUDGETS)]
+        random = results[space_name]["random"][max(BUDGETS)]  # type: ignore[index]
         assert abs(random.mean) < 3 * random.std / np.sqrt(SEEDS) + 0.1, (space_name, random)
     doc["date"] = datetime.date.today().isoformat()
     doc["seconds"] = round(time.perf_counter() - started, 1)
