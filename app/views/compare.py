@@ -1,5 +1,5 @@
-"""Compare sessions: best-so-far curves overlaid (vs trial and vs wall time), a summary side by side,
-and which knobs the best configs set differently."""
+"""Compare sessions: best-so-far curves overlaid (vs trial and vs wall time), a summary side by side
+with each session's tuner score against random search, and which knobs the best configs set differently."""
 
 from __future__ import annotations
 
@@ -28,15 +28,17 @@ from tunelab.app.widgets.formatting import flatten_config, fmt_gflops, fmt_ms, f
 from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.workers.following import behind_while_hidden
 from tunelab.core.errors import TunelabError
-from tunelab.core.records import SessionRecord
+from tunelab.core.records import SessionRecord, TrialRecord
 from tunelab.core.store import Store
+from tunelab.core.usecases.compare_scores import CompareScores, compare_scores
 
 PALETTE = ("#2a6fdb", "#e37400", "#1e8e3e", "#9334e6", "#d93025", "#12a4af", "#795548", "#f538a0")
 DIFF_BRUSH = QBrush(QColor("#fff4d6"))
 
 
 def best_so_far(store: Store, session_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(trial index, seconds since the first trial started, best latency so far) from the first ok trial on.
+    """(trial number within the session, from 1; seconds since the first trial started; best latency so
+    far) from the first ok trial on.
 
     A session that tunes several shapes is drawn by its primary shape: the best of different shapes
     mixed into one curve would jump to whichever shape is cheapest, not show tuning progress."""
@@ -51,11 +53,18 @@ def best_so_far(store: Store, session_id: int) -> tuple[np.ndarray, np.ndarray, 
     latency = np.where(usable, c["latency_ms"], np.inf)
     best = np.minimum.accumulate(latency)
     keep = np.isfinite(best)
-    return (c["index"][keep].astype(np.float64), c["finished_at"][keep] - t0, best[keep])
+    return ((c["index"][keep] + 1).astype(np.float64), c["finished_at"][keep] - t0, best[keep])
 
 
-def summary_rows(records: list[SessionRecord]) -> list[tuple[str, list[str]]]:
+def summary_rows(
+    records: list[SessionRecord],
+    best: list[TrialRecord | None] | None = None,
+    scores: CompareScores | None = None,
+) -> list[tuple[str, list[str]]]:
+    """The summary table's rows; `best`: each session's best trial (its number within the session is
+    shown), `scores`: the sessions' tuner scores."""
     base = records[0].best_ms if records else None
+    best = best if best is not None else [None] * len(records)
 
     def speedup(r: SessionRecord) -> str:
         if base is None or r.best_ms is None:
@@ -74,8 +83,36 @@ def summary_rows(records: list[SessionRecord]) -> list[tuple[str, list[str]]]:
         ("Best ms", [fmt_ms(r.best_ms) for r in records]),
         ("Best GFLOP/s", [fmt_gflops(r.best_gflops) for r in records]),
         (f"Speed-up vs #{records[0].id}" if records else "Speed-up", [speedup(r) for r in records]),
-        ("Best trial", ["—" if r.best_trial_id is None else str(r.best_trial_id) for r in records]),
+        # A person counts a session's trials from 1; the store's ids run across every session.
+        ("Best trial", ["—" if b is None else f"{b.index + 1}" for b in best]),
+        (
+            "Score vs random" if scores is None else f"Score vs random ({scores.budget} trials)",
+            [score_text(scores, r.id) for r in records],
+        ),
     ]
+
+
+def score_text(scores: CompareScores | None, session_id: int) -> str:
+    if scores is None or session_id not in scores.session_ids:
+        return "—"
+    value = scores.scores[scores.session_ids.index(session_id)]
+    text = "—" if value is None else f"{value:+.2f}"
+    return f"{text} (reference)" if session_id == scores.reference_id else text
+
+
+def score_sentence(scores: CompareScores) -> str:
+    """The line above the tables saying what the score is, or why there is none."""
+    if scores.reason is not None:
+        return scores.reason
+    return (
+        f"Score: mean over the first {scores.budget} trials of P(t) = (random − best so far) / (random − "
+        f"optimum), 1 = the optimum at once, 0 = as random search, against {scores.reference}."
+    )
+
+
+def different_spaces(records: list[SessionRecord]) -> bool:
+    """True when the best configs cannot be set knob against knob: a template and an auto space."""
+    return len({r.space_kind for r in records}) > 1
 
 
 def config_diff(configs: list[dict[str, Any] | None]) -> list[tuple[str, list[str], bool]]:
@@ -144,13 +181,21 @@ class CompareView(QWidget):
             table.setAlternatingRowColors(True)
         self.diff_label = QLabel()
         self.diff_label.setProperty("role", "hint")
+        self.score_label = QLabel()
+        self.score_label.setProperty("role", "hint")
+        self.score_label.setWordWrap(True)
         diff_page = QWidget()
         diff_layout = QVBoxLayout(diff_page)
         diff_layout.setContentsMargins(0, 0, 0, 0)
         diff_layout.addWidget(self.diff_label)
         diff_layout.addWidget(self.diff_table, 1)
+        summary_page = QWidget()
+        summary_layout = QVBoxLayout(summary_page)
+        summary_layout.setContentsMargins(0, 0, 0, 0)
+        summary_layout.addWidget(self.score_label)
+        summary_layout.addWidget(self.summary_table, 1)
         self.tables = QTabWidget()
-        self.tables.addTab(self.summary_table, "Summary")
+        self.tables.addTab(summary_page, "Summary")
         self.tables.addTab(diff_page, "Best configs")
 
         right = QSplitter(Qt.Orientation.Vertical)
@@ -250,11 +295,12 @@ class CompareView(QWidget):
             records = [self._store.session(i) for i in ids]
             curves = [best_so_far(self._store, i) for i in ids]
             best = [self._store.best_trial(i) for i in ids]
+            scores = compare_scores(self._store, records)
         except TunelabError as exc:
             self.diff_label.setText(str(exc))
             return
         self._draw_curves(records, curves)
-        self._fill_summary(records)
+        self._fill_summary(records, best, scores)
         self._fill_diff(records, [None if b is None else b.config for b in best])
 
     # ---- drawing -------------------------------------------------------------------------------
@@ -270,8 +316,11 @@ class CompareView(QWidget):
             for curve in (a, b):
                 curve.setSkipFiniteCheck(True)
 
-    def _fill_summary(self, records: list[SessionRecord]) -> None:
-        rows = summary_rows(records)
+    def _fill_summary(
+        self, records: list[SessionRecord], best: list[TrialRecord | None], scores: CompareScores
+    ) -> None:
+        self.score_label.setText(score_sentence(scores))
+        rows = summary_rows(records, best, scores)
         self.summary_table.clear()
         self.summary_table.setColumnCount(len(records))
         self.summary_table.setRowCount(len(rows))
@@ -284,6 +333,14 @@ class CompareView(QWidget):
                 self.summary_table.setItem(row, col, item)
 
     def _fill_diff(self, records: list[SessionRecord], configs: list[dict | None]) -> None:
+        if different_spaces(records):
+            # Template knobs and MetaSchedule trace decisions share no names: every row would "differ".
+            self.diff_table.clear()
+            self.diff_table.setRowCount(0)
+            self.diff_table.setColumnCount(0)
+            kinds = " and ".join(sorted({r.space_kind for r in records}))
+            self.diff_label.setText(f"Best configs not comparable: different spaces ({kinds}).")
+            return
         rows = config_diff(configs)
         self.diff_table.clear()
         self.diff_table.setColumnCount(len(records))

@@ -1,5 +1,5 @@
 """Tuners replayed on real measurements: an exhaustive grid of a GEMM 64^3 template space recorded
-on this project's CPU machine (tests/core/data/record_gemm_grid.py writes it).
+on this project's CPU machine (tests/core/data/record_grid.py writes it).
 
 Every config of the space has a measured latency, so each tuner's search can be replayed in
 seconds and compared with the true optimum, with the real TemplateSpace (its features included).
@@ -7,18 +7,13 @@ seconds and compared with the true optimum, with the real TemplateSpace (its fea
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
+from recorded_spaces import load_recorded
 
-from tunelab.core.records import SessionSpec
 from tunelab.core.search.tuners.registry import make_tuner, tuner_names
-from tunelab.core.session.loop import check_spec
 from tunelab.core.session.replay import ReplayRunner, replay_tune
 
-RECORDING = Path(__file__).parent / "data" / "gemm64_grid_llvm.json"
 BUDGET = 64  # 11 % of the 576 configs
 # Smaller candidate pools than the defaults keep feature extraction (a schedule built per scored
 # candidate) to seconds.
@@ -27,18 +22,9 @@ FAST_OPTIONS = {"xgb": {"pool_size": 64}, "evolutionary": {"population_size": 64
 
 @pytest.fixture(scope="module")
 def recorded():
-    doc = json.loads(RECORDING.read_text())
-    spec = SessionSpec(workload="gemm", shape=doc["shape"], target="llvm", space_kind="template")
-    *_, space = check_spec(spec)
-    data = space.to_json()
-    for knob in data["knobs"]:
-        knob["candidates"] = doc["knobs"][knob["name"]]
-    *_, space = check_spec(SessionSpec(**{**spec.__dict__, "space": data}))
-    table = {
-        space.key(t["config"]): (t["latency_ms"] if t["status"] == "ok" else None) for t in doc["trials"]
-    }
-    assert len(table) == space.size == 576
-    return space, table
+    rec = load_recorded("gemm64")
+    assert len(rec.table) == 576
+    return rec.space, rec.table
 
 
 def test_recording_is_a_real_measured_space(recorded):

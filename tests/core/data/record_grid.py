@@ -1,0 +1,156 @@
+"""Record real, exhaustive measurements of small template spaces for the replay tests and benchmarks.
+
+Runs tunelab's own grid tuner over a restricted template space on this machine's CPU (LLVM) and writes
+every config with its measured median latency (None where it failed) to ``<name>_grid_llvm.json``.
+Tuner tests and the tuner-score benchmark then replay these real measurements (Kernel Tuner's
+SimulationRunner idea) instead of a synthetic table. Re-run it on another machine to record that one:
+
+    python tests/core/data/record_grid.py            # every recording below
+    python tests/core/data/record_grid.py conv2d     # one of them
+
+Each grid's knob candidates are cut down so that the whole space is a few hundred configs (a few
+minutes of building and running on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.session.loop import check_spec, create_session
+from tunelab.core.store import Store
+
+HERE = Path(__file__).resolve().parent
+
+
+# name -> (workload, shape, knob candidates); a knob left out keeps the workload's default candidates.
+GRIDS: dict[str, tuple[str, dict[str, int], dict[str, list[Any]]]] = {
+    # 4 * 4 * 3 * 3 * 2 * 2 = 576 configs
+    "gemm64": (
+        "gemm",
+        {"M": 64, "N": 64, "K": 64},
+        {
+            "tile_i": [[1], [4], [16], [64]],
+            "tile_j": [[1], [4], [16], [64]],
+            "tile_k": [[1], [8], [64]],
+            "order": ["ro,si,ri", "ro,ri,si", "si,ro,ri"],
+            "unroll": [0, 64],
+            "vectorize": [True, False],
+            "parallel": [True],
+        },
+    ),
+    # A skinny GEMM: 2 * 3 * 3 * 3 * 2 * 2 = 216 configs
+    "gemm16x256x256": (
+        "gemm",
+        {"M": 16, "N": 256, "K": 256},
+        {
+            "tile_i": [[1], [16]],
+            "tile_j": [[1], [16], [64]],
+            "tile_k": [[1], [8], [64]],
+            "order": ["ro,si,ri", "ro,ri,si", "si,ro,ri"],
+            "unroll": [0, 64],
+            "vectorize": [True, False],
+            "parallel": [True],
+        },
+    ),
+    # The catalog's conv2d (NCHW) at a small 3x3 layer: 3 * 2 * 2 * 2 * 3 * 2 * 2 = 288 configs
+    "conv2d": (
+        "conv2d_nchw",
+        {"N": 1, "C": 16, "H": 14, "W": 14, "K": 16, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1},
+        {
+            "tile_n": [[1]],
+            "tile_f": [[1], [4], [16]],
+            "tile_y": [[1], [14]],
+            "tile_x": [[1], [14]],
+            "tile_rc": [[1], [16]],
+            "tile_ry": [[1]],
+            "tile_rx": [[3]],
+            "order": ["ro,si,ri", "ro,ri,si", "si,ro,ri"],
+            "unroll": [0, 64],
+            "vectorize": [True, False],
+            "parallel": [True],
+        },
+    ),
+}
+
+
+def recording_path(name: str) -> Path:
+    return HERE / f"{name}_grid_llvm.json"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def record(name: str) -> Path:
+    workload, shape, knobs = GRIDS[name]
+    spec = SessionSpec(
+        workload=workload,
+        shape=shape,
+        target="llvm",
+        space_kind="template",
+        tuner="grid",
+        trials=10**6,
+        batch=16,
+        measure=MeasureOptions(number=5, repeat=5, min_repeat_ms=2),
+    )
+    *_, space = check_spec(spec)
+    data = space.to_json()
+    for knob in data["knobs"]:
+        knob["candidates"] = knobs.get(knob["name"], knob["candidates"])
+    spec = SessionSpec(**{**spec.__dict__, "space": data})
+    *_, space = check_spec(spec)
+    started = time.time()
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "record.sqlite") as store:
+        session = create_session(store, SessionSpec(**{**spec.__dict__, "trials": space.size}))
+        trials = list(session.run())
+    assert len(trials) == space.size, f"{len(trials)} trials for a space of {space.size}"
+    doc = {
+        "workload": workload,
+        "shape": shape,
+        "target": session.target.json,
+        "knobs": {k["name"]: k["candidates"] for k in data["knobs"]},
+        "machine": cpu_model(),
+        "recorded_s": round(time.time() - started, 1),
+    }
+    # Only what a replay needs, one trial a line: the file stays small and its diffs readable.
+    lines = [
+        json.dumps(
+            {"config": t.config, "latency_ms": t.latency_ms, "status": t.status}, separators=(",", ":")
+        )
+        for t in trials
+    ]
+    out = recording_path(name)
+    head = json.dumps(doc, indent=1)[:-2]
+    out.write_text(head + ',\n "trials": [\n' + ",\n".join(lines) + "\n ]\n}\n")
+    json.loads(out.read_text())  # what was written reads back
+    print(f"{name}: {len(trials)} configs in {time.time() - started:.0f} s -> {out}", file=sys.stderr)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help=f"recordings to make, of {', '.join(GRIDS)} (default: all)")
+    names = parser.parse_args().names or list(GRIDS)
+    unknown = [n for n in names if n not in GRIDS]
+    if unknown:
+        parser.error(f"no recording named {', '.join(unknown)}; choose from {', '.join(GRIDS)}")
+    for name in names:
+        record(name)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Recorded exhaustive spaces (tests/core/data/*_grid_llvm.json, written by record_grid.py), loaded as
+the real TemplateSpace they were measured on and its table of latencies (None: the config failed)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tunelab.core.records import SessionSpec
+from tunelab.core.search.space.base import SearchSpace
+from tunelab.core.session.loop import check_spec
+
+DATA = Path(__file__).resolve().parent / "core" / "data"
+
+
+@dataclass(frozen=True)
+class RecordedSpace:
+    name: str
+    space: SearchSpace
+    table: dict[str, float | None]  # space.key(config) -> median latency (ms)
+    doc: dict[str, Any]  # the recording as written (workload, shape, target, machine, ...)
+
+
+def recording_names() -> list[str]:
+    return sorted(p.name.removesuffix("_grid_llvm.json") for p in DATA.glob("*_grid_llvm.json"))
+
+
+def load_recorded(name: str) -> RecordedSpace:
+    doc = json.loads((DATA / f"{name}_grid_llvm.json").read_text())
+    spec = SessionSpec(workload=doc["workload"], shape=doc["shape"], target="llvm", space_kind="template")
+    *_, space = check_spec(spec)
+    data = space.to_json()
+    for knob in data["knobs"]:
+        knob["candidates"] = doc["knobs"][knob["name"]]
+    *_, space = check_spec(SessionSpec(**{**spec.__dict__, "space": data}))
+    table = {
+        space.key(t["config"]): (t["latency_ms"] if t["status"] == "ok" else None) for t in doc["trials"]
+    }
+    assert len(table) == space.size == len(doc["trials"]), f"{name}: the recording is not the whole space"
+    return RecordedSpace(name=name, space=space, table=table, doc=doc)
