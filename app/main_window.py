@@ -466,7 +466,9 @@ class MainWindow(QMainWindow):
         self.compare.refresh_sessions(self.watcher.sessions())
         changed = self.watcher.changed_ids
         if self.session_id is not None and (changed is None or self.session_id in changed):
-            self.run_bar.refresh(pending=self._pending(), record=self.watcher.session(self.session_id))
+            record = self.watcher.session(self.session_id)
+            self.run_bar.refresh(pending=self._pending(), record=record)
+            self.validation.session_updated(record)
         self._update_actions()
 
     def _on_trial_clicked(self, trial_id: int) -> None:
@@ -493,7 +495,8 @@ class MainWindow(QMainWindow):
         if record.best_trial_id is None:
             self.message_bar.show_error(f"Session {record.id} has no successful trial to export yet.")
             return
-        selected = self.trials.selected_trial() if self.tabs.currentWidget() is self.trials else None
+        selected_id = self.trials.selected_trial() if self.tabs.currentWidget() is self.trials else None
+        selected = self.store.trial(selected_id) if selected_id is not None else None
         folder = str(self.settings.value("paths/export", self.last_folder()))
         confirmed = confirmations(self.store, record.id)  # read once for both picks
         picks = {
@@ -604,14 +607,18 @@ class MainWindow(QMainWindow):
                 if answer != QMessageBox.StandardButton.Yes:
                     event.ignore()
                     return
-                self._close_pending = True
-                self.worker.cancel()
-                self.message_bar.show_info(
-                    "Stopping the session after the current batch; the window closes once it has stopped."
-                )
-                self._update_actions()
-            event.ignore()
-            return
+                # The question runs its own event loop: the session may have finished meanwhile
+                # (self.worker is None then), and Yes means close now.
+                if self.worker is not None:
+                    self._close_pending = True
+                    self.worker.cancel()
+                    self.message_bar.show_info(
+                        "Stopping the session after the current batch; the window closes once it has stopped."
+                    )
+                    self._update_actions()
+            if self.worker is not None:
+                event.ignore()
+                return
         if self.export_worker is not None:
             self._close_pending = True
             event.ignore()

@@ -88,7 +88,7 @@ class HardwareView(QWidget):
         self._samples = GrowingColumns("t", "throttled", *FIELDS)
         # One row per trial in id order: "t" (= "end") and "start" in seconds since the session was
         # created, latency NaN when it failed. Ids ascend, so a trial's row is a binary search.
-        self._trials = GrowingColumns("id", "index", "start", "t", "latency")
+        self._trials = GrowingColumns("id", "index", "number", "start", "t", "latency")
         self._plots: dict[str, pg.PlotItem] = {}
         self._curves: dict[str, pg.PlotDataItem] = {}
         self._regions: list[pg.LinearRegionItem] = []
@@ -224,6 +224,7 @@ class HardwareView(QWidget):
             self._trials.extend(
                 id=c["id"],
                 index=c["index"],
+                number=c["number"],
                 start=c["started_at"] - self._t0,
                 t=c["finished_at"] - self._t0,
                 latency=latency,
@@ -318,14 +319,23 @@ class HardwareView(QWidget):
             if row >= len(ids) or ids[row] != trial_id or what is None:
                 continue
             col = self._trials.col
-            index, start, end, latency = (
+            index, number, start, end, latency = (
                 int(col("index")[row]),
+                int(col("number")[row]),
                 float(col("start")[row]),
                 float(col("t")[row]),
                 float(col("latency")[row]),
             )
             out.append(
-                {"trial_id": trial_id, "index": index, "start": start, "end": end, "latency": latency, **what}
+                {
+                    "trial_id": trial_id,
+                    "index": index,
+                    "number": number,
+                    "start": start,
+                    "end": end,
+                    "latency": latency,
+                    **what,
+                }
             )
         self.disturbed = out
 
@@ -372,7 +382,7 @@ class HardwareView(QWidget):
         rows = self.disturbed[:MAX_LISTED]
         table.setRowCount(len(rows))
         for r, d in enumerate(rows):
-            values = (str(d["trial_id"]), f"{d['end']:.1f}", d["cause"], ", ".join(map(str, d["pids"])))
+            values = (f"#{d['number']}", f"{d['end']:.1f}", d["cause"], ", ".join(map(str, d["pids"])))
             for c, text in enumerate(values):
                 item = QTableWidgetItem(text)
                 item.setToolTip(
@@ -398,7 +408,7 @@ class HardwareView(QWidget):
             spots.append(
                 {
                     "pos": (d["end"], math.log10(y)),
-                    "data": f"trial {d['trial_id']}: {d['cause']}",
+                    "data": f"trial #{d['number']}: {d['cause']}",
                     "pen": pg.mkPen(DISTURBED[d["kind"]][1], width=2),
                 }
             )
@@ -426,8 +436,8 @@ class HardwareView(QWidget):
             if end - start < width:
                 mid = (start + end) / 2
                 start, end = mid - width / 2, mid + width / 2
-            first, last = run[0]["trial_id"], run[-1]["trial_id"]
-            which = f"trial {first}" if first == last else f"trials {first}–{last} ({len(run)})"
+            first, last = run[0]["number"], run[-1]["number"]
+            which = f"trial #{first}" if first == last else f"trials #{first}–#{last} ({len(run)})"
             tip = f"{which}: {run[0]['cause']}"
             brush = DISTURBED[run[0]["kind"]][0]
             for plot in self._plots.values():

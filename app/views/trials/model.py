@@ -18,8 +18,8 @@ from tunelab.core.records import TRIAL_STATUSES, Config, TrialRecord
 from tunelab.core.store import Store
 
 COLUMNS = (
+    "#",  # the trial's number within its session, from 1 (what every view calls it)
     "ID",
-    "Index",
     "Round",
     "Status",
     "Latency ms",
@@ -31,7 +31,7 @@ COLUMNS = (
 )
 NUMERIC = {0, 1, 2, 4, 5, 6, 7}
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-_INT_FIELDS = {0: "id", 1: "index", 2: "round"}
+_INT_FIELDS = {0: "number", 1: "id", 2: "round"}
 _FLOAT_FIELDS = {4: "latency_ms", 5: "mean_ms", 6: "std_ms", 7: "predicted_ms"}
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 _FILTER_SEP = "\x1f"  # between the columns of a row's filter text: no typed filter contains it

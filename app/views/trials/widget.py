@@ -32,11 +32,12 @@ from tunelab.app.widgets.buffers import TrialColumns, columns_of, n_rows, rows_a
 from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.app.workers.following import read_new
 from tunelab.core.errors import TunelabError
-from tunelab.core.records import TrialRecord
+from tunelab.core.records import TrialRecord, trial_label
 from tunelab.core.store import Store
 
 CSV_FIELDS = (
     "id",
+    "number",
     "index",
     "round",
     "status",
@@ -58,6 +59,7 @@ CSV_FIELDS = (
 def csv_row(t: TrialRecord) -> list:
     return [
         t.id,
+        t.number,
         t.index,
         t.round,
         t.status,
@@ -311,7 +313,10 @@ class TrialsTable(QWidget):
         else:
             note = ""
         self.config_text.setPlainText(json.dumps(config_of(trial), indent=2))
-        lines = [f"trial {trial.id} (index {trial.index}, round {trial.round}) · {trial.status}", ""]
+        lines = [
+            f"trial {trial_label(trial.number, trial.session_id, trial.id)}, round {trial.round} · {trial.status}",
+            "",
+        ]
         if samples:
             lines.append(
                 f"{len(samples)} samples (ms): median {fmt_ms(trial.latency_ms)}, mean {fmt_ms(trial.mean_ms)}, "
