@@ -434,6 +434,7 @@ class MainWindow(QMainWindow):
         for view in (self.live, self.costmodel, self.trials, self.hardware, self.run_bar):
             view.set_session(record, columns=columns)
         self._shown_record = record
+        self._show_stated()
         self._show_target()
         self.message_bar.session_shown(self.session_id)
         self.validation.set_session(self.session_id)
@@ -469,6 +470,15 @@ class MainWindow(QMainWindow):
             record = self.watcher.session(self.session_id)
             self.run_bar.refresh(pending=self._pending(), record=record)
             self.validation.session_updated(record)
+        self._show_stated()
+
+    def _show_stated(self) -> None:
+        """The shown session's confirmed figure in the Live header (read again only when its validations
+        or best trial changed; the browser's table shares the same reads)."""
+        record = self.watcher.session(self.session_id) if self.session_id is not None else None
+        if record is not None:
+            self.browser.stated.refresh([record])
+        self.live.set_stated(self.browser.stated.pick(self.session_id))
         self._update_actions()
 
     def _on_trial_clicked(self, trial_id: int) -> None:
@@ -551,6 +561,9 @@ class MainWindow(QMainWindow):
             self.close()
 
     def _on_validation_finished(self) -> None:
+        # A validation stored now may confirm (or refute) the figures the browser and Live state.
+        self.browser.refresh()
+        self._show_stated()
         if self._close_pending and self.worker is None and self.export_worker is None:
             self.close()
 

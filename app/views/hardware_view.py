@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,24 @@ def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
     padded = np.concatenate([[0], flags.astype(np.int8), [0]])
     edges = np.flatnonzero(np.diff(padded))
     return list(zip(edges[::2], edges[1::2], strict=True))
+
+
+def split_title(title: str) -> tuple[str, str]:
+    """ "Clock (MHz)" -> ("Clock", "MHz"); a title without a unit counts ("Other busy processes", "count")."""
+    if title.endswith(")") and " (" in title:
+        name, unit = title[:-1].rsplit(" (", 1)
+        return name, unit
+    return title, "count"
+
+
+def min_span(columns: Iterable[np.ndarray]) -> float:
+    """The least y range of a panel: a flat series (a clock steady at 2596 MHz, wobbling by 0.1) is
+    drawn as flat, over 5% of its level (at least 1 unit), not stretched over its noise."""
+    finite = [c[np.isfinite(c)] for c in columns]
+    values = np.concatenate(finite) if finite else np.zeros(0)
+    if not len(values):
+        return 1.0
+    return max(0.05 * float(np.max(np.abs(values))), 1.0)
 
 
 class HardwareView(QWidget):
@@ -237,10 +256,14 @@ class HardwareView(QWidget):
 
     # ---- drawing -------------------------------------------------------------------------------
     def _add_plot(self, key: str, title: str) -> pg.PlotItem:
-        """One panel per row, all sharing the time axis of the first (the trials)."""
+        """One panel per row, all sharing the time axis of the first (the trials). The panel's name is
+        a title above it and the y axis carries only the unit: stacked panels are too short for a
+        vertical "Utilization (%)", which was cut or ran into the next panel's."""
         row = len(self._plots)
         plot = self.layout_widget.addPlot(row=row, col=0, axisItems=log_axes("left"))
-        plot.setLabel("left", title)
+        name, unit = split_title(title)
+        plot.setTitle(f"<span style='color:#202124'>{name}</span>", size="9pt", justify="left")
+        plot.setLabel("left", unit)
         plot.getAxis("left").setWidth(70)
         plot.showGrid(x=True, y=True, alpha=0.25)
         plot.setDownsampling(mode="peak")
@@ -296,6 +319,7 @@ class HardwareView(QWidget):
                     )
                     self._curves[field] = plot.plot(pen=pen, connect="finite", name=name)
                 self._curves[field].setData(t, self._samples.col(field))
+            plot.setLimits(minYRange=min_span(self._samples.col(f) for f, _ in drawn))
         self.trial_curve.setData(self._trials.col("t"), self._trials.col("latency"))
         self._draw_throttling(t)
         self._draw_disturbed()

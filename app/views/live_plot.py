@@ -23,6 +23,7 @@ from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, gflops
 from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
+from tunelab.core.export.pick import ExportPick
 from tunelab.core.store import Store
 
 REDRAW_MS = 200
@@ -93,6 +94,7 @@ class LivePlot(QWidget):
         self._best = GrowingColumns("number", "latency", "gflops", "pos")
         self._best_ms: float | None = None
         self._best_number: int | None = None
+        self._stated: ExportPick | None = None  # the session's confirmed pick (set_stated)
         self._last_number: float | None = None
         self._drawn_key: tuple | None = None
         self.redraws = 0
@@ -204,6 +206,15 @@ class LivePlot(QWidget):
     def exportable(self):
         return self.plot_widget.scene()
 
+    def set_stated(self, pick: ExportPick | None) -> None:
+        """The shown session's confirmed figure (tunelab.app.views.stated), or None: the header states it
+        and marks the session's own best as superseded."""
+        if pick is not None and pick.trial.session_id != self.session_id:
+            pick = None
+        if pick is not self._stated:
+            self._stated = pick
+            self._update_title()
+
     def set_session(self, session, trials: list | None = None, columns: TrialColumns | None = None) -> None:
         """Follow a session (its id or its SessionRecord; None for none). `columns` (what
         `Store.trial_columns` returns) or `trials` (TrialRecords), when given, are the session's
@@ -215,6 +226,7 @@ class LivePlot(QWidget):
         for buffer in (self._ok, self._failed, self._best):
             buffer.clear()
         self._best_ms = self._best_number = self._last_number = None
+        self._stated = None
         self._drawn_key = None
         self._flops = 0.0
         if session_id is not None:
@@ -366,7 +378,18 @@ class LivePlot(QWidget):
         text = f"<b>Session {self.session_id}</b> · {self.n_trials} trials"
         if self.n_failed:
             text += f", <span style='color:{FAILED_PEN}'>{self.n_failed} failed (✕ at the top)</span>"
-        if self._best_ms is not None:
+        pick = self._stated
+        if pick is not None and self._best_ms is not None:
+            # The confirmed figure is the one to hold to; the session's own best is biased low.
+            c = pick.confirmation
+            runs = f" in {c.runs} fresh process{'es' if c.runs != 1 else ''}" if c is not None else ""
+            text += (
+                f" · <b>{fmt_ms(pick.stated_ms)} ms confirmed</b>{runs} = "
+                f"{fmt_gflops(gflops(self._flops, pick.stated_ms))} GFLOP/s (trial #{pick.trial.number})"
+                f" · <span style='color:#80868b'>the session's best {fmt_ms(self._best_ms)} ms at trial "
+                f"#{self._best_number}: superseded</span>"
+            )
+        elif self._best_ms is not None:
             text += (
                 f" · best {fmt_ms(self._best_ms)} ms = {fmt_gflops(gflops(self._flops, self._best_ms))} GFLOP/s"
                 f" at trial #{self._best_number}"

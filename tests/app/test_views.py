@@ -72,7 +72,7 @@ def test_live_plot_marks_failed_trials_at_the_top(qtbot, store_copy):
     assert view.n_failed == 1
     fx, fy = view.failed_curve.getData()
     _, oky = view.ok_curve.getData()
-    assert list(fx) == [8] and fy[0] > oky.max()
+    assert list(fx) == [9] and fy[0] > oky.max()  # the 9th trial of the session: trial #9
     assert "1 failed" in view.title.text()
     view.log_check.setChecked(False)  # linear axis: still drawn, still on top
     fx, fy = view.failed_curve.getData()
