@@ -21,8 +21,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QFrame,
     QHeaderView,
     QLabel,
+    QScrollArea,
     QSplitter,
     QStackedWidget,
     QTableWidget,
@@ -47,6 +49,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.store import Store
 
 REDRAW_MS = 500
+PANEL_MIN_H = 120  # px per stacked panel: its title, unit and a few numbers fit
 LIMIT = "#d93025"
 THROTTLE_BRUSH = (217, 48, 37, 50)
 SERIES_PENS = ("#2a6fdb", "#e37400", "#1e8e3e")
@@ -126,9 +129,15 @@ class HardwareView(QWidget):
         self.empty.setStyleSheet("font-size: 15px; color: #5f6368; padding: 40px;")
         self.layout_widget = pg.GraphicsLayoutWidget()
         self.layout_widget.setBackground("w")
+        # The panels scroll rather than shrink: below PANEL_MIN_H a panel has no room for its numbers
+        # or its unit (six panels in a 1280x800 window were 35 px each, their labels cut).
+        self.panels = QScrollArea()
+        self.panels.setWidgetResizable(True)
+        self.panels.setFrameShape(QFrame.Shape.NoFrame)
+        self.panels.setWidget(self.layout_widget)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.empty)
-        self.stack.addWidget(self.layout_widget)
+        self.stack.addWidget(self.panels)
         self.disturbed_label = QLabel()
         self.disturbed_label.setObjectName("hardware_disturbed")
         self.disturbed_label.setWordWrap(True)
@@ -274,6 +283,7 @@ class HardwareView(QWidget):
             other.getAxis("bottom").setLabel("")
         plot.setLabel("bottom", "Seconds since the session was created")
         self._plots[key] = plot
+        self.layout_widget.setMinimumHeight(PANEL_MIN_H * len(self._plots) + 40)
         return plot
 
     def showEvent(self, event) -> None:  # noqa: N802
@@ -298,7 +308,7 @@ class HardwareView(QWidget):
         if len(self._samples) == 0:
             self.stack.setCurrentWidget(self.empty)
             return
-        self.stack.setCurrentWidget(self.layout_widget)
+        self.stack.setCurrentWidget(self.panels)
         t = self._samples.col("t")
         for key, title, series in PANELS:
             drawn = [(f, name) for f, name in series if np.isfinite(self._samples.col(f)).any()]

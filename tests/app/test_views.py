@@ -250,7 +250,7 @@ def test_hardware_view_plots_telemetry_and_throttling(qtbot, store_copy):
     view.show()
     view.set_session(record.id)
     assert view.n_samples == recorded + 50
-    assert view.stack.currentWidget() is view.layout_widget
+    assert view.stack.currentWidget() is view.panels
     assert {"temperature", "power", "clocks", "utilization"} <= set(view._plots)
     assert view._regions  # the throttled stretch is shaded
     assert "throttled in 10 samples" in view.status.text()
