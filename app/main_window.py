@@ -36,7 +36,7 @@ from tunelab.app.views.validation.view import ValidationView
 from tunelab.app.widgets.buffers import n_rows
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
 from tunelab.app.widgets.message_bar import MessageBar
-from tunelab.app.widgets.plot_export import PLOT_FILTER, save_plot
+from tunelab.app.widgets.plot_export import PLOT_FILTER, plot_title, save_plot
 from tunelab.app.widgets.run_bar import RunBar
 from tunelab.app.workers.engine import CallWorker, TuningWorker, running_workers
 from tunelab.app.workers.store_watcher import StoreWatcher
@@ -576,7 +576,9 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getSaveFileName(self, "Save plot", default, PLOT_FILTER)
         if path:
             try:
-                saved = save_plot(view.exportable(), path)
+                record = self.browser.record(self.session_id) if self.session_id is not None else None
+                title = plot_title(record, self.tabs.tabText(self.tabs.currentIndex())) if record else None
+                saved = save_plot(view.exportable(), path, title=title)
             except Exception as exc:  # noqa: BLE001
                 self.message_bar.show_error(f"Cannot save the plot: {exc}")
                 return
