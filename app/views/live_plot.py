@@ -12,6 +12,7 @@ the best-so-far curves hold only the improvement points, drawn as steps.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pyqtgraph as pg
@@ -24,6 +25,8 @@ from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.pick import ExportPick
+from tunelab.core.faults import describe_failures, failure_class
+from tunelab.core.records import TRIAL_STATUSES
 from tunelab.core.store import Store
 
 REDRAW_MS = 200
@@ -95,6 +98,7 @@ class LivePlot(QWidget):
         self._best_ms: float | None = None
         self._best_number: int | None = None
         self._stated: ExportPick | None = None  # the session's confirmed pick (set_stated)
+        self._failure_classes: Counter[str] = Counter()  # failed trials by failure_class
         self._last_number: float | None = None
         self._drawn_key: tuple | None = None
         self.redraws = 0
@@ -227,6 +231,7 @@ class LivePlot(QWidget):
             buffer.clear()
         self._best_ms = self._best_number = self._last_number = None
         self._stated = None
+        self._failure_classes = Counter()
         self._drawn_key = None
         self._flops = 0.0
         if session_id is not None:
@@ -275,6 +280,11 @@ class LivePlot(QWidget):
         ids = c["id"].astype(np.float64)
         if not good.all():
             self._failed.extend(number=index[~good], id=ids[~good])
+            status, error = c["status"][~good], c["error"][~good]
+            self._failure_classes.update(
+                failure_class(TRIAL_STATUSES[s] if 0 <= s < len(TRIAL_STATUSES) else "?", e)
+                for s, e in zip(status.tolist(), error.tolist(), strict=True)
+            )
         if good.any():
             index, latency = index[good], latency[good]
             first_pos = len(self._ok)
@@ -377,7 +387,12 @@ class LivePlot(QWidget):
             return
         text = f"<b>Session {self.session_id}</b> · {self.n_trials} trials"
         if self.n_failed:
-            text += f", <span style='color:{FAILED_PEN}'>{self.n_failed} failed (✕ at the top)</span>"
+            # By class ("19 SIGILL, 2 build error"): which failure dominates is what to act on.
+            failed = describe_failures(self._failure_classes.elements(), self.n_trials)
+            failed = failed.split(": ", 1)[1] if ": " in failed else f"{self.n_failed} failed"
+            text += (
+                f", <span style='color:{FAILED_PEN}'>{self.n_failed} failed: {failed} (✕ at the top)</span>"
+            )
         pick = self._stated
         if pick is not None and self._best_ms is not None:
             # The confirmed figure is the one to hold to; the session's own best is biased low.
