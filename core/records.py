@@ -31,7 +31,7 @@ def trial_number(index: _Index) -> _Index:
 
     The store keeps a 0-based ``index`` per session and a global ``id`` per file; every view, log line
     and CLI text shows this number as ``#N`` (the id only where a script needs it, as ``id N``)."""
-    return index + 1  # type: ignore[operator,no-any-return]
+    return index + 1  # type: ignore[operator,return-value]
 
 
 def trial_label(number: int, session_id: int | None = None, trial_id: int | None = None) -> str:
