@@ -139,6 +139,9 @@ def main() -> int:
     from PySide6.QtCore import QSettings, Qt
     from PySide6.QtWidgets import QApplication
 
+    # TVM imported here, once, before any worker thread can import it too: two threads importing it
+    # at once leave it partially initialised ("module 'tvm' has no attribute 'runtime'").
+    import tunelab.core.workloads.catalog  # noqa: F401
     from tunelab.app.dialogs.new_session import NewSessionDialog
     from tunelab.app.main_window import MainWindow
     from tunelab.app.resources import stylesheet
@@ -228,13 +231,18 @@ def main() -> int:
     shots["export-dialog"] = export.grab()
     export.close()
 
+    # The window's target probe imports TVM in a worker; the dialog imports it too: one at a time.
+    wait_for(app, lambda: window._probe is None or not window._probe.isRunning(), 120)
     dialog = NewSessionDialog(settings, window)
     dialog.resize(min(1100, width - 100), min(820, height - 60))
     dialog.show()
     settle(app)
     shots["new-session"] = dialog.grab()
     dialog.tabs.setCurrentIndex(1)
-    dialog.space_editor.knob_edit("tile_i").setText("[[1], [3], [8]]")
+    rows = dialog.space_editor._knob_rows  # the first tile knob, whatever the workload names it
+    row = next((r for r in rows if r.knob["name"].startswith("tile")), rows[0] if rows else None)
+    if row is not None:
+        row.edit.setText("[[1], [3], [8]]")
     settle(app)
     shots["space-editor-invalid"] = dialog.grab()
     dialog.space_kind_combo.setCurrentIndex(dialog.space_kind_combo.findData("auto"))
