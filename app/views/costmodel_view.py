@@ -88,7 +88,7 @@ class CostModelView(QWidget):
         self.layout_widget.setBackground("w")
 
         self.scatter_plot = self.layout_widget.addPlot(
-            row=0, col=0, rowspan=2, title="Predicted vs measured (ms)", axisItems=log_axes("bottom", "left")
+            row=0, col=0, title="Predicted vs measured (ms)", axisItems=log_axes("bottom", "left")
         )
         self.scatter_plot.setLabel("bottom", "Measured (ms)")
         self.scatter_plot.setLabel("left", "Predicted (ms)")
@@ -157,9 +157,9 @@ class CostModelView(QWidget):
         )
         self.residual_highlight.setZValue(10)
 
-        self.rank_plot = self.layout_widget.addPlot(
-            row=1, col=1, title="Rank correlation per round (Spearman ρ)"
-        )
+        # Three plots side by side, each the full height: stacked, the error and rank plots got ~60 px
+        # each in a 1280x800 window, and their axes one tick ("0").
+        self.rank_plot = self.layout_widget.addPlot(row=0, col=2, title="Rank correlation per round (ρ)")
         self.rank_plot.setLabel("bottom", "Round")
         self.rank_plot.setLabel("left", "ρ")
         self.rank_plot.setYRange(-1.05, 1.05, padding=0)
@@ -183,7 +183,8 @@ class CostModelView(QWidget):
         splitter.addWidget(self.bias)
         splitter.setStretchFactor(0, 1)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([400, 400])
+        splitter.setSizes([460, 340])
+        self.layout_widget.setMinimumHeight(220)  # room for a title, an axis and five ticks
         self.splitter = splitter
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)

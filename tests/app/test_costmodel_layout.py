@@ -35,6 +35,8 @@ def test_header_and_table_say_the_bias_alike_and_the_panels_read(qtbot, store):
         assert plot.titleLabel.boundingRect().width() <= plot.width(), plot.titleLabel.text
     ticks = view.rank_plot.getAxis("left")._tickLevels  # fixed: the panel is short
     assert [v for v, _ in ticks[0]] == [-1, -0.5, 0, 0.5, 1]
+    for plot in (view.residual_plot, view.rank_plot):  # tall enough for more than one tick ("0")
+        assert plot.getAxis("left").geometry().height() >= 120, plot.titleLabel.text
     assert view.rank_note.text == "" and view.scatter_note.text == ""
     x, _ = view.residuals.getData()
     assert x.min() >= 1  # trials by their number in the session
