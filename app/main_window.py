@@ -36,7 +36,7 @@ from tunelab.app.views.validation.view import ValidationView
 from tunelab.app.widgets.buffers import n_rows
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
 from tunelab.app.widgets.message_bar import MessageBar
-from tunelab.app.widgets.plot_export import PLOT_FILTER, save_plot
+from tunelab.app.widgets.plot_export import PLOT_FILTER, plot_title, save_plot
 from tunelab.app.widgets.run_bar import RunBar
 from tunelab.app.workers.engine import CallWorker, TuningWorker, running_workers
 from tunelab.app.workers.store_watcher import StoreWatcher
@@ -434,6 +434,7 @@ class MainWindow(QMainWindow):
         for view in (self.live, self.costmodel, self.trials, self.hardware, self.run_bar):
             view.set_session(record, columns=columns)
         self._shown_record = record
+        self._show_stated()
         self._show_target()
         self.message_bar.session_shown(self.session_id)
         self.validation.set_session(self.session_id)
@@ -466,7 +467,18 @@ class MainWindow(QMainWindow):
         self.compare.refresh_sessions(self.watcher.sessions())
         changed = self.watcher.changed_ids
         if self.session_id is not None and (changed is None or self.session_id in changed):
-            self.run_bar.refresh(pending=self._pending(), record=self.watcher.session(self.session_id))
+            record = self.watcher.session(self.session_id)
+            self.run_bar.refresh(pending=self._pending(), record=record)
+            self.validation.session_updated(record)
+        self._show_stated()
+
+    def _show_stated(self) -> None:
+        """The shown session's confirmed figure in the Live header (read again only when its validations
+        or best trial changed; the browser's table shares the same reads)."""
+        record = self.watcher.session(self.session_id) if self.session_id is not None else None
+        if record is not None:
+            self.browser.stated.refresh([record])
+        self.live.set_stated(self.browser.stated.pick(self.session_id))
         self._update_actions()
 
     def _on_trial_clicked(self, trial_id: int) -> None:
@@ -493,7 +505,8 @@ class MainWindow(QMainWindow):
         if record.best_trial_id is None:
             self.message_bar.show_error(f"Session {record.id} has no successful trial to export yet.")
             return
-        selected = self.trials.selected_trial() if self.tabs.currentWidget() is self.trials else None
+        selected_id = self.trials.selected_trial() if self.tabs.currentWidget() is self.trials else None
+        selected = self.store.trial(selected_id) if selected_id is not None else None
         folder = str(self.settings.value("paths/export", self.last_folder()))
         confirmed = confirmations(self.store, record.id)  # read once for both picks
         picks = {
@@ -548,6 +561,9 @@ class MainWindow(QMainWindow):
             self.close()
 
     def _on_validation_finished(self) -> None:
+        # A validation stored now may confirm (or refute) the figures the browser and Live state.
+        self.browser.refresh()
+        self._show_stated()
         if self._close_pending and self.worker is None and self.export_worker is None:
             self.close()
 
@@ -560,7 +576,9 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getSaveFileName(self, "Save plot", default, PLOT_FILTER)
         if path:
             try:
-                saved = save_plot(view.exportable(), path)
+                record = self.browser.record(self.session_id) if self.session_id is not None else None
+                title = plot_title(record, self.tabs.tabText(self.tabs.currentIndex())) if record else None
+                saved = save_plot(view.exportable(), path, title=title)
             except Exception as exc:  # noqa: BLE001
                 self.message_bar.show_error(f"Cannot save the plot: {exc}")
                 return
@@ -604,14 +622,18 @@ class MainWindow(QMainWindow):
                 if answer != QMessageBox.StandardButton.Yes:
                     event.ignore()
                     return
-                self._close_pending = True
-                self.worker.cancel()
-                self.message_bar.show_info(
-                    "Stopping the session after the current batch; the window closes once it has stopped."
-                )
-                self._update_actions()
-            event.ignore()
-            return
+                # The question runs its own event loop: the session may have finished meanwhile
+                # (self.worker is None then), and Yes means close now.
+                if self.worker is not None:
+                    self._close_pending = True
+                    self.worker.cancel()
+                    self.message_bar.show_info(
+                        "Stopping the session after the current batch; the window closes once it has stopped."
+                    )
+                    self._update_actions()
+            if self.worker is not None:
+                event.ignore()
+                return
         if self.export_worker is not None:
             self._close_pending = True
             event.ignore()

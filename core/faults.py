@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import Counter
+from collections.abc import Iterable
 
 PLANT_ENV = "TUNELAB_PLANT_FAULT"
 COUNTER_ENV = "TUNELAB_PLANT_COUNTER"
@@ -166,6 +168,17 @@ def failure_class(status: str, error: str | None) -> str:
     if status == "invalid":
         return "invalid schedule"
     return "run error"
+
+
+def describe_failures(classes: Iterable[str], total: int) -> str:
+    """'21 of 32 failed: 19 SIGILL, 2 build error' (the most common class first); '' when none failed.
+    ``classes``: the :func:`failure_class` of each failed trial."""
+    counts = Counter(classes)
+    n = sum(counts.values())
+    if not n:
+        return ""
+    parts = ", ".join(f"{k} {name}" for name, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"{n} of {total} failed: {parts}"
 
 
 def keep_worker_exit_status() -> None:

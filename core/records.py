@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from tunelab.core.errors import TunelabError
 
@@ -20,6 +20,28 @@ Config = dict[str, Any]
 # "failed": stopped by fail-fast (its first trials all failed alike); resumable once the cause is fixed.
 SESSION_STATUSES = ("created", "running", "paused", "finished", "cancelled", "crashed", "failed")
 TRIAL_STATUSES = ("ok", "build_error", "run_error", "timeout", "wrong_result", "invalid")
+
+
+_Index = TypeVar("_Index")
+
+
+def trial_number(index: _Index) -> _Index:
+    """The number people know a trial by: its place in its session, counted from 1 (an int, or a
+    NumPy column of them).
+
+    The store keeps a 0-based ``index`` per session and a global ``id`` per file; every view, log line
+    and CLI text shows this number as ``#N`` (the id only where a script needs it, as ``id N``)."""
+    return index + 1  # type: ignore[operator,return-value]
+
+
+def trial_label(number: int, session_id: int | None = None, trial_id: int | None = None) -> str:
+    """``#N``, ``#N of session S`` or ``#N of session S (id I)``: one way to name a trial in text."""
+    text = f"#{number}"
+    if session_id is not None:
+        text += f" of session {session_id}"
+    if trial_id is not None:
+        text += f" (id {trial_id})"
+    return text
 
 
 @dataclass(frozen=True)
@@ -262,6 +284,7 @@ class SessionRecord:
     best_ms: float | None
     best_trial_id: int | None
     custom_source: str | None = None
+    best_trial_number: int | None = None  # the best trial's number within the session, from 1
 
     @property
     def best_gflops(self) -> float | None:
@@ -274,7 +297,7 @@ class SessionRecord:
 class TrialRecord:
     id: int
     session_id: int
-    index: int  # 0-based order within the session
+    index: int  # 0-based order within the session (people see `number`)
     round: int  # which batch it was measured in
     config: Config
     status: str  # one of TRIAL_STATUSES
@@ -297,6 +320,11 @@ class TrialRecord:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def number(self) -> int:
+        """The trial's number within its session, from 1 (what every view shows as ``#N``)."""
+        return trial_number(self.index)
+
 
 @dataclass(frozen=True)
 class TaskRecord:
@@ -313,6 +341,7 @@ class TaskRecord:
     n_failed: int
     best_ms: float | None
     best_trial_id: int | None
+    best_trial_number: int | None = None  # the best trial's number within the session, from 1
 
     @property
     def best_gflops(self) -> float | None:

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.core.export.pick import ExportPick
-from tunelab.core.records import SessionRecord
+from tunelab.core.records import SessionRecord, TrialRecord
 
 FORMAT_TEXT = {
     "schedule": "Schedule file (*.schedule.json): config, trace, statistics",
@@ -43,32 +43,47 @@ def export_formats() -> tuple[str, ...] | None:
     return tuple(getattr(export, "FORMATS", tuple(FORMAT_TEXT)))
 
 
+def pick_figure(pick: ExportPick) -> str:
+    """'#12, 1.23 ms confirmed (the session's 1.10 ms superseded)': the figure an export states, and the
+    session's own when a confirmation replaced it."""
+    text = f"#{pick.trial.number}, {fmt_ms(pick.stated_ms)} ms"
+    if pick.confirmation is None:
+        return text + " as the session measured it"
+    text += " confirmed"
+    own = pick.trial.latency_ms
+    if own is not None and fmt_ms(own) != fmt_ms(pick.stated_ms):
+        text += f" (the session's {fmt_ms(own)} ms superseded)"
+    return text
+
+
 class ExportDialog(QDialog):
     def __init__(
         self,
         record: SessionRecord,
-        selected_trial: int | None,
+        selected_trial: TrialRecord | None,
         folder: str,
         parent: QWidget | None = None,
         *,
         picks: dict[bool, ExportPick] | None = None,
     ) -> None:
-        """``picks``: what the default export (False) and the robust one (True) would write, when known."""
+        """``selected_trial``: the trial picked in the Trials table, offered beside the best one.
+        ``picks``: what the default export (False) and the robust one (True) would write, when known."""
         super().__init__(parent)
         self.setWindowTitle(f"Export from session {record.id}")
         self.picks = picks or {}
         self.trial_combo = QComboBox()
         default = self.picks.get(False)
         if default is not None:
-            self.trial_combo.addItem(
-                f"Best trial (#{default.trial.id}, {fmt_ms(default.stated_ms)} ms)", None
-            )
+            self.trial_combo.addItem(f"Best trial ({pick_figure(default)})", None)
         else:
             self.trial_combo.addItem(
-                f"Best trial (#{record.best_trial_id}, {fmt_ms(record.best_ms)} ms)", None
+                f"Best trial (#{record.best_trial_number}, {fmt_ms(record.best_ms)} ms)", None
             )
-        if selected_trial is not None and selected_trial != record.best_trial_id:
-            self.trial_combo.addItem(f"Selected trial #{selected_trial}", selected_trial)
+        if selected_trial is not None and selected_trial.id != record.best_trial_id:
+            self.trial_combo.addItem(
+                f"Selected trial (#{selected_trial.number}, {fmt_ms(selected_trial.latency_ms)} ms)",
+                selected_trial.id,
+            )
             self.trial_combo.setCurrentIndex(1)
         self.format_checks: dict[str, QCheckBox] = {}
         formats_box = QVBoxLayout()

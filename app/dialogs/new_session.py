@@ -20,11 +20,9 @@ from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QGroupBox,
@@ -38,9 +36,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox
 from tunelab.app.dialogs.space_editor import SpaceEditor
 from tunelab.core.errors import TunelabError
-from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.records import SessionSpec
 from tunelab.core.target.info import TargetInfo
 from tunelab.core.workloads.shape_text import format_shape
 
@@ -253,74 +252,31 @@ class NewSessionDialog(QDialog):
         budget = QFormLayout(budget_box)
         self.trials_spin = _spin(1, 1_000_000, 64, "Trials to measure in all")
         self.batch_spin = _spin(1, 4096, 8, "Candidates built and measured together per round")
-        self.early_check = QCheckBox("Stop after")
-        self.early_spin = _spin(1, 1_000_000, 64, "Trials in a row without a better one")
-        self.early_spin.setSuffix(" trials without improvement")
-        self.early_spin.setEnabled(False)
-        self.early_check.toggled.connect(self.early_spin.setEnabled)
-        early = QHBoxLayout()
-        early.addWidget(self.early_check)
-        early.addWidget(self.early_spin, 1)
+        self.early_stop = EarlyStopRow(self.trials_spin)
+        self.early_check, self.early_spin = self.early_stop.check, self.early_stop.spin
         self.seed_spin = _spin(0, 2**31 - 1, 0, "Random seed of the tuner and the inputs")
         self.name_edit = QLineEdit()
         self.name_edit.setPlaceholderText("automatic: workload and shape")
         budget.addRow("Trials", self.trials_spin)
         budget.addRow("Batch", self.batch_spin)
-        budget.addRow("Early stop", early)
+        budget.addRow("Early stop", self.early_stop)
         budget.addRow("Seed", self.seed_spin)
         budget.addRow("Name", self.name_edit)
         left.addWidget(budget_box)
         left.addStretch(1)
 
-        defaults = MeasureOptions()
-        measure_box = QGroupBox("Measurement")
-        measure = QFormLayout(measure_box)
-        self.number_spin = _spin(1, 100_000, defaults.number, "Runs averaged into one sample")
-        self.repeat_spin = _spin(1, 1000, defaults.repeat, "Samples kept per trial")
-        self.min_repeat_spin = _spin(
-            0, 100_000, defaults.min_repeat_ms, "Grow 'number' until one sample takes at least this long"
+        self.measure_box = MeasureOptionsBox()
+        box = self.measure_box
+        # The spins by the names the tests and the rest of the dialog use.
+        self.number_spin, self.repeat_spin, self.min_repeat_spin = (
+            box.number_spin,
+            box.repeat_spin,
+            box.min_repeat_spin,
         )
-        self.min_repeat_spin.setSuffix(" ms")
-        self.warmup_spin = _spin(0, 1000, defaults.warmup, "Untimed runs before timing")
-        self.timeout_spin = QDoubleSpinBox()
-        self.timeout_spin.setRange(0.5, 3600.0)
-        self.timeout_spin.setDecimals(1)
-        self.timeout_spin.setSuffix(" s")
-        self.timeout_spin.setValue(defaults.timeout_s)
-        self.timeout_spin.setToolTip("Per build and per run; a kernel that takes longer is a failed trial")
-        self.flush_check = QCheckBox("Flush CPU caches between samples")
-        self.flush_check.setChecked(defaults.cache_flush)
-        self.check_check = QCheckBox("Check each kernel's result against NumPy")
-        self.check_check.setChecked(defaults.check_correctness)
-        self.confirm_spin = _spin(
-            0,
-            32,
-            defaults.confirm_runs,
-            "When tuning finishes, re-measure the fastest trials in this many fresh processes: "
-            "the fastest of many noisy figures is biased low (the winner's curse), so exports "
-            "state the confirmed figure. 0 turns it off.",
-        )
-        self.confirm_spin.setSpecialValueText("off")
-        self.confirm_spin.setSuffix(" processes")
-        self.confirm_cap_spin = QDoubleSpinBox()
-        self.confirm_cap_spin.setRange(0.0, 86400.0)
-        self.confirm_cap_spin.setDecimals(0)
-        self.confirm_cap_spin.setSuffix(" s")
-        self.confirm_cap_spin.setSpecialValueText("one attempt")
-        self.confirm_cap_spin.setValue(defaults.confirm_max_s)
-        self.confirm_cap_spin.setToolTip(
-            "A confirmation taken while another process is busy, or whose processes disagree, is not "
-            "evidence: it is measured again, for up to this long in all"
-        )
-        measure.addRow("Number", self.number_spin)
-        measure.addRow("Repeat", self.repeat_spin)
-        measure.addRow("Min repeat", self.min_repeat_spin)
-        measure.addRow("Warm-up runs", self.warmup_spin)
-        measure.addRow("Timeout", self.timeout_spin)
-        measure.addRow("Confirm best in", self.confirm_spin)
-        measure.addRow("Confirm for up to", self.confirm_cap_spin)
-        measure.addRow(self.flush_check)
-        measure.addRow(self.check_check)
+        self.warmup_spin, self.timeout_spin = box.warmup_spin, box.timeout_spin
+        self.confirm_spin, self.confirm_cap_spin = box.confirm_spin, box.confirm_cap_spin
+        self.flush_check, self.check_check = box.flush_check, box.check_check
+        measure_box = box
         right = QVBoxLayout()
         right.addWidget(measure_box)
         right.addStretch(1)
@@ -347,17 +303,7 @@ class NewSessionDialog(QDialog):
 
     def spec(self) -> SessionSpec:
         """The session as the dialog shows it now."""
-        measure = MeasureOptions(
-            number=self.number_spin.value(),
-            repeat=self.repeat_spin.value(),
-            min_repeat_ms=self.min_repeat_spin.value(),
-            warmup=self.warmup_spin.value(),
-            timeout_s=float(self.timeout_spin.value()),
-            cache_flush=self.flush_check.isChecked(),
-            check_correctness=self.check_check.isChecked(),
-            confirm_runs=self.confirm_spin.value(),
-            confirm_max_s=float(self.confirm_cap_spin.value()),
-        )
+        measure = self.measure_box.options()
         custom = self.is_custom
         return SessionSpec(
             workload=CUSTOM if custom else self.workload.name,
@@ -370,7 +316,7 @@ class NewSessionDialog(QDialog):
             tuner=self.tuner_combo.currentData(),
             trials=self.trials_spin.value(),
             batch=self.batch_spin.value(),
-            early_stop=self.early_spin.value() if self.early_check.isChecked() else None,
+            early_stop=self.early_stop.value(),
             seed=self.seed_spin.value(),
             measure=measure,
             name=self.name_edit.text().strip(),
@@ -674,25 +620,8 @@ class NewSessionDialog(QDialog):
             if isinstance(last.get(key), int):
                 spin.setValue(last[key])
         if isinstance(last.get("early_stop"), int):
-            self.early_check.setChecked(True)
-            self.early_spin.setValue(last["early_stop"])
-        m = last.get("measure") or {}
-        for spin, key in (
-            (self.number_spin, "number"),
-            (self.repeat_spin, "repeat"),
-            (self.min_repeat_spin, "min_repeat_ms"),
-            (self.warmup_spin, "warmup"),
-            (self.confirm_spin, "confirm_runs"),
-        ):
-            if isinstance(m.get(key), int):
-                spin.setValue(m[key])
-        for dspin, key in ((self.timeout_spin, "timeout_s"), (self.confirm_cap_spin, "confirm_max_s")):
-            if isinstance(m.get(key), int | float):
-                dspin.setValue(float(m[key]))
-        if isinstance(m.get("cache_flush"), bool):
-            self.flush_check.setChecked(m["cache_flush"])
-        if isinstance(m.get("check_correctness"), bool):
-            self.check_check.setChecked(m["check_correctness"])
+            self.early_stop.set_value(last["early_stop"])
+        self.measure_box.set_options(last.get("measure") or {})
         self._problem_timer.stop()
 
     @staticmethod

@@ -59,7 +59,12 @@ def _num(value: float | None, fmt: str) -> str:
 
 def off_by(group: BiasGroup) -> str:
     """'4.0× too fast' (the model under-predicts latency) / '1.5× too slow' / 'exact'."""
-    ratio = group.ratio
+    return ratio_words(group.ratio)
+
+
+def ratio_words(ratio: float | None) -> str:
+    """A typical predicted ÷ measured latency in words: '1.06× too fast' (the model guesses a lower
+    latency than measured), '1.50× too slow', 'exact'. The one sign convention of the cost-model view."""
     if ratio is None or not math.isfinite(ratio) or ratio <= 0:
         return "—"
     if abs(math.log(ratio)) < 0.005:

@@ -28,10 +28,12 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app.resources import icon
-from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape
+from tunelab.app.views.stated import StatedFigures, superseded_words
+from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape, gflops
 from tunelab.app.widgets.table_model import HeaderedTableModel
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
+from tunelab.core.export.pick import ExportPick
 from tunelab.core.records import SessionRecord
 from tunelab.core.store import Store
 
@@ -90,20 +92,26 @@ class SessionTableModel(HeaderedTableModel):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self._rows: list[SessionRecord] = []
+        self._stated: dict[int, ExportPick] = {}  # confirmed picks by session id (StatedFigures)
         self.active_session: int | None = None  # the one this window is tuning
 
-    def set_sessions(self, records: list[SessionRecord]) -> None:
+    def set_sessions(self, records: list[SessionRecord], stated: dict[int, ExportPick] | None = None) -> None:
+        """`stated`: the sessions' confirmed picks, shown in place of their own best figures."""
+        old_stated, self._stated = self._stated, dict(stated or {})
         if [r.id for r in records] == [r.id for r in self._rows]:
-            # Same sessions: only the rows whose record changed are announced (and repainted).
+            # Same sessions: only the rows whose record (or confirmed figure) changed are announced.
             old, self._rows = self._rows, list(records)
             last = len(COLUMNS) - 1
             for row, (before, now) in enumerate(zip(old, self._rows, strict=True)):
-                if before != now:
+                if before != now or old_stated.get(now.id) is not self._stated.get(now.id):
                     self.dataChanged.emit(self.index(row, 0), self.index(row, last))
             return
         self.beginResetModel()
         self._rows = list(records)
         self.endResetModel()
+
+    def stated(self, session_id: int) -> ExportPick | None:
+        return self._stated.get(session_id)
 
     def record(self, row: int) -> SessionRecord:
         return self._rows[row]
@@ -150,13 +158,18 @@ class SessionTableModel(HeaderedTableModel):
             return f"{r.tuner} · {r.space_kind}"
         if col == 6:
             return f"{r.n_trials} / {r.trials_budget}"
+        pick = self._stated.get(r.id)
         if col == 7:
-            return fmt_ms(r.best_ms)
+            # A confirmed figure supersedes the session's own (biased low): shown, and marked.
+            return fmt_ms(r.best_ms) if pick is None else f"{fmt_ms(pick.stated_ms)} ✓"
+        if pick is not None:
+            return fmt_gflops(gflops(pick.task.flops if pick.task else r.flops, pick.stated_ms))
         return fmt_gflops(r.best_gflops)
 
-    @staticmethod
-    def _sort_key(r: SessionRecord, col: int):
+    def _sort_key(self, r: SessionRecord, col: int):
         inf = float("inf")
+        pick = self._stated.get(r.id)
+        best_ms = pick.stated_ms if pick is not None else r.best_ms
         keys = (
             r.id,
             r.name.lower(),
@@ -165,13 +178,15 @@ class SessionTableModel(HeaderedTableModel):
             target_text(r),
             r.tuner,
             r.n_trials,
-            r.best_ms if r.best_ms is not None else inf,
-            r.best_gflops or 0.0,
+            best_ms if best_ms is not None else inf,
+            (gflops(r.flops, best_ms) if best_ms else None) or 0.0,
         )
         return keys[col]
 
-    @staticmethod
-    def _tooltip(r: SessionRecord, col: int) -> str | None:
+    def _tooltip(self, r: SessionRecord, col: int) -> str | None:
+        pick = self._stated.get(r.id)
+        if col in (7, 8) and pick is not None:
+            return "✓ " + superseded_words(pick)
         if col == 2 and r.error:
             return r.error
         if col == 2 and r.status == "crashed":
@@ -194,6 +209,7 @@ class SessionBrowser(QWidget):
     ) -> None:
         super().__init__(parent)
         self._store = store
+        self.stated = StatedFigures(store)  # confirmed figures, shared with the main window's views
         self.model = SessionTableModel(self)
         self.proxy = QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.model)
@@ -253,7 +269,10 @@ class SessionBrowser(QWidget):
 
     def _show(self, records: list[SessionRecord]) -> None:
         selected = self._selected
-        self.model.set_sessions(records)
+        self.stated.refresh(records)
+        self.model.set_sessions(
+            records, {r.id: p for r in records if (p := self.stated.pick(r.id)) is not None}
+        )
         if selected is not None and self.selected_session() != selected:
             self.select_session(selected, emit=False)
         running = sum(r.status == "running" for r in records)

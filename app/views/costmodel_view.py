@@ -19,9 +19,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
-from tunelab.app.views.bias_table import BiasTable
+from tunelab.app.views.bias_table import BiasTable, ratio_words
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
 from tunelab.app.widgets.log_axis import log_axes
+from tunelab.app.widgets.plot_note import PlotNote
 from tunelab.app.workers.engine import BiasWorker, keep_alive
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
@@ -68,7 +69,7 @@ class CostModelView(QWidget):
         self._store = store
         self.session_id: int | None = None
         self._last_id = 0
-        self._pairs = GrowingColumns("index", "measured", "predicted", "id")
+        self._pairs = GrowingColumns("number", "measured", "predicted", "id")
         self._rounds: list = []
         self._compare_ids: list[int] = []
         self._highlighted: set[int] = set()
@@ -87,7 +88,7 @@ class CostModelView(QWidget):
         self.layout_widget.setBackground("w")
 
         self.scatter_plot = self.layout_widget.addPlot(
-            row=0, col=0, rowspan=2, title="Predicted vs measured (ms)", axisItems=log_axes("bottom", "left")
+            row=0, col=0, title="Predicted vs measured (ms)", axisItems=log_axes("bottom", "left")
         )
         self.scatter_plot.setLabel("bottom", "Measured (ms)")
         self.scatter_plot.setLabel("left", "Predicted (ms)")
@@ -123,11 +124,13 @@ class CostModelView(QWidget):
         )
         self.highlight.setZValue(10)
 
-        self.residual_plot = self.layout_widget.addPlot(
-            row=0, col=1, title="Prediction error per trial: (predicted − measured) / measured"
-        )
-        self.residual_plot.setLabel("bottom", "Trial")
+        # A short title: the long formula ran into the axis labels at 1280 px; the formula is the tooltip.
+        self.residual_plot = self.layout_widget.addPlot(row=0, col=1, title="Prediction error per trial")
+        self.residual_plot.setLabel("bottom", "Trial #")
         self.residual_plot.setLabel("left", "Error (%)")
+        self.residual_plot.setToolTip(
+            "(predicted − measured) / measured, in %: above 0 the model guessed too slow"
+        )
         self.residual_plot.getAxis("left").enableAutoSIPrefix(False)
         self.residual_plot.showGrid(x=True, y=True, alpha=0.25)
         self.residual_plot.addItem(
@@ -154,16 +157,23 @@ class CostModelView(QWidget):
         )
         self.residual_highlight.setZValue(10)
 
-        self.rank_plot = self.layout_widget.addPlot(
-            row=1, col=1, title="Rank correlation per round (Spearman ρ)"
-        )
+        # Three plots side by side, each the full height: stacked, the error and rank plots got ~60 px
+        # each in a 1280x800 window, and their axes one tick ("0").
+        self.rank_plot = self.layout_widget.addPlot(row=0, col=2, title="Rank correlation per round (ρ)")
         self.rank_plot.setLabel("bottom", "Round")
         self.rank_plot.setLabel("left", "ρ")
-        self.rank_plot.setYRange(-1.05, 1.05)
+        self.rank_plot.setYRange(-1.05, 1.05, padding=0)
+        self.rank_plot.setMouseEnabled(x=False, y=False)
+        # Fixed ticks: a short panel otherwise gets only "0" and reads as one squashed tick.
+        self.rank_plot.getAxis("left").setTicks([[(v, f"{v:g}") for v in (-1, -0.5, 0, 0.5, 1)], []])
         self.rank_plot.showGrid(x=False, y=True, alpha=0.25)
         self.rank_plot.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#5f6368")), ignoreBounds=True)
         self.rank_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush="#1e8e3e")
         self.rank_plot.addItem(self.rank_bars)
+
+        self.scatter_note = PlotNote(self.scatter_plot)
+        self.residual_note = PlotNote(self.residual_plot)
+        self.rank_note = PlotNote(self.rank_plot)
 
         self.bias = BiasTable()
         self.bias.group_selected.connect(self._on_group_selected)
@@ -173,7 +183,8 @@ class CostModelView(QWidget):
         splitter.addWidget(self.bias)
         splitter.setStretchFactor(0, 1)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([400, 400])
+        splitter.setSizes([460, 340])
+        self.layout_widget.setMinimumHeight(220)  # room for a title, an axis and five ticks
         self.splitter = splitter
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -290,7 +301,7 @@ class CostModelView(QWidget):
         if not keep.any():
             return False
         self._pairs.extend(
-            index=c["index"][keep], measured=measured[keep], predicted=predicted[keep], id=c["id"][keep]
+            number=c["number"][keep], measured=measured[keep], predicted=predicted[keep], id=c["id"][keep]
         )
         return True
 
@@ -381,14 +392,14 @@ class CostModelView(QWidget):
             rows = rows[decimate(np.arange(len(rows)), SCATTER_CAP)]
         measured, predicted = self._pairs.col("measured")[rows], self._pairs.col("predicted")[rows]
         self.residual_highlight.setData(
-            self._pairs.col("index")[rows], 100.0 * (predicted - measured) / measured
+            self._pairs.col("number")[rows], 100.0 * (predicted - measured) / measured
         )
 
     def _on_redraw(self) -> None:
         if behind_while_hidden(self):
             return
         measured, predicted = self._pairs.col("measured"), self._pairs.col("predicted")
-        index = self._pairs.col("index")
+        index = self._pairs.col("number")
         n = len(measured)
         residual = 100.0 * (predicted - measured) / measured if n else np.empty(0)
         if n > SCATTER_CAP:
@@ -417,7 +428,26 @@ class CostModelView(QWidget):
             step = max(1, len(self._rounds) // 12)
             ticks = [(r.round, str(r.round)) for r in self._rounds[::step]]
             self.rank_plot.getAxis("bottom").setTicks([ticks, []])
+        self._show_notes(n, len(rounds))
         self._update_summary(residual)
+
+    def _show_notes(self, n_pairs: int, n_rounds: int) -> None:
+        """Say why a plot is empty (a blank panel looked broken)."""
+        if n_pairs:
+            self.scatter_note.hide()
+            self.residual_note.hide()
+        else:
+            why = "No session selected." if self.session_id is None else "No predictions yet"
+            self.scatter_note.show(why)
+            self.residual_note.show(why)
+        if n_rounds:
+            self.rank_note.hide()
+        else:
+            self.rank_note.show(
+                "No session selected."
+                if self.session_id is None
+                else "No rank correlation yet: one per round the model predicted"
+            )
 
     def _update_summary(self, residual: np.ndarray) -> None:
         if self.session_id is None:
@@ -432,12 +462,17 @@ class CostModelView(QWidget):
             return
         key = (self.session_id, n, self._last_id)
         if key != self._summary_key:  # Spearman and the medians only when the data changed
-            rho = spearman(self._pairs.col("predicted"), self._pairs.col("measured"))
+            predicted, measured = self._pairs.col("predicted"), self._pairs.col("measured")
+            rho = spearman(predicted, measured)
             rho_text = "—" if rho is None else f"{rho:.2f}"
+            # The bias as the table's "overall" row says it (geometric mean of predicted ÷ measured,
+            # tunelab.core.trust.bias), in words: a signed "+3 %" beside "1.06× too fast" read as a
+            # contradiction.
+            typical = math.exp(float(np.mean(np.log(predicted / measured))))
             self._summary_text = (
                 f"<b>Session {self.session_id}</b> · {n} trials predicted before they were measured · "
-                f"Spearman ρ overall {rho_text} · median |error| {float(np.median(np.abs(residual))):.0f}% · "
-                f"bias (median error) {float(np.median(residual)):+.0f}%"
+                f"Spearman ρ overall {rho_text} · typical miss {float(np.median(np.abs(residual))):.0f}% "
+                f"(median |error|) · the model guesses {ratio_words(typical)} on average"
             )
             self._summary_key = key
         self.summary.setText(self._summary_text)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QFrame,
     QHeaderView,
     QLabel,
+    QScrollArea,
     QSplitter,
     QStackedWidget,
     QTableWidget,
@@ -46,6 +49,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.store import Store
 
 REDRAW_MS = 500
+PANEL_MIN_H = 120  # px per stacked panel: its title, unit and a few numbers fit
 LIMIT = "#d93025"
 THROTTLE_BRUSH = (217, 48, 37, 50)
 SERIES_PENS = ("#2a6fdb", "#e37400", "#1e8e3e")
@@ -77,6 +81,24 @@ def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(edges[::2], edges[1::2], strict=True))
 
 
+def split_title(title: str) -> tuple[str, str]:
+    """ "Clock (MHz)" -> ("Clock", "MHz"); a title without a unit counts ("Other busy processes", "count")."""
+    if title.endswith(")") and " (" in title:
+        name, unit = title[:-1].rsplit(" (", 1)
+        return name, unit
+    return title, "count"
+
+
+def min_span(columns: Iterable[np.ndarray]) -> float:
+    """The least y range of a panel: a flat series (a clock steady at 2596 MHz, wobbling by 0.1) is
+    drawn as flat, over 5% of its level (at least 1 unit), not stretched over its noise."""
+    finite = [c[np.isfinite(c)] for c in columns]
+    values = np.concatenate(finite) if finite else np.zeros(0)
+    if not len(values):
+        return 1.0
+    return max(0.05 * float(np.max(np.abs(values))), 1.0)
+
+
 class HardwareView(QWidget):
     def __init__(self, store: Store, redraw_ms: int = REDRAW_MS, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -88,7 +110,7 @@ class HardwareView(QWidget):
         self._samples = GrowingColumns("t", "throttled", *FIELDS)
         # One row per trial in id order: "t" (= "end") and "start" in seconds since the session was
         # created, latency NaN when it failed. Ids ascend, so a trial's row is a binary search.
-        self._trials = GrowingColumns("id", "index", "start", "t", "latency")
+        self._trials = GrowingColumns("id", "index", "number", "start", "t", "latency")
         self._plots: dict[str, pg.PlotItem] = {}
         self._curves: dict[str, pg.PlotDataItem] = {}
         self._regions: list[pg.LinearRegionItem] = []
@@ -107,9 +129,15 @@ class HardwareView(QWidget):
         self.empty.setStyleSheet("font-size: 15px; color: #5f6368; padding: 40px;")
         self.layout_widget = pg.GraphicsLayoutWidget()
         self.layout_widget.setBackground("w")
+        # The panels scroll rather than shrink: below PANEL_MIN_H a panel has no room for its numbers
+        # or its unit (six panels in a 1280x800 window were 35 px each, their labels cut).
+        self.panels = QScrollArea()
+        self.panels.setWidgetResizable(True)
+        self.panels.setFrameShape(QFrame.Shape.NoFrame)
+        self.panels.setWidget(self.layout_widget)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.empty)
-        self.stack.addWidget(self.layout_widget)
+        self.stack.addWidget(self.panels)
         self.disturbed_label = QLabel()
         self.disturbed_label.setObjectName("hardware_disturbed")
         self.disturbed_label.setWordWrap(True)
@@ -224,6 +252,7 @@ class HardwareView(QWidget):
             self._trials.extend(
                 id=c["id"],
                 index=c["index"],
+                number=c["number"],
                 start=c["started_at"] - self._t0,
                 t=c["finished_at"] - self._t0,
                 latency=latency,
@@ -236,10 +265,14 @@ class HardwareView(QWidget):
 
     # ---- drawing -------------------------------------------------------------------------------
     def _add_plot(self, key: str, title: str) -> pg.PlotItem:
-        """One panel per row, all sharing the time axis of the first (the trials)."""
+        """One panel per row, all sharing the time axis of the first (the trials). The panel's name is
+        a title above it and the y axis carries only the unit: stacked panels are too short for a
+        vertical "Utilization (%)", which was cut or ran into the next panel's."""
         row = len(self._plots)
         plot = self.layout_widget.addPlot(row=row, col=0, axisItems=log_axes("left"))
-        plot.setLabel("left", title)
+        name, unit = split_title(title)
+        plot.setTitle(f"<span style='color:#202124'>{name}</span>", size="9pt", justify="left")
+        plot.setLabel("left", unit)
         plot.getAxis("left").setWidth(70)
         plot.showGrid(x=True, y=True, alpha=0.25)
         plot.setDownsampling(mode="peak")
@@ -250,6 +283,7 @@ class HardwareView(QWidget):
             other.getAxis("bottom").setLabel("")
         plot.setLabel("bottom", "Seconds since the session was created")
         self._plots[key] = plot
+        self.layout_widget.setMinimumHeight(PANEL_MIN_H * len(self._plots) + 40)
         return plot
 
     def showEvent(self, event) -> None:  # noqa: N802
@@ -274,7 +308,7 @@ class HardwareView(QWidget):
         if len(self._samples) == 0:
             self.stack.setCurrentWidget(self.empty)
             return
-        self.stack.setCurrentWidget(self.layout_widget)
+        self.stack.setCurrentWidget(self.panels)
         t = self._samples.col("t")
         for key, title, series in PANELS:
             drawn = [(f, name) for f, name in series if np.isfinite(self._samples.col(f)).any()]
@@ -295,6 +329,7 @@ class HardwareView(QWidget):
                     )
                     self._curves[field] = plot.plot(pen=pen, connect="finite", name=name)
                 self._curves[field].setData(t, self._samples.col(field))
+            plot.setLimits(minYRange=min_span(self._samples.col(f) for f, _ in drawn))
         self.trial_curve.setData(self._trials.col("t"), self._trials.col("latency"))
         self._draw_throttling(t)
         self._draw_disturbed()
@@ -318,14 +353,23 @@ class HardwareView(QWidget):
             if row >= len(ids) or ids[row] != trial_id or what is None:
                 continue
             col = self._trials.col
-            index, start, end, latency = (
+            index, number, start, end, latency = (
                 int(col("index")[row]),
+                int(col("number")[row]),
                 float(col("start")[row]),
                 float(col("t")[row]),
                 float(col("latency")[row]),
             )
             out.append(
-                {"trial_id": trial_id, "index": index, "start": start, "end": end, "latency": latency, **what}
+                {
+                    "trial_id": trial_id,
+                    "index": index,
+                    "number": number,
+                    "start": start,
+                    "end": end,
+                    "latency": latency,
+                    **what,
+                }
             )
         self.disturbed = out
 
@@ -372,7 +416,7 @@ class HardwareView(QWidget):
         rows = self.disturbed[:MAX_LISTED]
         table.setRowCount(len(rows))
         for r, d in enumerate(rows):
-            values = (str(d["trial_id"]), f"{d['end']:.1f}", d["cause"], ", ".join(map(str, d["pids"])))
+            values = (f"#{d['number']}", f"{d['end']:.1f}", d["cause"], ", ".join(map(str, d["pids"])))
             for c, text in enumerate(values):
                 item = QTableWidgetItem(text)
                 item.setToolTip(
@@ -398,7 +442,7 @@ class HardwareView(QWidget):
             spots.append(
                 {
                     "pos": (d["end"], math.log10(y)),
-                    "data": f"trial {d['trial_id']}: {d['cause']}",
+                    "data": f"trial #{d['number']}: {d['cause']}",
                     "pen": pg.mkPen(DISTURBED[d["kind"]][1], width=2),
                 }
             )
@@ -426,8 +470,8 @@ class HardwareView(QWidget):
             if end - start < width:
                 mid = (start + end) / 2
                 start, end = mid - width / 2, mid + width / 2
-            first, last = run[0]["trial_id"], run[-1]["trial_id"]
-            which = f"trial {first}" if first == last else f"trials {first}–{last} ({len(run)})"
+            first, last = run[0]["number"], run[-1]["number"]
+            which = f"trial #{first}" if first == last else f"trials #{first}–#{last} ({len(run)})"
             tip = f"{which}: {run[0]['cause']}"
             brush = DISTURBED[run[0]["kind"]][0]
             for plot in self._plots.values():

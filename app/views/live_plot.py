@@ -12,6 +12,7 @@ the best-so-far curves hold only the improvement points, drawn as steps.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pyqtgraph as pg
@@ -23,6 +24,9 @@ from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, gflops
 from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
+from tunelab.core.export.pick import ExportPick
+from tunelab.core.faults import describe_failures, failure_class
+from tunelab.core.records import TRIAL_STATUSES
 from tunelab.core.store import Store
 
 REDRAW_MS = 200
@@ -87,13 +91,15 @@ class LivePlot(QWidget):
         self.session_id: int | None = None
         self._flops = 0.0
         self._last_id = 0
-        self._ok = GrowingColumns("index", "latency", "id")
-        self._failed = GrowingColumns("index", "id")
+        self._ok = GrowingColumns("number", "latency", "id")
+        self._failed = GrowingColumns("number", "id")
         # Only the improvements (each a new best so far); "pos" is the row in _ok.
-        self._best = GrowingColumns("index", "latency", "gflops", "pos")
+        self._best = GrowingColumns("number", "latency", "gflops", "pos")
         self._best_ms: float | None = None
-        self._best_index: int | None = None
-        self._last_index: float | None = None
+        self._best_number: int | None = None
+        self._stated: ExportPick | None = None  # the session's confirmed pick (set_stated)
+        self._failure_classes: Counter[str] = Counter()  # failed trials by failure_class
+        self._last_number: float | None = None
         self._drawn_key: tuple | None = None
         self.redraws = 0
 
@@ -106,7 +112,7 @@ class LivePlot(QWidget):
         item.setDownsampling(auto=True, mode="peak")
         item.setClipToView(True)
         item.showGrid(x=True, y=True, alpha=0.25)
-        item.setLabel("bottom", "Trial")
+        item.setLabel("bottom", "Trial #")
         item.setLabel("left", "Latency (ms)")
         item.getAxis("left").enableAutoSIPrefix(False)
         self.legend = item.addLegend(offset=(-10, 10), labelTextColor="#202124", brush=(255, 255, 255, 210))
@@ -204,6 +210,15 @@ class LivePlot(QWidget):
     def exportable(self):
         return self.plot_widget.scene()
 
+    def set_stated(self, pick: ExportPick | None) -> None:
+        """The shown session's confirmed figure (tunelab.app.views.stated), or None: the header states it
+        and marks the session's own best as superseded."""
+        if pick is not None and pick.trial.session_id != self.session_id:
+            pick = None
+        if pick is not self._stated:
+            self._stated = pick
+            self._update_title()
+
     def set_session(self, session, trials: list | None = None, columns: TrialColumns | None = None) -> None:
         """Follow a session (its id or its SessionRecord; None for none). `columns` (what
         `Store.trial_columns` returns) or `trials` (TrialRecords), when given, are the session's
@@ -214,7 +229,9 @@ class LivePlot(QWidget):
         self._last_id = 0
         for buffer in (self._ok, self._failed, self._best):
             buffer.clear()
-        self._best_ms = self._best_index = self._last_index = None
+        self._best_ms = self._best_number = self._last_number = None
+        self._stated = None
+        self._failure_classes = Counter()
         self._drawn_key = None
         self._flops = 0.0
         if session_id is not None:
@@ -259,14 +276,19 @@ class LivePlot(QWidget):
         latency = c["latency_ms"]
         with np.errstate(invalid="ignore"):
             good = c["ok"] & (latency > 0)  # NaN (no latency) compares false
-        index = c["index"].astype(np.float64)
+        index = c["number"].astype(np.float64)
         ids = c["id"].astype(np.float64)
         if not good.all():
-            self._failed.extend(index=index[~good], id=ids[~good])
+            self._failed.extend(number=index[~good], id=ids[~good])
+            status, error = c["status"][~good], c["error"][~good]
+            self._failure_classes.update(
+                failure_class(TRIAL_STATUSES[s] if 0 <= s < len(TRIAL_STATUSES) else "?", e)
+                for s, e in zip(status.tolist(), error.tolist(), strict=True)
+            )
         if good.any():
             index, latency = index[good], latency[good]
             first_pos = len(self._ok)
-            self._ok.extend(index=index, latency=latency, id=ids[good])
+            self._ok.extend(number=index, latency=latency, id=ids[good])
             # A new best is strictly better than every earlier one (the first of equal latencies wins).
             before = np.minimum.accumulate(
                 np.r_[math.inf if self._best_ms is None else self._best_ms, latency]
@@ -275,9 +297,9 @@ class LivePlot(QWidget):
             if len(new):
                 best = latency[new]
                 gf = self._flops / (best * 1e-3) / 1e9 if self._flops else np.full(len(best), math.nan)
-                self._best.extend(index=index[new], latency=best, gflops=gf, pos=first_pos + new)
-                self._best_ms, self._best_index = float(best[-1]), int(index[new[-1]])
-        self._last_index = float(c["index"][-1])
+                self._best.extend(number=index[new], latency=best, gflops=gf, pos=first_pos + new)
+                self._best_ms, self._best_number = float(best[-1]), int(index[new[-1]])
+        self._last_number = float(c["number"][-1])
         self._last_id = int(c["id"][-1])
         return n
 
@@ -294,9 +316,9 @@ class LivePlot(QWidget):
         self._drawn_key = None
         self._draw_points()
         # The best so far as steps through its improvements, held to the latest trial.
-        bx, by, bg = self._best.col("index"), self._best.col("latency"), self._best.col("gflops")
-        if len(bx) and self._last_index is not None and self._last_index > bx[-1]:
-            bx, by, bg = np.r_[bx, self._last_index], np.r_[by, by[-1]], np.r_[bg, bg[-1]]
+        bx, by, bg = self._best.col("number"), self._best.col("latency"), self._best.col("gflops")
+        if len(bx) and self._last_number is not None and self._last_number > bx[-1]:
+            bx, by, bg = np.r_[bx, self._last_number], np.r_[by, by[-1]], np.r_[bg, bg[-1]]
         self.best_curve.setData(bx, by)
         self.gflops_curve.setData(bx, bg)
         self._update_title()
@@ -326,7 +348,7 @@ class LivePlot(QWidget):
         if key == self._drawn_key:
             return
         self._drawn_key = key
-        ok_x, ok_y = self._ok.col("index"), self._ok.col("latency")
+        ok_x, ok_y = self._ok.col("number"), self._ok.col("latency")
         n = len(ok_x)
         if n > SCATTER_CAP:
             keep = np.r_[self._best.col("pos").astype(np.int64), np.arange(max(0, n - RECENT), n)]
@@ -334,7 +356,7 @@ class LivePlot(QWidget):
             self.ok_curve.setData(ok_x[rows], ok_y[rows])
         else:
             self.ok_curve.setData(ok_x, ok_y)
-        failed_x = self._failed.col("index")
+        failed_x = self._failed.col("number")
         if len(failed_x):
             if len(failed_x) > FAILED_CAP:
                 m = len(failed_x)
@@ -365,11 +387,27 @@ class LivePlot(QWidget):
             return
         text = f"<b>Session {self.session_id}</b> · {self.n_trials} trials"
         if self.n_failed:
-            text += f", <span style='color:{FAILED_PEN}'>{self.n_failed} failed (✕ at the top)</span>"
-        if self._best_ms is not None:
+            # By class ("19 SIGILL, 2 build error"): which failure dominates is what to act on.
+            failed = describe_failures(self._failure_classes.elements(), self.n_trials)
+            failed = failed.split(": ", 1)[1] if ": " in failed else f"{self.n_failed} failed"
+            text += (
+                f", <span style='color:{FAILED_PEN}'>{self.n_failed} failed: {failed} (✕ at the top)</span>"
+            )
+        pick = self._stated
+        if pick is not None and self._best_ms is not None:
+            # The confirmed figure is the one to hold to; the session's own best is biased low.
+            c = pick.confirmation
+            runs = f" in {c.runs} fresh process{'es' if c.runs != 1 else ''}" if c is not None else ""
+            text += (
+                f" · <b>{fmt_ms(pick.stated_ms)} ms confirmed</b>{runs} = "
+                f"{fmt_gflops(gflops(self._flops, pick.stated_ms))} GFLOP/s (trial #{pick.trial.number})"
+                f" · <span style='color:#80868b'>the session's best {fmt_ms(self._best_ms)} ms at trial "
+                f"#{self._best_number}: superseded</span>"
+            )
+        elif self._best_ms is not None:
             text += (
                 f" · best {fmt_ms(self._best_ms)} ms = {fmt_gflops(gflops(self._flops, self._best_ms))} GFLOP/s"
-                f" at trial {self._best_index}"
+                f" at trial #{self._best_number}"
             )
         elif self.n_trials == 0:
             text += " · waiting for the first trial…"
@@ -393,7 +431,7 @@ class LivePlot(QWidget):
             return
         index = int(round(points[0].pos().x()))
         for columns in (self._ok, self._failed):
-            hits = np.nonzero(columns.col("index") == index)[0]
+            hits = np.nonzero(columns.col("number") == index)[0]
             if len(hits):
                 self.trial_clicked.emit(int(columns.col("id")[hits[0]]))
                 return

@@ -12,7 +12,7 @@ from tunelab.core.records import TRIAL_STATUSES, TrialRecord
 from tunelab.core.store import TRIAL_COLUMNS
 
 TrialColumns = dict[str, np.ndarray]  # as Store.trial_columns returns them
-_INT_FIELDS = ("id", "index", "round")
+_INT_FIELDS = ("id", "index", "number", "round")
 _FLOAT_FIELDS = ("latency_ms", "mean_ms", "std_ms", "predicted_ms", "started_at", "finished_at")
 
 

@@ -37,6 +37,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.faults import describe_exit
 from tunelab.core.records import BiasReport, SessionSpec
 from tunelab.core.store import Store
+from tunelab.core.telemetry.cpu import ROOT_PID_ENV
 
 _live: weakref.WeakSet[QThread] = weakref.WeakSet()
 _kept: set[QThread] = set()
@@ -105,6 +106,9 @@ class EngineChild:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tunelab", *args, EVENTS_FD_OPTION, str(write_end)],
                 pass_fds=(write_end,),
+                # The app and all it starts are one tunelab: the child's telemetry never calls them
+                # busy neighbours (tunelab.core.telemetry.cpu.session_root_pid).
+                env={**os.environ, ROOT_PID_ENV: str(os.getpid())},
                 stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,

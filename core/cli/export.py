@@ -12,8 +12,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from tunelab.core.export.files import export_trial
 
     store = _open_store(args.db, create=False)
+    # --trial is the number people see (#N within the session); --trial-id the id scripts read.
+    trial_id = args.trial_id if args.trial is None else store.trial_id_of(args.session, args.trial)
     written = export_trial(
-        store, args.session, args.trial, out_dir=args.out, force=args.force, robust=args.robust
+        store, args.session, trial_id, out_dir=args.out, force=args.force, robust=args.robust
     )
     if args.json:
         print(json.dumps(written))

@@ -7,6 +7,7 @@ import argparse
 import json
 
 from tunelab.core.cli.common import _fmt, _open_store, _print_table, _session_json, _trial_json
+from tunelab.core.records import trial_label
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
@@ -63,6 +64,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             "best_ms": t.best_ms,
             "best_gflops": t.best_gflops,
             "best_trial_id": t.best_trial_id,
+            "best_trial_number": t.best_trial_number,
         }
         for t in store.tasks(args.session)
     ]
@@ -81,9 +83,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     from tunelab.core.trust.confirmed import confirmations
 
     confirmed = confirmations(store, args.session)
+    numbers = {k: store.trial(k).number for k in confirmed}
     doc["confirmed"] = [
         {
             "trial_id": k,
+            "trial_number": numbers[k],
             "median_ms": v.median_ms,
             "session_ms": v.session_ms,
             "runs": v.runs,
@@ -99,6 +103,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     doc["export"] = (
         {
             "trial_id": pick.trial.id,
+            "trial_number": pick.trial.number,
             "stated_ms": pick.stated_ms,
             "ci_ms": list(pick.ci_ms) if pick.ci_ms else None,
             "untrusted_because": pick.untrusted_because,
@@ -120,14 +125,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     )
     if best:
         best_doc = doc["best_trial"]
+        best_name = trial_label(best.number, trial_id=best.id)
         print(
-            f"  best: trial {best.id}  median {_fmt(best.latency_ms)} ms (CV {_fmt(best_doc['cv'], 2)}, "
+            f"  best: trial {best_name}  median {_fmt(best.latency_ms)} ms (CV {_fmt(best_doc['cv'], 2)}, "
             f"IQR {_fmt(best_doc['iqr_ms'])} ms, {best_doc['outliers']} outliers)  "
             f"{_fmt(r.best_gflops)} GFLOP/s\n  config: {json.dumps(best.config)}"
         )
     for c in doc["confirmed"][:3]:
+        name = trial_label(c["trial_number"], trial_id=c["trial_id"])
         print(
-            f"  confirmed: trial {c['trial_id']}  {_fmt(c['median_ms'])} ms in {c['runs']} fresh processes "
+            f"  confirmed: trial {name}  {_fmt(c['median_ms'])} ms in {c['runs']} fresh processes "
             f"(session {_fmt(c['session_ms'])} ms)"
             + (f"; noisy: {c['disturbance']}" if c["disturbance"] else "")
         )

@@ -17,6 +17,14 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
+def trial_number_arg(text: str) -> int:
+    """``--trial``: a trial's number within its session as tunelab prints it, ``54`` or ``#54``."""
+    digits = text.strip().removeprefix("#")
+    if not digits.isdigit() or int(digits) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a trial number (1, 2, ... or #1, #2, ...)")
+    return int(digits)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="tunelab", description="A desktop lab for TVM kernel tuning. Without a command: the GUI."
@@ -142,7 +150,17 @@ def _parser() -> argparse.ArgumentParser:
         "export", help="write the best (or a chosen) trial's schedule, TVMScript, library and database"
     )
     e.add_argument("session", type=int)
-    e.add_argument("--trial", type=int, default=None)
+    which = e.add_mutually_exclusive_group()
+    which.add_argument(
+        "--trial",
+        type=trial_number_arg,
+        default=None,
+        metavar="N",
+        help="the trial's number within the session, from 1, as show and the app print it (N or #N)",
+    )
+    which.add_argument(
+        "--trial-id", type=int, default=None, metavar="ID", help="the trial's id (trial_id in --json output)"
+    )
     e.add_argument("--out", required=True)
     e.add_argument("--force", action="store_true", help="overwrite an export already in the --out folder")
     e.add_argument(

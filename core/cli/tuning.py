@@ -23,6 +23,7 @@ from tunelab.core.cli.common import (
 from tunelab.core.cli.parser import _parser
 from tunelab.core.cli.protocol import EventWriter
 from tunelab.core.errors import SessionBusyError, StoreFailure, TunelabError
+from tunelab.core.records import trial_label
 
 CONTROL_READY = "control signals ready (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop)"
 # For people reading stderr; a controlling process reads the "ready" and "stage" events instead.
@@ -245,6 +246,7 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
         "best_ms": record.best_ms,
         "best_gflops": record.best_gflops,
         "best_trial_id": record.best_trial_id,
+        "best_trial_number": record.best_trial_number,
         "target": record.target,
         "tuner": record.tuner,
         "confirmations": [_confirmation_json(r) for r in session.confirmations],
@@ -255,6 +257,11 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
         print(
             f"session {record.id} {record.status}: {record.n_trials} trials ({record.n_failed} failed), "
             f"best {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s"
+            + (
+                f" (trial {trial_label(record.best_trial_number, trial_id=record.best_trial_id)})"
+                if record.best_trial_number is not None
+                else ""
+            )
         )
         if session.confirmations:
             from tunelab.core.trust.confirm import format_confirmations
@@ -393,6 +400,7 @@ def _confirmation_json(report: Any) -> dict[str, Any]:
         "schedules": [
             {
                 "trial_id": s.trial_id,
+                "label": s.label,
                 "recorded_ms": s.recorded_ms,
                 "remeasured_ms": s.remeasured_ms,
                 "ratio": s.ratio,

@@ -41,7 +41,10 @@ class PlacementFigures:
     layout_ms: dict[str, float]
     worst_layout: str | None
     ratio: float | None  # the worst layout's figure over the stated layout's
-    runner_up: tuple[int, float] | None = None  # (trial, its worst-placement ms) less sensitive than this one
+    runner_up: tuple[int, float] | None = (
+        None  # (trial id, its worst-placement ms) less sensitive than this one
+    )
+    runner_up_number: int | None = None  # that trial's number within its session (what the text names)
 
     @property
     def sensitive(self) -> bool:
@@ -61,8 +64,9 @@ class PlacementFigures:
         )
         if self.runner_up is not None:
             trial, worst_ms = self.runner_up
+            name = f"#{self.runner_up_number}" if self.runner_up_number is not None else f"id {trial}"
             text += (
-                f", or export the schedule whose worst placement is best (--robust: trial {trial}, "
+                f", or export the schedule whose worst placement is best (--robust: trial {name}, "
                 f"{worst_ms:.4g} ms at worst)"
             )
         return text + "."
@@ -78,7 +82,13 @@ class PlacementFigures:
             "ratio": self.ratio,
             "sensitive": self.sensitive,
             "runner_up": (
-                {"trial_id": self.runner_up[0], "worst_ms": self.runner_up[1]} if self.runner_up else None
+                {
+                    "trial_id": self.runner_up[0],
+                    "trial_number": self.runner_up_number,
+                    "worst_ms": self.runner_up[1],
+                }
+                if self.runner_up
+                else None
             ),
             "note": self.note(),
         }
@@ -121,9 +131,11 @@ class ExportPick:
         """What the export will state, in one or two sentences (the export dialog's text)."""
         c = self.confirmation
         if c is None:
-            text = f"trial {self.trial.id}: {self.stated_ms:.4g} ms as the session measured it"
+            text = f"trial #{self.trial.number}: {self.stated_ms:.4g} ms as the session measured it"
         else:
-            text = f"trial {self.trial.id}: {self.stated_ms:.4g} ms confirmed in {c.runs} fresh processes"
+            text = (
+                f"trial #{self.trial.number}: {self.stated_ms:.4g} ms confirmed in {c.runs} fresh processes"
+            )
             ci = self.ci_ms
             if ci is not None:
                 text += f" (95% interval {ci[0]:.4g}-{ci[1]:.4g} ms)"
@@ -191,6 +203,7 @@ def _placement(
         worst_layout=worst_layout(c.layout_ms),
         ratio=ratio,
         runner_up=runner_up,
+        runner_up_number=store.trial(runner_up[0]).number if runner_up is not None else None,
     )
 
 

@@ -109,6 +109,15 @@ class ArtifactStore(StoreConnection):
         return runs
 
     @_reader
+    def validation_stamps(self) -> dict[int, int]:
+        """The id of each session's latest stored validation, by session id (sessions without any are
+        absent): one indexed read that says whose confirmed figures may have changed."""
+        rows = self._conn.execute(
+            "SELECT session_id, max(id) FROM validations WHERE session_id IS NOT NULL GROUP BY session_id"
+        ).fetchall()
+        return {int(sid): int(vid) for sid, vid in rows}
+
+    @_reader
     def validation(self, validation_id: int) -> dict[str, Any]:
         """The full report of one validation run (as ``tunelab.core.trust.remeasure`` returned it, plus ``id``)."""
         row = self._conn.execute("SELECT report FROM validations WHERE id = ?", (validation_id,)).fetchone()

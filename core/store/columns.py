@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tunelab.core.records import TRIAL_STATUSES, Config
+from tunelab.core.records import TRIAL_STATUSES, Config, trial_number
 from tunelab.core.store.connection import StoreConnection, _reader
 from tunelab.core.store.json_text import _json_decode
 
@@ -19,6 +19,7 @@ from tunelab.core.store.json_text import _json_decode
 TRIAL_COLUMNS = (
     "id",
     "index",
+    "number",
     "round",
     "status",
     "ok",
@@ -68,7 +69,8 @@ class TrialColumnReads(StoreConnection):
         per trial: reading 100,000 trials this way takes a fraction of what :meth:`trials` takes.
         The keys are :data:`TRIAL_COLUMNS`, named as the TrialRecord fields they hold:
 
-        * ``id``, ``index``, ``round``, ``task_id``: int64 (``task_id`` -1 where the trial has none);
+        * ``id``, ``index``, ``number`` (the trial's number in its session, from 1: what people see),
+          ``round``, ``task_id``: int64 (``task_id`` -1 where the trial has none);
         * ``status``: int8, the position of the status in ``TRIAL_STATUSES``; ``ok``: bool;
         * ``latency_ms``, ``mean_ms``, ``std_ms``, ``predicted_ms``, ``started_at``, ``finished_at``:
           float64, NaN where the trial has none;
@@ -101,6 +103,7 @@ class TrialColumnReads(StoreConnection):
                 out[name] = column.astype(np.int8)
             else:
                 out[name] = np.ascontiguousarray(column)
+        out["number"] = trial_number(out["index"])
         out["ok"] = out["status"] == TRIAL_STATUSES.index("ok")
         # Errors are rare: only the rows that have one are read (ids in order, like the rows).
         error = np.full(len(rows), None, dtype=object)

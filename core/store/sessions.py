@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 
 from tunelab.core.errors import SessionBusyError, StoreError
-from tunelab.core.records import SESSION_STATUSES, SessionRecord, SessionSpec
+from tunelab.core.records import SESSION_STATUSES, SessionRecord, SessionSpec, trial_number
 from tunelab.core.store.connection import StoreConnection, _reader
 from tunelab.core.store.json_text import _dumps, inserted_id
 
@@ -36,6 +36,7 @@ SELECT {_SESSION_COLUMNS},
     (SELECT count(*) FROM trials WHERE session_id = s.id) AS n_trials,
     (SELECT count(*) FROM trials WHERE session_id = s.id AND status = 'ok') AS n_ok,
     b.id AS best_trial_id,
+    b.idx AS best_trial_index,
     b.latency_ms AS best_ms
 FROM sessions s
 LEFT JOIN trials b ON b.id = (
@@ -305,4 +306,7 @@ class SessionStore(StoreConnection):
             best_ms=row["best_ms"],
             best_trial_id=row["best_trial_id"],
             custom_source=row["custom_source"],
+            best_trial_number=None
+            if row["best_trial_index"] is None
+            else trial_number(row["best_trial_index"]),
         )

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tunelab.core.errors import StoreError
-from tunelab.core.records import TRIAL_STATUSES, NewTrial, RoundRecord, TaskRecord, TrialRecord
+from tunelab.core.records import TRIAL_STATUSES, NewTrial, RoundRecord, TaskRecord, TrialRecord, trial_number
 from tunelab.core.stats import summarize
 from tunelab.core.store.connection import StoreConnection, _reader
 from tunelab.core.store.json_text import _dumps, _json_decode, _loads, inserted_id
@@ -202,12 +202,27 @@ class TrialStore(StoreConnection):
                 (SELECT count(*) FROM trials r WHERE r.task_id = t.id AND r.status != 'ok'),
                 (SELECT min(latency_ms) FROM trials r WHERE r.task_id = t.id AND r.status = 'ok'),
                 (SELECT r.id FROM trials r WHERE r.task_id = t.id AND r.status = 'ok'
+                    ORDER BY r.latency_ms, r.id LIMIT 1),
+                (SELECT r.idx FROM trials r WHERE r.task_id = t.id AND r.status = 'ok'
                     ORDER BY r.latency_ms, r.id LIMIT 1)
             FROM tasks t WHERE t.session_id = ? ORDER BY t.id""",
             (session_id,),
         ).fetchall()
         return [
-            TaskRecord(r[0], session_id, i, r[1], _loads(r[2]), r[3], r[4], r[5], r[6], r[7], r[8])
+            TaskRecord(
+                r[0],
+                session_id,
+                i,
+                r[1],
+                _loads(r[2]),
+                r[3],
+                r[4],
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                None if r[9] is None else trial_number(r[9]),
+            )
             for i, r in enumerate(rows)
         ]
 
@@ -223,6 +238,18 @@ class TrialStore(StoreConnection):
                 for r in conn.execute("SELECT ms FROM samples WHERE trial_id = ? ORDER BY idx", (trial_id,))
             ]
         return self._trial_record(rows[0], samples)
+
+    @_reader
+    def trial_id_of(self, session_id: int, number: int) -> int:
+        """The id of the session's trial ``#number`` (its number within the session, from 1)."""
+        with self._read() as conn:
+            self._require_session(session_id)
+            row = conn.execute(
+                "SELECT id FROM trials WHERE session_id = ? AND idx = ?", (session_id, int(number) - 1)
+            ).fetchone()
+        if row is None:
+            raise StoreError(f"session {session_id} has no trial #{number}")
+        return int(row[0])
 
     @_reader
     def samples(self, trial_id: int) -> list[float]:

@@ -10,6 +10,28 @@ from typing import Any
 
 from tunelab.core.telemetry.readings import CpuReading
 
+# The pid of the tunelab process that started this one (the desktop app, which runs each session as a
+# `tunelab tune` child): its whole tree is tunelab's own, never a busy neighbour. Set by the parent.
+ROOT_PID_ENV = "TUNELAB_ROOT_PID"
+
+
+def session_root_pid() -> int:
+    """The root of the process tree that counts as ours: the tunelab ancestor named by
+    :data:`ROOT_PID_ENV` (so the app drawing the session, its other children and their workers are
+    not flagged as busy neighbours of its tuner child), else this process. A value that is not an
+    ancestor of this process (a stale variable inherited by an unrelated program) is ignored."""
+    me = os.getpid()
+    text = os.environ.get(ROOT_PID_ENV, "")
+    if not text.isdigit() or int(text) == me:
+        return me
+    try:
+        import psutil
+
+        ancestors = {p.pid for p in psutil.Process(me).parents()}
+    except Exception:  # noqa: BLE001 - unknowable: only this process's own tree is ours
+        return me
+    return int(text) if int(text) in ancestors else me
+
 
 class PsutilSource:
     """The CPU through psutil: load per core and frequency at every reading; temperature and the
@@ -28,7 +50,7 @@ class PsutilSource:
         self._psutil = psutil
         self.process_scan_s = process_scan_s
         self.busy_pct = busy_pct
-        self.root_pid = os.getpid() if root_pid is None else root_pid
+        self.root_pid = session_root_pid() if root_pid is None else root_pid
         self.errors = 0
         self.last_error: str | None = None
         self._prev_times = self._guard(lambda: psutil.cpu_times(percpu=True), None)

@@ -156,7 +156,7 @@ def format_confirmations(reports: list[ValidationReport]) -> str:
             continue
         best = min(timed, key=lambda s: s.remeasured_ms or 0.0)
         ms, recorded = best.remeasured_ms or 0.0, best.recorded_ms
-        text = f"confirmed: trial {best.trial_id} {ms:.4f} ms in {best.runs} fresh processes"
+        text = f"confirmed: {best.label} {ms:.4f} ms in {best.runs} fresh processes"
         if recorded:
             change = ms / recorded - 1
             text += f" (the session measured {recorded:.4f} ms: {abs(change) * 100:.1f}% "

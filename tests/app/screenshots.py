@@ -1,6 +1,9 @@
 """Screenshots of every view for docs/screenshots (a script, not a test).
 
-    xvfb-run -s "-screen 0 1400x900x24" python tests/app/screenshots.py [--db STORE] [--out DIR]
+    xvfb-run -s "-screen 0 1700x1100x24" python tests/app/screenshots.py [--db STORE] [--out DIR] [--size WxH]
+
+With --size the window is that size and each file is named <view>-<W>x<H>.png (the layouts are checked
+at 1600x1000 and 1280x800: a laptop's window).
 
 Without --db it tunes a small store first (real LLVM sessions: xgb, random, one left "crashed", an
 xgb session tuning two shapes, one measured next to a planted busy process; a stored validation with
@@ -122,7 +125,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--db")
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
+    parser.add_argument("--size", help="the window's size, WxH (the files are named after it)")
     args = parser.parse_args()
+    width, height = (int(v) for v in args.size.lower().split("x")) if args.size else (1400, 900)
+    suffix = f"-{width}x{height}" if args.size else ""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     db = Path(args.db) if args.db else Path(tempfile.mkdtemp()) / "screens.sqlite"
@@ -133,6 +139,9 @@ def main() -> int:
     from PySide6.QtCore import QSettings, Qt
     from PySide6.QtWidgets import QApplication
 
+    # TVM imported here, once, before any worker thread can import it too: two threads importing it
+    # at once leave it partially initialised ("module 'tvm' has no attribute 'runtime'").
+    import tunelab.core.workloads.catalog  # noqa: F401
     from tunelab.app.dialogs.new_session import NewSessionDialog
     from tunelab.app.main_window import MainWindow
     from tunelab.app.resources import stylesheet
@@ -143,7 +152,7 @@ def main() -> int:
     settings = QSettings(str(Path(tempfile.mkdtemp()) / "screens.ini"), QSettings.Format.IniFormat)
     store = Store(db)
     window = MainWindow(store, settings)
-    window.resize(1400, 900)
+    window.resize(width, height)
     window.show()
     first = min(r.id for r in store.sessions())
     window.browser.select_session(first)
@@ -163,7 +172,7 @@ def main() -> int:
         if view is window.trials:
             best = store.best_trial(first)
             window.trials.select_trial(best.id)
-            window.trials.details.setCurrentIndex(1)
+            window.trials.details.setCurrentWidget(window.trials.knob_table)
         settle(app)
         shots[name] = window.grab()
     window.tabs.setCurrentWidget(window.compare)
@@ -210,13 +219,30 @@ def main() -> int:
         settle(app)
         shots["browser-crashed"] = window.grab()
 
+    from tunelab.app.dialogs.export_dialog import ExportDialog
+    from tunelab.core.export.pick import export_pick
+
+    record = store.session(first)
+    picks = {robust: export_pick(store, first, robust=robust) for robust in (False, True)}
+    export = ExportDialog(record, None, str(Path(tempfile.mkdtemp()) / "export"), window, picks=picks)
+    export.resize(760, 420)
+    export.show()
+    settle(app)
+    shots["export-dialog"] = export.grab()
+    export.close()
+
+    # The window's target probe imports TVM in a worker; the dialog imports it too: one at a time.
+    wait_for(app, lambda: window._probe is None or not window._probe.isRunning(), 120)
     dialog = NewSessionDialog(settings, window)
-    dialog.resize(820, 680)
+    dialog.resize(min(1100, width - 100), min(820, height - 60))
     dialog.show()
     settle(app)
     shots["new-session"] = dialog.grab()
     dialog.tabs.setCurrentIndex(1)
-    dialog.space_editor.knob_edit("tile_i").setText("[[1], [3], [8]]")
+    rows = dialog.space_editor._knob_rows  # the first tile knob, whatever the workload names it
+    row = next((r for r in rows if r.knob["name"].startswith("tile")), rows[0] if rows else None)
+    if row is not None:
+        row.edit.setText("[[1], [3], [8]]")
     settle(app)
     shots["space-editor-invalid"] = dialog.grab()
     dialog.space_kind_combo.setCurrentIndex(dialog.space_kind_combo.findData("auto"))
@@ -228,7 +254,7 @@ def main() -> int:
     dialog.close()
 
     for name, pixmap in shots.items():
-        path = out / f"{name}.png"
+        path = out / f"{name}{suffix}.png"
         pixmap.save(str(path))
         print(path)
     window.close()

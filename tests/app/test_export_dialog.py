@@ -29,13 +29,16 @@ def test_the_dialog_states_the_pick_and_flags_placement(qtbot, store_copy, tmp_p
         "plain",
     }
     text = dialog.pick_label.text()
-    assert text.startswith(f"The schedule file will state trial {default.trial.id}: ")
+    # trials are named by their number within the session, from 1 (not their store id)
+    assert default.trial.number == default.trial.index + 1
+    assert text.startswith(f"The schedule file will state trial #{default.trial.number}: ")
     assert "confirmed in 2 fresh processes (95% interval " in text
-    assert f"#{default.trial.id}," in dialog.trial_combo.itemText(0)
+    best_item = dialog.trial_combo.itemText(0)
+    assert best_item.startswith(f"Best trial (#{default.trial.number}, ") and " confirmed" in best_item
     assert dialog.robust_check.isEnabled() and not dialog.robust()
     dialog.robust_check.setChecked(True)
     assert dialog.robust() and dialog.pick() is picks[True]
-    assert f"trial {picks[True].trial.id}: " in dialog.pick_label.text()
+    assert f"trial #{picks[True].trial.number}: " in dialog.pick_label.text()
     assert "picked for its worst buffer placement" in dialog.pick_label.text()
 
     # a placement-sensitive pick (given figures): flagged, with the advice and the runner-up
@@ -47,6 +50,7 @@ def test_the_dialog_states_the_pick_and_flags_placement(qtbot, store_copy, tmp_p
             "aligned",
             1.3,
             runner_up=(7, 1.1),
+            runner_up_number=3,
         ),
     )
     dialog = ExportDialog(record, None, str(tmp_path / "out"), picks={False: sensitive})
@@ -56,13 +60,14 @@ def test_the_dialog_states_the_pick_and_flags_placement(qtbot, store_copy, tmp_p
         "Placement-sensitive: 30% slower than the stated figure (1.3 ms) with every buffer at the same page"
         in text
     )
-    assert "Align or pad the buffers" in text and "--robust: trial 7, 1.1 ms at worst" in text
+    assert "Align or pad the buffers" in text and "--robust: trial #3, 1.1 ms at worst" in text
     assert dialog.pick_label.property("role") == "warning"
     assert not dialog.robust_check.isEnabled()  # no robust pick was given
 
     # another trial chosen: nothing is stated for it here, and --robust does not apply
-    other = next(t.id for t in store_copy.trials(sid) if t.ok and t.id != default.trial.id)
+    other = next(t for t in store_copy.trials(sid) if t.ok and t.id != default.trial.id)
     dialog = ExportDialog(record, other, str(tmp_path / "out"), picks=picks)
     qtbot.addWidget(dialog)
-    assert dialog.trial_id() == other and not dialog.pick_label.isVisibleTo(dialog)
+    assert dialog.trial_id() == other.id and not dialog.pick_label.isVisibleTo(dialog)
+    assert dialog.trial_combo.currentText().startswith(f"Selected trial (#{other.index + 1}, ")
     assert not dialog.robust_check.isEnabled() and not dialog.robust()

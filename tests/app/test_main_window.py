@@ -147,6 +147,32 @@ def test_closing_while_tuning_asks_and_stops_cooperatively(
     assert _record(window, session_id).status == "cancelled"
 
 
+def test_closing_while_tuning_with_the_question_left_open_until_the_session_finished(
+    qtbot, store_copy, settings, small_spec
+):
+    """The question is a real modal box left open until the session has finished on its own; Yes then
+    closes the window (once raised AttributeError: the worker it would cancel was gone)."""
+    window = _window(qtbot, store_copy, settings)
+    worker = window.start_session(small_spec(trials=4, batch=2))
+    qtbot.waitUntil(lambda: worker.n_yielded >= 1, timeout=TUNE_TIMEOUT_MS)
+    seen = []
+
+    def answer_once_finished() -> None:
+        box = QApplication.activeModalWidget()
+        if isinstance(box, QMessageBox):
+            seen.append(window.worker is None)
+            if window.worker is None:  # the session finished while the question was open
+                box.button(QMessageBox.StandardButton.Yes).click()
+                return
+        QTimer.singleShot(50, answer_once_finished)
+
+    QTimer.singleShot(0, answer_once_finished)
+    assert window.close() is True
+    assert seen and seen[0] is False and seen[-1] is True  # asked while tuning, answered after
+    assert not window.isVisible()
+    assert _record(window, worker.session_id).status == "finished"
+
+
 def test_run_bar_shows_what_the_session_does_after_its_trials(qtbot, store_copy, settings, small_spec):
     """A finished session confirms its winners in fresh processes (a real child process here); the
     run bar says so while it happens and clears it when the run ends."""

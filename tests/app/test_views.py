@@ -72,7 +72,7 @@ def test_live_plot_marks_failed_trials_at_the_top(qtbot, store_copy):
     assert view.n_failed == 1
     fx, fy = view.failed_curve.getData()
     _, oky = view.ok_curve.getData()
-    assert list(fx) == [8] and fy[0] > oky.max()
+    assert list(fx) == [9] and fy[0] > oky.max()  # the 9th trial of the session: trial #9
     assert "1 failed" in view.title.text()
     view.log_check.setChecked(False)  # linear axis: still drawn, still on top
     fx, fy = view.failed_curve.getData()
@@ -250,7 +250,7 @@ def test_hardware_view_plots_telemetry_and_throttling(qtbot, store_copy):
     view.show()
     view.set_session(record.id)
     assert view.n_samples == recorded + 50
-    assert view.stack.currentWidget() is view.layout_widget
+    assert view.stack.currentWidget() is view.panels
     assert {"temperature", "power", "clocks", "utilization"} <= set(view._plots)
     assert view._regions  # the throttled stretch is shaded
     assert "throttled in 10 samples" in view.status.text()

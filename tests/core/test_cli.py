@@ -90,7 +90,7 @@ def test_sessions_show_compare(tuned_db):
     assert "confirmed: trial" in text
     # what an export would state, with the placement figures of the trial it picks
     export = show["export"]
-    assert f"export states trial {export['trial_id']}: " in text
+    assert f"export states trial #{export['trial_number']}: " in text
     assert set(export["placement"]["layout_ms"]) == {"staggered", "aligned", "plain"}
     assert ("placement-sensitive" in text.lower()) == export["placement"]["sensitive"]
     table = tunelab("sessions", db=db).stdout
@@ -117,6 +117,32 @@ def test_export(tuned_db, tmp_path):
     if worst:
         assert doc["session"]["trial_id"] == min(worst, key=lambda k: (worst[k], k))
         assert doc["stats"]["picked_for"] == "worst placement (--robust)"
+
+
+def test_trials_are_named_by_their_number_in_the_session(tuned_db, tmp_path):
+    """Text says '#N' (the number within the session, from 1), JSON has trial_id and trial_number
+    beside it, and export --trial takes the number as printed; --trial-id the id."""
+    db, _ = tuned_db
+    show = json.loads(tunelab("show", "2", "--json", "--trials", db=db).stdout)
+    trials = show["trials_list"]
+    assert [t["number"] for t in trials] == list(range(1, len(trials) + 1))
+    assert trials[0]["id"] > len(trials)  # session 2's ids follow session 1's: ids are not numbers
+    best = show["best_trial"]
+    assert show["best_trial_number"] == best["number"] and show["best_trial_id"] == best["id"]
+    text = tunelab("show", "2", db=db).stdout
+    assert f"best: trial #{best['number']} (id {best['id']})" in text
+    other = next(t for t in trials if t["status"] == "ok" and t["id"] != best["id"])
+    for flag, value in (("--trial", f"#{other['number']}"), ("--trial", str(other["number"]))):
+        out = tmp_path / f"t{len(value)}"
+        proc = tunelab("export", "2", flag, value, "--out", str(out), "--json", db=db)
+        assert proc.returncode == 0, proc.stderr
+        assert json.load(open(json.loads(proc.stdout)["schedule"]))["session"]["trial_id"] == other["id"]
+    proc = tunelab(
+        "export", "2", "--trial-id", str(other["id"]), "--out", str(tmp_path / "id"), "--json", db=db
+    )
+    assert json.load(open(json.loads(proc.stdout)["schedule"]))["session"]["trial_id"] == other["id"]
+    bad = tunelab("export", "2", "--trial", f"#{len(trials) + 1}", "--out", str(tmp_path / "x"), db=db)
+    assert bad.returncode == 2 and f"session 2 has no trial #{len(trials) + 1}" in bad.stderr
 
 
 def test_workloads_json():

@@ -4,6 +4,7 @@ faked NVML library), the summary that stamps each trial, and its roundtrip throu
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 import statistics
@@ -510,3 +511,49 @@ def test_sampler_writes_through_its_own_store(store: Store) -> None:
     sampler.stop()
     assert sampler.errors == 0, sampler.last_error
     assert store.telemetry(sid) == sampler.samples()  # the last batch was flushed at stop
+
+
+_SCAN = """
+import json, time
+from tunelab.core.telemetry.cpu import PsutilSource
+source = PsutilSource(process_scan_s=0)
+source.read()
+time.sleep(1.5)
+reading = source.read()
+print(json.dumps({"root": source.root_pid, "busy": list(reading.busy_pids)}))
+"""
+
+
+def test_the_apps_own_tree_is_never_a_busy_neighbour_of_its_tuning_child():
+    """The app runs each session as a `tunelab tune` child and names itself in TUNELAB_ROOT_PID: the
+    child's telemetry counts the app and everything it started (here a busy sibling, as a validation
+    worker would be) as its own. Without the variable the same sibling is flagged, as it was."""
+    from tunelab.core.telemetry.cpu import ROOT_PID_ENV
+
+    sibling = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        found = {}
+        for named in (True, False):
+            env = {k: v for k, v in os.environ.items() if k != ROOT_PID_ENV}
+            if named:
+                env[ROOT_PID_ENV] = str(os.getpid())
+            out = subprocess.run(
+                [sys.executable, "-c", _SCAN], env=env, capture_output=True, text=True, timeout=120
+            )
+            assert out.returncode == 0, out.stderr[-2000:]
+            found[named] = json.loads(out.stdout)
+        assert found[True]["root"] == os.getpid() and sibling.pid not in found[True]["busy"]
+        assert found[False]["root"] != os.getpid() and sibling.pid in found[False]["busy"]
+    finally:
+        sibling.kill()
+        sibling.wait()
+
+
+def test_a_root_pid_that_is_no_ancestor_is_ignored(monkeypatch):
+    from tunelab.core.telemetry.cpu import ROOT_PID_ENV, session_root_pid
+
+    monkeypatch.setenv(ROOT_PID_ENV, "1" if os.getpid() != 1 else "2")
+    assert session_root_pid() in (os.getpid(), 1)  # pid 1 is every process's ancestor on Linux
+    monkeypatch.setenv(ROOT_PID_ENV, "not a pid")
+    assert session_root_pid() == os.getpid()

@@ -14,12 +14,13 @@ from tunelab.app.widgets.buffers import TrialColumns, columns_of, concat_columns
 from tunelab.app.widgets.formatting import config_summary, first_line, fmt_ms
 from tunelab.app.widgets.table_model import HeaderedTableModel
 from tunelab.core.errors import TunelabError
+from tunelab.core.faults import failure_class
 from tunelab.core.records import TRIAL_STATUSES, Config, TrialRecord
 from tunelab.core.store import Store
 
 COLUMNS = (
+    "#",  # the trial's number within its session, from 1 (what every view calls it)
     "ID",
-    "Index",
     "Round",
     "Status",
     "Latency ms",
@@ -28,10 +29,13 @@ COLUMNS = (
     "Predicted ms",
     "Config",
     "Error",
+    "CV %",  # spread of the trial's samples: std / mean
+    "Failure",  # failure_class of a failed trial: sorting by it groups the failures
 )
-NUMERIC = {0, 1, 2, 4, 5, 6, 7}
+NUMERIC = {0, 1, 2, 4, 5, 6, 7, 10}
+CV_COL, FAILURE_COL = 10, 11
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-_INT_FIELDS = {0: "id", 1: "index", 2: "round"}
+_INT_FIELDS = {0: "number", 1: "id", 2: "round"}
 _FLOAT_FIELDS = {4: "latency_ms", 5: "mean_ms", 6: "std_ms", 7: "predicted_ms"}
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 _FILTER_SEP = "\x1f"  # between the columns of a row's filter text: no typed filter contains it
@@ -112,6 +116,7 @@ class TrialTableModel(HeaderedTableModel):
         self._filter_text: list[str] | None = None  # lowercase display text of every column, per row
         self._summary = _SummaryCache()
         self._first_lines: dict[str, str] = {}
+        self._cv: np.ndarray | None = None  # cv() of every row, made once per change of the rows
 
     def set_columns(
         self, columns: TrialColumns, session_id: int | None = None, records: list[TrialRecord] | None = None
@@ -301,7 +306,30 @@ class TrialTableModel(HeaderedTableModel):
             line = self._first_lines[error] = first_line(error)
         return line
 
+    def failure(self, row: int) -> str:
+        """The failed trial's class ('SIGILL', 'build error', ...; tunelab.core.faults); '' when ok."""
+        if self.is_ok(row):
+            return ""
+        return failure_class(self.status(row), self.error(row))
+
+    def failures(self) -> list[str]:
+        """The class of every failed row (for `describe_failures`)."""
+        return [self.failure(r) for r in np.flatnonzero(~self._cols["ok"]).tolist()]
+
+    def cv(self) -> np.ndarray:
+        """Each row's coefficient of variation (std / mean of its samples), NaN where it has none."""
+        if self._cv is None or len(self._cv) != self.rowCount():
+            mean, std = self._cols["mean_ms"], self._cols["std_ms"]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                self._cv = np.where(mean > 0, std / mean, np.nan)
+        return self._cv
+
     def display_text(self, row: int, col: int) -> str:
+        if col == CV_COL:
+            value = float(self.cv()[row])
+            return "—" if math.isnan(value) else f"{100 * value:.1f}"
+        if col == FAILURE_COL:
+            return self.failure(row)
         if col == 8:
             return self.summary(row)
         if col == 9:
@@ -314,6 +342,8 @@ class TrialTableModel(HeaderedTableModel):
 
     # ---- sorting and filtering -----------------------------------------------------------------
     def _string_keys(self, col: int, first: int, last: int) -> list[str]:
+        if col == FAILURE_COL:
+            return [self.failure(r) for r in range(first, last)]
         if col == 3:
             return [self.status(r) for r in range(first, last)]
         if col == 8:
@@ -326,6 +356,8 @@ class TrialTableModel(HeaderedTableModel):
             return self._cols[_INT_FIELDS[col]]
         if col in _FLOAT_FIELDS:
             return self._cols[_FLOAT_FIELDS[col]]  # NaN (none) sorts last
+        if col == CV_COL:
+            return self.cv()
         ranks = self._ranks.get(col)
         if ranks is None:
             strings = self._str_keys.get(col)
@@ -357,6 +389,8 @@ class TrialTableModel(HeaderedTableModel):
         cols += [list(map(fmt_ms, c[_FLOAT_FIELDS[k]][first:last].tolist())) for k in (4, 5, 6, 7)]
         cols.append(self.summaries(first, last))
         cols.append([self.error_line(r) for r in range(first, last)])
+        cols.append([self.display_text(r, CV_COL) for r in range(first, last)])
+        cols.append([self.failure(r) for r in range(first, last)])
         sep = _FILTER_SEP
         return [sep.join(parts).lower() for parts in zip(*cols, strict=True)]
 
@@ -384,7 +418,7 @@ class TrialTableModel(HeaderedTableModel):
         if role == Qt.ItemDataRole.TextAlignmentRole:
             return _RIGHT if col in NUMERIC else None
         if role == Qt.ItemDataRole.ForegroundRole:
-            return _RED if col in (3, 9) and not self.is_ok(row) else None
+            return _RED if col in (3, 9, FAILURE_COL) and not self.is_ok(row) else None
         if role == Qt.ItemDataRole.ToolTipRole:
             error = self.error(row)
             if col == 9 and error:
@@ -395,8 +429,8 @@ class TrialTableModel(HeaderedTableModel):
         if role == SORT_ROLE:
             if col in _INT_FIELDS:
                 return int(self._cols[_INT_FIELDS[col]][row])
-            if col in _FLOAT_FIELDS:
-                v = float(self._cols[_FLOAT_FIELDS[col]][row])
+            if col in _FLOAT_FIELDS or col == CV_COL:
+                v = float(self._cols[_FLOAT_FIELDS[col]][row] if col in _FLOAT_FIELDS else self.cv()[row])
                 return float("inf") if math.isnan(v) else v
             return self.summary(row) if col == 8 else self._string_keys(col, row, row + 1)[0]
         return None

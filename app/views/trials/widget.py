@@ -21,6 +21,8 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSplitter,
     QTableView,
+    QTableWidget,
+    QTableWidgetItem,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -32,11 +34,14 @@ from tunelab.app.widgets.buffers import TrialColumns, columns_of, n_rows, rows_a
 from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.app.workers.following import read_new
 from tunelab.core.errors import TunelabError
-from tunelab.core.records import TrialRecord
+from tunelab.core.faults import describe_failures
+from tunelab.core.records import TrialRecord, trial_label
+from tunelab.core.stats import sample_stats
 from tunelab.core.store import Store
 
 CSV_FIELDS = (
     "id",
+    "number",
     "index",
     "round",
     "status",
@@ -58,6 +63,7 @@ CSV_FIELDS = (
 def csv_row(t: TrialRecord) -> list:
     return [
         t.id,
+        t.number,
         t.index,
         t.round,
         t.status,
@@ -96,12 +102,19 @@ class TrialsTable(QWidget):
         self.filter_edit.textChanged.connect(self._on_filter_changed)
         self.count_label = QLabel()
         self.count_label.setProperty("role", "hint")
+        # The failures by class ("21 of 32 failed: 19 SIGILL, 2 build error"); sort by the Failure
+        # column to see each class together.
+        self.failures_label = QLabel()
+        self.failures_label.setObjectName("failures_label")
+        self.failures_label.setStyleSheet("color: #d93025;")
+        self.failures_label.setToolTip("Sort by the Failure column to group the failed trials by class")
         copy_button = QPushButton("Copy rows")
         copy_button.clicked.connect(self.copy_selection)
         self.csv_button = QPushButton("Export CSV…")
         self.csv_button.clicked.connect(self._on_export_csv)
         top = QHBoxLayout()
         top.addWidget(self.filter_edit, 1)
+        top.addWidget(self.failures_label)
         top.addWidget(self.count_label)
         top.addWidget(copy_button)
         top.addWidget(self.csv_button)
@@ -132,12 +145,20 @@ class TrialsTable(QWidget):
         self.table.addAction(copy_config)
 
         self.details = QTabWidget()
+        # The knobs as name | value rows; the JSON tab keeps the exact config to copy.
+        self.knob_table = QTableWidget(0, 2)
+        self.knob_table.setHorizontalHeaderLabels(("Knob", "Value"))
+        self.knob_table.verticalHeader().hide()
+        self.knob_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.knob_table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        self.knob_table.horizontalHeader().setStretchLastSection(True)
+        self.details.addTab(self.knob_table, "Knobs")
         self.config_text = QPlainTextEdit(readOnly=True)
         self.samples_text = QPlainTextEdit(readOnly=True)
         self.error_text = QPlainTextEdit(readOnly=True)
         for text in (self.config_text, self.samples_text, self.error_text):
             text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        self.details.addTab(self.config_text, "Config")
+        self.details.addTab(self.config_text, "Config JSON")
         self.details.addTab(self.samples_text, "Samples")
         self.details.addTab(self.error_text, "Error")
 
@@ -289,6 +310,19 @@ class TrialsTable(QWidget):
     def _update_count(self) -> None:
         shown, total = self.proxy.rowCount(), self.model.rowCount()
         self.count_label.setText(f"{total} trials" if shown == total else f"{shown} of {total} trials")
+        failed = describe_failures(self.model.failures(), total)
+        self.failures_label.setText(failed)
+        self.failures_label.setVisible(bool(failed))
+
+    def _show_knobs(self, config: dict) -> None:
+        """One row per knob: its name and its value on one line ([8, 4, 2], not a number per line)."""
+        self.knob_table.setRowCount(len(config))
+        for row, (name, value) in enumerate(config.items()):
+            text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "))
+            for col, cell in enumerate((str(name), text)):
+                item = QTableWidgetItem(cell)
+                item.setToolTip(cell)
+                self.knob_table.setItem(row, col, item)
 
     def _on_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if not current.isValid():
@@ -303,6 +337,7 @@ class TrialsTable(QWidget):
         if trial is None:
             for text in (self.config_text, self.samples_text, self.error_text):
                 text.setPlainText("")
+            self.knob_table.setRowCount(0)
             return
         try:
             samples = self._store.samples(trial.id)
@@ -310,12 +345,19 @@ class TrialsTable(QWidget):
             samples, note = [], str(exc)
         else:
             note = ""
-        self.config_text.setPlainText(json.dumps(config_of(trial), indent=2))
-        lines = [f"trial {trial.id} (index {trial.index}, round {trial.round}) · {trial.status}", ""]
+        config = config_of(trial)
+        self.config_text.setPlainText(json.dumps(config, indent=2))
+        self._show_knobs(config)
+        lines = [
+            f"trial {trial_label(trial.number, trial.session_id, trial.id)}, round {trial.round} · {trial.status}",
+            "",
+        ]
         if samples:
+            stats = sample_stats(samples)
+            spread = f"; CV {100 * stats.cv:.1f}%, IQR {fmt_ms(stats.iqr)} ms" if stats is not None else ""
             lines.append(
                 f"{len(samples)} samples (ms): median {fmt_ms(trial.latency_ms)}, mean {fmt_ms(trial.mean_ms)}, "
-                f"std {fmt_ms(trial.std_ms)}, min {fmt_ms(trial.min_ms)}, max {fmt_ms(trial.max_ms)}"
+                f"std {fmt_ms(trial.std_ms)}, min {fmt_ms(trial.min_ms)}, max {fmt_ms(trial.max_ms)}{spread}"
             )
             lines += [f"  {i:3d}  {ms:.6g}" for i, ms in enumerate(samples)]
         else:

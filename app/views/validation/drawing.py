@@ -4,8 +4,9 @@ runs as tables, and GFLOP/s per shape as a plot. Widgets and functions here hold
 from __future__ import annotations
 
 import math
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -86,14 +87,23 @@ def when(run: dict[str, Any]) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(run.get("created_at") or 0))
 
 
+_MICROSECONDS = re.compile(r"(\d+(?:\.\d+)?) ?(?:us|µs)\b")
+
+
+def in_ms(text: str) -> str:
+    """A report's sentence with its microseconds said in ms, as the tables beside it are (reports
+    stored before the core said every time in ms wrote "12.3 us")."""
+    return _MICROSECONDS.sub(lambda m: f"{float(m.group(1)) / 1e3:.4g} ms", text)
+
+
 # ---- the verdict ---------------------------------------------------------------------------------------
 def verdict_words(report: ValidationReport) -> tuple[str, str, str]:
     """(headline, cause, figures) of a report: the verdict, its likely cause as a sentence, and the
     figures behind it (the summary without the cause, the ranking when it changed)."""
     verdict = report.verdict
     headline = VERDICT_STYLE.get(verdict, (verdict.capitalize(), "", ""))[0]
-    cause = report.cause or ""
-    summary = report.summary
+    cause = in_ms(report.cause or "")
+    summary = in_ms(report.summary)
     at = summary.find(cause) if cause else -1
     if at >= 0:  # "[<schedule>: ]<cause>; <figures>": say the cause once
         cause, summary = summary[:at] + cause, summary[at + len(cause) :].lstrip("; ")
@@ -150,13 +160,16 @@ def titled(text: str, widget: QWidget) -> QWidget:
     return page
 
 
-def fill_schedules(table: QTableWidget, schedules: Sequence[ScheduleResult]) -> None:
-    """One row per re-measured schedule, tinted by its verdict."""
+def fill_schedules(
+    table: QTableWidget, schedules: Sequence[ScheduleResult], labels: Mapping[int, str] | None = None
+) -> None:
+    """One row per re-measured schedule, tinted by its verdict; ``labels``: names by trial id, in place
+    of the ones the report was stored with."""
     table.setRowCount(len(schedules))
     for row, s in enumerate(schedules):
         confirmed = s.confirmed
         values = (
-            s.label,
+            (labels or {}).get(s.trial_id, s.label) if s.trial_id is not None else s.label,
             fmt_ms(s.recorded_ms) + (" *" if confirmed else ""),
             fmt_ms(s.remeasured_ms),
             _ratio(s.ratio),
@@ -232,10 +245,11 @@ def fill_past(
             purpose(run) == "confirm"
         ):  # tunelab.core.trust.confirm: done by the session itself when it finished
             what = f"confirmation: {what}"
-        values = (when(run), str(run.get("verdict")), what, str(run.get("summary") or ""))
+        summary = in_ms(str(run.get("summary") or ""))
+        values = (when(run), str(run.get("verdict")), what, summary)
         for col, text in enumerate(values):
             item = QTableWidgetItem(text)
-            item.setToolTip(str(run.get("summary") or ""))
+            item.setToolTip(summary)
             if col == 1:
                 color = VERDICT_STYLE.get(str(run.get("verdict")), ("", "#202124", ""))[1]
                 item.setForeground(QColor(color))

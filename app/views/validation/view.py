@@ -265,24 +265,55 @@ class ValidationView(QWidget):
                 self.title.setText(str(exc))
                 self.session_id = None
         self._fill_tasks(record)
-        if record is None:
-            self.title.setText("No session selected.")
-        else:
-            best = (
-                "no successful trial yet" if record.best_ms is None else f"best {fmt_ms(record.best_ms)} ms"
-            )
-            self.title.setText(
-                f"<b>Session {record.id}</b> {record.name} · {record.n_trials} trials, {best}. "
-                "Validate re-measures its fastest schedules in fresh processes and, with shapes, "
-                "carries the best one over to them."
-            )
+        self._show_title(record)
+        if record is not None:
             self.shapes_edit.setPlaceholderText(f"optional, e.g. {default_shapes(record.shape)}")
         if not self.running:
             self._clear_results()
             self.refresh_past()
-            if self.past_runs:
-                self.past_table.selectRow(0)  # show the latest stored run
+            self._show_latest_past()
         self._update_buttons()
+
+    def session_updated(self, record: Any) -> None:
+        """The shown session changed in the store (trials added, finished, confirmed): its header says
+        so, and a validation stored meanwhile (the session's own confirmation) is listed and, when none
+        is shown yet, shown: the panel never reads "Not validated yet" beside a stored validation."""
+        if record is None or record.id != self.session_id:
+            return
+        self._show_title(record)
+        if self.running:
+            return
+        try:
+            ids = [run["id"] for run in self._store.validations(record.id)]
+        except TunelabError:
+            return
+        if ids != [run["id"] for run in self.past_runs]:
+            shown = self.report is not None
+            self.refresh_past()
+            if not shown:
+                self._show_latest_past()
+
+    def _show_title(self, record: Any) -> None:
+        if record is None:
+            self.title.setText("No session selected." if self.session_id is None else self.title.text())
+            return
+        best = "no successful trial yet" if record.best_ms is None else f"best {fmt_ms(record.best_ms)} ms"
+        self.title.setText(
+            f"<b>Session {record.id}</b> {record.name} · {record.n_trials} trials, {best}. "
+            "Validate re-measures its fastest schedules in fresh processes and, with shapes, "
+            "carries the best one over to them."
+        )
+
+    def _show_latest_past(self) -> None:
+        """Select and show the latest stored run. Shown here, not through the selection signal: a
+        selection already on row 0 (the previous session's, or the same one refreshed) emits nothing."""
+        if not self.past_runs:
+            return
+        self.past_table.blockSignals(True)
+        self.past_table.clearSelection()
+        self.past_table.selectRow(0)
+        self.past_table.blockSignals(False)
+        self._show_past(0)
 
     def _fill_tasks(self, record: Any) -> None:
         """The shape picker, shown for a session that tunes several shapes (tasks)."""
@@ -330,7 +361,10 @@ class ValidationView(QWidget):
         rows = {i.row() for i in self.past_table.selectedIndexes()}
         if not rows or self.running:
             return
-        run = self.past_runs[min(rows)]
+        self._show_past(min(rows))
+
+    def _show_past(self, row: int) -> None:
+        run = self.past_runs[row]
         try:
             report = ValidationReport.from_json(self._store.validation(run["id"]))
         except TunelabError as exc:
@@ -497,7 +531,19 @@ class ValidationView(QWidget):
         self._style_verdict(report.verdict)
         self.cause_label.setText(cause)
         self._set_figures(figures)
-        fill_schedules(self.schedule_table, report.schedules)
+        fill_schedules(self.schedule_table, report.schedules, self._labels(report))
+
+    def _labels(self, report: ValidationReport) -> dict[int, str]:
+        """Each re-measured trial named by its number within the session ("trial #12"), as every view
+        names it; a report stored before trials were numbered says "trial <id>"."""
+        out = {}
+        for s in report.schedules:
+            if s.trial_id is not None:
+                try:
+                    out[s.trial_id] = f"trial #{self._store.trial(s.trial_id).number}"
+                except TunelabError:
+                    pass
+        return out
 
     def _fill_shapes(self) -> None:
         rows = self._rows

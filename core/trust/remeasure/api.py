@@ -270,7 +270,7 @@ def _item_of(
     if confirmation is not None:  # judged against the confirmed figure: no selection bias to expect
         return RecordedSchedule(
             recorded_disturbance=confirmation.disturbance,
-            label=f"trial {trial.id}",
+            label=f"trial #{trial.number}",
             trial_id=trial.id,
             config=trial.config,
             recorded_ms=confirmation.median_ms,
@@ -281,7 +281,7 @@ def _item_of(
             recorded_reference_ms=confirmation.reference_ms,
         )
     return RecordedSchedule(
-        label=f"trial {trial.id}",
+        label=f"trial #{trial.number}",
         trial_id=trial.id,
         config=trial.config,
         recorded_ms=trial.latency_ms,

@@ -602,10 +602,11 @@ def pct_text(fraction: float) -> str:
 
 
 def ms_text(value: float | None) -> str:
-    """A time in ms for people: "12.3 us" below a millisecond, "1.234 ms" above, "-" for none."""
+    """A time for people, always in ms as every table shows it ("0.0123 ms", "1.234 ms"), "-" for none:
+    one unit, so a sentence and the table beside it read alike."""
     if value is None:
         return "-"
-    return f"{value * 1e3:.1f} us" if value < 1 else f"{value:.3f} ms"
+    return f"{value:.4g} ms"
 
 
 def format_report(report: ValidationReport) -> str:

@@ -1,0 +1,261 @@
+"""The New-session dialog's measurement options and its early-stop row.
+
+Every option `tunelab tune` has for measuring (number, repeat, min repeat, warm-up, timeout, target
+CV, max repeat, cool-down, confirmation runs / top / max seconds, fail-fast, cache flush, correctness
+check) as one group box that reads and writes a `MeasureOptions`; and the early-stop row, whose hint
+and limits follow the trial budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from tunelab.core.records import MeasureOptions
+
+
+def int_spin(lo: int, hi: int, value: int, tip: str = "", suffix: str = "") -> QSpinBox:
+    spin = QSpinBox()
+    spin.setRange(lo, hi)
+    spin.setValue(value)
+    spin.setToolTip(tip)
+    spin.setSuffix(suffix)
+    spin.setGroupSeparatorShown(True)
+    return spin
+
+
+def float_spin(
+    lo: float, hi: float, value: float, decimals: int, tip: str = "", suffix: str = ""
+) -> QDoubleSpinBox:
+    spin = QDoubleSpinBox()
+    spin.setRange(lo, hi)
+    spin.setDecimals(decimals)
+    spin.setSuffix(suffix)
+    spin.setValue(value)
+    spin.setToolTip(tip)
+    return spin
+
+
+class MeasureOptionsBox(QGroupBox):
+    """The measurement options as the CLI names them; `options()` and `set_options()` convert."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Measurement", parent)
+        d = MeasureOptions()
+        self.number_spin = int_spin(1, 100_000, d.number, "Runs averaged into one sample (--number)")
+        self.repeat_spin = int_spin(1, 1000, d.repeat, "Samples kept per trial (--repeat)")
+        self.min_repeat_spin = int_spin(
+            0, 100_000, d.min_repeat_ms, "Grow 'number' until one sample takes at least this long", " ms"
+        )
+        self.warmup_spin = int_spin(0, 1000, d.warmup, "Untimed runs before timing (--warmup)")
+        self.timeout_spin = float_spin(
+            0.5,
+            3600.0,
+            d.timeout_s,
+            1,
+            "Per build and per run; a kernel that takes longer is a failed trial",
+            " s",
+        )
+        # Sampling hygiene: sample on until the spread is small, wait while the machine is busy.
+        self.target_cv_spin = float_spin(
+            0.0,
+            100.0,
+            100 * d.target_cv,
+            1,
+            "Keep sampling, in steps of 'repeat', until the samples' spread (CV) is this small "
+            "(--target-cv); 0 takes 'repeat' samples only",
+            " %",
+        )
+        self.max_repeat_spin = int_spin(1, 100_000, d.max_repeat, "Cap on samples per trial (--max-repeat)")
+        self.cooldown_spin = float_spin(
+            0.0,
+            3600.0,
+            d.cooldown_s,
+            1,
+            "Before a batch, wait up to this long while the machine is hot or another process is busy "
+            "(--cooldown); the trials are marked when it stays so",
+            " s",
+        )
+        self.cooldown_spin.setSpecialValueText("no wait")
+        self.confirm_spin = int_spin(
+            0,
+            32,
+            d.confirm_runs,
+            "When tuning finishes, re-measure the fastest trials in this many fresh processes: "
+            "the fastest of many noisy figures is biased low (the winner's curse), so exports "
+            "state the confirmed figure. 0 turns it off (--confirm-runs).",
+            " processes",
+        )
+        self.confirm_spin.setSpecialValueText("off")
+        self.confirm_top_spin = int_spin(
+            1, 100, d.confirm_top, "How many of the fastest trials to confirm (--confirm-top)", " fastest"
+        )
+        self.confirm_cap_spin = float_spin(
+            0.0,
+            86400.0,
+            d.confirm_max_s,
+            0,
+            "A confirmation taken while another process is busy, or whose processes disagree, is not "
+            "evidence: it is measured again, for up to this long in all (--confirm-max-s)",
+            " s",
+        )
+        self.confirm_cap_spin.setSpecialValueText("one attempt")
+        self.fail_fast_spin = int_spin(
+            0,
+            100_000,
+            d.fail_fast,
+            "Stop the session when its first N trials all fail the same way, as a wrong target does "
+            "(--fail-fast); 0 turns it off",
+            " trials",
+        )
+        self.fail_fast_spin.setSpecialValueText("off")
+        self.flush_check = QCheckBox("Flush CPU caches between samples")
+        self.flush_check.setChecked(d.cache_flush)
+        self.check_check = QCheckBox("Check each kernel's result against NumPy")
+        self.check_check.setChecked(d.check_correctness)
+        self.confirm_spin.valueChanged.connect(self._on_confirm_changed)
+
+        form = QFormLayout(self)
+        form.addRow("Number", self.number_spin)
+        form.addRow("Repeat", self.repeat_spin)
+        form.addRow("Min repeat", self.min_repeat_spin)
+        form.addRow("Warm-up runs", self.warmup_spin)
+        form.addRow("Timeout", self.timeout_spin)
+        form.addRow("Target CV", self.target_cv_spin)
+        form.addRow("Max repeat", self.max_repeat_spin)
+        form.addRow("Cool-down", self.cooldown_spin)
+        form.addRow("Confirm best in", self.confirm_spin)
+        form.addRow("Confirm the", self.confirm_top_spin)
+        form.addRow("Confirm for up to", self.confirm_cap_spin)
+        form.addRow("Fail fast after", self.fail_fast_spin)
+        form.addRow(self.flush_check)
+        form.addRow(self.check_check)
+        self._on_confirm_changed(self.confirm_spin.value())
+
+    def _on_confirm_changed(self, runs: int) -> None:
+        for w in (self.confirm_top_spin, self.confirm_cap_spin):
+            w.setEnabled(runs > 0)
+
+    def options(self) -> MeasureOptions:
+        return MeasureOptions(
+            number=self.number_spin.value(),
+            repeat=self.repeat_spin.value(),
+            min_repeat_ms=self.min_repeat_spin.value(),
+            warmup=self.warmup_spin.value(),
+            timeout_s=float(self.timeout_spin.value()),
+            cache_flush=self.flush_check.isChecked(),
+            check_correctness=self.check_check.isChecked(),
+            target_cv=float(self.target_cv_spin.value()) / 100,
+            max_repeat=self.max_repeat_spin.value(),
+            cooldown_s=float(self.cooldown_spin.value()),
+            confirm_runs=self.confirm_spin.value(),
+            confirm_top=self.confirm_top_spin.value(),
+            confirm_max_s=float(self.confirm_cap_spin.value()),
+            fail_fast=self.fail_fast_spin.value(),
+        )
+
+    def set_options(self, data: dict[str, Any]) -> None:
+        """Show the options of a saved spec's ``measure`` (unknown or mistyped keys are skipped)."""
+        known = {f.name: f.type for f in fields(MeasureOptions)}
+        widgets: dict[str, Any] = {
+            "number": self.number_spin,
+            "repeat": self.repeat_spin,
+            "min_repeat_ms": self.min_repeat_spin,
+            "warmup": self.warmup_spin,
+            "timeout_s": self.timeout_spin,
+            "max_repeat": self.max_repeat_spin,
+            "cooldown_s": self.cooldown_spin,
+            "confirm_runs": self.confirm_spin,
+            "confirm_top": self.confirm_top_spin,
+            "confirm_max_s": self.confirm_cap_spin,
+            "fail_fast": self.fail_fast_spin,
+        }
+        for key, value in data.items():
+            if key not in known:
+                continue
+            if key in ("cache_flush", "check_correctness") and isinstance(value, bool):
+                (self.flush_check if key == "cache_flush" else self.check_check).setChecked(value)
+            elif key == "target_cv" and isinstance(value, int | float):
+                self.target_cv_spin.setValue(100 * float(value))
+            elif key in widgets and isinstance(value, int | float) and not isinstance(value, bool):
+                spin = widgets[key]
+                spin.setValue(float(value) if isinstance(spin, QDoubleSpinBox) else int(value))
+
+
+class EarlyStopRow(QWidget):
+    """'Stop after [N] trials without improvement', with a hint in terms of the budget. N is at most
+    the budget, and follows it (a quarter of it) until the person sets it."""
+
+    def __init__(self, trials: QSpinBox, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._trials = trials
+        self._edited = False
+        self.check = QCheckBox("Stop after")
+        self.spin = int_spin(1, 1_000_000, self._suggested(), "Trials in a row without a better one")
+        self.spin.setSuffix(" trials without improvement")
+        self.spin.setEnabled(False)
+        self.hint = QLabel()
+        self.hint.setProperty("role", "hint")
+        self.hint.setWordWrap(True)
+        self.check.toggled.connect(self.spin.setEnabled)
+        self.check.toggled.connect(self._update_hint)
+        self.spin.valueChanged.connect(self._on_spin_edited)
+        trials.valueChanged.connect(self._on_trials_changed)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.check)
+        row.addWidget(self.spin, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(row)
+        layout.addWidget(self.hint)
+        self._on_trials_changed(trials.value())
+
+    def _suggested(self) -> int:
+        return max(1, self._trials.value() // 4)
+
+    def _on_spin_edited(self, _value: int) -> None:
+        if not self.spin.signalsBlocked():
+            self._edited = True
+        self._update_hint()
+
+    def _on_trials_changed(self, trials: int) -> None:
+        self.spin.blockSignals(True)
+        self.spin.setMaximum(max(1, trials))
+        if not self._edited:
+            self.spin.setValue(self._suggested())
+        self.spin.blockSignals(False)
+        self._update_hint()
+
+    def set_value(self, value: int | None) -> None:
+        """A saved early stop (None: off)."""
+        self.check.setChecked(value is not None)
+        if value is not None:
+            self.spin.setValue(value)
+            self._edited = True
+
+    def value(self) -> int | None:
+        return self.spin.value() if self.check.isChecked() else None
+
+    def _update_hint(self) -> None:
+        trials = self._trials.value()
+        if not self.check.isChecked():
+            self.hint.setText(f"Off: all {trials:,} trials are measured.")
+            return
+        n = self.spin.value()
+        self.hint.setText(
+            f"Stops once {n:,} trials in a row bring no better one; at most {trials:,} trials "
+            f"(the budget), at least {min(n, trials):,}."
+        )

@@ -1,0 +1,83 @@
+"""The New-session dialog offers every measurement option `tunelab tune` has (issue 10), remembers
+them, and its early-stop row follows the trial budget."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from tunelab.app.dialogs.new_session import NewSessionDialog
+from tunelab.core.cli.parser import _parser
+from tunelab.core.records import MeasureOptions
+
+CHANGED = dict(
+    number=2,
+    repeat=4,
+    min_repeat_ms=7,
+    warmup=3,
+    timeout_s=12.5,
+    cache_flush=True,
+    check_correctness=False,
+    target_cv=0.02,
+    max_repeat=20,
+    cooldown_s=1.5,
+    confirm_runs=4,
+    confirm_top=5,
+    confirm_max_s=30.0,
+    fail_fast=6,
+)
+
+
+def _dialog(qtbot, settings) -> NewSessionDialog:
+    dialog = NewSessionDialog(settings)
+    qtbot.addWidget(dialog)
+    return dialog
+
+
+def test_every_cli_measurement_option_is_in_the_dialog_and_remembered(qtbot, settings):
+    assert set(CHANGED) == {f.name for f in fields(MeasureOptions)}
+    # the CLI sets each of them (tunelab.core.cli.tuning builds MeasureOptions from these flags)
+    tune = next(
+        a for a in _parser()._subparsers._group_actions[0].choices.values() if a.prog.endswith("tune")
+    )
+    flags = {o for action in tune._actions for o in action.option_strings}
+    assert {
+        "--target-cv",
+        "--max-repeat",
+        "--cooldown",
+        "--confirm-runs",
+        "--confirm-top",
+        "--confirm-max-s",
+    } <= flags
+
+    dialog = _dialog(qtbot, settings)
+    assert dialog.spec().measure == MeasureOptions()  # the dialog's defaults are the CLI's
+    dialog.measure_box.set_options(CHANGED)
+    assert dialog.spec().measure == MeasureOptions(**CHANGED)
+    box = dialog.measure_box
+    assert box.target_cv_spin.text() == "2.0 %" and box.cooldown_spin.text() == "1.5 s"
+    box.confirm_spin.setValue(0)
+    assert not box.confirm_top_spin.isEnabled() and not box.confirm_cap_spin.isEnabled()
+    box.confirm_spin.setValue(4)
+    dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
+    dialog._on_tuner_chosen()
+    dialog.start_button.click()
+    assert dialog.result() == dialog.DialogCode.Accepted
+    assert _dialog(qtbot, settings).spec().measure == MeasureOptions(**CHANGED)
+
+
+def test_the_early_stop_hint_follows_the_trial_count(qtbot, settings):
+    dialog = _dialog(qtbot, settings)
+    dialog.trials_spin.setValue(200)
+    assert dialog.early_stop.hint.text() == "Off: all 200 trials are measured."
+    dialog.early_check.setChecked(True)
+    assert dialog.early_spin.value() == 50  # a quarter of the budget until the person sets it
+    assert "at most 200 trials" in dialog.early_stop.hint.text()
+    dialog.trials_spin.setValue(40)
+    assert dialog.early_spin.value() == 10 and dialog.early_spin.maximum() == 40
+    assert "Stops once 10 trials in a row" in dialog.early_stop.hint.text()
+    assert "at most 40 trials" in dialog.early_stop.hint.text()
+    dialog.early_spin.setValue(30)  # set by the person: kept, only capped by the budget
+    dialog.trials_spin.setValue(100)
+    assert dialog.early_spin.value() == 30 and dialog.spec().early_stop == 30
+    dialog.trials_spin.setValue(20)
+    assert dialog.early_spin.value() == 20
