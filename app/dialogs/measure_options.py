@@ -79,6 +79,16 @@ class MeasureOptionsBox(QGroupBox):
             " %",
         )
         self.max_repeat_spin = int_spin(1, 100_000, d.max_repeat, "Cap on samples per trial (--max-repeat)")
+        self.leader_band_spin = float_spin(
+            0.0,
+            100.0,
+            d.leader_band,
+            2,
+            "No further repeats for a candidate whose fastest sample is already this many times the best "
+            "so far, and a two-sample probe for one twice as slow (--leader-band); 0 times every "
+            "candidate fully",
+            " ×",
+        )
         self.cooldown_spin = float_spin(
             0.0,
             3600.0,
@@ -135,6 +145,7 @@ class MeasureOptionsBox(QGroupBox):
         form.addRow("Timeout", self.timeout_spin)
         form.addRow("Target CV", self.target_cv_spin)
         form.addRow("Max repeat", self.max_repeat_spin)
+        form.addRow("Leaders' band", self.leader_band_spin)
         form.addRow("Cool-down", self.cooldown_spin)
         form.addRow("Confirm best in", self.confirm_spin)
         form.addRow("Confirm the", self.confirm_top_spin)
@@ -159,6 +170,7 @@ class MeasureOptionsBox(QGroupBox):
             check_correctness=self.check_check.isChecked(),
             target_cv=float(self.target_cv_spin.value()) / 100,
             max_repeat=self.max_repeat_spin.value(),
+            leader_band=float(self.leader_band_spin.value()),
             cooldown_s=float(self.cooldown_spin.value()),
             confirm_runs=self.confirm_spin.value(),
             confirm_top=self.confirm_top_spin.value(),
@@ -176,6 +188,7 @@ class MeasureOptionsBox(QGroupBox):
             "warmup": self.warmup_spin,
             "timeout_s": self.timeout_spin,
             "max_repeat": self.max_repeat_spin,
+            "leader_band": self.leader_band_spin,
             "cooldown_s": self.cooldown_spin,
             "confirm_runs": self.confirm_spin,
             "confirm_top": self.confirm_top_spin,

@@ -19,6 +19,7 @@ CHANGED = dict(
     check_correctness=False,
     target_cv=0.02,
     max_repeat=20,
+    leader_band=2.5,
     cooldown_s=1.5,
     confirm_runs=4,
     confirm_top=5,
@@ -43,6 +44,7 @@ def test_every_cli_measurement_option_is_in_the_dialog_and_remembered(qtbot, set
     assert {
         "--target-cv",
         "--max-repeat",
+        "--leader-band",
         "--cooldown",
         "--confirm-runs",
         "--confirm-top",
