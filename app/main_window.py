@@ -478,7 +478,9 @@ class MainWindow(QMainWindow):
         record = self.watcher.session(self.session_id) if self.session_id is not None else None
         if record is not None:
             self.browser.stated.refresh([record])
-        self.live.set_stated(self.browser.stated.pick(self.session_id))
+        pick = self.browser.stated.pick(self.session_id)
+        self.live.set_stated(pick)
+        self.validation.set_stated(pick)
         self._update_actions()
 
     def _on_trial_clicked(self, trial_id: int) -> None:

@@ -1,6 +1,6 @@
 """Once a session's figure has been confirmed in fresh processes, the views state the confirmed figure
-and mark the session's own as superseded (issue 10): the browser, the Live header and the export
-dialog, all from tunelab.core.export.pick. A real confirmation on a real tuned store."""
+and mark the session's own as superseded (issue 10): the browser, the Live and Validation headers and
+the export dialog, all from tunelab.core.export.pick. A real confirmation on a real tuned store."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from tunelab.app.dialogs.export_dialog import ExportDialog, pick_figure
 from tunelab.app.views.browser import COLUMNS, SessionBrowser
 from tunelab.app.views.live_plot import LivePlot
 from tunelab.app.views.stated import StatedFigures
+from tunelab.app.views.validation.view import ValidationView
 from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.core.export.pick import export_pick
 from tunelab.core.trust.confirm import confirm_session
@@ -55,6 +56,15 @@ def test_a_confirmed_figure_supersedes_the_sessions_own_in_every_view(qtbot, sto
     assert f"the session's best {fmt_ms(own.best_ms)} ms at trial #" in title and "superseded" in title
     live.set_session(other_sid)  # another session: its own figure, no confirmation carried over
     assert "confirmed" not in live.title.text() and "superseded" not in live.title.text()
+
+    validation = ValidationView(store_copy)  # its header states the confirmed figure as well
+    qtbot.addWidget(validation)
+    validation.set_stated(stated.pick(confirmed_sid))
+    validation.set_session(confirmed_sid)
+    header = validation.title.text()
+    assert f"{fmt_ms(pick.stated_ms)} ms confirmed" in header and "superseded" in header
+    validation.set_session(other_sid)
+    assert "confirmed" not in validation.title.text()
 
     dialog = ExportDialog(own, None, str(tmp_path / "out"), picks={False: pick})
     qtbot.addWidget(dialog)

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app.views.stated import superseded_words
 from tunelab.app.views.validation.drawing import (
     PAST_COLUMNS,
     SCHEDULE_COLUMNS,
@@ -47,6 +48,7 @@ from tunelab.app.views.validation.drawing import (
 from tunelab.app.widgets.formatting import fmt_ms, fmt_shape
 from tunelab.app.workers.engine import StreamWorker, keep_alive
 from tunelab.core.errors import TunelabError
+from tunelab.core.export.pick import ExportPick
 from tunelab.core.store import Store
 from tunelab.core.trust.remeasure.report import ValidationReport
 from tunelab.core.trust.shape_report import AcrossShapes, FallsOffRule, ShapeRow
@@ -88,6 +90,8 @@ class ValidationView(QWidget):
     def __init__(self, store: Store, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._store = store
+        self._stated: ExportPick | None = None  # the shown session's confirmed pick (set_stated)
+        self._title_record: Any = None
         self._purposes: dict[int, str | None] = {}  # stored validation id -> why it was made (see _purpose)
         self.session_id: int | None = None
         self.worker: StreamWorker | None = None
@@ -293,11 +297,22 @@ class ValidationView(QWidget):
             if not shown:
                 self._show_latest_past()
 
+    def set_stated(self, pick: ExportPick | None) -> None:
+        """The shown session's confirmed figure (tunelab.app.views.stated), or None: the header states it,
+        as the Live header and the browser do, rather than the session's own best it supersedes. Kept
+        whichever session it is of: the header only states it for its own session."""
+        if pick is not self._stated:
+            self._stated = pick
+            self._show_title(self._title_record)
+
     def _show_title(self, record: Any) -> None:
+        self._title_record = record
         if record is None:
             self.title.setText("No session selected." if self.session_id is None else self.title.text())
             return
         best = "no successful trial yet" if record.best_ms is None else f"best {fmt_ms(record.best_ms)} ms"
+        if self._stated is not None and self._stated.trial.session_id == record.id:
+            best = superseded_words(self._stated)
         self.title.setText(
             f"<b>Session {record.id}</b> {record.name} · {record.n_trials} trials, {best}. "
             "Validate re-measures its fastest schedules in fresh processes and, with shapes, "
