@@ -184,7 +184,7 @@ class MainWindow(QMainWindow):
         self.watcher.poll()
         self.watcher.start()
         if probe_target:
-            self._probe = CallWorker(store.path, _probe_target, parent=self)
+            self._probe = CallWorker(store.path, _probe_target, parent=self, imports_tvm=True)
             self._probe.succeeded.connect(self._on_default_target)
             # TVM's modules are imported by now
             self._probe.finished.connect(lambda: settle_heap(collect=self.worker is None))
@@ -538,7 +538,15 @@ class MainWindow(QMainWindow):
             return None
         self.settings.setValue("paths/export", str(Path(out_dir).parent))
         worker = CallWorker(
-            self.store.path, _export, session_id, trial_id, out_dir, formats, robust, parent=self
+            self.store.path,
+            _export,
+            session_id,
+            trial_id,
+            out_dir,
+            formats,
+            robust,
+            parent=self,
+            imports_tvm=True,
         )
         worker.succeeded.connect(self._on_export_done)
         worker.failed.connect(self._on_worker_failed)

@@ -41,6 +41,17 @@ from tunelab.core.telemetry.cpu import ROOT_PID_ENV
 
 _live: weakref.WeakSet[QThread] = weakref.WeakSet()
 _kept: set[QThread] = set()
+# TVM imported by two threads at once can leave it half initialised (its package imports itself in a
+# cycle, and Python hands the second thread the partly run module): a worker that uses TVM imports it
+# under this lock before anything else.
+_TVM_IMPORT = threading.Lock()
+
+
+def import_tvm_once() -> None:
+    """Import TVM in this thread unless it is imported already, one thread at a time."""
+    with _TVM_IMPORT:
+        import tvm  # noqa: F401
+
 
 STOPPED_EXIT_CODES = (130, 143, -signal.SIGTERM)  # SIGINT / SIGTERM: the work was stopped, not failed
 DETAIL_LINES = 40  # the end of a failed child's stderr kept as the error's details
@@ -390,6 +401,7 @@ class CallWorker(QThread):
         fn: Callable[..., Any],
         *args: Any,
         parent: QObject | None = None,
+        imports_tvm: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(parent)
@@ -397,11 +409,14 @@ class CallWorker(QThread):
         self._fn = fn
         self._args = args
         self._kwargs = kwargs
+        self._imports_tvm = imports_tvm  # fn uses TVM: import it first, under the lock
         _live.add(self)
 
     def run(self) -> None:
         store: Store | None = None
         try:
+            if self._imports_tvm:
+                import_tvm_once()
             store = Store(self._db_path)
             result = self._fn(store, *self._args, **self._kwargs)
         except BaseException as exc:  # noqa: BLE001
@@ -431,11 +446,19 @@ class StreamWorker(CallWorker):
         fn: Callable[..., Any],
         *args: Any,
         parent: QObject | None = None,
+        imports_tvm: bool = False,
         **kwargs: Any,
     ) -> None:
         self._cancel = threading.Event()
         super().__init__(
-            db_path, fn, *args, parent=parent, emit=self._emit, is_cancelled=self._cancel.is_set, **kwargs
+            db_path,
+            fn,
+            *args,
+            parent=parent,
+            imports_tvm=imports_tvm,
+            emit=self._emit,
+            is_cancelled=self._cancel.is_set,
+            **kwargs,
         )
 
     @property
