@@ -6,6 +6,7 @@ What the store returns is never changed by later writes (Optuna's rule): every r
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
@@ -16,6 +17,12 @@ from tunelab.core.errors import TunelabError
 #   template space: {"tile_i": [8], "order": 2, "unroll": 64, ...}
 #   auto space:     {"sketch": 1, "decisions": [[4, 8, 16], 2, ...]}
 Config = dict[str, Any]
+
+
+def config_key(config: Config) -> str:
+    """A canonical string for a config: equal configs give equal keys (used to never measure twice)."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
 
 # "failed": stopped by fail-fast (its first trials all failed alike); resumable once the cause is fixed.
 SESSION_STATUSES = ("created", "running", "paused", "finished", "cancelled", "crashed", "failed")

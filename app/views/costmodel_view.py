@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from tunelab.app.views.bias_table import BiasTable, ratio_words
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
@@ -189,7 +189,13 @@ class CostModelView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.summary)
-        layout.addWidget(splitter, 1)
+        # In a scroll area: the plots keep the height their ticks need, and the window can still be made
+        # smaller than plots and table together (it scrolls instead of refusing to shrink).
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(splitter)
+        layout.addWidget(scroll, 1)
 
         self._stale = False
         self._redraw_timer = QTimer(self)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tunelab.core.records import SessionRecord
+from tunelab.core.records import SessionRecord, config_key
 from tunelab.core.search.scoring import (
     RandomBaseline,
     aggregate,
@@ -29,7 +29,6 @@ from tunelab.core.search.scoring import (
     sampled_baseline,
     score_curve,
 )
-from tunelab.core.search.space.base import config_key
 
 if TYPE_CHECKING:
     from tunelab.core.store import Store

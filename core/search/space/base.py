@@ -6,22 +6,16 @@ Tuners see a space only through these methods, so one tuner works on both the te
 
 from __future__ import annotations
 
-import json
 import math
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tunelab.core.records import Config
+from tunelab.core.records import Config, config_key  # config_key: its users import it from here too
 
 if TYPE_CHECKING:
     from tunelab.core.target.info import TargetInfo
-
-
-def config_key(config: Config) -> str:
-    """A canonical string for a config: equal configs give equal keys (used to never measure twice)."""
-    return json.dumps(config, sort_keys=True, separators=(",", ":"))
 
 
 def divisors(n: int) -> list[int]:
