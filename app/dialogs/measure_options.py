@@ -159,29 +159,9 @@ class MeasureOptionsBox(QGroupBox):
         for w in (self.confirm_top_spin, self.confirm_cap_spin):
             w.setEnabled(runs > 0)
 
-    def options(self) -> MeasureOptions:
-        return MeasureOptions(
-            number=self.number_spin.value(),
-            repeat=self.repeat_spin.value(),
-            min_repeat_ms=self.min_repeat_spin.value(),
-            warmup=self.warmup_spin.value(),
-            timeout_s=float(self.timeout_spin.value()),
-            cache_flush=self.flush_check.isChecked(),
-            check_correctness=self.check_check.isChecked(),
-            target_cv=float(self.target_cv_spin.value()) / 100,
-            max_repeat=self.max_repeat_spin.value(),
-            leader_band=float(self.leader_band_spin.value()),
-            cooldown_s=float(self.cooldown_spin.value()),
-            confirm_runs=self.confirm_spin.value(),
-            confirm_top=self.confirm_top_spin.value(),
-            confirm_max_s=float(self.confirm_cap_spin.value()),
-            fail_fast=self.fail_fast_spin.value(),
-        )
-
-    def set_options(self, data: dict[str, Any]) -> None:
-        """Show the options of a saved spec's ``measure`` (unknown or mistyped keys are skipped)."""
-        known = {f.name: f.type for f in fields(MeasureOptions)}
-        widgets: dict[str, Any] = {
+    def _spins(self) -> dict[str, QSpinBox | QDoubleSpinBox]:
+        """The options shown as a number as they are (target CV is shown in %, the switches as boxes)."""
+        return {
             "number": self.number_spin,
             "repeat": self.repeat_spin,
             "min_repeat_ms": self.min_repeat_spin,
@@ -195,6 +175,23 @@ class MeasureOptionsBox(QGroupBox):
             "confirm_max_s": self.confirm_cap_spin,
             "fail_fast": self.fail_fast_spin,
         }
+
+    def options(self) -> MeasureOptions:
+        values: dict[str, Any] = {
+            key: float(spin.value()) if isinstance(spin, QDoubleSpinBox) else spin.value()
+            for key, spin in self._spins().items()
+        }
+        return MeasureOptions(
+            **values,
+            cache_flush=self.flush_check.isChecked(),
+            check_correctness=self.check_check.isChecked(),
+            target_cv=float(self.target_cv_spin.value()) / 100,
+        )
+
+    def set_options(self, data: dict[str, Any]) -> None:
+        """Show the options of a saved spec's ``measure`` (unknown or mistyped keys are skipped)."""
+        known = {f.name for f in fields(MeasureOptions)}
+        spins = self._spins()
         for key, value in data.items():
             if key not in known:
                 continue
@@ -202,8 +199,8 @@ class MeasureOptionsBox(QGroupBox):
                 (self.flush_check if key == "cache_flush" else self.check_check).setChecked(value)
             elif key == "target_cv" and isinstance(value, int | float):
                 self.target_cv_spin.setValue(100 * float(value))
-            elif key in widgets and isinstance(value, int | float) and not isinstance(value, bool):
-                spin = widgets[key]
+            elif key in spins and isinstance(value, int | float) and not isinstance(value, bool):
+                spin = spins[key]
                 spin.setValue(float(value) if isinstance(spin, QDoubleSpinBox) else int(value))
 
 
