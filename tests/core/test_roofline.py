@@ -142,16 +142,21 @@ def test_peak_never_below_the_blas_it_should_cover():
             best = max(best, 2.0 * n**3 / (time.perf_counter() - t) / 1e9)
         return best
 
-    peaks, rates = [], []
-    for _ in range(3):  # interleaved: each profile next to a BLAS measurement of its own
-        rates.append(blas_rate())
-        peaks.append(measure_machine_profile("llvm").peak_gflops["float32"])
-    rates.append(blas_rate())
-    print(f"\nfloat32 peaks {[round(p, 1) for p in peaks]}, BLAS 1024^3 best {[round(r, 1) for r in rates]}")
-    # Each profile against the BLAS rates measured just before and after it: on 2 shared cores other
-    # work halves every figure for seconds at a time, so the run-wide best is not a fair yardstick.
-    for i, peak in enumerate(peaks):
-        assert peak >= 0.9 * max(rates[i], rates[i + 1])
+    # Each profile against the BLAS rates measured just before and after it. On 2 shared cores other work
+    # halves every figure for seconds at a time (CI once saw BLAS at 70 GFLOP/s, then 45 for the rest of
+    # the test), so one round can straddle a change of load. A peak probe that really under-reads (the
+    # wrong vector width, too few FMA chains) falls short in every round; a load change spoils only the
+    # rounds it straddles. Up to six rounds; the first one that covers its neighbours settles it.
+    rounds = []
+    for _ in range(6):
+        before = blas_rate()
+        peak = measure_machine_profile("llvm").peak_gflops["float32"]
+        after = blas_rate()
+        rounds.append((round(before, 1), round(peak, 1), round(after, 1)))
+        if peak >= 0.9 * max(before, after):
+            break
+    print(f"\n(BLAS before, float32 peak, BLAS after) per round: {rounds}")
+    assert any(peak >= 0.9 * max(before, after) for before, peak, after in rounds), rounds
 
 
 def test_vendor_session_never_above_the_roofline(session):
