@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
@@ -38,7 +39,7 @@ from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
 from tunelab.app.widgets.message_bar import MessageBar
 from tunelab.app.widgets.plot_export import PLOT_FILTER, plot_title, save_plot
 from tunelab.app.widgets.run_bar import RunBar
-from tunelab.app.workers.engine import CallWorker, TuningWorker, running_workers
+from tunelab.app.workers.engine import CallWorker, TuningWorker, runner_pid, running_workers, signal_runner
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.pick import export_pick
@@ -102,6 +103,7 @@ class MainWindow(QMainWindow):
         self.export_worker: CallWorker | None = None
         self._probe: CallWorker | None = None
         self._close_pending = False
+        self._stop_sent: set[int] = set()  # sessions of other processes asked to stop
         self.session_id: int | None = None
         self._last_trial_id = 0  # the shown session's trials are read up to here
         self._shown_paused = False
@@ -281,9 +283,15 @@ class MainWindow(QMainWindow):
         self.new_action.setEnabled(not running)
         record = self.browser.record(self.session_id) if self.session_id is not None else None
         self.resume_action.setEnabled(not running and record is not None and is_resumable(record))
-        self.pause_action.setEnabled(bool(ours) and not self.worker.cancelled)
-        self.stop_action.setEnabled(bool(ours) and not self.worker.cancelled)
-        paused = bool(running and self.worker.paused)
+        # A session another tunelab process tunes (a `tunelab tune` run, one a closed window left
+        # running) is steered with the same signals this window's own child gets.
+        other = self._other_runner()
+        self.pause_action.setEnabled((bool(ours) and not self.worker.cancelled) or other is not None)
+        self.stop_action.setEnabled((bool(ours) and not self.worker.cancelled) or other is not None)
+        if ours:
+            paused = bool(self.worker.paused)
+        else:
+            paused = other is not None and other.status == "paused"
         if paused != self._shown_paused:  # (a new icon each time would repaint the toolbar each time)
             self._shown_paused = paused
             self.pause_action.setText("Resume tuning" if paused else "Pause")
@@ -372,7 +380,31 @@ class MainWindow(QMainWindow):
             return "pause"
         return ""
 
+    def _other_runner(self) -> SessionRecord | None:
+        """The shown session's record when another tunelab process tunes it (not this window)."""
+        if self.session_id is None or (self.worker is not None and self.worker.session_id == self.session_id):
+            return None
+        record = self.watcher.session(self.session_id)  # (the browser's copy is one poll behind here)
+        if record is None or record.id in self._stop_sent:
+            return None
+        return record if runner_pid(record) is not None else None
+
+    def _signal_other_runner(self, record: SessionRecord, signum: int, doing: str) -> None:
+        try:
+            signal_runner(record, signum)
+        except TunelabError as exc:
+            self.message_bar.show_error(str(exc))
+            return
+        self.message_bar.show_info(f"Session {record.id} (pid {record.pid}) {doing} after its current batch.")
+
     def _on_pause_toggled(self) -> None:
+        other = self._other_runner()
+        if other is not None:
+            if other.status == "paused":
+                self._signal_other_runner(other, signal.SIGUSR2, "resumes")
+            else:
+                self._signal_other_runner(other, signal.SIGUSR1, "pauses")
+            return
         w = self.worker
         if w is None or w.cancelled:
             return
@@ -384,6 +416,12 @@ class MainWindow(QMainWindow):
         self.run_bar.refresh(pending=self._pending())
 
     def _on_stop(self) -> None:
+        other = self._other_runner()
+        if other is not None:
+            self._stop_sent.add(other.id)  # (its status changes once it has stopped)
+            self._signal_other_runner(other, signal.SIGTERM, "stops")
+            self._update_actions()
+            return
         if self.worker is not None:
             self.worker.cancel()
             self._update_actions()
@@ -619,22 +657,54 @@ class MainWindow(QMainWindow):
         self.settings.setValue("window/tab", self.tabs.currentIndex())
         self.settings.sync()
 
+    def _ask_close_while_tuning(self) -> str:
+        """'stop' (after the current batch, then close), 'leave' (close; the session tunes on) or 'cancel'."""
+        assert self.worker is not None
+        box = QMessageBox(
+            QMessageBox.Icon.Question,
+            "Session still tuning",
+            f"Session {self.worker.session_id} is still tuning.\n\n"
+            "Stop it after the current batch and close, or close and leave it running: it keeps storing "
+            f"its trials in {self.store.path.name}, and the next tunelab window follows it and can pause "
+            "or stop it.",
+            QMessageBox.StandardButton.NoButton,
+            self,
+        )
+        stop = box.addButton(QMessageBox.StandardButton.Yes)
+        stop.setText("Stop and close")
+        leave = box.addButton("Leave it running", QMessageBox.ButtonRole.AcceptRole)
+        leave.setObjectName("leave_running")
+        cancel = box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(cancel)
+        box.setEscapeButton(cancel)
+        box.exec()
+        clicked = box.clickedButton()
+        box.deleteLater()
+        return "stop" if clicked is stop else "leave" if clicked is leave else "cancel"
+
+    def _leave_session_running(self) -> None:
+        """Let the tuning child go on by itself; this window stops following it."""
+        worker, self.worker = self.worker, None
+        assert worker is not None
+        worker.finished.disconnect(self._on_worker_finished)
+        worker.leave_running()
+        worker.wait(10_000)  # the thread ends within its poll interval; the child does not
+        worker.deleteLater()
+        self.browser.set_active_session(None)
+        self.run_bar.clear_stage()
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         if self.worker is not None:
             if not self._close_pending:
-                answer = QMessageBox.question(
-                    self,
-                    "Stop tuning?",
-                    f"Session {self.worker.session_id} is still tuning. Stop it after the current batch and close?",
-                    QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-                    QMessageBox.StandardButton.No,
-                )
-                if answer != QMessageBox.StandardButton.Yes:
+                answer = self._ask_close_while_tuning()
+                if answer == "cancel":
                     event.ignore()
                     return
                 # The question runs its own event loop: the session may have finished meanwhile
-                # (self.worker is None then), and Yes means close now.
-                if self.worker is not None:
+                # (self.worker is None then), and either answer means close now.
+                if self.worker is not None and answer == "leave":
+                    self._leave_session_running()
+                elif self.worker is not None:
                     self._close_pending = True
                     self.worker.cancel()
                     self.message_bar.show_info(

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -35,7 +37,7 @@ from tunelab.core.cli.protocol import EVENTS_FD_OPTION, parse_event
 from tunelab.core.errors import Cancelled as CoreCancelled
 from tunelab.core.errors import TunelabError
 from tunelab.core.faults import describe_exit
-from tunelab.core.records import BiasReport, SessionSpec
+from tunelab.core.records import BiasReport, SessionRecord, SessionSpec
 from tunelab.core.store import Store
 from tunelab.core.telemetry.cpu import ROOT_PID_ENV
 
@@ -105,13 +107,24 @@ class EngineChild:
         what: str,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         capture_stdout: bool = False,
+        outlive_app: bool = False,
     ) -> None:
         self.what = what  # the child in words, for a message: "the tuning process"
         self._on_event = on_event
         self.error: dict[str, Any] | None = None  # its "error" event
         self.done: dict[str, Any] | None = None  # its "done" event
-        self._stderr: collections.deque[str] = collections.deque(maxlen=DETAIL_LINES)
         self._stdout: list[str] = []
+        # stderr goes to an unlinked file, not a pipe: a child that outlives the app (a session left
+        # running) would otherwise write its warnings into a pipe nobody reads and die of EPIPE.
+        self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", prefix="tunelab-child-")
+        # The child shares this file's offset: append mode makes its writes land at the end whatever
+        # this process's reads of the tail do to the offset.
+        fcntl.fcntl(
+            self._stderr.fileno(),
+            fcntl.F_SETFL,
+            fcntl.fcntl(self._stderr.fileno(), fcntl.F_GETFL) | os.O_APPEND,
+        )
+        self._stderr_tail = ""
         read_end, write_end = os.pipe()
         try:
             self.proc = subprocess.Popen(
@@ -121,21 +134,21 @@ class EngineChild:
                 # busy neighbours (tunelab.core.telemetry.cpu.session_root_pid).
                 env={**os.environ, ROOT_PID_ENV: str(os.getpid())},
                 stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
+                stderr=self._stderr,
                 text=True,
                 bufsize=1,
+                # Its own session and process group: the terminal's Ctrl-C or hang-up, meant for the app,
+                # does not reach a child that is to outlive it; the app stops it with a signal of its own.
+                start_new_session=outlive_app,
             )
         except BaseException:
             os.close(read_end)
+            self._stderr.close()
             raise
         finally:
             os.close(write_end)  # the child holds it now: the events end when the child does
         events = os.fdopen(read_end, encoding="utf-8")
-        assert self.proc.stderr is not None
-        self._readers = [
-            threading.Thread(target=self._read_events, args=(events,), daemon=True),
-            threading.Thread(target=self._read_lines, args=(self.proc.stderr, self._stderr), daemon=True),
-        ]
+        self._readers = [threading.Thread(target=self._read_events, args=(events,), daemon=True)]
         if capture_stdout:
             assert self.proc.stdout is not None
             self._readers.append(
@@ -156,6 +169,7 @@ class EngineChild:
         code = self.proc.wait()
         for reader in self._readers:
             reader.join(timeout=5)
+        self._close_stderr()
         return code
 
     def stop(self) -> None:
@@ -163,6 +177,7 @@ class EngineChild:
         if self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=60)
+        self._close_stderr()
 
     @property
     def stdout(self) -> str:
@@ -175,7 +190,23 @@ class EngineChild:
         if code is None or code == 0 or code in STOPPED_EXIT_CODES:
             return None
         message = self.error["message"] if self.error else f"{self.what} {describe_exit(code)}"
-        return str(message), "".join(self._stderr)
+        return str(message), self.stderr_tail()
+
+    def stderr_tail(self) -> str:
+        """The last lines (DETAIL_LINES) the child wrote to stderr, so far or, once it ended, in all."""
+        if self._stderr.closed:
+            return self._stderr_tail
+        self._stderr.flush()
+        self._stderr.seek(0)
+        tail = "".join(collections.deque(self._stderr, maxlen=DETAIL_LINES))
+        self._stderr.seek(0, os.SEEK_END)
+        return tail
+
+    def _close_stderr(self) -> None:
+        """Keep the end of an ended child's stderr and close its file."""
+        if not self._stderr.closed:
+            self._stderr_tail = self.stderr_tail()
+            self._stderr.close()
 
     def _read_events(self, stream: IO[str]) -> None:
         with stream:
@@ -191,7 +222,7 @@ class EngineChild:
                     self._on_event(event)
 
     @staticmethod
-    def _read_lines(stream: IO[str], lines: collections.deque[str] | list[str]) -> None:
+    def _read_lines(stream: IO[str], lines: list[str]) -> None:
         with stream:
             for line in stream:
                 lines.append(line)
@@ -238,6 +269,7 @@ class TuningWorker(QThread):
         self._lock = threading.Lock()
         self._paused = False
         self._cancelled = False
+        self._left_running = False
         self.n_yielded = 0
         _live.add(self)
 
@@ -270,6 +302,18 @@ class TuningWorker(QThread):
             self._cancelled = True
             self._paused = False
             self._signal(signal.SIGTERM)
+
+    @property
+    def left_running(self) -> bool:
+        return self._left_running
+
+    def leave_running(self) -> None:
+        """Let go of the child without stopping it: the session tunes on by itself (it is in the
+        store, with its runner's pid) and this thread ends soon after. The next window that opens the
+        store follows it as it follows any `tunelab tune` run, and can pause or stop it."""
+        with self._lock:
+            self._left_running = True
+        self._news.set()
 
     def _signal(self, signum: int) -> None:
         """Send now if the child listens; otherwise `_on_event` applies the flags once it does."""
@@ -305,11 +349,14 @@ class TuningWorker(QThread):
                     ["tune", *what, "--db", str(self._db_path), "--json"],
                     what="the tuning process",
                     on_event=self._on_event,
+                    outlive_app=True,
                 )
             child = self._child
             while True:
                 self._news.wait(self.POLL_S)
                 self._news.clear()
+                if self._left_running:
+                    return
                 done = child.poll() is not None
                 if done:
                     child.wait()  # every event read: the session id, the last stage, the error
@@ -326,9 +373,10 @@ class TuningWorker(QThread):
         except BaseException as exc:  # noqa: BLE001 - everything becomes a message, never a crash
             self.failed.emit(*describe_error(exc))
         finally:
-            if self._child is not None:
+            if self._child is not None and not self._left_running:
                 self._child.stop()
-            if spec_file is not None:
+            # A child left running before it stored the session may not have read its spec yet.
+            if spec_file is not None and (not self._left_running or self._session_id is not None):
                 with contextlib.suppress(OSError):
                     os.unlink(spec_file)
             if store is not None:
@@ -356,6 +404,37 @@ class TuningWorker(QThread):
                         os.kill(child.pid, signal.SIGUSR1)
         elif kind in ("trial", "done"):
             self._news.set()
+
+
+def runner_pid(record: SessionRecord) -> int | None:
+    """The pid of the `tunelab` process on this host that tunes ``record``'s session (a `tunelab tune`
+    run, or a session a closed window left running), None when there is none to steer from here.
+
+    The store already reads a session whose runner is gone as crashed; the command line is checked as
+    well, so that a pid the OS has handed to some other program never gets tunelab's signals."""
+    if record.status not in ("running", "paused") or record.pid is None or record.pid == os.getpid():
+        return None
+    if record.hostname != socket.gethostname():
+        return None
+    try:
+        import psutil
+
+        command = " ".join(psutil.Process(record.pid).cmdline())
+    except Exception:  # noqa: BLE001 - gone, or not ours to read: not ours to signal either
+        return None
+    return record.pid if "tunelab" in command else None
+
+
+def signal_runner(record: SessionRecord, signum: int) -> None:
+    """Send ``signum`` (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop; tunelab.core.cli.tuning) to the
+    process tuning ``record``'s session; a TunelabError in words when there is none."""
+    pid = runner_pid(record)
+    if pid is None:
+        raise TunelabError(f"session {record.id} is not being tuned by a tunelab process on this machine")
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        raise TunelabError(f"session {record.id}'s tuning process (pid {pid}) has just ended") from None
 
 
 def bias_report_in_child(store: Store, session_ids: list[int], k: int) -> BiasReport:

@@ -124,8 +124,10 @@ class PsutilSource:
         children: dict[int, list[int]] = {}
         for pid, ppid in parent.items():
             children.setdefault(ppid, []).append(pid)
-        own = {self.root_pid}
-        todo = [self.root_pid]
+        # This process's own tree counts too: a session left running when the app closed is re-parented
+        # away from the app (its root_pid), and must not call itself and its workers neighbours.
+        own = {self.root_pid, os.getpid()}
+        todo = [self.root_pid, os.getpid()]
         while todo:
             for child in children.get(todo.pop(), ()):
                 if child not in own:

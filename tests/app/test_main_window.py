@@ -126,21 +126,24 @@ def test_resume_a_cancelled_session_from_the_browser(qtbot, store_copy, settings
     assert record.status == "finished" and record.n_trials == 6
 
 
-def test_closing_while_tuning_asks_and_stops_cooperatively(
-    qtbot, store_copy, settings, monkeypatch, small_spec
-):
+def test_closing_while_tuning_asks_and_stops_cooperatively(qtbot, store_copy, settings, small_spec):
     window = _window(qtbot, store_copy, settings)
     asked = []
 
-    def answer(*args, **kwargs):
-        asked.append(args)
-        return QMessageBox.StandardButton.Yes
+    def answer_stop() -> None:
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox):
+            QTimer.singleShot(50, answer_stop)
+            return
+        asked.append([b.text() for b in box.buttons()])
+        box.button(QMessageBox.StandardButton.Yes).click()
 
-    monkeypatch.setattr(QMessageBox, "question", answer)
     worker = window.start_session(small_spec(trials=40, batch=2))
     qtbot.waitUntil(lambda: worker.n_yielded >= 1, timeout=TUNE_TIMEOUT_MS)
     session_id = worker.session_id
+    QTimer.singleShot(0, answer_stop)
     assert window.close() is False  # not yet: it stops after the current batch first
+    assert sorted(asked[0]) == ["Cancel", "Leave it running", "Stop and close"]
     assert asked and window.isVisible()
     _wait_idle(qtbot, window)
     qtbot.waitUntil(lambda: not window.isVisible(), timeout=5000)

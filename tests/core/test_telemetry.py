@@ -557,3 +557,29 @@ def test_a_root_pid_that_is_no_ancestor_is_ignored(monkeypatch):
     assert session_root_pid() in (os.getpid(), 1)  # pid 1 is every process's ancestor on Linux
     monkeypatch.setenv(ROOT_PID_ENV, "not a pid")
     assert session_root_pid() == os.getpid()
+
+
+def test_a_session_whose_app_is_gone_still_owns_its_workers():
+    """A session a closed window left running is re-parented away from the app it names as its root
+    (TUNELAB_ROOT_PID): its own workers must still not read as busy neighbours."""
+    from tunelab.core.telemetry.cpu import PsutilSource
+
+    out = subprocess.run(  # the app that went away: not our ancestor, and none of our children is its
+        ["sh", "-c", f"'{sys.executable}' -c 'import time; time.sleep(60)' >/dev/null 2>&1 & echo $!"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    gone_app = int(out.stdout.strip())
+    worker = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # like a run worker of ours
+    try:
+        source = PsutilSource(process_scan_s=0, root_pid=gone_app)
+        source.read()
+        time.sleep(1.5)
+        reading = source.read()
+        assert worker.pid not in reading.busy_pids and os.getpid() not in reading.busy_pids
+        assert worker.pid in reading.own_pids
+    finally:
+        worker.kill()
+        worker.wait()
+        os.kill(gone_app, signal.SIGKILL)
