@@ -174,6 +174,9 @@ def main() -> int:
             window.trials.select_trial(best.id)
             window.trials.details.setCurrentWidget(window.trials.knob_table)
         settle(app)
+        if view is window.costmodel:  # its bias table is computed in a child process once shown
+            wait_for(app, lambda: not window.costmodel.bias_running, 120)
+            settle(app)
         shots[name] = window.grab()
     window.tabs.setCurrentWidget(window.compare)
     window.compare.tables.setCurrentIndex(1)
