@@ -8,6 +8,11 @@ file (format: tunelab.core.workloads.custom), picked with a file dialog and load
 that does not load is one message in the dialog and Start stays disabled; one that loads shows its shape
 parameters, presets and dtypes like a catalog workload, and the spec carries its text (custom_source).
 The last custom file (and its folder) is remembered too, and loaded again the next time.
+
+Under the Target choice, the target's own fields (tunelab.app.dialogs.target_options): this CPU as detected,
+an editable mcpu / mattr / threads, or a CUDA arch. Edited, they make the spec's target the JSON target they
+spell; a target this host cannot run is refused at once, and an edited mcpu or mattr must pass the
+self-check (in a thread) before Start is enabled.
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QTabWidget,
     QVBoxLayout,
@@ -38,6 +45,7 @@ from PySide6.QtWidgets import (
 
 from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox
 from tunelab.app.dialogs.space_editor import SpaceEditor
+from tunelab.app.dialogs.target_options import TargetOptions
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionSpec
 from tunelab.core.target.info import TargetInfo
@@ -60,11 +68,12 @@ FALLBACK_TUNERS = ("xgb", "genetic", "random", "grid")
 
 
 @cache
-def detected_target(choice: str) -> TargetInfo:
-    """resolve_target, once per choice (the CUDA probe and LLVM host detection are not free)."""
+def resolved_target(text: str) -> TargetInfo:
+    """resolve_target, once per target text (the CUDA probe and LLVM host detection are not free); a
+    choice ("auto", "llvm", "cuda") is what tunelab detects, a JSON target is checked as the CLI would."""
     from tunelab.core.target.info import resolve_target
 
-    return resolve_target(choice)
+    return resolve_target(text)
 
 
 @cache
@@ -104,7 +113,8 @@ class NewSessionDialog(QDialog):
         self._workloads = {w.name: w for w in list_workloads()}
         self._shape_spins: dict[str, QSpinBox] = {}
         self._tuner_chosen = False
-        self._problem_error: str | None = None
+        self._problem_error: str | None = None  # what is wrong with the workload or its shape
+        self._target_error: str | None = None  # why the target the dialog shows cannot be used here
         self._target: TargetInfo | None = None
         # The custom workload: the one loaded from custom_path (None: no file yet, or it did not load).
         self._custom: Any = None
@@ -114,7 +124,13 @@ class NewSessionDialog(QDialog):
         self._catalog_index = 0  # the last catalog workload shown (picking no custom file goes back to it)
 
         self.tabs = QTabWidget()
-        self.tabs.addTab(self._problem_page(), "Problem")
+        # Scrolls: a workload with many shape parameters and the target's options exceed the dialog's height,
+        # and a form squeezed below its minimum overlaps its rows.
+        problem = QScrollArea()
+        problem.setWidgetResizable(True)
+        problem.setFrameShape(QFrame.Shape.NoFrame)
+        problem.setWidget(self._problem_page())
+        self.tabs.addTab(problem, "Problem")
         self.tabs.addTab(self._space_page(), "Search space")
         self.tabs.addTab(self._tuning_page(), "Tuner, budget, measurement")
 
@@ -194,6 +210,11 @@ class NewSessionDialog(QDialog):
         self.target_combo.currentIndexChanged.connect(self._on_problem_changed)
         self.target_label = QLabel()
         self.target_label.setObjectName("detected_target")
+        from tunelab.core.target.host_cpu import host_cpu
+
+        self.target_options = TargetOptions(host_cpu(), resolved_target("llvm"), resolved_target("cuda"))
+        self.target_options.edited.connect(self._on_target_edited)
+        self.target_options.checked.connect(self._update_state)
         self.problem_error = QLabel()
         self.problem_error.setProperty("role", "error")
         self.problem_error.setWordWrap(True)
@@ -208,6 +229,7 @@ class NewSessionDialog(QDialog):
         form.addRow("Data type", self.dtype_combo)
         form.addRow("Target", self.target_combo)
         form.addRow("Detected", self.target_label)
+        form.addRow(self.target_options)
         form.addRow(self.problem_error)
         return page
 
@@ -310,7 +332,7 @@ class NewSessionDialog(QDialog):
             shape=self.shape(),
             dtype=self.dtype_combo.currentText(),
             custom_source=self._custom_source if custom else None,
-            target=self.target_combo.currentData(),
+            target=self.target_options.target_text(self.target_combo.currentData()),
             space_kind=self.space_kind_combo.currentData(),
             space=self.space_editor.space_data(),
             tuner=self.tuner_combo.currentData(),
@@ -461,31 +483,47 @@ class NewSessionDialog(QDialog):
         self.start_button.setEnabled(False)
         self._problem_timer.start()
 
+    def _on_target_edited(self) -> None:
+        self._check_target()  # cheap: a target this host cannot run is marked, and Start disabled, at once
+        self._schedule_problem()  # the space follows the target once typing pauses
+        self._update_state()
+
+    def _check_target(self) -> None:
+        """Resolve the target the dialog shows as the CLI would, and ask for its self-check when edited."""
+        options = self.target_options
+        self._target, self._target_error = None, None
+        try:
+            options.show_kind(resolved_target(self.target_combo.currentData()).kind)
+            options.check_spelling()
+        except TunelabError as exc:
+            self._target_error = str(exc)
+        else:
+            try:
+                self._target = resolved_target(options.target_text(self.target_combo.currentData()))
+            except TunelabError as exc:
+                self._target_error = str(exc)
+                options.mark_refused()
+        if self._target is not None and not self._target.can_run:
+            self._target_error = f"{self._target.description}: kernels can be built here but not measured"
+        options.want_check(self._target if self._target_error is None and options.is_edited() else None)
+
     def _on_problem_changed(self) -> None:
         self._problem_timer.stop()
         self._problem_error = None
-        try:
-            self._target = detected_target(self.target_combo.currentData())
-        except TunelabError as exc:
-            self._target = None
-            self._problem_error = str(exc)
-        auto = detected_target("auto")
+        self._check_target()
+        auto = resolved_target("auto")
         self.target_label.setText(auto.description)
         self.target_label.setToolTip(
             auto.note or "LLVM's host CPU name; this host can execute its instruction sets"
         )
-        if self._target is not None and not self._target.can_run:
-            self._problem_error = f"{self._target.description}: kernels can be built here but not measured"
         shape = None
-        if self._problem_error is None and self.workload is None:
+        if self._target_error is None and self.workload is None:
             self._problem_error = self._custom_error or CUSTOM_HINT
-        if self._problem_error is None:
+        if self._target_error is None and self._problem_error is None:
             try:
                 shape = self.workload.parse_shape(self.shape())
             except TunelabError as exc:
                 self._problem_error = str(exc)
-        self.problem_error.setText(self._problem_error or "")
-        self.problem_error.setVisible(self._problem_error is not None)
         if shape is not None and self._target is not None:
             self.space_editor.set_problem(
                 self.workload,
@@ -534,9 +572,18 @@ class NewSessionDialog(QDialog):
         self._tuner_chosen = True
 
     def _update_state(self) -> None:
-        reason = self._problem_error or self.space_editor.error()
-        if reason is None and self.space_editor.is_pending():
-            reason = ""  # still deriving the auto space: not an error, but not ready either
+        problem = self._target_error or self._problem_error or self.target_options.check_error()
+        self.problem_error.setText(problem or "")
+        self.problem_error.setVisible(problem is not None)
+        reason = problem or self.space_editor.error()
+        waiting = (
+            self._problem_timer.isActive()
+            or self.space_editor.is_pending()
+            or self.target_options.is_checking()
+        )
+        # still deriving the space or self-checking the target: not an error, but not ready either
+        if reason is None and waiting:
+            reason = ""
         self.error_label.setText(reason or "")
         self.error_label.setVisible(bool(reason))
         self.start_button.setEnabled(reason is None and self.space_editor.is_valid())
@@ -584,6 +631,7 @@ class NewSessionDialog(QDialog):
         data.pop("custom_source", None)
         data.pop("name", None)
         data["tuner_chosen"] = self._tuner_chosen
+        data["target_choice"] = self.target_combo.currentData()  # the target itself may be the fields' JSON
         self._settings.setValue(SETTINGS_KEY, json.dumps(data))
 
     def _restore(self) -> None:
@@ -611,7 +659,8 @@ class NewSessionDialog(QDialog):
                 self._shape_spins[key].setValue(value)
         self._match_preset()
         self._set_combo(self.dtype_combo, last.get("dtype"), text=True)
-        self._set_combo(self.target_combo, last.get("target"))
+        self._set_combo(self.target_combo, last.get("target_choice", last.get("target")))
+        self.target_options.set_target_text(last.get("target"))
         self._set_combo(self.space_kind_combo, last.get("space_kind"))
         if last.get("tuner_chosen") and tuner_availability().get(last.get("tuner"), "missing") is None:
             self._set_combo(self.tuner_combo, last.get("tuner"))

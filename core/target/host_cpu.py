@@ -208,6 +208,24 @@ def is_valid_cpu(mcpu: str, arch: str) -> bool:
     return bool(codegen.llvm_is_valid_cpu(mcpu, _triple(arch)))
 
 
+@functools.lru_cache(maxsize=4)
+def llvm_cpu_names(arch: str) -> tuple[str, ...]:
+    """Every CPU name LLVM knows for `arch` (the values an `mcpu` may take), sorted."""
+    import tvm
+    from tvm.target import codegen
+
+    with tvm.target.Target({"kind": "llvm", "mtriple": _triple(arch)}) as target:
+        return tuple(sorted(str(name) for name in codegen.llvm_get_cpu_archlist(target)))
+
+
+def is_known_feature(feature: str, arch: str) -> bool:
+    """Whether LLVM knows the instruction-set feature `feature` ("avx2", no sign) for `arch`.
+
+    LLVM ignores an unknown `mattr` entry with only a warning on stderr, so a misspelt "+avx2" would
+    silently build plain kernels; a feature it knows is one that turning on actually turns on."""
+    return feature in llvm_features("generic", (f"+{feature}",), arch)
+
+
 def missing_features(mcpu: str, mattr: Iterable[str], host: HostCPU) -> list[str]:
     """The instruction-set features LLVM implies for `mcpu`/`mattr` that `host` cannot execute."""
     table = _flag_table(host.arch)

@@ -117,7 +117,9 @@ def _llvm_runnable(data: dict[str, Any]) -> tuple[str, str]:
         return f"LLVM rejects mcpu {shown(mcpu)}: {_first_line(exc)}", "?"
     if missing:
         needed = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
-        return (f"kernels built for {mcpu} need {needed}, which this CPU lacks (/proc/cpuinfo)"), isa
+        # either the mcpu or the mattr may be what implies the features: name both
+        built_for = f"{mcpu} with mattr {','.join(mattr)}" if mattr else mcpu
+        return f"kernels built for {built_for} need {needed}, which this CPU lacks (/proc/cpuinfo)", isa
     return "", isa
 
 
@@ -162,7 +164,10 @@ def resolve_target(spec: str | dict | None) -> TargetInfo:
             raise TargetError("target is not valid JSON: it is nested too deeply") from None
     if not isinstance(spec, dict) or spec.get("kind") not in ("llvm", "cuda"):
         raise TargetError('a JSON target needs "kind": "llvm" or "cuda"')
-    base = llvm_target() if spec["kind"] == "llvm" else cuda_target()
+    if spec["kind"] == "llvm":
+        base = llvm_target()
+    else:  # a typed arch names the GPU the kernels are for: the description says that one, not this host's
+        base = cuda_target(spec["arch"] if isinstance(spec.get("arch"), str) else None)
     merged = {**base.json, **spec}
     if base.kind == "llvm" and "mattr" in base.json and "mcpu" in spec and "mattr" not in spec:
         del merged["mattr"]  # the detected mattr belongs to the detected mcpu, not to the one typed

@@ -131,6 +131,33 @@ def test_typed_mcpu_the_host_lacks_is_refused_in_one_line():
         resolve_target('{"kind": "llvm", "mcpu": "pentium-9000"}')
 
 
+def test_llvm_names_its_cpus_and_knows_its_features():
+    from tunelab.core.target.host_cpu import is_known_feature, llvm_cpu_names
+
+    x86 = llvm_cpu_names("x86_64")
+    assert {"haswell", "znver4", "sapphirerapids", "generic"} <= set(x86) and list(x86) == sorted(x86)
+    assert llvm_target().json["mcpu"] in llvm_cpu_names(host_cpu().arch)
+    assert "neoverse-v1" in llvm_cpu_names("aarch64") and "neoverse-v1" not in x86
+    assert is_known_feature("avx2", "x86_64") and is_known_feature("avx512f", "x86_64")
+    assert not is_known_feature("avx3000", "x86_64") and not is_known_feature("sve", "x86_64")
+    assert is_known_feature("sve", "aarch64")
+
+
+def test_a_typed_mattr_the_host_lacks_is_named_in_the_refusal():
+    host = host_cpu()
+    if host.arch != "x86_64" or "avx512f" in host.flags:
+        pytest.skip("needs an x86 host without AVX-512")
+    with pytest.raises(TargetError) as info:
+        resolve_target(json.dumps({"kind": "llvm", "mattr": ["+avx512f"]}))
+    message = str(info.value)
+    assert "with mattr +avx512f need avx512f" in message and "lacks" in message
+
+
+def test_a_cuda_target_for_another_gpu_is_described_by_its_arch():
+    target = resolve_target(json.dumps({"kind": "cuda", "arch": "sm_75"}))
+    assert target.json["arch"] == "sm_75" and target.description.endswith("(sm_75)")
+
+
 def test_typed_mcpu_with_mattr_turning_off_what_the_host_lacks_is_accepted():
     mcpu = _an_mcpu_this_host_lacks()
     lacks = missing_features(mcpu, (), host_cpu())

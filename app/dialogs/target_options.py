@@ -1,0 +1,453 @@
+"""The New-session dialog's target options: this host's CPU as the OS reports it, and the fields of the
+target a session's kernels are built for, prefilled with what tunelab detects.
+
+For a CPU target they are LLVM's `mcpu`, `mattr` and the threads (`num-cores`); for CUDA the `arch`, so
+kernels can be built for another GPU than this machine's (or for one where there is none). Fields that
+hold what was detected leave the spec's target as chosen ("auto", "llvm", "cuda"); an edited one makes it
+the JSON target dict the fields spell, the form `tunelab tune --target` takes.
+
+The checks run from cheap to costly. The spelling of an `mattr` or an `arch`, and features LLVM does not
+know, are checked as the person types; whether this CPU has what an `mcpu` / `mattr` implies is
+tunelab.core.target.info's check, made when the dialog resolves the target as the CLI does; the proof, the
+self-check (tunelab.core.target.selfcheck: a small kernel built and run in a child process, seconds), runs in
+a thread once typing pauses, one check at a time, and its verdict is kept per target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QWidget,
+)
+
+from tunelab.app.workers.engine import CallWorker, describe_error, import_tvm_once, keep_alive
+from tunelab.core.errors import TargetError, shown
+from tunelab.core.target.host_cpu import HostCPU, is_known_feature, llvm_cpu_names
+from tunelab.core.target.info import TargetInfo
+
+# sm_ and a compute capability: sm_80, sm_90, sm_120; "a"/"f" mark the arch-specific feature sets (sm_90a).
+# TVM itself only checks the "sm_" prefix and would pass "sm_8" on to nvcc.
+ARCH_FORMAT = re.compile(r"sm_\d{2,3}[af]?")
+MATTR_ENTRY = re.compile(r"[+-][0-9a-z][0-9a-z._-]*")
+# A self-check costs seconds (a child imports TVM): wait for a pause in typing so "+avx" is not checked
+# on the way to "+avx2".
+SELF_CHECK_DEBOUNCE_MS = 600
+# The x86 flags that decide which vector code a kernel gets (and which kills it with SIGILL); every
+# avx512* flag the OS reports is shown after them.
+X86_SHOWN_FLAGS = ("avx", "avx2", "fma")
+AARCH64_SHOWN_FLAGS = ("asimd", "asimddp", "i8mm", "bf16", "sve", "sve2")
+
+
+def isa_flags(host: HostCPU) -> list[str]:
+    """The feature flags that matter for kernels, as the OS reports them ("avx2", "fma", "no AVX-512")."""
+    if host.arch == "x86_64":
+        shown_flags = [f for f in X86_SHOWN_FLAGS if f in host.flags]
+        shown_flags += sorted(f for f in host.flags if f.startswith("avx512"))
+        if "avx512f" not in host.flags:
+            shown_flags.append("no AVX-512")
+        return shown_flags
+    if host.arch == "aarch64":
+        return [f for f in AARCH64_SHOWN_FLAGS if f in host.flags]
+    return []
+
+
+def cpu_text(host: HostCPU, cpu: TargetInfo) -> str:
+    """This host's CPU in one line: its model, the flags that matter, the mcpu tunelab picks."""
+    mcpu = str(cpu.json.get("mcpu", "generic"))
+    mattr = ",".join(cpu.json.get("mattr") or ())
+    picked = f"{mcpu} {mattr}" if mattr else mcpu
+    parts = [host.model_name or "unknown CPU", ", ".join(isa_flags(host)) or "no feature flags reported"]
+    naming = f"tunelab picks mcpu {picked}"
+    if host.llvm_name != mcpu:
+        naming += f" (LLVM calls it {host.llvm_name})"
+    return " · ".join([p for p in parts if p] + [naming])
+
+
+def parse_mattr(text: str, arch: str) -> tuple[str, ...]:
+    """An mattr as typed ("+avx2, +fma") as its entries; TargetError naming the first bad one."""
+    entries = split_mattr(text)
+    for entry in entries:
+        if not MATTR_ENTRY.fullmatch(entry):
+            raise TargetError(f"mattr entry {shown(entry)} is not +feature or -feature (e.g. +avx2,+fma)")
+        if not is_known_feature(entry[1:], arch):
+            raise TargetError(
+                f"LLVM knows no feature {shown(entry[1:])} for this {arch} host (mattr {entry})"
+            )
+    return entries
+
+
+def split_mattr(text: str) -> tuple[str, ...]:
+    return tuple(entry.strip() for entry in text.split(",") if entry.strip())
+
+
+def check_arch(text: str) -> str:
+    """A CUDA arch as typed, stripped; TargetError unless it reads sm_NN."""
+    arch = text.strip()
+    if not ARCH_FORMAT.fullmatch(arch):
+        raise TargetError(
+            f"arch {shown(arch)} is not a CUDA architecture: sm_ and the compute capability, e.g. sm_80 or sm_90"
+        )
+    return arch
+
+
+def target_key(target: TargetInfo) -> str:
+    """The self-check's verdicts are kept by the full target (after the CLI's merge with the detected one)."""
+    return json.dumps(target.json, sort_keys=True)
+
+
+class TargetCheckWorker(CallWorker):
+    """The self-check of one target in a thread; `succeeded` carries its key, `failed` the check's message.
+
+    A CallWorker for its signals, its TVM import lock and its place among the running workers (the tests'
+    leak check waits for it). Unlike CallWorker's functions the check reads and writes no Store, so
+    :meth:`run` opens none and the database path CallWorker keeps goes unused."""
+
+    def __init__(self, key: str, target: TargetInfo) -> None:
+        from tunelab.core.target.selfcheck import self_check
+
+        super().__init__(os.devnull, self_check, target, imports_tvm=True)
+        self.key = key
+        self._target = target
+        self._self_check = self_check
+
+    def run(self) -> None:
+        try:
+            import_tvm_once()
+            self._self_check(self._target)
+        except BaseException as exc:  # noqa: BLE001 - every failure is the check's verdict, shown in the dialog
+            self.failed.emit(*describe_error(exc))
+        else:
+            self.succeeded.emit(self.key)
+
+
+class TargetOptions(QGroupBox):
+    """The target's fields, prefilled with what tunelab detects. `edited` when the person changes one
+    (or restores the detected values); `checked` when a self-check has a verdict."""
+
+    edited = Signal()
+    checked = Signal()
+
+    def __init__(
+        self, host: HostCPU, cpu: TargetInfo, gpu: TargetInfo, parent: QWidget | None = None
+    ) -> None:
+        super().__init__("Target options", parent)
+        self._host = host
+        self._cpu = cpu  # the detected CPU target (resolve_target("llvm"))
+        self._gpu = gpu  # the detected CUDA target (this GPU's arch, or tunelab's default without one)
+        self._kind = cpu.kind
+        self._verdicts: dict[str, str | None] = {}  # target_key -> the self-check's error; None: it passed
+        self._wanted: tuple[str, TargetInfo] | None = None  # the target the dialog shows, still to be checked
+        self._worker: TargetCheckWorker | None = None  # the check running now (one at a time)
+
+        self.cpu_label = QLabel(cpu_text(host, cpu))
+        self.cpu_label.setObjectName("detected_cpu")
+        self.cpu_label.setWordWrap(True)
+        self.cpu_label.setToolTip(
+            cpu.note or "The most specific CPU name whose instruction sets this host can all execute"
+        )
+        self.gpu_label = QLabel(gpu.description)
+        self.gpu_label.setObjectName("detected_gpu")
+
+        self.mcpu_combo = QComboBox()
+        self.mcpu_combo.setObjectName("mcpu")
+        self.mcpu_combo.setEditable(True)
+        self.mcpu_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.mcpu_combo.addItems(list(llvm_cpu_names(host.arch)))
+        self.mcpu_combo.setMinimumContentsLength(14)
+        self.mcpu_combo.setToolTip(
+            "LLVM's CPU name: the instruction sets and the tuning kernels are built for"
+        )
+        self.mattr_edit = QLineEdit()
+        self.mattr_edit.setObjectName("mattr")
+        self.mattr_edit.setPlaceholderText("+avx2,+fma")
+        self.mattr_edit.setToolTip("LLVM features turned on (+) or off (-) on top of the mcpu's")
+        self.threads_spin = QSpinBox()
+        self.threads_spin.setObjectName("num_cores")
+        self.threads_spin.setRange(1, os.cpu_count() or 1)
+        self.threads_spin.setToolTip(
+            "num-cores: the threads a kernel's parallel loops use (detected: physical cores)"
+        )
+        self.arch_edit = QLineEdit()
+        self.arch_edit.setObjectName("cuda_arch")
+        self.arch_edit.setPlaceholderText("sm_80")
+        self.arch_edit.setToolTip("The GPU the kernels are built for: sm_ and its compute capability")
+        self.reset_button = QPushButton("Use detected")
+        self.reset_button.setToolTip("Put back what tunelab detected for this machine")
+        self.reset_button.clicked.connect(self.reset)
+        self.status_label = QLabel()
+        self.status_label.setProperty("role", "hint")
+        self.status_label.setWordWrap(True)
+        self.status_label.hide()
+
+        self._cpu_row = QWidget()
+        cpu_fields = QHBoxLayout(self._cpu_row)
+        cpu_fields.setContentsMargins(0, 0, 0, 0)
+        for text, field in (
+            ("mcpu", self.mcpu_combo),
+            ("mattr", self.mattr_edit),
+            ("threads", self.threads_spin),
+        ):
+            cpu_fields.addWidget(QLabel(text))
+            cpu_fields.addWidget(field, 1 if field is self.mattr_edit else 0)
+        status_row = QWidget()
+        status_layout = QHBoxLayout(status_row)
+        status_layout.setContentsMargins(0, 0, 0, 0)
+        status_layout.addWidget(self.status_label, 1)
+        status_layout.addWidget(self.reset_button, 0, Qt.AlignmentFlag.AlignRight)
+        self._form = QFormLayout(self)
+        self._form.addRow("CPU", self.cpu_label)
+        self._form.addRow("Build for", self._cpu_row)
+        self._form.addRow("GPU", self.gpu_label)
+        self._form.addRow("arch", self.arch_edit)
+        self._form.addRow(status_row)
+
+        self._check_timer = QTimer(self)
+        self._check_timer.setSingleShot(True)
+        self._check_timer.setInterval(SELF_CHECK_DEBOUNCE_MS)
+        self._check_timer.timeout.connect(self._start_check)
+
+        self._fill(self._detected_fields_all())
+        self.mcpu_combo.currentTextChanged.connect(self._on_edited)
+        self.mattr_edit.textChanged.connect(self._on_edited)
+        self.threads_spin.valueChanged.connect(self._on_edited)
+        self.arch_edit.textChanged.connect(self._on_edited)
+        self.show_kind(self._kind)
+
+    # ---- what the fields hold ------------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        """The kind of target the fields shown are for: "llvm" or "cuda"."""
+        return self._kind
+
+    def show_kind(self, kind: str) -> None:
+        """Show the fields of a `kind` target ("llvm" or "cuda"); the other kind's keep their values."""
+        self._kind = kind
+        cuda = kind == "cuda"
+        for widget, visible in (
+            (self.cpu_label, not cuda),
+            (self._cpu_row, not cuda),
+            (self.gpu_label, cuda),
+            (self.arch_edit, cuda),
+        ):
+            self._form.setRowVisible(widget, visible)
+        self.reset_button.setEnabled(self.is_edited())
+        self._update_status()
+
+    def is_edited(self) -> bool:
+        """Whether the shown kind's fields hold anything but what was detected."""
+        return self._fields() != self._detected_fields()
+
+    def target_dict(self) -> dict[str, Any]:
+        """The JSON target the shown fields spell (whether or not they were edited)."""
+        if self._kind == "cuda":
+            return {"kind": "cuda", "arch": self.arch_edit.text().strip()}
+        target: dict[str, Any] = {
+            "kind": "llvm",
+            "mcpu": self.mcpu_combo.currentText().strip(),
+            "num-cores": self.threads_spin.value(),
+        }
+        mattr = split_mattr(self.mattr_edit.text())
+        if mattr:  # none given: resolve_target drops the detected mattr, which belongs to the detected mcpu
+            target["mattr"] = list(mattr)
+        return target
+
+    def target_text(self, choice: str) -> str:
+        """The spec's target: `choice` while the fields hold what was detected, else the JSON they spell."""
+        return json.dumps(self.target_dict()) if self.is_edited() else choice
+
+    def check_spelling(self) -> None:
+        """The cheap checks of the edited fields (mcpu given, mattr and arch spelt right, features LLVM
+        knows); TargetError saying what is wrong, with that field marked."""
+        bad: QWidget | None = None
+        try:
+            if not self.is_edited():
+                return
+            if self._kind == "cuda":
+                bad = self.arch_edit
+                check_arch(self.arch_edit.text())
+            else:
+                bad = self.mcpu_combo.lineEdit()
+                if not self.mcpu_combo.currentText().strip():
+                    raise TargetError("mcpu is empty; give an LLVM CPU name or press Use detected")
+                bad = self.mattr_edit
+                parse_mattr(self.mattr_edit.text(), self._host.arch)
+            bad = None
+        finally:
+            self._mark(bad)
+
+    def mark_refused(self) -> None:
+        """Mark the fields the person changed: the target they spell is refused here (the CLI's check)."""
+        if self._kind == "cuda":
+            _set_invalid(self.arch_edit, self.is_edited())
+            return
+        detected_mcpu, detected_mattr, _ = self._detected_fields()
+        mcpu_edit = self.mcpu_combo.lineEdit()
+        _set_invalid(mcpu_edit, self.mcpu_combo.currentText().strip() != detected_mcpu)
+        _set_invalid(self.mattr_edit, split_mattr(self.mattr_edit.text()) != detected_mattr)
+
+    def set_target_text(self, text: Any) -> None:
+        """Fill the fields from a target as the spec holds it (from the settings); a choice ("auto",
+        "llvm", "cuda") or anything that is not a JSON target leaves them as they are."""
+        if not isinstance(text, str) or not text.strip().startswith("{"):
+            return
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return
+        if not isinstance(data, dict):
+            return
+        mcpu, mattr, cores, arch = self._detected_fields_all()
+        if data.get("kind") == "llvm":
+            mcpu = str(data.get("mcpu") or "generic")
+            raw = data.get("mattr") or ()
+            mattr = split_mattr(raw if isinstance(raw, str) else ",".join(str(m) for m in raw))
+            cores = data["num-cores"] if isinstance(data.get("num-cores"), int) else cores
+        elif data.get("kind") == "cuda" and isinstance(data.get("arch"), str):
+            arch = data["arch"]
+        self._fill((mcpu, mattr, cores, arch))
+
+    def reset(self) -> None:
+        """Put back the detected values of every field."""
+        self._fill(self._detected_fields_all())
+        self._on_edited()
+
+    # ---- the self-check ------------------------------------------------------------------------
+    def want_check(self, target: TargetInfo | None) -> None:
+        """`target` is what the dialog now shows and must pass the self-check before it can start
+        (None: nothing to check, e.g. the detected target, or one already refused)."""
+        if target is None or target.kind != "llvm" or not self._isa_edited():
+            self._wanted = None  # threads alone change no instruction the kernels may use
+            self._check_timer.stop()
+        else:
+            key = target_key(target)
+            self._wanted = (key, target)
+            if key in self._verdicts:
+                self._check_timer.stop()
+            else:
+                self._check_timer.start()
+        self._update_status()
+
+    def is_checking(self) -> bool:
+        """Whether the wanted target's self-check is still to come (waiting for typing to pause, or running)."""
+        return self._wanted is not None and self._wanted[0] not in self._verdicts
+
+    def check_error(self) -> str | None:
+        """The self-check's message for the wanted target when it failed; None when it passed or is to come."""
+        if self._wanted is None:
+            return None
+        return self._verdicts.get(self._wanted[0])
+
+    def _start_check(self) -> None:
+        if self._worker is not None or not self.is_checking():
+            return  # one check at a time: the next starts when the running one ends
+        assert self._wanted is not None
+        key, target = self._wanted
+        worker = TargetCheckWorker(key, target)
+        worker.succeeded.connect(self._on_check_passed)
+        worker.failed.connect(self._on_check_failed)
+        self._worker = worker
+        # Parentless and kept alive: the dialog may close while the child still runs.
+        keep_alive(worker).start()
+        self._update_status()
+
+    def _on_check_passed(self, key: str) -> None:
+        self._verdict(key, None)
+
+    def _on_check_failed(self, message: str, _details: str) -> None:
+        if self._worker is not None:
+            self._verdict(self._worker.key, message)
+
+    def _verdict(self, key: str, error: str | None) -> None:
+        self._verdicts[key] = error
+        self._worker = None
+        if self.is_checking():  # the person changed the target while this one was checked
+            self._check_timer.start()
+        self._update_status()
+        self.checked.emit()
+
+    def _update_status(self) -> None:
+        text = ""
+        if self._wanted is not None:
+            key, target = self._wanted
+            built_for = str(target.json.get("mcpu", "generic"))
+            if target.json.get("mattr"):
+                built_for += " " + ",".join(target.json["mattr"])
+            if key not in self._verdicts:
+                text = f"Self-check: building and running a small kernel for {built_for} here…"
+            elif self._verdicts[key] is None:
+                text = f"Self-check passed: a kernel built for {built_for} ran here."
+            else:
+                self.mark_refused()  # its message is the dialog's error
+        self.status_label.setText(text)
+        self.status_label.setVisible(bool(text))
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def _on_edited(self) -> None:
+        self._mark(None)
+        self.reset_button.setEnabled(self.is_edited())
+        self.edited.emit()
+
+    def _isa_edited(self) -> bool:
+        """Whether the mcpu or the mattr differ from the detected ones (what a kernel may execute)."""
+        return self._kind == "llvm" and self._fields()[:2] != self._detected_fields()[:2]
+
+    def _fields(self) -> tuple[Any, ...]:
+        if self._kind == "cuda":
+            return (self.arch_edit.text().strip(),)
+        return (
+            self.mcpu_combo.currentText().strip(),
+            split_mattr(self.mattr_edit.text()),
+            self.threads_spin.value(),
+        )
+
+    def _detected_fields(self) -> tuple[Any, ...]:
+        mcpu, mattr, cores, arch = self._detected_fields_all()
+        return (arch,) if self._kind == "cuda" else (mcpu, mattr, cores)
+
+    def _detected_fields_all(self) -> tuple[str, tuple[str, ...], int, str]:
+        cpu = self._cpu.json
+        return (
+            str(cpu.get("mcpu", "generic")),
+            tuple(cpu.get("mattr") or ()),
+            int(cpu.get("num-cores", 1)),
+            str(self._gpu.json["arch"]),
+        )
+
+    def _fill(self, values: tuple[str, tuple[str, ...], int, str]) -> None:
+        mcpu, mattr, cores, arch = values
+        fields = (self.mcpu_combo, self.mattr_edit, self.threads_spin, self.arch_edit)
+        for field in fields:
+            field.blockSignals(True)
+        self.mcpu_combo.setCurrentText(mcpu)
+        self.mattr_edit.setText(",".join(mattr))
+        self.threads_spin.setValue(cores)
+        self.arch_edit.setText(arch)
+        for field in fields:
+            field.blockSignals(False)
+        self._mark(None)
+        self.reset_button.setEnabled(self.is_edited())
+
+    def _mark(self, bad: QWidget | None) -> None:
+        for field in (self.mcpu_combo.lineEdit(), self.mattr_edit, self.arch_edit):
+            _set_invalid(field, field is bad)
+
+
+def _set_invalid(widget: QWidget, invalid: bool) -> None:
+    if bool(widget.property("invalid")) == invalid:
+        return
+    widget.setProperty("invalid", invalid)
+    widget.style().unpolish(widget)
+    widget.style().polish(widget)
