@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tunelab.app.workers.engine import CallWorker, describe_error, import_tvm_once, keep_alive
+from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TargetError, shown
 from tunelab.core.target.host_cpu import HostCPU, is_known_feature, llvm_cpu_names
 from tunelab.core.target.info import TargetInfo
@@ -109,28 +109,19 @@ def target_key(target: TargetInfo) -> str:
 
 
 class TargetCheckWorker(CallWorker):
-    """The self-check of one target in a thread; `succeeded` carries its key, `failed` the check's message.
-
-    A CallWorker for its signals, its TVM import lock and its place among the running workers (the tests'
-    leak check waits for it). Unlike CallWorker's functions the check reads and writes no Store, so
-    :meth:`run` opens none and the database path CallWorker keeps goes unused."""
+    """The self-check of one target in a thread (it reads no store); `succeeded` carries the target's
+    key, `failed` the check's message."""
 
     def __init__(self, key: str, target: TargetInfo) -> None:
-        from tunelab.core.target.selfcheck import self_check
-
-        super().__init__(os.devnull, self_check, target, imports_tvm=True)
+        super().__init__(None, _self_check, key, target, imports_tvm=True)
         self.key = key
-        self._target = target
-        self._self_check = self_check
 
-    def run(self) -> None:
-        try:
-            import_tvm_once()
-            self._self_check(self._target)
-        except BaseException as exc:  # noqa: BLE001 - every failure is the check's verdict, shown in the dialog
-            self.failed.emit(*describe_error(exc))
-        else:
-            self.succeeded.emit(self.key)
+
+def _self_check(key: str, target: TargetInfo) -> str:
+    from tunelab.core.target.selfcheck import self_check  # (its module imports TVM lazily, in the check)
+
+    self_check(target)
+    return key
 
 
 class TargetOptions(QGroupBox):

@@ -469,14 +469,16 @@ def bias_report_in_child(store: Store, session_ids: list[int], k: int) -> BiasRe
 
 
 class CallWorker(QThread):
-    """Runs `fn(store, *args)` once in a thread with its own Store; emits the result or the error."""
+    """Runs `fn(store, *args)` once in a thread with its own Store (`fn(*args)` without one when
+    ``db_path`` is None: work that touches no store, e.g. a target's self-check); emits the result or
+    the error."""
 
     succeeded = Signal(object)
     failed = Signal(str, str)
 
     def __init__(
         self,
-        db_path: str | Path,
+        db_path: str | Path | None,
         fn: Callable[..., Any],
         *args: Any,
         parent: QObject | None = None,
@@ -484,7 +486,7 @@ class CallWorker(QThread):
         **kwargs: Any,
     ) -> None:
         super().__init__(parent)
-        self._db_path = Path(db_path)
+        self._db_path = None if db_path is None else Path(db_path)
         self._fn = fn
         self._args = args
         self._kwargs = kwargs
@@ -496,8 +498,11 @@ class CallWorker(QThread):
         try:
             if self._imports_tvm:
                 import_tvm_once()
-            store = Store(self._db_path)
-            result = self._fn(store, *self._args, **self._kwargs)
+            if self._db_path is None:
+                result = self._fn(*self._args, **self._kwargs)
+            else:
+                store = Store(self._db_path)
+                result = self._fn(store, *self._args, **self._kwargs)
         except BaseException as exc:  # noqa: BLE001
             self.failed.emit(*describe_error(exc))
         else:
