@@ -322,6 +322,10 @@ class TrialRecord:
     trace_json: Any | None  # the MetaSchedule trace of the measured schedule (replayable)
     samples_ms: tuple[float, ...] = ()
     task_id: int | None = None  # which shape of the session (tasks) it was measured for
+    # The first and third quartiles of the samples (tunelab.core.stats.quartiles); None for a trial
+    # without samples. Last, with defaults, so that positional constructions keep their field order.
+    q1_ms: float | None = None
+    q3_ms: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -331,6 +335,13 @@ class TrialRecord:
     def number(self) -> int:
         """The trial's number within its session, from 1 (what every view shows as ``#N``)."""
         return trial_number(self.index)
+
+    @property
+    def iqr_ms(self) -> float | None:
+        """The interquartile range of the samples (q3 - q1: the spread of their middle half); None without."""
+        if self.q1_ms is None or self.q3_ms is None:
+            return None
+        return self.q3_ms - self.q1_ms
 
 
 @dataclass(frozen=True)

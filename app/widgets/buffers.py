@@ -13,7 +13,16 @@ from tunelab.core.store import TRIAL_COLUMNS
 
 TrialColumns = dict[str, np.ndarray]  # as Store.trial_columns returns them
 _INT_FIELDS = ("id", "index", "number", "round")
-_FLOAT_FIELDS = ("latency_ms", "mean_ms", "std_ms", "predicted_ms", "started_at", "finished_at")
+_FLOAT_FIELDS = (
+    "latency_ms",
+    "mean_ms",
+    "std_ms",
+    "q1_ms",
+    "q3_ms",
+    "predicted_ms",
+    "started_at",
+    "finished_at",
+)
 
 
 def columns_of(trials: Sequence[TrialRecord]) -> TrialColumns:

@@ -26,6 +26,8 @@ TRIAL_COLUMNS = (
     "latency_ms",
     "mean_ms",
     "std_ms",
+    "q1_ms",
+    "q3_ms",
     "predicted_ms",
     "started_at",
     "finished_at",
@@ -40,6 +42,8 @@ _COLUMNS_NUMERIC = (
     "latency_ms",
     "mean_ms",
     "std_ms",
+    "q1_ms",
+    "q3_ms",
     "predicted_ms",
     "started_at",
     "finished_at",
@@ -49,8 +53,8 @@ _STATUS_CODE = (
     "CASE status " + " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(TRIAL_STATUSES)) + " ELSE -1 END"
 )
 _COLUMNS_SELECT = (
-    f"SELECT id, idx, round, {_STATUS_CODE}, latency_ms, mean_ms, std_ms, predicted_ms, started_at, "
-    "finished_at, task_id FROM trials WHERE session_id = ? AND id > ? ORDER BY id"
+    f"SELECT id, idx, round, {_STATUS_CODE}, latency_ms, mean_ms, std_ms, q1_ms, q3_ms, predicted_ms, "
+    "started_at, finished_at, task_id FROM trials WHERE session_id = ? AND id > ? ORDER BY id"
 )
 _ERRORS_SELECT = (
     "SELECT id, error FROM trials WHERE session_id = ? AND id > ? AND error IS NOT NULL ORDER BY id"
@@ -72,8 +76,8 @@ class TrialColumnReads(StoreConnection):
         * ``id``, ``index``, ``number`` (the trial's number in its session, from 1: what people see),
           ``round``, ``task_id``: int64 (``task_id`` -1 where the trial has none);
         * ``status``: int8, the position of the status in ``TRIAL_STATUSES``; ``ok``: bool;
-        * ``latency_ms``, ``mean_ms``, ``std_ms``, ``predicted_ms``, ``started_at``, ``finished_at``:
-          float64, NaN where the trial has none;
+        * ``latency_ms``, ``mean_ms``, ``std_ms``, ``q1_ms``, ``q3_ms`` (the samples' quartiles),
+          ``predicted_ms``, ``started_at``, ``finished_at``: float64, NaN where the trial has none;
         * ``error``: object, the error text or None.
 
         Configs, traces and samples are not read: :meth:`trial_configs` and :meth:`trial` give them

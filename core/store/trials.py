@@ -1,7 +1,8 @@
 """Trials in the store: adding a measured trial with its samples, reading trials, tasks, rounds, tuner state.
 
-A trial's latency is the median of its samples, kept with their mean, spread and range
-(:func:`tunelab.core.stats.summarize`): the columns a best trial is chosen and sorted by.
+A trial's latency is the median of its samples, kept with their mean, spread, range
+(:func:`tunelab.core.stats.summarize`) and quartiles (:func:`tunelab.core.stats.quartiles`): the
+columns a best trial is chosen and sorted by.
 """
 
 from __future__ import annotations
@@ -15,27 +16,33 @@ from typing import Any
 
 from tunelab.core.errors import StoreError
 from tunelab.core.records import TRIAL_STATUSES, NewTrial, RoundRecord, TaskRecord, TrialRecord, trial_number
-from tunelab.core.stats import summarize
+from tunelab.core.stats import quartiles, summarize
 from tunelab.core.store.connection import StoreConnection, _reader
 from tunelab.core.store.json_text import _dumps, _json_decode, _loads, inserted_id
 
 _TRIAL_COLUMNS = (
     "id, session_id, idx, round, config, status, error, latency_ms, mean_ms, std_ms, min_ms, max_ms, "
-    "predicted_ms, build_s, run_s, started_at, finished_at, trace_json, task_id"
+    "predicted_ms, build_s, run_s, started_at, finished_at, trace_json, task_id, q1_ms, q3_ms"
 )
 
 
 def _latency_columns(samples: Sequence[float]) -> dict[str, float | None]:
-    """A trial's latency columns (all None for no samples), named as the TrialRecord fields."""
+    """A trial's latency columns (all None for no samples), named as the TrialRecord fields.
+
+    ``q1_ms``/``q3_ms`` are the 25th/75th percentiles, linearly interpolated (NumPy's default), as
+    every spread tunelab shows is made (:func:`tunelab.core.stats.quartiles`)."""
     figures = summarize(samples)
-    if figures is None:
-        return dict.fromkeys(("latency_ms", "mean_ms", "std_ms", "min_ms", "max_ms"))
+    quarters = quartiles(samples)
+    if figures is None or quarters is None:
+        return dict.fromkeys(("latency_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "q1_ms", "q3_ms"))
     return {
         "latency_ms": figures.median,
         "mean_ms": figures.mean,
         "std_ms": figures.std,
         "min_ms": figures.min,
         "max_ms": figures.max,
+        "q1_ms": quarters[0],
+        "q3_ms": quarters[1],
     }
 
 
@@ -47,9 +54,10 @@ class TrialStore(StoreConnection):
     ) -> TrialRecord:
         """Store one measured trial with its samples in one transaction; return it as stored.
 
-        ``latency_ms`` is the median of ``samples_ms`` (mean/std/min/max too; std is the population
-        standard deviation, as TVM's ``time_evaluator`` reports it). A trial without samples has no
-        latency. A ``config_key`` already measured in this session raises :class:`StoreError`.
+        ``latency_ms`` is the median of ``samples_ms`` (mean/std/min/max and the quartiles q1/q3 too;
+        std is the population standard deviation, as TVM's ``time_evaluator`` reports it). A trial
+        without samples has no latency. A ``config_key`` already measured in this session raises
+        :class:`StoreError`.
         """
         if trial.status not in TRIAL_STATUSES:
             raise ValueError(f"unknown trial status {trial.status!r}; expected one of {TRIAL_STATUSES}")
@@ -81,9 +89,9 @@ class TrialStore(StoreConnection):
             ).fetchone()[0]
             cur = conn.execute(
                 """INSERT INTO trials (session_id, task_id, idx, round, config, config_key, status, error,
-                    latency_ms, mean_ms, std_ms, min_ms, max_ms, predicted_ms, build_s, run_s,
-                    started_at, finished_at, trace_json)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    latency_ms, mean_ms, std_ms, min_ms, max_ms, q1_ms, q3_ms, predicted_ms, build_s,
+                    run_s, started_at, finished_at, trace_json)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     session_id,
                     None if task is None else task[0],
@@ -98,6 +106,8 @@ class TrialStore(StoreConnection):
                     stats["std_ms"],
                     stats["min_ms"],
                     stats["max_ms"],
+                    stats["q1_ms"],
+                    stats["q3_ms"],
                     trial.predicted_ms,
                     trial.build_s,
                     trial.run_s,
@@ -319,5 +329,5 @@ class TrialStore(StoreConnection):
         r = row
         return TrialRecord(
             r[0], r[1], r[2], r[3], _json_decode(r[4]), r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
-            r[13], r[14], r[15], r[16], _loads(r[17]), tuple(samples), r[18],
+            r[13], r[14], r[15], r[16], _loads(r[17]), tuple(samples), r[18], r[19], r[20],
         )  # fmt: skip

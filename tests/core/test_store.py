@@ -156,6 +156,40 @@ def test_trials_roundtrip_with_samples_and_statistics(store: Store) -> None:
     assert rec.best_gflops == pytest.approx(rec.flops / 0.5e-3 / 1e9)
 
 
+# Sample sets whose quartiles fall between samples (linear interpolation decides them), on samples
+# (a single one, ties), and a wide outlier: NumPy's percentile is the reference.
+QUARTILE_CASES = (
+    (3.0, 1.0, 2.0, 10.0),
+    (0.5,),
+    (2.0, 2.0, 2.0),
+    (1.0, 2.0, 3.0, 4.0, 5.0),
+    (0.011, 0.0102, 0.0125, 0.0101, 0.0108, 0.0107, 0.5),
+)
+
+
+def test_trial_quartiles_are_numpys_linear_percentiles_of_the_samples(store: Store) -> None:
+    import numpy as np
+
+    sid = new_session(store)
+    added = [
+        store.add_trial(sid, make_trial(samples, config={"i": i}), f"q{i}")
+        for i, samples in enumerate(QUARTILE_CASES)
+    ]
+    failed = store.add_trial(sid, make_trial((), status="run_error", config={"i": -1}), "failed")
+    columns = store.trial_columns(sid)
+    for row, (trial, samples) in enumerate(zip(added, QUARTILE_CASES, strict=False)):
+        q1, q3 = np.percentile(np.asarray(samples), [25, 75])  # method="linear", NumPy's default
+        for read in (trial, store.trial(trial.id), store.trials(sid)[row]):
+            assert read.q1_ms == pytest.approx(q1, rel=1e-12) and read.q3_ms == pytest.approx(q3, rel=1e-12)
+            assert read.iqr_ms == pytest.approx(q3 - q1, rel=1e-12, abs=1e-15)
+        assert (columns["q1_ms"][row], columns["q3_ms"][row]) == (trial.q1_ms, trial.q3_ms)
+    assert added[0].q1_ms == 1.75 and added[0].q3_ms == 4.75  # between samples: 1 + 0.75, 3 + 1.75
+    assert added[1].iqr_ms == 0.0 and added[2].iqr_ms == 0.0
+    assert failed.q1_ms is None and failed.q3_ms is None and failed.iqr_ms is None
+    assert np.isnan(columns["q1_ms"][-1]) and np.isnan(columns["q3_ms"][-1])
+    assert store.trials(sid)[-1] == failed
+
+
 def _assert_columns_match(columns: dict, trials: list) -> None:
     """Store.trial_columns holds, field by field, what Store.trials returns for the same trials."""
     import math
@@ -173,7 +207,16 @@ def _assert_columns_match(columns: dict, trials: list) -> None:
             assert int(columns[name][row]) == getattr(t, name)
         assert TRIAL_STATUSES[columns["status"][row]] == t.status
         assert bool(columns["ok"][row]) == t.ok
-        for name in ("latency_ms", "mean_ms", "std_ms", "predicted_ms", "started_at", "finished_at"):
+        for name in (
+            "latency_ms",
+            "mean_ms",
+            "std_ms",
+            "q1_ms",
+            "q3_ms",
+            "predicted_ms",
+            "started_at",
+            "finished_at",
+        ):
             value, expected = float(columns[name][row]), getattr(t, name)
             assert math.isnan(value) if expected is None else value == expected, (name, row)
         assert int(columns["task_id"][row]) == (-1 if t.task_id is None else t.task_id)
@@ -375,6 +418,95 @@ def test_migrations_apply_once(db_path: Path, monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(StoreError, match="newer tunelab"):
         Store(db_path)
     assert db_path.read_bytes() == before
+
+
+# How the trials table was written before the quartiles were stored (schema 5's add_trial).
+_OLD_TRIAL_INSERT = """INSERT INTO trials (session_id, task_id, idx, round, config, config_key, status, error,
+    latency_ms, mean_ms, std_ms, min_ms, max_ms, predicted_ms, build_s, run_s, started_at, finished_at,
+    trace_json)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+
+
+def test_quartiles_migration_backfills_an_older_store(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from tunelab.core.stats import quartiles, summarize
+
+    before = MIGRATIONS.index(store_module._v6_trial_quartiles)  # the schema just before the quartiles
+    monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS[:before])
+    cases = (*QUARTILE_CASES, ())  # the last: a trial that failed before it was timed
+    with Store(db_path) as old:
+        assert old.schema_version() == before
+        assert "q1_ms" not in {c.name for c in old.db["trials"].columns}
+        sid, other = new_session(old), new_session(old, name="other")
+        task = {
+            s: old.db.execute("SELECT id FROM tasks WHERE session_id = ?", (s,)).fetchone()[0]
+            for s in (sid, other)
+        }
+        with old.db.conn:
+            for i, samples in enumerate(cases):
+                for session in (sid, other):
+                    figures = summarize(samples)
+                    stats = (
+                        (None,) * 5
+                        if figures is None
+                        else (figures.median, figures.mean, figures.std, figures.min, figures.max)
+                    )
+                    cur = old.db.conn.execute(
+                        _OLD_TRIAL_INSERT,
+                        (
+                            session,
+                            task[session],
+                            i,
+                            0,
+                            json.dumps({"i": i}),
+                            f"k{i}",
+                            "ok" if samples else "run_error",
+                            None if samples else "boom",
+                            *stats,
+                            None,
+                            0.1,
+                            0.2,
+                            1000.0,
+                            1001.0,
+                            None,
+                        ),
+                    )
+                    old.db.conn.executemany(
+                        "INSERT INTO samples (trial_id, idx, ms) VALUES (?, ?, ?)",
+                        [(cur.lastrowid, k, ms) for k, ms in enumerate(samples)],
+                    )
+        rows_before = old.db.execute("SELECT * FROM trials ORDER BY id").fetchall()
+    monkeypatch.undo()
+    # Batches of two: the back-fill's updates are written while its read of the samples goes on.
+    monkeypatch.setattr(store_module, "_BACKFILL_BATCH", 2)
+
+    with Store(db_path) as s:
+        assert s.schema_version() == len(MIGRATIONS)
+        names = [c.name for c in s.db["trials"].columns]
+        assert names[-2:] == ["q1_ms", "q3_ms"]
+        # Every other field as it was; the quartiles made from the stored samples, NULL without.
+        rows_after = s.db.execute("SELECT * FROM trials ORDER BY id").fetchall()
+        assert [r[:-2] for r in rows_after] == rows_before
+        for session in (sid, other):
+            trials = s.trials(session, with_samples=True)
+            assert [t.samples_ms for t in trials] == [tuple(c) for c in cases]
+            for t in trials[:-1]:
+                q1, q3 = np.percentile(np.asarray(t.samples_ms), [25, 75])
+                assert t.q1_ms == pytest.approx(q1, rel=1e-12) and t.q3_ms == pytest.approx(q3, rel=1e-12)
+                # exactly what add_trial would have stored for these samples
+                assert (t.q1_ms, t.q3_ms) == quartiles(t.samples_ms)
+            assert trials[-1].q1_ms is None and trials[-1].q3_ms is None
+            _assert_columns_match(s.trial_columns(session), trials)
+        # A trial stored after the migration gets its quartiles as any other.
+        new = s.add_trial(sid, make_trial((4.0, 1.0, 2.0, 3.0), config={"new": 1}), "new")
+        assert (new.q1_ms, new.q3_ms) == (1.75, 3.25) and s.trial(new.id) == s.trials(sid, with_samples=True)[
+            -1
+        ]
+    with Store(db_path) as again:  # migrated once: re-opening changes nothing
+        assert (
+            again.db.execute("SELECT * FROM trials ORDER BY id").fetchall()[: len(rows_after)] == rows_after
+        )
 
 
 def test_failed_migration_changes_nothing(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,16 +30,50 @@ COLUMNS = (
     "Config",
     "Error",
     "CV %",  # spread of the trial's samples: std / mean
+    "IQR ms",  # spread of the middle half of the samples: q3 - q1
     "Failure",  # failure_class of a failed trial: sorting by it groups the failures
 )
-NUMERIC = {0, 1, 2, 4, 5, 6, 7, 10}
-CV_COL, FAILURE_COL = 10, 11
+# The header shows a unit under its title ("Latency" over "ms"): the columns are then as narrow as
+# their numbers, so that every one of them fits a 1280-pixel window. Copies keep the one-line names.
+HEADER_TEXT = tuple(
+    "\n".join(name.rsplit(" ", 1)) if name.endswith((" ms", " %")) else name for name in COLUMNS
+)
+# What each column holds, as its header's tooltip.
+COLUMN_TIPS = (
+    "The trial's number within its session, from 1",
+    "The trial's id in the store (unique across sessions)",
+    "The batch (round) the trial was measured in",
+    "ok, or how the trial failed",
+    "Latency: the median of the trial's samples, in ms",
+    "The mean of the trial's samples, in ms",
+    "The standard deviation of the trial's samples (population, as TVM reports it), in ms",
+    "The cost model's prediction, made before the trial was measured, in ms",
+    "The knobs' values (hover over a cell for the whole config)",
+    "The last line of the error (hover over a cell for all of it)",
+    "Coefficient of variation: std / mean of the trial's samples, in %",
+    "Interquartile range: q3 − q1 of the trial's samples, in ms — the spread of their middle half, "
+    "which one outlying sample cannot widen",
+    "The class of a failed trial's failure: sort by it to group the failures",
+)
+NUMERIC = {0, 1, 2, 4, 5, 6, 7, 10, 11}
+CONFIG_COL, ERROR_COL, CV_COL, IQR_COL, FAILURE_COL = 8, 9, 10, 11, 12
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 _INT_FIELDS = {0: "number", 1: "id", 2: "round"}
 _FLOAT_FIELDS = {4: "latency_ms", 5: "mean_ms", 6: "std_ms", 7: "predicted_ms"}
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 _FILTER_SEP = "\x1f"  # between the columns of a row's filter text: no typed filter contains it
 _RED = QBrush(QColor("#d93025"))
+
+
+def header_data(section: int, orientation: Qt.Orientation, role: int):
+    """The trials table's horizontal header: each column's title, and what it holds as its tooltip."""
+    if orientation != Qt.Orientation.Horizontal or not 0 <= section < len(COLUMNS):
+        return None
+    if role == Qt.ItemDataRole.DisplayRole:
+        return HEADER_TEXT[section]
+    if role == Qt.ItemDataRole.ToolTipRole:
+        return COLUMN_TIPS[section]
+    return None
 
 
 def config_of(t: TrialRecord) -> dict:
@@ -117,6 +151,7 @@ class TrialTableModel(HeaderedTableModel):
         self._summary = _SummaryCache()
         self._first_lines: dict[str, str] = {}
         self._cv: np.ndarray | None = None  # cv() of every row, made once per change of the rows
+        self._iqr: np.ndarray | None = None  # iqr() of every row, likewise
 
     def set_columns(
         self, columns: TrialColumns, session_id: int | None = None, records: list[TrialRecord] | None = None
@@ -230,6 +265,8 @@ class TrialTableModel(HeaderedTableModel):
             finished_at=float(c["finished_at"][row]),
             trace_json=None,
             task_id=None if task < 0 else task,
+            q1_ms=number("q1_ms"),
+            q3_ms=number("q3_ms"),
         )
 
     def row_of(self, trial_id: int) -> int | None:
@@ -324,15 +361,23 @@ class TrialTableModel(HeaderedTableModel):
                 self._cv = np.where(mean > 0, std / mean, np.nan)
         return self._cv
 
+    def iqr(self) -> np.ndarray:
+        """Each row's interquartile range (q3 - q1 of its samples, in ms), NaN where it has none."""
+        if self._iqr is None or len(self._iqr) != self.rowCount():
+            self._iqr = self._cols["q3_ms"] - self._cols["q1_ms"]
+        return self._iqr
+
     def display_text(self, row: int, col: int) -> str:
         if col == CV_COL:
             value = float(self.cv()[row])
             return "—" if math.isnan(value) else f"{100 * value:.1f}"
+        if col == IQR_COL:
+            return fmt_ms(float(self.iqr()[row]))
         if col == FAILURE_COL:
             return self.failure(row)
-        if col == 8:
+        if col == CONFIG_COL:
             return self.summary(row)
-        if col == 9:
+        if col == ERROR_COL:
             return self.error_line(row)
         if col in _FLOAT_FIELDS:
             return fmt_ms(float(self._cols[_FLOAT_FIELDS[col]][row]))
@@ -346,7 +391,7 @@ class TrialTableModel(HeaderedTableModel):
             return [self.failure(r) for r in range(first, last)]
         if col == 3:
             return [self.status(r) for r in range(first, last)]
-        if col == 8:
+        if col == CONFIG_COL:
             return self.summaries(first, last)
         return [e or "" for e in self._cols["error"][first:last].tolist()]
 
@@ -358,6 +403,8 @@ class TrialTableModel(HeaderedTableModel):
             return self._cols[_FLOAT_FIELDS[col]]  # NaN (none) sorts last
         if col == CV_COL:
             return self.cv()
+        if col == IQR_COL:
+            return self.iqr()
         ranks = self._ranks.get(col)
         if ranks is None:
             strings = self._str_keys.get(col)
@@ -390,6 +437,7 @@ class TrialTableModel(HeaderedTableModel):
         cols.append(self.summaries(first, last))
         cols.append([self.error_line(r) for r in range(first, last)])
         cols.append([self.display_text(r, CV_COL) for r in range(first, last)])
+        cols.append(list(map(fmt_ms, self.iqr()[first:last].tolist())))
         cols.append([self.failure(r) for r in range(first, last)])
         sep = _FILTER_SEP
         return [sep.join(parts).lower() for parts in zip(*cols, strict=True)]
@@ -407,6 +455,9 @@ class TrialTableModel(HeaderedTableModel):
     def n_rows(self) -> int:
         return len(self._cols["id"])
 
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        return header_data(section, orientation, role)
+
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
             return None
@@ -418,19 +469,19 @@ class TrialTableModel(HeaderedTableModel):
         if role == Qt.ItemDataRole.TextAlignmentRole:
             return _RIGHT if col in NUMERIC else None
         if role == Qt.ItemDataRole.ForegroundRole:
-            return _RED if col in (3, 9, FAILURE_COL) and not self.is_ok(row) else None
+            return _RED if col in (3, ERROR_COL, FAILURE_COL) and not self.is_ok(row) else None
         if role == Qt.ItemDataRole.ToolTipRole:
             error = self.error(row)
-            if col == 9 and error:
+            if col == ERROR_COL and error:
                 return error[:2000]
-            if col == 8:
+            if col == CONFIG_COL:
                 return json.dumps(self.config(row), indent=1)
             return None
         if role == SORT_ROLE:
             if col in _INT_FIELDS:
                 return int(self._cols[_INT_FIELDS[col]][row])
-            if col in _FLOAT_FIELDS or col == CV_COL:
-                v = float(self._cols[_FLOAT_FIELDS[col]][row] if col in _FLOAT_FIELDS else self.cv()[row])
+            if col in _FLOAT_FIELDS or col in (CV_COL, IQR_COL):
+                v = float(self.sort_keys(col)[row])
                 return float("inf") if math.isnan(v) else v
-            return self.summary(row) if col == 8 else self._string_keys(col, row, row + 1)[0]
+            return self.summary(row) if col == CONFIG_COL else self._string_keys(col, row, row + 1)[0]
         return None

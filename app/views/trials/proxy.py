@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import QAbstractProxyModel, QModelIndex, QPersistentModelIndex, Qt
 
-from tunelab.app.views.trials.model import COLUMNS, TrialTableModel
+from tunelab.app.views.trials.model import COLUMNS, CONFIG_COL, TrialTableModel, header_data
 
 CONFIG_PREFETCH = 96  # configs the proxy reads at once: about two screens of rows, in its order
 
@@ -179,19 +179,13 @@ class TrialSortFilterProxy(QAbstractProxyModel):
         return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if (
-            orientation == Qt.Orientation.Horizontal
-            and role == Qt.ItemDataRole.DisplayRole
-            and 0 <= section < len(COLUMNS)
-        ):
-            return COLUMNS[section]
-        return None
+        return header_data(section, orientation, role)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
         if self._model is None or not index.isValid() or index.row() >= len(self._perm):
             return None
         row = int(self._perm[index.row()])
-        if index.column() == 8 and not self._model.has_config(row):
+        if index.column() == CONFIG_COL and not self._model.has_config(row):
             # The config column of a row not read yet: read it with the rows shown after it (in this
             # order, which after a sort is scattered over the session) in one go.
             self._model.load_configs(self._perm[index.row() : index.row() + CONFIG_PREFETCH].tolist())

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QItemSelection, QItemSelectionModel, QModelIndex, Qt, Signal
+from PySide6.QtCore import QEvent, QItemSelection, QItemSelectionModel, QModelIndex, Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -28,7 +28,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tunelab.app.views.trials.model import COLUMNS, TrialTableModel, config_of
+from tunelab.app.views.trials.model import (
+    COLUMNS,
+    CONFIG_COL,
+    CV_COL,
+    ERROR_COL,
+    FAILURE_COL,
+    IQR_COL,
+    TrialTableModel,
+    config_of,
+)
 from tunelab.app.views.trials.proxy import TrialSortFilterProxy
 from tunelab.app.widgets.buffers import TrialColumns, columns_of, n_rows, rows_after
 from tunelab.app.widgets.formatting import fmt_ms
@@ -50,6 +59,8 @@ CSV_FIELDS = (
     "std_ms",
     "min_ms",
     "max_ms",
+    "q1_ms",
+    "q3_ms",
     "predicted_ms",
     "build_s",
     "run_s",
@@ -72,6 +83,8 @@ def csv_row(t: TrialRecord) -> list:
         t.std_ms,
         t.min_ms,
         t.max_ms,
+        t.q1_ms,
+        t.q3_ms,
         t.predicted_ms,
         t.build_s,
         t.run_s,
@@ -80,6 +93,26 @@ def csv_row(t: TrialRecord) -> list:
         json.dumps(config_of(t), separators=(",", ":")),
         t.error or "",
     ]
+
+
+# The widest text each column but the config usually shows, which its width is made for: numbers as
+# fmt_ms writes them (4 significant digits), the longest status, a common failure class and the first
+# words of an error. Longer text elides; the Error tab and the cells' tooltips hold all of an error.
+_USUAL_TEXT = {
+    0: "99999",
+    1: "999999",
+    2: "999",
+    3: "wrong_result",
+    4: "0.0002811",
+    5: "0.0002811",
+    6: "0.0002811",
+    7: "0.0002811",
+    ERROR_COL: "worker died:",
+    CV_COL: "100.0",
+    IQR_COL: "0.0002811",
+    FAILURE_COL: "build error",
+}
+_CELL_PADDING = 14  # a cell's margins on both sides, with room to spare
 
 
 class TrialsTable(QWidget):
@@ -130,9 +163,12 @@ class TrialsTable(QWidget):
         self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setStretchLastSection(True)
-        for col, width in enumerate((56, 60, 64, 96, 96, 96, 90, 112, 440)):
-            self.table.setColumnWidth(col, width)
+        # The config takes the width the other columns leave, so that all of them stay in sight in a
+        # 1280-pixel window (a wider one widens the config): its cells elide, the tooltip and the
+        # Knobs tab hold the whole config.
+        header.setSectionResizeMode(CONFIG_COL, QHeaderView.ResizeMode.Stretch)
+        self.table.ensurePolished()  # the header's font and padding (the app's style sheet) are known
+        self._fit_columns()
         self.table.selectionModel().currentRowChanged.connect(self._on_current_changed)
         copy_action = QAction("Copy", self.table)
         copy_action.setShortcut(QKeySequence.StandardKey.Copy)
@@ -172,6 +208,19 @@ class TrialsTable(QWidget):
         layout.addLayout(top)
         layout.addWidget(splitter, 1)
         self._update_count()
+
+    def _fit_columns(self) -> None:
+        """Every column but the config as wide as its title or its usual text, whichever is wider."""
+        header = self.table.horizontalHeader()
+        cell = self.table.fontMetrics()
+        for col, text in _USUAL_TEXT.items():
+            width = max(header.sectionSizeHint(col), cell.horizontalAdvance(text) + _CELL_PADDING)
+            self.table.setColumnWidth(col, width)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.StyleChange, QEvent.Type.FontChange):
+            self._fit_columns()
 
     # ---- reading -------------------------------------------------------------------------------
     def set_session(
