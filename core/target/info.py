@@ -102,7 +102,13 @@ def _first_line(exc: BaseException) -> str:
 
 def _llvm_runnable(data: dict[str, Any]) -> tuple[str, str]:
     """(why this host cannot run kernels for an llvm target, or ""; its ISA level)."""
-    from tunelab.core.target.host_cpu import host_cpu, isa_level, llvm_features, missing_features
+    from tunelab.core.target.host_cpu import (
+        host_cpu,
+        is_known_feature,
+        isa_level,
+        llvm_features,
+        missing_features,
+    )
 
     host = host_cpu()
     triple = str(data.get("mtriple") or "")
@@ -110,6 +116,14 @@ def _llvm_runnable(data: dict[str, Any]) -> tuple[str, str]:
         return f"kernels for {triple} cannot run on this {host.arch} host", triple.split("-")[0]
     mcpu = str(data.get("mcpu") or "generic")
     mattr = _mattr(data)
+    # LLVM only warns about an entry it does not know and builds without it: a misspelt "+avx2" would
+    # tune plain kernels while the session says AVX2.
+    unknown = [a for a in mattr if a[:1] in "+-" and not is_known_feature(a[1:], host.arch)]
+    if unknown:
+        return (
+            f"LLVM does not know the mattr feature {', '.join(unknown)} for {host.arch} (it would build without it)",
+            "?",
+        )
     try:
         missing = missing_features(mcpu, mattr, host)
         isa = isa_level(llvm_features(mcpu, mattr, host.arch), host.arch)

@@ -153,6 +153,14 @@ def test_a_typed_mattr_the_host_lacks_is_named_in_the_refusal():
     assert "with mattr +avx512f need avx512f" in message and "lacks" in message
 
 
+def test_a_mattr_feature_llvm_does_not_know_is_refused_not_ignored():
+    # LLVM itself only warns on stderr and builds without it.
+    with pytest.raises(TargetError) as info:
+        resolve_target(json.dumps({"kind": "llvm", "mattr": ["+avx2", "+avx3000"]}))
+    message = str(info.value)
+    assert "+avx3000" in message and "does not know" in message and "+avx2," not in message
+
+
 def test_a_cuda_target_for_another_gpu_is_described_by_its_arch():
     target = resolve_target(json.dumps({"kind": "cuda", "arch": "sm_75"}))
     assert target.json["arch"] == "sm_75" and target.description.endswith("(sm_75)")
