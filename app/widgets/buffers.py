@@ -9,20 +9,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from tunelab.core.records import TRIAL_STATUSES, TrialRecord
-from tunelab.core.store import TRIAL_COLUMNS
+from tunelab.core.store import TRIAL_COLUMNS, TRIAL_FLOAT_COLUMNS
 
 TrialColumns = dict[str, np.ndarray]  # as Store.trial_columns returns them
 _INT_FIELDS = ("id", "index", "number", "round")
-_FLOAT_FIELDS = (
-    "latency_ms",
-    "mean_ms",
-    "std_ms",
-    "q1_ms",
-    "q3_ms",
-    "predicted_ms",
-    "started_at",
-    "finished_at",
-)
+_FLOAT_FIELDS = TRIAL_FLOAT_COLUMNS
 
 
 def columns_of(trials: Sequence[TrialRecord]) -> TrialColumns:

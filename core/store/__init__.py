@@ -6,7 +6,7 @@ Import from here: :class:`Store` and the names its users need. The modules each 
 profiles), ``store`` (the Store that puts them together) and ``telemetry_sink`` (the sampler's writer).
 """
 
-from tunelab.core.store.columns import TRIAL_COLUMNS
+from tunelab.core.store.columns import TRIAL_COLUMNS, TRIAL_FLOAT_COLUMNS
 from tunelab.core.store.connection import (
     APP_ID,
     BUSY_TIMEOUT_S,
@@ -27,6 +27,7 @@ __all__ = [
     "MIGRATIONS",
     "SESSION_WRITE_PATIENCE_S",
     "TRIAL_COLUMNS",
+    "TRIAL_FLOAT_COLUMNS",
     "WRITE_PATIENCE_ENV",
     "Migration",
     "Store",

@@ -34,11 +34,8 @@ TRIAL_COLUMNS = (
     "task_id",
     "error",
 )
-_COLUMNS_NUMERIC = (
-    "id",
-    "index",
-    "round",
-    "status",
+# The float64 fields (NaN where a trial has none), as TrialRecord names them.
+TRIAL_FLOAT_COLUMNS = (
     "latency_ms",
     "mean_ms",
     "std_ms",
@@ -47,14 +44,14 @@ _COLUMNS_NUMERIC = (
     "predicted_ms",
     "started_at",
     "finished_at",
-    "task_id",
 )
+_COLUMNS_NUMERIC = ("id", "index", "round", "status", *TRIAL_FLOAT_COLUMNS, "task_id")
 _STATUS_CODE = (
     "CASE status " + " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(TRIAL_STATUSES)) + " ELSE -1 END"
 )
 _COLUMNS_SELECT = (
-    f"SELECT id, idx, round, {_STATUS_CODE}, latency_ms, mean_ms, std_ms, q1_ms, q3_ms, predicted_ms, "
-    "started_at, finished_at, task_id FROM trials WHERE session_id = ? AND id > ? ORDER BY id"
+    f"SELECT id, idx, round, {_STATUS_CODE}, {', '.join(TRIAL_FLOAT_COLUMNS)}, task_id "
+    "FROM trials WHERE session_id = ? AND id > ? ORDER BY id"
 )
 _ERRORS_SELECT = (
     "SELECT id, error FROM trials WHERE session_id = ? AND id > ? AND error IS NOT NULL ORDER BY id"

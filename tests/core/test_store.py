@@ -17,7 +17,7 @@ import pytest
 import tunelab.core.store.schema as store_module
 from tunelab.core.errors import StoreError
 from tunelab.core.records import MeasureOptions, NewTrial, SessionSpec
-from tunelab.core.store import MIGRATIONS, Store, default_db_path
+from tunelab.core.store import MIGRATIONS, TRIAL_FLOAT_COLUMNS, Store, default_db_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -207,16 +207,7 @@ def _assert_columns_match(columns: dict, trials: list) -> None:
             assert int(columns[name][row]) == getattr(t, name)
         assert TRIAL_STATUSES[columns["status"][row]] == t.status
         assert bool(columns["ok"][row]) == t.ok
-        for name in (
-            "latency_ms",
-            "mean_ms",
-            "std_ms",
-            "q1_ms",
-            "q3_ms",
-            "predicted_ms",
-            "started_at",
-            "finished_at",
-        ):
+        for name in TRIAL_FLOAT_COLUMNS:
             value, expected = float(columns[name][row]), getattr(t, name)
             assert math.isnan(value) if expected is None else value == expected, (name, row)
         assert int(columns["task_id"][row]) == (-1 if t.task_id is None else t.task_id)
