@@ -81,7 +81,7 @@ def test_round_trip_of_tunelabs_own_export_gives_the_same_trials_back(exported, 
 
 @pytest.fixture(scope="module")
 def tune_tir_dir(tmp_path_factory):
-    """A real `tune_tir` work folder: GEMM 32^3 on this host's llvm target, 4 trials."""
+    """A real `tune_tir` work folder: GEMM 32^3 on this host's llvm target, 4 trials of 3 runs each."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -99,13 +99,20 @@ def tune_tir_dir(tmp_path_factory):
         num_trials_per_iter=4,
         # the default builder imports tensor intrinsics in each worker (TVM_NOTES 1.3): 30 s timeouts here
         builder=ms.builder.LocalBuilder(max_workers=1, f_build=fast_build),
+        # three run seconds per record: the trial's three samples
+        runner=ms.runner.LocalRunner(
+            evaluator_config=ms.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=1)
+        ),
     )
     return work_dir
 
 
 def test_a_tune_tir_folder_becomes_a_session_of_its_records(tune_tir_dir, tmp_path, capsys):
+    import tvm_ffi
+    from tvm.s_tir import Schedule, Trace
     from tvm.s_tir import meta_schedule as ms
 
+    from tunelab.core.search.space.factory import space_for_session
     from tunelab.core.target.info import llvm_target
 
     db = tmp_path / "t.sqlite"
@@ -119,13 +126,20 @@ def test_a_tune_tir_folder_becomes_a_session_of_its_records(tune_tir_dir, tmp_pa
     assert record.target["mcpu"] == llvm_target().json["mcpu"]
     trials = store.trials(record.id)
     assert [t.number for t in trials] == [1, 2, 3, 4]
+    space = space_for_session(record)
+    (workload_line,) = _lines(tune_tir_dir, "database_workload.json")
+    mod = ms.database.Workload.from_json(workload_line).mod
     for trial, line in zip(trials, lines, strict=True):  # the file's order, its run seconds as samples
         run_secs = line[1][1]
         assert trial.trace_json == line[1][0]
+        # the trial's config is the record's schedule: tunelab's space rebuilds the same IR from it
+        recorded = Schedule(mod)
+        Trace.apply_json_to_schedule(line[1][0], recorded)
+        assert tvm_ffi.structural_equal(space.schedule(trial.config).mod, recorded.mod)
         if run_secs is None or min(run_secs) >= 1e9:
             assert trial.status == "run_error"
         else:
-            assert trial.status == "ok"
+            assert trial.status == "ok" and len(run_secs) == 3
             assert store.samples(trial.id) == pytest.approx([s * 1e3 for s in run_secs], rel=1e-9)
     best = ms.database.JSONDatabase(work_dir=str(tune_tir_dir), allow_missing=False)
     top = best.get_top_k(best.get_all_tuning_records()[0].workload, 1)
@@ -215,6 +229,7 @@ def test_a_workload_the_catalog_does_not_know_is_refused_and_an_existing_store_i
     _, _, folders = exported
     db = tmp_path / "kept.sqlite"
     assert main(["import", str(next(iter(folders.values()))), "--db", str(db)]) == 0
+
     def stored():
         store = Store(db)
         try:
