@@ -248,3 +248,18 @@ def test_a_workload_the_catalog_does_not_know_is_refused_and_an_existing_store_i
         "tunelab: error: workload not in tunelab's catalog: main(float32[16,16], float32[16,16])"
     )
     assert stored() == before and len(before) == 1
+
+
+def test_a_schedule_measured_twice_is_two_trials(exported, tmp_path, capsys):
+    _, _, folders = exported
+    twice = _copy(next(iter(folders.values())), tmp_path / "twice")
+    text = (twice / "database_tuning_record.json").read_text()
+    (twice / "database_tuning_record.json").write_text(text + text)
+    db = tmp_path / "twice.sqlite"
+    assert main(["import", str(twice), "--db", str(db), "--json"]) == 0
+    (printed,) = json.loads(capsys.readouterr().out)
+    store = Store(db)
+    first, second = store.trials(printed["id"])
+    assert (first.number, second.number) == (1, 2) and first.config == second.config
+    assert first.latency_ms == second.latency_ms
+    store.close()
