@@ -6,10 +6,13 @@ instructions), and each line is read back with ``Workload.from_json`` / ``Tuning
 trials keep the file's order (``JSONDatabase`` hands records back sorted by run time) and a bad line is named.
 
 A workload is imported only when the catalog recognises it (:mod:`tunelab.core.workloads.recognise`): it then
-becomes a session of that workload and shape whose trials are points of tunelab's own search space (the auto
-space, else the template space, which ever holds every record's schedule), so it can be shown, compared,
-re-measured, exported and resumed like a session tuned here. A workload the catalog does not know is refused
-in one line: keeping an opaque module as a session would need a workload kind the rest of tunelab lacks.
+becomes a finished session of that workload and shape whose trials are points of tunelab's own search space
+(the auto space, else the template space, whichever holds every record's schedule), so each trial's schedule
+is rebuilt from its config as for a session tuned here (shown, compared, exported, validated alike). Records
+of tunelab's template space are found only when their trace carries the sketch annotation (schedules the
+evolutionary tuner proposed); a template trial of another tuner is refused, naming its line. A workload the
+catalog does not know is refused in one line ("workload not in tunelab's catalog: ..."): keeping an opaque
+module as a session would need a workload kind that the store, the spaces and export do not have.
 
 Everything is checked before anything is stored: bad input is one TunelabError and the store is unchanged.
 """

@@ -150,6 +150,13 @@ def test_a_tune_tir_folder_becomes_a_session_of_its_records(tune_tir_dir, tmp_pa
     (top,) = database.get_top_k(database.get_all_tuning_records()[0].workload, 1)
     top_mean_ms = 1e3 * statistics.fmean(float(s) for s in top.run_secs)
     assert min(t.mean_ms for t in ok) == pytest.approx(top_mean_ms, rel=1e-6)
+    # the imported session exports like one tuned here: its best record's schedule, as a schedule file
+    from tunelab.core.export.files import export_trial, schedule_from_file
+
+    written = export_trial(store, record.id, out_dir=tmp_path / "export", formats=("schedule",))
+    best = min(ok, key=lambda t: (t.latency_ms, t.id))
+    _, exported_sch = schedule_from_file(written["schedule"])
+    assert tvm_ffi.structural_equal(exported_sch.mod, space.schedule(best.config).mod)
     store.close()
 
 
