@@ -270,3 +270,20 @@ def test_a_schedule_measured_twice_is_two_trials(exported, tmp_path, capsys):
     assert (first.number, second.number) == (1, 2) and first.config == second.config
     assert first.latency_ms == second.latency_ms
     store.close()
+
+
+def test_a_record_of_a_failed_run_is_a_failed_trial(exported, tmp_path, capsys):
+    _, _, folders = exported
+    failed = _copy(next(iter(folders.values())), tmp_path / "failed")
+    (line,) = _lines(failed, "database_tuning_record.json")
+    line[1][1] = [1e10]  # what MetaSchedule records for a candidate that did not build or run
+    (failed / "database_tuning_record.json").write_text(json.dumps(line) + "\n")
+    db = tmp_path / "failed.sqlite"
+    assert main(["import", str(failed), "--db", str(db), "--json"]) == 0
+    (printed,) = json.loads(capsys.readouterr().out)
+    store = Store(db)
+    (trial,) = store.trials(printed["id"])
+    assert trial.status == "run_error" and trial.latency_ms is None and store.samples(trial.id) == []
+    assert "1e10" in trial.error
+    assert store.session(printed["id"]).n_failed == 1
+    store.close()
