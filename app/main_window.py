@@ -251,6 +251,13 @@ class MainWindow(QMainWindow):
             "save-plot",
             "Save the current view's plots as PNG or SVG",
         )
+        self.import_action = action(
+            "Import MetaSchedule run…",
+            lambda: self.import_run(),
+            None,
+            None,
+            "Read a tune_tir / tune_relax work folder (its JSON database) into sessions",
+        )
         self.refresh_action = action("Refresh", self._on_refresh, QKeySequence.StandardKey.Refresh, "refresh")
         self.close_action = action("Close window", self.close, ["Ctrl+W", "Ctrl+F4"])
         self.quit_action = action("Quit", self.close, "Ctrl+Q")
@@ -270,6 +277,7 @@ class MainWindow(QMainWindow):
         file_menu = menu.addMenu("&File")
         for a in (self.new_action, self.export_action, self.save_plot_action):
             file_menu.addAction(a)
+        file_menu.addAction(self.import_action)
         file_menu.addSeparator()
         file_menu.addAction(self.close_action)
         file_menu.addAction(self.quit_action)
@@ -593,6 +601,33 @@ class MainWindow(QMainWindow):
         self.message_bar.show_info(f"Exporting session {session_id} into {out_dir}…")
         worker.start()
         self._update_actions()
+        return worker
+
+    def import_run(self, work_dir: str | None = None) -> CallWorker | None:
+        """File → Import MetaSchedule run…: read a MetaSchedule work folder (asked for when not given) into
+        sessions in a worker thread (MetaSchedule reads and replays every record); then the browser
+        shows and selects the first new session, and an error goes to the message bar."""
+        from tunelab.core.usecases.ms_import import import_work_dir
+
+        if work_dir is None:
+            work_dir = QFileDialog.getExistingDirectory(self, "Import MetaSchedule run", self.last_folder())
+            if not work_dir:
+                return None
+
+        def imported(session_ids: list[int]) -> None:
+            self.browser.refresh()
+            if session_ids:
+                self.browser.select_session(session_ids[0])
+            n = len(session_ids)
+            self.message_bar.show_info(f"Imported {n} session{'s' * (n != 1)} from {work_dir}.")
+
+        worker = CallWorker(self.store.path, import_work_dir, work_dir, parent=self, imports_tvm=True)
+        worker.succeeded.connect(imported)
+        worker.failed.connect(self._on_worker_failed)
+        worker.finished.connect(worker.deleteLater)
+        self.import_worker = worker  # held until it finishes (a QThread must outlive its run)
+        self.message_bar.show_info(f"Importing {work_dir}…")
+        worker.start()
         return worker
 
     def _on_export_done(self, written: dict) -> None:

@@ -1,11 +1,12 @@
-"""`tunelab export`: a session's best (or a chosen) trial written out as files."""
+"""`tunelab export`: a session's best (or a chosen) trial written out as files; `tunelab import`: a MetaSchedule
+run (a tune_tir / tune_relax work folder) read in as sessions."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from tunelab.core.cli.common import _open_store
+from tunelab.core.cli.common import _fmt, _open_store, _session_json
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -22,4 +23,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         for kind, path in written.items():
             print(f"{kind:10s} {path}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from tunelab.core.usecases.ms_import import read_work_dir, store_imported
+
+    imported = read_work_dir(args.work_dir)  # checked before the store is opened: bad input creates no file
+    store = _open_store(args.db, create=True, write=True)
+    session_ids = store_imported(store, imported, args.work_dir)
+    records = [store.session(session_id) for session_id in session_ids]
+    if args.json:
+        print(json.dumps([_session_json(r) for r in records]))
+    else:
+        for r in records:
+            print(
+                f"session {r.id}: {r.name} ({r.n_trials} trials, {r.n_failed} failed, best {_fmt(r.best_ms)} ms)"
+            )
     return 0

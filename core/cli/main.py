@@ -19,7 +19,8 @@ JSON lines on that descriptor, for the process that started it (tunelab.core.cli
 
 This module parses the command line and hands it to its command: the grammar is `parser`, the commands
 live by job in `tuning`, `inspection` (workloads, sessions, show, compare), `trust` (validate, jitter, bias,
-baseline, roofline) and `export`; what they share (the store, files, JSON of records, tables) in `common`.
+baseline, roofline) and `export` (export, import); what they share (the store, files, JSON of records,
+tables) in `common`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import argparse
 import sys
 
 from tunelab.core.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORE_FAILURE, say_error
-from tunelab.core.cli.export import cmd_export
+from tunelab.core.cli.export import cmd_export, cmd_import
 from tunelab.core.cli.inspection import cmd_compare, cmd_sessions, cmd_show, cmd_workloads
 from tunelab.core.cli.parser import _parser
 from tunelab.core.cli.protocol import NO_EVENTS, open_events
@@ -52,6 +53,7 @@ COMMANDS = {
     "show": cmd_show,
     "compare": cmd_compare,
     "export": cmd_export,
+    "import": cmd_import,
     "bias": cmd_bias,
     "gui": cmd_gui,
     "validate": cmd_validate,

@@ -171,6 +171,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--json", action="store_true")
     with_db(e)
+    i = sub.add_parser(
+        "import", help="read a MetaSchedule run (a tune_tir / tune_relax work folder) into sessions"
+    )
+    i.add_argument(
+        "work_dir",
+        metavar="WORK_DIR",
+        help="the folder with database_workload.json and database_tuning_record.json",
+    )
+    i.add_argument("--json", action="store_true")
+    with_db(i)
     v = sub.add_parser(
         "validate", help="re-measure a session's top schedules (or a schedule file) in fresh processes"
     )

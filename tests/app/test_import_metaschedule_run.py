@@ -1,0 +1,76 @@
+"""File → Import MetaSchedule run…: a real MetaSchedule database folder read in off the GUI thread, the new
+session shown and selected; a bad folder is a message, not a crash."""
+
+from __future__ import annotations
+
+import pytest
+
+from tunelab.app.main_window import MainWindow
+from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.store import Store
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def database_folder(tmp_path_factory):
+    """The MetaSchedule database tunelab exports for a real auto-space session (GEMM 32^3, llvm)."""
+    from tunelab.core.export.files import export_trial
+    from tunelab.core.session.loop import create_session
+
+    root = tmp_path_factory.mktemp("ms_import")
+    store = Store(root / "source.sqlite")
+    try:
+        spec = SessionSpec(
+            workload="gemm",
+            shape={"M": 32, "N": 32, "K": 32},
+            target="llvm",
+            space_kind="auto",
+            tuner="random",
+            trials=4,
+            batch=4,
+            measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0),
+        )
+        session = create_session(store, spec)
+        list(session.run())
+        export_trial(store, session.session_id, out_dir=root / "export", formats=("database",))
+        best_ms = store.session(session.session_id).best_ms
+    finally:
+        store.close()
+    return root / "export" / "database", best_ms
+
+
+def _window(qtbot, store, settings) -> MainWindow:
+    window = MainWindow(store, settings, poll_ms=100, probe_target=False)
+    qtbot.addWidget(window)
+    window.show()
+    return window
+
+
+def test_import_a_metaschedule_run_from_the_window(qtbot, store_copy, settings, database_folder):
+    folder, best_ms = database_folder
+    window = _window(qtbot, store_copy, settings)
+    assert window.import_action in window.menuBar().actions()[0].menu().actions()
+    before = {r.id for r in store_copy.sessions()}
+    worker = window.import_run(str(folder))
+    assert worker is not None
+    with qtbot.waitSignal(worker.finished, timeout=120_000):
+        pass
+    qtbot.waitUntil(lambda: "Imported 1 session" in window.message_bar.text, timeout=10_000)
+    (new_id,) = {r.id for r in store_copy.sessions()} - before
+    record = store_copy.session(new_id)
+    assert record.status == "finished" and record.n_trials == 1 and record.space_kind == "auto"
+    assert record.best_ms == pytest.approx(best_ms, rel=1e-6)  # the export states the session's median
+    assert window.browser.selected_session() == new_id
+
+
+def test_importing_a_folder_without_a_database_is_a_message(qtbot, store_copy, settings, tmp_path):
+    window = _window(qtbot, store_copy, settings)
+    before = [r.id for r in store_copy.sessions()]
+    worker = window.import_run(str(tmp_path))
+    assert worker is not None
+    with qtbot.waitSignal(worker.finished, timeout=60_000):
+        pass
+    qtbot.waitUntil(lambda: window.message_bar.level == "error", timeout=10_000)
+    assert "holds no MetaSchedule database" in window.message_bar.text
+    assert [r.id for r in store_copy.sessions()] == before
