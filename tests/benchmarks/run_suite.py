@@ -14,6 +14,7 @@ from the JSON files there.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -118,6 +119,7 @@ def run_case(case: Case, tier: str, folder: Path) -> dict[str, Any]:
                 "measure": MEASURE,
                 "folder": str(folder / label),
                 "space_params": case.variants.get(tool.partition("+")[2], {}),
+                "tuner_options": case.variants.get(tool.partition("+")[2], {}).get("tuner", {}),
             }
             result = _child("tune_job.py", job, folder)
             result.pop("job")
@@ -149,6 +151,25 @@ def run_case(case: Case, tier: str, folder: Path) -> dict[str, Any]:
     return {"case": case.to_json(), "runs": runs, "remeasured": remeasured}
 
 
+def _override(case: Case, args: argparse.Namespace) -> Case:
+    """The case with the command line's budget, seeds and variant choice (a shorter experiment)."""
+    changes: dict[str, Any] = {}
+    if args.budget is not None:
+        changes["budget"] = args.budget
+        changes["checkpoints"] = tuple(
+            sorted({*(n for n in case.checkpoints if n < args.budget), args.budget})
+        )
+        changes["goals"] = {n: g for n, g in case.goals.items() if n <= args.budget}
+    if args.seeds:
+        changes["seeds"] = tuple(int(s) for s in args.seeds.split(","))
+    if args.variant:
+        offered = {**case.variants, **case.probes}
+        changes["variants"] = {k: v for k, v in offered.items() if k in args.variant}
+    if args.no_raw:
+        changes["raw"] = False
+    return dataclasses.replace(case, **changes)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -167,9 +188,34 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME",
         help="run only this case of the tier (repeatable); its results replace the same case's in the JSON",
     )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        metavar="N",
+        help="tune N trials per run instead of the case's budget (checkpoints above N are dropped, N is added)",
+    )
+    parser.add_argument(
+        "--seeds", metavar="S,S,...", help="the seeds to run instead of the case's (comma-separated)"
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only these of the case's variants and probes (repeatable; 'none': no variant); default: its variants",
+    )
+    parser.add_argument(
+        "--no-raw",
+        action="store_true",
+        help="leave out the plain tune_tir runs (tunelab against its variants)",
+    )
     args = parser.parse_args(argv)
     if args.tier is None and not args.render:
         parser.error("give --tier or --render")
+    shortened = args.budget is not None or args.seeds or args.variant or args.no_raw
+    if shortened and args.out is None:
+        # the tier's JSON (and so BENCHMARKS.md) holds what the tier's own command measures
+        parser.error("--budget, --seeds, --variant and --no-raw need --out FILE")
     if args.tier is not None:
         out = args.out or RESULTS / f"{args.tier}.json"
         folder = Path(tempfile.mkdtemp(prefix=f"tunelab-suite-{args.tier}-"))
@@ -181,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine(),
             "cases": [],
         }
-        cases = [c for c in TIERS[args.tier] if not args.case or c.name in args.case]
+        cases = [_override(c, args) for c in TIERS[args.tier] if not args.case or c.name in args.case]
         unknown = set(args.case) - {c.name for c in TIERS[args.tier]}
         if unknown:
             parser.error(f"no case {sorted(unknown)} in the {args.tier} tier")

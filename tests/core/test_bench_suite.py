@@ -128,3 +128,21 @@ def test_the_renderer_fills_each_section_between_its_markers_and_leaves_the_rest
 def test_the_renderer_refuses_a_document_without_its_markers():
     with pytest.raises(ValueError, match="suite:quality:begin"):
         render_text("# Benchmarks\n", {})
+
+
+def test_the_command_line_shortens_a_case_and_runs_a_probe_only_when_named():
+    import argparse
+
+    from benchmarks.run_suite import _override
+    from benchmarks.suite.cases import TIERS
+
+    skinny = next(c for c in TIERS["quick"] if c.name == "gemm_skinny")
+    assert skinny.variants == {} and "warmup100" in skinny.probes  # the quick tier's run has no probes
+    args = argparse.Namespace(budget=32, seeds="0,1,2", variant=["warmup100"], no_raw=False)
+    short = _override(skinny, args)
+    assert (short.budget, short.checkpoints, short.seeds) == (32, (32,), (0, 1, 2))
+    assert short.goals == {}  # the 1000-trial goal does not apply to a 32-trial run
+    assert short.variants == {"warmup100": skinny.probes["warmup100"]}
+    same = _override(skinny, argparse.Namespace(budget=None, seeds=None, variant=[], no_raw=False))
+    assert same == skinny
+    assert not _override(skinny, argparse.Namespace(budget=None, seeds=None, variant=[], no_raw=True)).raw

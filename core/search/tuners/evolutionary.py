@@ -11,7 +11,8 @@ measure callbacks would.
   Proposals that leave the edited candidate lists are told back as failures, never measured.
 
 Unlike `tune_tir`'s default, the XGBModel has no 100-sample warm-up: below 100 trials the default
-model predicts random numbers and the search is blind (TVM_NOTES 2).
+model predicts random numbers and the search is blind (TVM_NOTES 2). The option `warmup_samples`
+restores that warm-up; on the skinny GEMM (BENCHMARKS.md 1b) it found slower kernels.
 """
 
 from __future__ import annotations
@@ -31,10 +32,16 @@ class EvolutionaryTuner(Tuner):
     name = "evolutionary"
     description = "MetaSchedule's evolutionary search guided by its XGBoost cost model (Ansor)."
     default_options: ClassVar[dict[str, Any]] = {
-        "population_size": 256,
+        # MetaSchedule's own default (EvolutionarySearch, tune_tir). 256 had no measured reason; on the
+        # skinny GEMM 16x1024x1024 at 64 trials, 512 found the faster kernel in 5 of 6 seeds (median
+        # 1.11x, BENCHMARKS.md 1b), for about 30 % more wall time (the search's own share nearly doubles).
+        "population_size": 512,
         "genetic_num_iters": 4,
         "genetic_mutate_prob": 0.85,
         "eps_greedy": 0.05,
+        # Trials before the cost model's predictions are used; below it the search ranks by random
+        # numbers, as tune_tir's XGBModel does below its default 100 samples.
+        "warmup_samples": 0,
     }
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
@@ -84,7 +91,8 @@ class EvolutionaryTuner(Tuner):
         self._db = ms.database.MemoryDatabase()
         self._workload = self._db.commit_workload(mod)
         self._model = ms.cost_model.XGBModel(
-            num_warmup_samples=0, config=XGBConfig(nthread=2, seed=self.seed)
+            num_warmup_samples=int(self.options["warmup_samples"]),
+            config=XGBConfig(nthread=2, seed=self.seed),
         )
         self._batch = batch
         self._ctx.pre_tuning(

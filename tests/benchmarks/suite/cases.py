@@ -24,8 +24,11 @@ class Case:
     batch: int = 16
     goals: dict[int, float] = field(default_factory=dict)  # checkpoint -> the x-vendor goal
     # Search structures switched on beside the default session, each a run of its own: variant name ->
-    # {sketch rule: {limit: value}} for the auto space (the switches of the space editor).
+    # {sketch rule: {limit: value}} for the auto space (the switches of the space editor); the key
+    # "tuner" instead holds options of the evolutionary tuner ({"population_size": 512}).
     variants: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # Variants of the same form run only when named (run_suite --variant NAME): experiments.
+    probes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -52,13 +55,28 @@ CONV_RESNET: dict[str, int] = {}  # conv2d_nchw's default: N=1, C=K=64, 56x56, 3
 SQUARE_GOALS = {64: 0.5, 256: 0.6, 1000: 0.8}
 WEAK_BLAS_GOALS = {1000: 1.0}
 CONV_GOALS = {1000: 0.8}
+# Experiments on the search (BENCHMARKS.md 1b), run only when named with --variant: tune_tir's
+# cost-model warm-up, and the population tunelab used before it took MetaSchedule's 512.
+SEARCH_PROBES: dict[str, dict[str, dict[str, Any]]] = {
+    "warmup100": {"tuner": {"warmup_samples": 100}},
+    "pop256": {"tuner": {"population_size": 256}},
+}
 PACKED = {"pack_inputs": {"MultiLevelTiling": {"pack_inputs": True}}}
 
 TIERS: dict[str, list[Case]] = {
     # CI-sized (under 20 minutes on 2 cores): one seed of each tool at 64 trials.
     "quick": [
-        Case("gemm_1024", "gemm", GEMM_1024, 64, (64,), goals=SQUARE_GOALS, variants=PACKED),
-        Case("gemm_skinny", "gemm", GEMM_SKINNY, 64, (64,), goals=WEAK_BLAS_GOALS),
+        Case(
+            "gemm_1024",
+            "gemm",
+            GEMM_1024,
+            64,
+            (64,),
+            goals=SQUARE_GOALS,
+            variants=PACKED,
+            probes=SEARCH_PROBES,
+        ),
+        Case("gemm_skinny", "gemm", GEMM_SKINNY, 64, (64,), goals=WEAK_BLAS_GOALS, probes=SEARCH_PROBES),
     ],
     # In the background (hours): the 1000-trial rows, and three seeds of each tool for the vs-raw rows.
     "long": [

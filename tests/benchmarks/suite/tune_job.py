@@ -58,6 +58,7 @@ def run_tunelab(job: dict[str, Any], folder: Path) -> dict[str, Any]:
         space_kind="auto",
         space=space,
         tuner="evolutionary",
+        tuner_options=job.get("tuner_options", {}),
         trials=job["budget"],
         batch=job["batch"],
         seed=job["seed"],
