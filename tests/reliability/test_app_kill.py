@@ -1,8 +1,10 @@
 """The desktop app killed mid-session (SIGKILL to the window process and its tuning child): the next
-launch offers Resume, and resuming finishes the budget with every earlier trial intact."""
+launch offers Resume, and resuming finishes the budget with every earlier trial intact. (The app alone
+killed leaves its child tuning: the next launch follows that session instead.)"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -11,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -77,7 +80,15 @@ def test_killed_window_process_is_offered_resume_on_the_next_launch(qtbot, tmp_p
     try:
         _wait_for_trials(app, db)
     finally:
-        os.killpg(app.pid, signal.SIGKILL)  # the window process and the tuning child it started
+        # The window process and the tuning child it started. The child has a process group of its own
+        # (a session left running outlives the app: tests/app/test_leave_running.py), so a kill of the app's
+        # group alone leaves it tuning and the next launch follows it; here both die, as in a power cut.
+        groups = {app.pid}
+        with contextlib.suppress(psutil.Error):
+            groups |= {os.getpgid(c.pid) for c in psutil.Process(app.pid).children(recursive=True)}
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
         app.wait()
     time.sleep(0.5)
     before = _rows(db)
