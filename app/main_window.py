@@ -102,6 +102,7 @@ class MainWindow(QMainWindow):
         self.worker: TuningWorker | None = None
         self.export_worker: CallWorker | None = None
         self._probe: CallWorker | None = None
+        self.import_worker: CallWorker | None = None  # the last import started (File → Import)
         self._close_pending = False
         self._stop_sent: set[int] = set()  # sessions of other processes asked to stop
         self.session_id: int | None = None

@@ -303,10 +303,6 @@ class TuningWorker(QThread):
             self._paused = False
             self._signal(signal.SIGTERM)
 
-    @property
-    def left_running(self) -> bool:
-        return self._left_running
-
     def leave_running(self) -> None:
         """Let go of the child without stopping it: the session tunes on by itself (it is in the
         store, with its runner's pid) and this thread ends soon after. The next window that opens the
