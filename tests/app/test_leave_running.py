@@ -120,7 +120,8 @@ def test_a_session_left_running_outlives_the_app_and_the_next_window_steers_it(
 
             window.pause_action.trigger()
             qtbot.waitUntil(lambda: store.session(session_id).n_trials > paused_at, timeout=120_000)
-            assert window.pause_action.text() == "Pause"
+            # The window learns the new status at its next poll of the store, which may come after the trial.
+            qtbot.waitUntil(lambda: window.pause_action.text() == "Pause", timeout=5000)
 
             window.stop_action.trigger()
             assert not window.stop_action.isEnabled()
