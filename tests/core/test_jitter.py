@@ -104,7 +104,8 @@ def test_an_awkward_shape_is_named(tuned):
     print("\n" + report.headline)
     cause = report.cause("shape")
     assert "shape" in report.explaining, report.to_json()
-    assert cause.evidence["slowest"] == "M=7,N=7,K=256" and cause.share > 1.0
+    # how much slower per FLOP 7x7 is depends on the random trial kept (+64 % to +190 % seen): named is the point
+    assert cause.evidence["slowest"] == "M=7,N=7,K=256" and cause.share > cause.tolerance
     assert report.shapes == ("M=64,N=64,K=256", "M=7,N=7,K=256")
     assert "GFLOP/s" in cause.sentence
     # the session has predictions: the cost model is judged, per shape
