@@ -85,6 +85,15 @@ class MeasureOptions:
     # Stop the session (status "failed") when its first `fail_fast` trials all failed with the same
     # class (tunelab.core.faults.failure_class); 0 turns it off.
     fail_fast: int = 16
+    # Where candidates run: "" here; "HOST:PORT" of a TVM RPC tracker, whose servers registered under
+    # `rpc_key` measure them, `rpc_workers` candidates at once (tunelab.core.measure.remote).
+    rpc_tracker: str = ""
+    rpc_key: str = ""
+    rpc_workers: int = 1
+
+    @property
+    def remote(self) -> bool:
+        return bool(self.rpc_tracker)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -185,6 +194,9 @@ _MEASURE_TYPES = {
     "confirm_max_s": "float",
     "leader_band": "float",
     "fail_fast": "int",
+    "rpc_tracker": "str",
+    "rpc_key": "str",
+    "rpc_workers": "int",
 }
 _TYPE_WORDS = {
     "str": "a string",
@@ -326,6 +338,7 @@ class TrialRecord:
     # without samples. Last, with defaults, so that positional constructions keep their field order.
     q1_ms: float | None = None
     q3_ms: float | None = None
+    device: str | None = None  # the RPC server that measured it ("HOST:PORT"); None: this machine
 
     @property
     def ok(self) -> bool:
@@ -383,6 +396,7 @@ class NewTrial:
     started_at: float
     finished_at: float
     trace_json: Any | None = None
+    device: str | None = None  # the RPC server that measured it ("HOST:PORT"); None: this machine
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Kill a real tuning session with SIGKILL at random moments, resume it each time, then finish it.
 
-    python scripts/kill_loop.py --kills 20 --trials 80          # the CI variant (tests/reliability)
+    python scripts/kill_loop.py --kills 20 --trials 150         # the CI variant (tests/reliability)
     python scripts/kill_loop.py --kills 200 --trials 400 --db /tmp/k.sqlite   # the long one
 
 After every kill it checks, reading the SQLite file itself: every trial (and its samples) stored

@@ -16,6 +16,14 @@ fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
+# What the desktop app's own check (app/system_libs.py) finds missing for Qt's xcb plugin: the
+# app's tests start it on that platform too, and a fresh Debian lacks a few of them.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  xcb_missing="$(.venv/bin/python -c 'from tunelab.app.system_libs import missing_packages; print(*missing_packages())')"
+  if [ -n "$xcb_missing" ]; then
+    (apt-get update -qq && apt-get install -y -qq $xcb_missing >/dev/null) || echo "warning: could not install $xcb_missing" >&2
+  fi
+fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/python scripts/import_graph.py  # import-linter contracts and zero import cycles

@@ -93,6 +93,7 @@ def _trial_json(t: Any) -> dict[str, Any]:
         "min_ms": t.min_ms,
         "max_ms": t.max_ms,
         "predicted_ms": t.predicted_ms,
+        "device": t.device,  # the RPC server that measured it; null: this machine
         "config": t.config,
         "samples_ms": list(t.samples_ms),
     }

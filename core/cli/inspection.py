@@ -184,3 +184,36 @@ def cmd_compare(args: argparse.Namespace) -> int:
     ]
     _print_table(rows, ["id", "name", "tuner", "space", "trials", "best ms", "GFLOP/s", "x fastest"])
     return 0
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    """What a TVM RPC tracker holds: per key its free servers and pending requests, and every server."""
+    from tunelab.core.measure.remote import RemoteError, TrackerAddress, tracker_summary
+
+    tracker = TrackerAddress.parse(args.rpc) if args.rpc else TrackerAddress.from_env()
+    if tracker is None:
+        raise RemoteError("devices needs --rpc HOST:PORT (or TVM_TRACKER_HOST and TVM_TRACKER_PORT)")
+    summary = tracker_summary(tracker)
+    if args.json:
+        print(json.dumps(summary.to_json()))
+        return 0
+    print(f"tracker {summary.tracker}: {len(summary.servers)} server(s)")
+    queues = {q.key: q for q in summary.queues}
+    rows = []
+    for key in summary.keys:
+        q = queues.get(key)
+        servers = summary.servers_for(key)
+        rows.append(
+            [
+                key,
+                str(len(servers)),
+                "-" if q is None else str(q.free),
+                "-" if q is None else str(q.pending),
+                ", ".join(s.address for s in servers) or "-",
+            ]
+        )
+    if rows:
+        _print_table(rows, ["key", "servers", "free", "pending", "addresses"])
+    else:
+        print("no server has registered (python -m tvm.exec.rpc_server --tracker HOST:PORT --key KEY)")
+    return 0

@@ -18,7 +18,7 @@ Given ``--events-fd N`` (`tune`, `bias`), a command also reports its progress, i
 JSON lines on that descriptor, for the process that started it (tunelab.core.cli.protocol).
 
 This module parses the command line and hands it to its command: the grammar is `parser`, the commands
-live by job in `tuning`, `inspection` (workloads, sessions, show, compare), `trust` (validate, jitter, bias,
+live by job in `tuning`, `inspection` (workloads, sessions, show, compare, devices), `trust` (validate, jitter, bias,
 baseline, roofline) and `export` (export, import); what they share (the store, files, JSON of records,
 tables) in `common`.
 """
@@ -30,7 +30,7 @@ import sys
 
 from tunelab.core.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORE_FAILURE, say_error
 from tunelab.core.cli.export import cmd_export, cmd_import
-from tunelab.core.cli.inspection import cmd_compare, cmd_sessions, cmd_show, cmd_workloads
+from tunelab.core.cli.inspection import cmd_compare, cmd_devices, cmd_sessions, cmd_show, cmd_workloads
 from tunelab.core.cli.parser import _parser
 from tunelab.core.cli.protocol import NO_EVENTS, open_events
 from tunelab.core.cli.trust import cmd_baseline, cmd_bias, cmd_jitter, cmd_roofline, cmd_validate
@@ -60,6 +60,7 @@ COMMANDS = {
     "jitter": cmd_jitter,
     "baseline": cmd_baseline,
     "roofline": cmd_roofline,
+    "devices": cmd_devices,
 }
 
 

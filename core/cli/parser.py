@@ -108,6 +108,17 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="stop (status failed, exit 1) when the first N trials all fail the same way (0: off)",
     )
+    t.add_argument(
+        "--rpc",
+        default=None,
+        metavar="HOST:PORT",
+        help="measure on the servers of this TVM RPC tracker (with --rpc-key: also TVM_TRACKER_HOST "
+        "and TVM_TRACKER_PORT); kernels are built here",
+    )
+    t.add_argument("--rpc-key", default="", metavar="KEY", help="the key the servers registered under")
+    t.add_argument(
+        "--rpc-workers", type=int, default=1, metavar="N", help="candidates measured at once on the servers"
+    )
     t.add_argument("--custom", help="a Python file with a TE compute (workload custom)")
     t.add_argument("--name", default="")
     t.add_argument("--resume", type=int, default=None, metavar="SESSION", help="continue a stored session")
@@ -244,6 +255,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--json", action="store_true")
     with_db(b)
+    d = sub.add_parser("devices", help="the devices a TVM RPC tracker holds: keys, servers, queues")
+    d.add_argument(
+        "--rpc", default=None, metavar="HOST:PORT", help="the tracker (default: TVM_TRACKER_HOST/PORT)"
+    )
+    d.add_argument("--json", action="store_true")
     r = sub.add_parser(
         "roofline", help="this machine's peak FLOP/s and bandwidth, and a session's best under them"
     )

@@ -292,6 +292,23 @@ def _count_trials(store: Any, session_id: int) -> int | str:
         return "earlier"
 
 
+def _rpc_options(args: argparse.Namespace) -> dict[str, Any]:
+    """MeasureOptions' RPC fields from --rpc/--rpc-key/--rpc-workers. The tracker's environment variables
+    count only with --rpc-key, so a shell that exports them for other tools still tunes here."""
+    from tunelab.core.measure.remote import TrackerAddress
+
+    tracker = TrackerAddress.parse(args.rpc) if args.rpc else None
+    if tracker is None and args.rpc_key:
+        tracker = TrackerAddress.from_env()
+        if tracker is None:
+            raise TunelabError("--rpc-key needs --rpc HOST:PORT (or TVM_TRACKER_HOST and TVM_TRACKER_PORT)")
+    if tracker is None:
+        if args.rpc_workers != 1:
+            raise TunelabError("--rpc-workers needs --rpc HOST:PORT and --rpc-key")
+        return {}
+    return {"rpc_tracker": str(tracker), "rpc_key": args.rpc_key, "rpc_workers": args.rpc_workers}
+
+
 def _spec_from_args(args: argparse.Namespace) -> Any:
     """The SessionSpec the workload argument and the options describe (not checked yet)."""
     from tunelab.core.records import MeasureOptions, SessionSpec
@@ -330,6 +347,7 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
         confirm_top=args.confirm_top,
         confirm_max_s=args.confirm_max_s,
         fail_fast=args.fail_fast,
+        **_rpc_options(args),
     )
     # Shape text ("M=64,N=64" or a preset; None: the defaults) until check_spec parses it.
     shapes: list[Any] = [x for x in (args.shape or "").split(";") if x.strip()] or [None]

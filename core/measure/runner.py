@@ -1,12 +1,12 @@
-"""Build and run candidates in worker processes with MetaSchedule's LocalBuilder and LocalRunner.
+"""Build and run candidates in worker processes with MetaSchedule's LocalBuilder and LocalRunner (or,
+with an RPC tracker in the options, its RPCRunner: ``tunelab.core.measure.remote``).
 
 - The builder runs MetaSchedule's build worker function with `fast_build`, which skips the ~11 s
   tensor-intrinsic import of the default build (TVM_NOTES 1.3), on a pool kept across batches.
-- The runner allocates the workload's deterministic inputs (not random fill), runs `warmup`
-  untimed calls, checks the output against the NumPy reference, then times with
-  `time_evaluator` (`tunelab.core.measure.timing.kernel_timer`). Every raw sample is returned. The
-  inputs and the reference are computed once, in this process, and handed to the runner's workers as
-  `.npy` files: a custom workload's code never runs in a worker.
+- The runner's plug-ins (``tunelab.core.measure.evaluate``) allocate the workload's deterministic
+  inputs, warm up, check the output against the NumPy reference and time it; every raw sample is
+  returned. The inputs and the reference are computed once, here, and handed to the runner's
+  workers as `.npy` files: a custom workload's code never runs in a worker.
 - A build error, a crash, a wrong result or a timeout becomes a failed result with its message;
   nothing here raises for a bad kernel.
 - Build folders are removed as soon as their candidate has run (or the batch has stopped).
@@ -25,16 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from tunelab.core.measure.evaluate import AllocArguments, Evaluate
 from tunelab.core.records import MeasureOptions
-from tunelab.core.stats import coefficient_of_variation
 from tunelab.core.target.info import TargetInfo, cpu_core_count
 
 BUILD_POOL_BATCHES = 25
-# A candidate whose warm-up call and both samples of a probe took this many times the best so far is
-# clearly slow: it cannot be the leader, so the probe is its figure. Noise only adds time, so the
-# fastest of the probe's samples is the fair one to judge by (one sample alone was seen 6x off here).
-CLEARLY_SLOW = 2.0
-PROBE_SAMPLES = 2
+# How often a candidate whose RPC server disappeared under it is sent to another server.
+RELAUNCHES = 3
 
 
 @dataclass(frozen=True)
@@ -46,6 +43,7 @@ class MeasureResult:
     run_s: float | None
     started_at: float
     finished_at: float
+    device: str | None = None  # the RPC server that measured it; None: this machine
 
 
 def fast_build(mod: Any, target: Any, _params: Any) -> Any:
@@ -55,142 +53,6 @@ def fast_build(mod: Any, target: Any, _params: Any) -> Any:
 
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return tvm.tirx.build(mod, target=target)  # must be a runtime.Module (export_library)
-
-
-_REFERENCE_CACHE: dict[tuple, tuple[list[np.ndarray], np.ndarray | None]] = {}
-
-
-def _inputs_and_reference(problem: tuple) -> tuple[list[np.ndarray], np.ndarray | None]:
-    """The inputs and the expected output (None when unchecked), loaded once per worker process.
-
-    ``problem`` is (input .npy paths, expected .npy path or None), written by the Measurer."""
-    if problem not in _REFERENCE_CACHE:
-        input_paths, expected_path = problem
-        inputs = [np.load(path) for path in input_paths]
-        _REFERENCE_CACHE.clear()  # one problem per session: keep memory flat
-        _REFERENCE_CACHE[problem] = (inputs, None if expected_path is None else np.load(expected_path))
-    return _REFERENCE_CACHE[problem]
-
-
-class AllocArguments:
-    """LocalRunner's f_alloc_argument: the workload's inputs plus zeroed outputs, on the device."""
-
-    def __init__(self, problem: tuple) -> None:
-        self.problem = problem
-
-    def __call__(self, device: Any, args_info: Any, alloc_repeat: int) -> list[list[Any]]:
-        from tunelab.core.measure.placement import placed_tensors
-
-        inputs, expected = _inputs_and_reference(self.problem)
-        outputs = [np.zeros(shape, dtype=dtype) for _, dtype, shape in args_info[len(inputs) :]]
-        # Buffers placed on purpose, not wherever this worker's heap history puts them: the figure
-        # must not depend on the process that measured it (tunelab.core.measure.placement).
-        return [placed_tensors([*inputs, *outputs], device) for _ in range(alloc_repeat)]
-
-
-class WrongResult(RuntimeError):
-    pass
-
-
-class Evaluate:
-    """LocalRunner's f_run_evaluator: warm up, check the output, then time every repeat."""
-
-    def __init__(
-        self,
-        problem: tuple,
-        warmup: int,
-        check: bool,
-        tolerance: tuple[float, float],
-        target_cv: float = 0.0,
-        max_repeat: int = 0,
-        leader_band: float = 0.0,
-    ) -> None:
-        self.problem = problem
-        self.warmup = warmup
-        self.check = check
-        self.tolerance = tolerance
-        self.target_cv = target_cv
-        self.max_repeat = max_repeat
-        self.leader_band = leader_band
-        # The task's fastest per-call time so far (seconds), set by the Measurer before each run: the
-        # runner pickles this object for every candidate it sends to its worker, so it travels along.
-        self.best_s: float | None = None
-
-    def __call__(
-        self, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list[list[Any]]
-    ) -> list[float]:
-        from tunelab.core.faults import plant
-        from tunelab.core.measure.timing import kernel_timer
-
-        fault = plant("run")  # a test hook: nothing happens unless TUNELAB_PLANT_FAULT names "run"
-        args = repeated_args[0]
-        func = rt_mod[rt_mod.entry_name]
-        n_warm = max(self.warmup, 1 if self.check else 0)
-        warm_started = time.perf_counter()
-        for _ in range(n_warm):
-            func(*args)
-        device.sync()
-        warm_s = (time.perf_counter() - warm_started) / n_warm if n_warm else None
-        if fault == "wrong":  # the kernel "computed" garbage
-            args[-1].copyfrom(np.full(tuple(args[-1].shape), 7.0, dtype=str(args[-1].dtype)))
-        expected = _inputs_and_reference(self.problem)[1] if self.check else None  # None: unchecked
-        if expected is not None:
-            got = args[-1].numpy()
-            rtol, atol = self.tolerance
-            if got.shape != expected.shape or not np.allclose(
-                got, expected, rtol=rtol, atol=atol, equal_nan=False
-            ):
-                err = (
-                    float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64))))
-                    if got.shape == expected.shape
-                    else float("nan")
-                )
-                raise WrongResult(
-                    f"wrong result: max abs error {err:.3g} exceeds atol {atol:g} + rtol {rtol:g}"
-                )
-        focus = self.leader_band > 0 and self.best_s is not None and self.best_s > 0
-        if focus and warm_s is not None and warm_s > CLEARLY_SLOW * (self.best_s or 0.0):
-            # The warm-up call includes first-run costs, so it only raises the suspicion; a short probe
-            # of the timer (number grown to min_repeat_ms, as for any sample) decides.
-            probe = kernel_timer(
-                rt_mod,
-                device,
-                number=1,
-                repeat=PROBE_SAMPLES,
-                min_repeat_ms=evaluator_config.min_repeat_ms,
-                cache_flush=evaluator_config.enable_cpu_cache_flush,
-            )(*args)
-            if min(probe) > CLEARLY_SLOW * (self.best_s or 0.0):
-                return probe
-        timer = kernel_timer(
-            rt_mod,
-            device,
-            number=evaluator_config.number,
-            repeat=evaluator_config.repeat,
-            min_repeat_ms=evaluator_config.min_repeat_ms,
-            cache_flush=evaluator_config.enable_cpu_cache_flush,
-        )
-
-        def one_round() -> list[float]:
-            """``repeat`` samples (seconds) on each allocated argument set."""
-            return [sample for args in repeated_args for sample in timer(*args)]
-
-        samples = one_round()
-        if focus and min(samples) > self.leader_band * (self.best_s or 0.0):
-            # Even its least disturbed sample is outside the leaders' band: more samples cannot make
-            # it the fastest.
-            return samples
-        # Stop as soon as the spread is small; otherwise sample on, up to the cap.
-        while len(samples) < self.max_repeat and _spread(samples) > self.target_cv:
-            samples.extend(one_round())
-        return samples[: max(self.max_repeat, len(repeated_args) * evaluator_config.repeat)]
-
-
-def _spread(samples: list[float]) -> float:
-    """The samples' coefficient of variation; infinite where it is undefined (fewer than two samples, a
-    mean not above 0), so sampling goes on."""
-    cv = coefficient_of_variation(samples)
-    return float("inf") if cv is None else cv
 
 
 def _classify(message: str) -> str:
@@ -204,9 +66,13 @@ def _classify(message: str) -> str:
 def _run_error_text(message: str, timeout_s: float) -> str:
     """MetaSchedule's runner message in words: how the kernel failed, without the runner's preamble."""
     text = message.strip()
-    if text.startswith("LocalRunner: Timeout"):
+    if text.startswith(("LocalRunner: Timeout", "RPCRunner: Timeout")):
         return f"hang: no result within {timeout_s:g} s (the worker was killed)"
-    text = text.removeprefix("LocalRunner: An exception occurred").strip()
+    for runner in ("LocalRunner", "RPCRunner"):
+        text = text.removeprefix(f"{runner}: An exception occurred").strip()
+    last = text.splitlines()[-1] if text else ""
+    if "WrongResult: " in last:  # tunelab's own check: its sentence, not the traceback that carried it
+        return last.partition("WrongResult: ")[2]
     if text in ("Subprocess terminated", ""):  # without tunelab.core.faults' patch: the status is unknown
         return "the worker running the kernel died (exit status unknown)"
     return text
@@ -252,26 +118,43 @@ class Measurer:
         self._tvm_target = target.tvm_target()
         self._build_pool: Any = None
         self._build_pool_uses = 0
+        self.lost_servers: list[str] = []  # RPC servers lost while they ran a candidate (re-sent elsewhere)
         config = ms.runner.EvaluatorConfig(
             number=options.number,
             repeat=options.repeat,
             min_repeat_ms=options.min_repeat_ms,
             enable_cpu_cache_flush=options.cache_flush,
         )
-        self.runner = ms.runner.LocalRunner(
-            timeout_sec=options.timeout_s,
-            evaluator_config=config,
-            f_alloc_argument=AllocArguments(self.problem),
-            f_run_evaluator=Evaluate(
-                self.problem,
-                options.warmup,
-                options.check_correctness,
-                workload.tolerance(dtype, shape),
-                options.target_cv,
-                max(options.max_repeat, options.repeat),
-                options.leader_band,
-            ),
+        evaluate_args = (
+            self.problem,
+            options.warmup,
+            options.check_correctness,
+            workload.tolerance(dtype, shape),
+            options.target_cv,
+            max(options.max_repeat, options.repeat),
+            options.leader_band,
         )
+        self.tracker: Any = None
+        if options.remote:
+            from tunelab.core.measure import remote
+
+            self.tracker = remote.TrackerAddress.parse(options.rpc_tracker)
+            self.runner = remote.make_rpc_runner(
+                self.tracker,
+                options.rpc_key,
+                options.rpc_workers,
+                options.timeout_s,
+                config,
+                remote.RemoteAllocArguments(self.problem),
+                remote.RemoteEvaluate(*evaluate_args),
+            )
+        else:
+            self.runner = ms.runner.LocalRunner(
+                timeout_sec=options.timeout_s,
+                evaluator_config=config,
+                f_alloc_argument=AllocArguments(self.problem),
+                f_run_evaluator=Evaluate(*evaluate_args),
+            )
 
     def measure(
         self,
@@ -300,6 +183,8 @@ class Measurer:
         evaluate = self.runner.f_run_evaluator
         best_s = best_ms / 1e3 if best_ms else None
         build_s = (time.time() - started) / len(schedules)  # the pool builds them together
+        if self.tracker is not None:
+            return self._measure_remote(schedules, built, stopped, best_s, build_s, started)
         results: list[MeasureResult] = []
         try:
             if stopped():
@@ -342,6 +227,107 @@ class Measurer:
                 if b.artifact_path is not None:
                     shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
         return results
+
+    def _measure_remote(
+        self,
+        schedules: list[Any],
+        built: list[Any],
+        stopped: Callable[[], bool],
+        best_s: float | None,
+        build_s: float,
+        started: float,
+    ) -> list[MeasureResult]:
+        """The batch on the tracker's servers, ``rpc_workers`` candidates at once (RPCRunner's pool).
+
+        A candidate whose server was lost while it ran (no longer registered with the tracker) is sent
+        again, to whichever server the tracker hands out next, up to :data:`RELAUNCHES` times: losing a
+        server costs time, not trials. One whose server is still there failed by itself (a crash, a
+        wrong result, a hang) and is stored as such, naming the server."""
+        from tvm.s_tir import meta_schedule as ms
+
+        from tunelab.core.measure import remote
+
+        evaluate = self.runner.f_run_evaluator
+        evaluate.best_s = best_s  # pickled with each submission: the batch's candidates share it
+        results: list[MeasureResult | None] = [None] * len(schedules)
+        lost: list[str] = []
+        try:
+            if stopped():
+                return []
+            pending = []
+            for i, b in enumerate(built):
+                if b.error_msg is not None:
+                    results[i] = MeasureResult(
+                        "build_error", _short(b.error_msg), (), build_s, None, started, time.time()
+                    )
+                else:
+                    pending.append(i)
+            for attempt in range(RELAUNCHES + 1):
+                if not pending or stopped():
+                    break
+                t0 = time.time()
+                # The servers before the attempt: one that vanished from the tracker during it was lost
+                # (also when a candidate broke before it could note where it ran).
+                serving = {
+                    s.address for s in remote.tracker_summary(self.tracker).servers_for(self.options.rpc_key)
+                }
+                inputs = [
+                    ms.runner.RunnerInput(
+                        built[i].artifact_path,
+                        self.target.device_type,
+                        ms.arg_info.ArgInfo.from_prim_func(schedules[i].mod["main"]),
+                    )
+                    for i in pending
+                ]
+                futures = self.runner.run(inputs)
+                again = []
+                for i, future in zip(pending, futures, strict=True):
+                    res = future.result()
+                    t1 = time.time()
+                    server = remote.served_by(built[i].artifact_path)
+                    if res.error_msg is None:
+                        samples = tuple(float(x) * 1e3 for x in res.run_secs)
+                        results[i] = MeasureResult("ok", None, samples, build_s, t1 - t0, started, t1, server)
+                        continue
+                    gone = remote.servers_lost(self.tracker, serving, server)
+                    if attempt < RELAUNCHES and gone:
+                        lost.extend(a for a in gone if a not in lost)
+                        again.append(i)
+                        continue
+                    error = _short(_run_error_text(res.error_msg, self.options.timeout_s))
+                    if server is not None:
+                        error = f"on {server}: {error}"
+                    results[i] = MeasureResult(
+                        _classify(res.error_msg), error, (), build_s, t1 - t0, started, t1, server
+                    )
+                pending = again
+        finally:
+            for b in built:
+                if b.artifact_path is not None:
+                    shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+        if stopped():  # what was in flight when the stop came is dropped, as locally
+            done = []
+            for r in results:
+                if r is None:
+                    break
+                done.append(r)
+            return done
+        self.lost_servers.extend(lost)
+        # A candidate still unmeasured after every relaunch: the servers kept disappearing.
+        return [
+            r
+            if r is not None
+            else MeasureResult(
+                "run_error",
+                f"no server under key {self.options.rpc_key!r} kept running it: lost {', '.join(lost)}",
+                (),
+                build_s,
+                None,
+                started,
+                time.time(),
+            )
+            for r in results
+        ]
 
     def _build(self, mods: list[Any]) -> list[Any]:
         """LocalBuilder's work on a worker pool kept across batches.

@@ -90,6 +90,19 @@ def check_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo,
             f"confirmation needs 0..32 fresh processes and 0..32 schedules, not "
             f"{m.confirm_runs} and {m.confirm_top} (0 turns it off)"
         )
+    if m.remote:
+        from tunelab.core.measure.remote import TrackerAddress
+
+        TrackerAddress.parse(m.rpc_tracker)
+        if not m.rpc_key:
+            raise TunelabError(
+                "--rpc needs --rpc-key: the key the servers registered under", option="rpc-key"
+            )
+        if not 1 <= m.rpc_workers <= 256:
+            raise TunelabError(
+                f"--rpc-workers must be 1..256 candidates in flight, not {m.rpc_workers}",
+                option="rpc-workers",
+            )
     if not 0 <= m.confirm_max_s <= 86400:
         raise TunelabError(
             f"the confirmation's time cap must be 0..86400 seconds, not {m.confirm_max_s}",
@@ -153,9 +166,7 @@ def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None =
             f"{target.description}: kernels for this target can be built here but not measured"
             + (f" ({target.why_not})" if target.why_not else "")
         )
-    from tunelab.core.target.selfcheck import self_check
-
-    self_check(target)  # a target whose kernels die here is refused before anything is stored
+    check_measurable(target, spec.measure)  # a target whose kernels die is refused before anything is stored
     others = extra_shapes(workload, shape, spec.shapes)
     other_spaces = [task_space(workload, s, dtype, target, spec.space_kind, spec.space) for s in others]
     name = spec.name or f"{workload.name} {format_shape(shape)}" + (
@@ -176,6 +187,20 @@ def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None =
         tasks=tasks,
     )
     return TuningSession(store, session_id, _prepared=(workload, shape, dtype, target, space))
+
+
+def check_measurable(target: Any, options: MeasureOptions) -> None:
+    """Raise before anything is stored or measured when the session's kernels cannot run where it
+    measures: here, a target whose kernels die on this CPU (tunelab.core.target.selfcheck); through an
+    RPC tracker, a tracker that does not answer or has no server under the key."""
+    if options.remote:
+        from tunelab.core.measure.remote import TrackerAddress, require_servers
+
+        require_servers(TrackerAddress.parse(options.rpc_tracker), options.rpc_key)
+        return
+    from tunelab.core.target.selfcheck import self_check
+
+    self_check(target)  # cached per target and machine
 
 
 def _fail_fast_reason(tasks: list[Any], limit: int, before: int, after: int) -> str:
@@ -254,9 +279,7 @@ class TuningSession:
                 f"{self.target.description}: this machine cannot run kernels for the session's target"
                 + (f" ({self.target.why_not})" if self.target.why_not else "")
             )
-        from tunelab.core.target.selfcheck import self_check
-
-        self_check(self.target)  # before the first batch (cached per target and machine)
+        check_measurable(self.target, MeasureOptions.from_json(record.measure))  # before the first batch
         saved_patience, saved_on_wait = self.store.write_patience_s, self.store.on_lock_wait
         self.store.write_patience_s = session_write_patience()
         self.store.on_lock_wait = lambda limit: self._stage(
@@ -335,7 +358,8 @@ class TuningSession:
                         seed=record.seed,
                         custom_source=record.custom_source,
                     )
-                warning = self._cool_down(sampler, options.cooldown_s)
+                # This machine's load says nothing about a remote device's (its kernels run there).
+                warning = None if options.remote else self._cool_down(sampler, options.cooldown_s)
                 configs = [c for c, _ in batch]
                 predicted = (
                     task.cost_model.predict(task.space.features(configs)) if task.cost_model.trained else None
@@ -344,6 +368,11 @@ class TuningSession:
                 results = task.measurer.measure(
                     [sch for _, sch in batch], stop=self._cancel.is_set, best_ms=task.best
                 )
+                while task.measurer.lost_servers:  # said once per server lost
+                    self._stage(
+                        f"RPC server {task.measurer.lost_servers.pop(0)} was lost while it measured a "
+                        "candidate; measured it again on another server"
+                    )
                 cut_short = len(results) < len(batch)
                 trials = []
                 best_before = task.best
@@ -361,6 +390,7 @@ class TuningSession:
                             run_s=result.run_s,
                             started_at=result.started_at,
                             finished_at=result.finished_at,
+                            device=result.device,
                         ),
                         task.key(config),
                         task_id=task.record.id,
@@ -370,6 +400,8 @@ class TuningSession:
                     )
                     if warning:
                         stamp["warning"] = warning
+                    if result.device:  # this machine's readings, while a remote device ran the kernel
+                        stamp["remote_device"] = result.device
                     self.store.stamp_trial(trial.id, stamp)
                     task.add(trial)
                     trials.append(trial)

@@ -262,6 +262,13 @@ def _v6_trial_quartiles(db: Database) -> None:
     _write_quartiles(db, pending)
 
 
+@migration
+def _v7_trial_device(db: Database) -> None:
+    # Which RPC server measured a trial (tunelab tune --rpc): "HOST:PORT" as the tracker names it;
+    # NULL for a trial measured on this machine, as every trial stored before this was.
+    db.execute("ALTER TABLE trials ADD COLUMN device TEXT")
+
+
 _BACKFILL_BATCH = 20_000  # trials whose quartiles are written at once while the samples are read
 
 

@@ -22,7 +22,7 @@ from tunelab.core.store.json_text import _dumps, _json_decode, _loads, inserted_
 
 _TRIAL_COLUMNS = (
     "id, session_id, idx, round, config, status, error, latency_ms, mean_ms, std_ms, min_ms, max_ms, "
-    "predicted_ms, build_s, run_s, started_at, finished_at, trace_json, task_id, q1_ms, q3_ms"
+    "predicted_ms, build_s, run_s, started_at, finished_at, trace_json, task_id, q1_ms, q3_ms, device"
 )
 
 
@@ -90,8 +90,8 @@ class TrialStore(StoreConnection):
             cur = conn.execute(
                 """INSERT INTO trials (session_id, task_id, idx, round, config, config_key, status, error,
                     latency_ms, mean_ms, std_ms, min_ms, max_ms, q1_ms, q3_ms, predicted_ms, build_s,
-                    run_s, started_at, finished_at, trace_json)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    run_s, started_at, finished_at, trace_json, device)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     session_id,
                     None if task is None else task[0],
@@ -114,6 +114,7 @@ class TrialStore(StoreConnection):
                     trial.started_at,
                     trial.finished_at,
                     trace_text,
+                    trial.device,
                 ),
             )
             trial_id = inserted_id(cur)
@@ -137,6 +138,7 @@ class TrialStore(StoreConnection):
             trace_json=_loads(trace_text),
             samples_ms=samples,
             task_id=None if task is None else int(task[0]),
+            device=trial.device,
             **stats,
         )
 
@@ -329,5 +331,5 @@ class TrialStore(StoreConnection):
         r = row
         return TrialRecord(
             r[0], r[1], r[2], r[3], _json_decode(r[4]), r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
-            r[13], r[14], r[15], r[16], _loads(r[17]), tuple(samples), r[18], r[19], r[20],
+            r[13], r[14], r[15], r[16], _loads(r[17]), tuple(samples), r[18], r[19], r[20], r[21],
         )  # fmt: skip

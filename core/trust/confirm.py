@@ -57,6 +57,14 @@ def confirm_session(
     runs = options.confirm_runs if runs is None else runs
     if runs <= 0 or top_k <= 0:
         return []
+    if options.remote:
+        # Its fresh processes would run here, on another device than the one that measured the session.
+        if on_stage is not None:
+            on_stage(
+                f"not confirmed: the session was measured on the servers of {options.rpc_tracker} "
+                f"(key {options.rpc_key}), and a confirmation re-measures on this machine"
+            )
+        return []
     tasks: list[TaskRecord | None] = [*store.tasks(session_id)] or [None]  # None: a session from before tasks
     reports = []
     for index, task in enumerate(tasks):

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tunelab.core.measure.runner import PROBE_SAMPLES, Measurer
+from tunelab.core.measure.evaluate import PROBE_SAMPLES
+from tunelab.core.measure.runner import Measurer
 from tunelab.core.records import MeasureOptions
 from tunelab.core.search.space.template import TemplateSpace
 from tunelab.core.target.info import llvm_target

@@ -475,10 +475,12 @@ def test_quartiles_migration_backfills_an_older_store(db_path: Path, monkeypatch
     with Store(db_path) as s:
         assert s.schema_version() == len(MIGRATIONS)
         names = [c.name for c in s.db["trials"].columns]
-        assert names[-2:] == ["q1_ms", "q3_ms"]
-        # Every other field as it was; the quartiles made from the stored samples, NULL without.
+        assert names[-3:] == ["q1_ms", "q3_ms", "device"]
+        # Every other field as it was; the quartiles made from the stored samples, NULL without; no
+        # device (v7): every trial stored before it was measured on the machine that ran the session.
         rows_after = s.db.execute("SELECT * FROM trials ORDER BY id").fetchall()
-        assert [r[:-2] for r in rows_after] == rows_before
+        assert [r[:-3] for r in rows_after] == rows_before
+        assert all(r[-1] is None for r in rows_after)
         for session in (sid, other):
             trials = s.trials(session, with_samples=True)
             assert [t.samples_ms for t in trials] == [tuple(c) for c in cases]

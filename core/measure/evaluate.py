@@ -1,0 +1,164 @@
+"""The runner's plug-ins that time one candidate in a worker process, for MetaSchedule's LocalRunner
+(and, wrapped by ``tunelab.core.measure.remote``, its RPCRunner).
+
+- :class:`AllocArguments` gives the kernel the workload's deterministic inputs (not random fill) and
+  zeroed outputs, its buffers placed on purpose (``tunelab.core.measure.placement``).
+- :class:`Evaluate` runs ``warmup`` untimed calls, checks the output against the NumPy reference,
+  then times with ``time_evaluator`` (``tunelab.core.measure.timing.kernel_timer``), sampling on until
+  the spread is small, with precision spent on the leaders only.
+
+The inputs and the reference are computed once, by the Measurer, and handed to the workers as
+``.npy`` files (:func:`_inputs_and_reference` loads them once per worker): a custom workload's code
+never runs in a worker.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from tunelab.core.stats import coefficient_of_variation
+
+# A candidate whose warm-up call and both samples of a probe took this many times the best so far is
+# clearly slow: it cannot be the leader, so the probe is its figure. Noise only adds time, so the
+# fastest of the probe's samples is the fair one to judge by (one sample alone was seen 6x off here).
+CLEARLY_SLOW = 2.0
+PROBE_SAMPLES = 2
+
+
+_REFERENCE_CACHE: dict[tuple, tuple[list[np.ndarray], np.ndarray | None]] = {}
+
+
+def _inputs_and_reference(problem: tuple) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """The inputs and the expected output (None when unchecked), loaded once per worker process.
+
+    ``problem`` is (input .npy paths, expected .npy path or None), written by the Measurer."""
+    if problem not in _REFERENCE_CACHE:
+        input_paths, expected_path = problem
+        inputs = [np.load(path) for path in input_paths]
+        _REFERENCE_CACHE.clear()  # one problem per session: keep memory flat
+        _REFERENCE_CACHE[problem] = (inputs, None if expected_path is None else np.load(expected_path))
+    return _REFERENCE_CACHE[problem]
+
+
+class AllocArguments:
+    """LocalRunner's f_alloc_argument: the workload's inputs plus zeroed outputs, on the device."""
+
+    def __init__(self, problem: tuple) -> None:
+        self.problem = problem
+
+    def __call__(self, device: Any, args_info: Any, alloc_repeat: int) -> list[list[Any]]:
+        from tunelab.core.measure.placement import placed_tensors
+
+        inputs, expected = _inputs_and_reference(self.problem)
+        outputs = [np.zeros(shape, dtype=dtype) for _, dtype, shape in args_info[len(inputs) :]]
+        # Buffers placed on purpose, not wherever this worker's heap history puts them: the figure
+        # must not depend on the process that measured it (tunelab.core.measure.placement).
+        return [placed_tensors([*inputs, *outputs], device) for _ in range(alloc_repeat)]
+
+
+class WrongResult(RuntimeError):
+    pass
+
+
+class Evaluate:
+    """LocalRunner's f_run_evaluator: warm up, check the output, then time every repeat."""
+
+    def __init__(
+        self,
+        problem: tuple,
+        warmup: int,
+        check: bool,
+        tolerance: tuple[float, float],
+        target_cv: float = 0.0,
+        max_repeat: int = 0,
+        leader_band: float = 0.0,
+    ) -> None:
+        self.problem = problem
+        self.warmup = warmup
+        self.check = check
+        self.tolerance = tolerance
+        self.target_cv = target_cv
+        self.max_repeat = max_repeat
+        self.leader_band = leader_band
+        # The task's fastest per-call time so far (seconds), set by the Measurer before each run: the
+        # runner pickles this object for every candidate it sends to its worker, so it travels along.
+        self.best_s: float | None = None
+
+    def __call__(
+        self, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list[list[Any]]
+    ) -> list[float]:
+        from tunelab.core.faults import plant
+        from tunelab.core.measure.timing import kernel_timer
+
+        fault = plant("run")  # a test hook: nothing happens unless TUNELAB_PLANT_FAULT names "run"
+        args = repeated_args[0]
+        func = rt_mod[rt_mod.entry_name]
+        n_warm = max(self.warmup, 1 if self.check else 0)
+        warm_started = time.perf_counter()
+        for _ in range(n_warm):
+            func(*args)
+        device.sync()
+        warm_s = (time.perf_counter() - warm_started) / n_warm if n_warm else None
+        if fault == "wrong":  # the kernel "computed" garbage
+            args[-1].copyfrom(np.full(tuple(args[-1].shape), 7.0, dtype=str(args[-1].dtype)))
+        expected = _inputs_and_reference(self.problem)[1] if self.check else None  # None: unchecked
+        if expected is not None:
+            got = args[-1].numpy()
+            rtol, atol = self.tolerance
+            if got.shape != expected.shape or not np.allclose(
+                got, expected, rtol=rtol, atol=atol, equal_nan=False
+            ):
+                err = (
+                    float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64))))
+                    if got.shape == expected.shape
+                    else float("nan")
+                )
+                raise WrongResult(
+                    f"wrong result: max abs error {err:.3g} exceeds atol {atol:g} + rtol {rtol:g}"
+                )
+        focus = self.leader_band > 0 and self.best_s is not None and self.best_s > 0
+        if focus and warm_s is not None and warm_s > CLEARLY_SLOW * (self.best_s or 0.0):
+            # The warm-up call includes first-run costs, so it only raises the suspicion; a short probe
+            # of the timer (number grown to min_repeat_ms, as for any sample) decides.
+            probe = kernel_timer(
+                rt_mod,
+                device,
+                number=1,
+                repeat=PROBE_SAMPLES,
+                min_repeat_ms=evaluator_config.min_repeat_ms,
+                cache_flush=evaluator_config.enable_cpu_cache_flush,
+            )(*args)
+            if min(probe) > CLEARLY_SLOW * (self.best_s or 0.0):
+                return probe
+        timer = kernel_timer(
+            rt_mod,
+            device,
+            number=evaluator_config.number,
+            repeat=evaluator_config.repeat,
+            min_repeat_ms=evaluator_config.min_repeat_ms,
+            cache_flush=evaluator_config.enable_cpu_cache_flush,
+        )
+
+        def one_round() -> list[float]:
+            """``repeat`` samples (seconds) on each allocated argument set."""
+            return [sample for args in repeated_args for sample in timer(*args)]
+
+        samples = one_round()
+        if focus and min(samples) > self.leader_band * (self.best_s or 0.0):
+            # Even its least disturbed sample is outside the leaders' band: more samples cannot make
+            # it the fastest.
+            return samples
+        # Stop as soon as the spread is small; otherwise sample on, up to the cap.
+        while len(samples) < self.max_repeat and _spread(samples) > self.target_cv:
+            samples.extend(one_round())
+        return samples[: max(self.max_repeat, len(repeated_args) * evaluator_config.repeat)]
+
+
+def _spread(samples: list[float]) -> float:
+    """The samples' coefficient of variation; infinite where it is undefined (fewer than two samples, a
+    mean not above 0), so sampling goes on."""
+    cv = coefficient_of_variation(samples)
+    return float("inf") if cv is None else cv
