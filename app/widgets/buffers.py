@@ -30,9 +30,10 @@ def columns_of(trials: Sequence[TrialRecord]) -> TrialColumns:
     out["task_id"] = np.fromiter(
         (-1 if t.task_id is None else t.task_id for t in trials), dtype=np.int64, count=n
     )
-    error = np.full(n, None, dtype=object)
-    error[:] = [t.error for t in trials]
-    out["error"] = error
+    for name in ("error", "device"):
+        texts = np.full(n, None, dtype=object)
+        texts[:] = [getattr(t, name) for t in trials]
+        out[name] = texts
     return {name: out[name] for name in TRIAL_COLUMNS}
 
 

@@ -7,7 +7,7 @@ import argparse
 import json
 
 from tunelab.core.cli.common import _fmt, _open_store, _print_table, _session_json, _trial_json
-from tunelab.core.records import trial_label
+from tunelab.core.records import MeasureOptions, trial_label
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
@@ -113,6 +113,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         if pick
         else None
     )
+    state = store.tuner_state(args.session) or {}
+    doc["warm_start_sessions"] = sorted(
+        {
+            i
+            for part in (state, *(v for v in state.values() if isinstance(v, dict)))
+            for i in part.get("warm_start_sessions", [])
+        }
+    )
+    measure = MeasureOptions.from_json(r.measure)
+    doc["measured_on"] = (
+        f"{measure.rpc_tracker} (key {measure.rpc_key})" if measure.remote else "this machine"
+    )
     if args.trials:
         doc["trials_list"] = [_trial_json(t) for t in store.trials(args.session, with_samples=True)]
     if args.json:
@@ -123,6 +135,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(
         f"  {r.space_kind} space, tuner {r.tuner}, {r.n_trials}/{r.trials_budget} trials, {r.n_failed} failed"
     )
+    if measure.remote:
+        print(f"  measured on the servers of RPC tracker {doc['measured_on']}")
+    if doc["warm_start_sessions"]:
+        print(
+            f"  warm start: the cost model started from session(s) {', '.join(map(str, doc['warm_start_sessions']))}"
+        )
     if best:
         best_doc = doc["best_trial"]
         best_name = trial_label(best.number, trial_id=best.id)

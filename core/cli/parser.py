@@ -57,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
         "--tuner", default=None, help="grid | random | genetic | xgb | evolutionary (default: recommended)"
     )
     t.add_argument("--tuner-option", action="append", default=[], metavar="K=V", help="e.g. pop_size=16")
+    t.add_argument(
+        "--warm-start",
+        default=None,
+        metavar="auto|SID,...",
+        help="start the xgb tuner's cost model from earlier sessions of this workload, target and space "
+        "(auto: all of them; or their ids); the same as --tuner-option warm_start=...",
+    )
     t.add_argument("--trials", type=int, default=64)
     t.add_argument("--batch", type=int, default=8)
     t.add_argument("--early-stop", type=int, default=None, help="stop after N trials without improvement")

@@ -59,6 +59,13 @@ class CostModel:
         self._booster: xgb.Booster | None = None
         self._X = np.zeros((0, 0))
         self._latency_ms = np.zeros(0)
+        # Transfer learning (AutoTVM's, MetaSchedule's per-store features): rows measured in earlier
+        # sessions of the same workload family on other shapes, as time per GFLOP so that shapes of
+        # any size share one scale, weighted below this session's own rows (set_prior).
+        self._prior_X = np.zeros((0, 0))
+        self._prior_ms_per_gflop = np.zeros(0)
+        self.prior_weight = 0.0
+        self.gflop = 1.0  # this problem's GFLOP per call: own latencies to time per GFLOP and back
 
     @property
     def trained(self) -> bool:
@@ -73,6 +80,26 @@ class CostModel:
     def n_features(self) -> int | None:
         return self._X.shape[1] if self.n_samples else None
 
+    @property
+    def n_prior(self) -> int:
+        """Rows from earlier sessions the model also learns from (0 without a warm start)."""
+        return len(self._prior_ms_per_gflop)
+
+    def set_prior(self, X: np.ndarray, ms_per_gflop: np.ndarray, *, gflop: float, weight: float) -> None:
+        """Learn from earlier sessions' trials too: feature rows ``X`` (this space's features, which are
+        shape-generic) with their measured time per GFLOP, each weighted ``weight`` (0 < weight <= 1)
+        where this session's own rows weigh 1. ``gflop`` is this problem's work per call. With prior
+        rows the model is trained before the session measured anything (``fit`` with no own rows)."""
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(ms_per_gflop, dtype=np.float64)
+        if X.ndim != 2 or len(X) != len(y):
+            raise ValueError(f"set_prior needs X of shape (n, d) and n figures; got {X.shape} and {y.shape}")
+        if not 0 < weight <= 1 or not gflop > 0:
+            raise ValueError(f"a prior needs 0 < weight <= 1 and gflop > 0; got {weight} and {gflop}")
+        ok = np.isfinite(y) & (y > 0)
+        self._prior_X, self._prior_ms_per_gflop = X[ok].copy(), y[ok].copy()
+        self.prior_weight, self.gflop = float(weight), float(gflop)
+
     def _train_params(self) -> dict[str, Any]:
         return {**self.params, "seed": self.seed, "nthread": self.nthread}
 
@@ -84,10 +111,23 @@ class CostModel:
             raise ValueError(f"fit needs X of shape (n, d) and n latencies; got {X.shape} and {lat.shape}")
         ok = np.isfinite(lat) & (lat > 0)
         self._X, self._latency_ms = X[ok].copy(), lat[ok].copy()
-        if self.n_samples < self.min_samples:
+        if self.n_samples + self.n_prior < self.min_samples:
             self._booster = None
             return
-        dtrain = xgb.DMatrix(self._X, label=np.log(self._latency_ms), nthread=self.nthread)
+        if not self.n_prior:
+            dtrain = xgb.DMatrix(self._X, label=np.log(self._latency_ms), nthread=self.nthread)
+        else:
+            own = self._X if self.n_samples else np.zeros((0, self._prior_X.shape[1]))
+            if own.shape[1] != self._prior_X.shape[1]:
+                raise ValueError(
+                    f"own rows have {own.shape[1]} features, the prior's {self._prior_X.shape[1]}"
+                )
+            dtrain = xgb.DMatrix(
+                np.vstack([own, self._prior_X]),
+                label=np.log(np.concatenate([self._latency_ms / self.gflop, self._prior_ms_per_gflop])),
+                weight=np.concatenate([np.ones(self.n_samples), np.full(self.n_prior, self.prior_weight)]),
+                nthread=self.nthread,
+            )
         self._booster = xgb.train(self._train_params(), dtrain, num_boost_round=self.num_boost_round)
 
     def predict(self, X: np.ndarray) -> np.ndarray | None:
@@ -99,10 +139,11 @@ class CostModel:
             raise ValueError(f"predict needs X of shape (n, d); got {X.shape}")
         if len(X) == 0:
             return np.zeros(0)
-        if X.shape[1] != self._X.shape[1]:
-            raise ValueError(f"the model was trained on {self._X.shape[1]} features; got {X.shape[1]}")
-        pred = self._booster.predict(xgb.DMatrix(X, nthread=self.nthread))
-        return np.exp(pred.astype(np.float64))
+        width = self._X.shape[1] if self.n_samples else self._prior_X.shape[1]
+        if X.shape[1] != width:
+            raise ValueError(f"the model was trained on {width} features; got {X.shape[1]}")
+        pred = np.exp(self._booster.predict(xgb.DMatrix(X, nthread=self.nthread)).astype(np.float64))
+        return pred * self.gflop if self.n_prior else pred
 
     def to_bytes(self) -> bytes:
         """The raw XGBoost model plus its training data, so a resumed session keeps the model."""
@@ -113,6 +154,8 @@ class CostModel:
             "num_boost_round": self.num_boost_round,
             "nthread": self.nthread,
             "params": self.params,
+            "prior_weight": self.prior_weight,
+            "gflop": self.gflop,
         }
         raw = bytes(self._booster.save_raw("ubj")) if self._booster is not None else b""
         buf = io.BytesIO()
@@ -122,6 +165,8 @@ class CostModel:
             model=np.frombuffer(raw, dtype=np.uint8),
             X=self._X,
             latency_ms=self._latency_ms,
+            prior_X=self._prior_X,
+            prior_ms_per_gflop=self._prior_ms_per_gflop,
         )
         return buf.getvalue()
 
@@ -140,6 +185,11 @@ class CostModel:
             )
             model._X = npz["X"].astype(np.float64)
             model._latency_ms = npz["latency_ms"].astype(np.float64)
+            if "prior_X" in npz.files:  # a model saved before warm starts has none
+                model._prior_X = npz["prior_X"].astype(np.float64)
+                model._prior_ms_per_gflop = npz["prior_ms_per_gflop"].astype(np.float64)
+                model.prior_weight = float(meta.get("prior_weight", 0.0))
+                model.gflop = float(meta.get("gflop", 1.0))
             raw = npz["model"].tobytes()
         if raw:
             booster = xgb.Booster(params=model._train_params())

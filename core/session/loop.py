@@ -167,6 +167,7 @@ def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None =
             + (f" ({target.why_not})" if target.why_not else "")
         )
     check_measurable(target, spec.measure)  # a target whose kernels die is refused before anything is stored
+    _check_warm_start(store, spec, workload, dtype, target, space)
     others = extra_shapes(workload, shape, spec.shapes)
     other_spaces = [task_space(workload, s, dtype, target, spec.space_kind, spec.space) for s in others]
     name = spec.name or f"{workload.name} {format_shape(shape)}" + (
@@ -187,6 +188,20 @@ def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None =
         tasks=tasks,
     )
     return TuningSession(store, session_id, _prepared=(workload, shape, dtype, target, space))
+
+
+def _check_warm_start(
+    store: Store, spec: SessionSpec, workload: Any, dtype: str, target: Any, space: Any
+) -> None:
+    """Named warm-start sessions that do not exist or tuned something else are refused now, before
+    the session is stored (``auto`` takes whatever matches, possibly nothing)."""
+    from tunelab.core.session.warm_start import parse_warm_start, source_sessions
+
+    choice = parse_warm_start(str(spec.tuner_options.get("warm_start", "")))
+    if isinstance(choice, tuple):
+        source_sessions(
+            store, choice, workload=workload.name, dtype=dtype, space_kind=space.kind, target=target.json
+        )
 
 
 def check_measurable(target: Any, options: MeasureOptions) -> None:
@@ -314,6 +329,7 @@ class TuningSession:
                     state.get(str(task_record.index)) if multi else state,
                 )
             )
+        self._warm_start(record, tasks)
         rounds = self.store.rounds(self.session_id)
         round_index = (rounds[-1].round + 1) if rounds else (max((t.round for t in history), default=-1) + 1)
         n_done = len(history)
@@ -475,6 +491,42 @@ class TuningSession:
             finally:
                 self.store.write_patience_s, self.store.on_lock_wait = saved_patience, saved_on_wait
 
+    def _warm_start(self, record: SessionRecord, tasks: list[_Task]) -> None:
+        """Start each task's cost models from earlier sessions' trials, when the tuner's ``warm_start``
+        option asks for it (tunelab.core.session.warm_start); said as a stage, kept in the tuner state."""
+        from tunelab.core.session.warm_start import (
+            PRIOR_WEIGHT,
+            load_prior,
+            parse_warm_start,
+            source_sessions,
+        )
+
+        choice = parse_warm_start(str(record.tuner_options.get("warm_start", "")))
+        if choice is None:
+            return
+        sources = source_sessions(
+            self.store,
+            choice,
+            workload=record.workload,
+            dtype=record.dtype,
+            space_kind=record.space_kind,
+            target=record.target,
+            exclude=record.id,
+        )
+        sources = [s for s in sources if s.id < record.id]  # earlier sessions: a later one is not "before"
+        for task in tasks:
+            n_features = task.space.features([task.space.point(0)]).shape[1]
+            prior = load_prior(self.store, sources, n_features)
+            self._stage(prior.sentence())
+            if not prior.n or not hasattr(task.tuner, "use_prior"):
+                continue
+            gflop = task.record.flops / 1e9
+            task.tuner.use_prior(  # the xgb tuner's (hasattr above)
+                prior.X, prior.ms_per_gflop, gflop=gflop, weight=PRIOR_WEIGHT, sessions=prior.session_ids
+            )
+            task.cost_model.set_prior(prior.X, prior.ms_per_gflop, gflop=gflop, weight=PRIOR_WEIGHT)
+            task.fit()
+
     def cancel_requested(self) -> bool:
         """True once cancel() was called (steps that run long, such as a confirmation, poll it)."""
         return self._cancel.is_set()
@@ -591,7 +643,7 @@ class _Task:
             self.add(trial)
         if history:
             self.tuner.tell([Observation(t.config, t.latency_ms) for t in history])
-            self._fit()
+            self.fit()
             self.last_gain = 0.0
 
     def key(self, config: dict) -> str:
@@ -608,7 +660,7 @@ class _Task:
 
     def tell(self, trials: list[TrialRecord], best_before: float | None) -> None:
         self.tuner.tell([Observation(t.config, t.latency_ms) for t in trials])
-        self._fit()
+        self.fit()
         if best_before is None:
             self.last_gain = 1.0 if self.best is not None else 0.0
         elif self.best is not None:
@@ -617,12 +669,16 @@ class _Task:
     def priority(self) -> tuple[float, int]:
         return (-self.last_gain, len(self.history))
 
-    def _fit(self) -> None:
+    def fit(self) -> None:
+        """Refit the session's cost model (the one whose predictions are stored) on the task's trials,
+        and on a warm start's earlier trials, from the first batch on."""
         ok = [t for t in self.history if t.ok and t.latency_ms]
-        if len(ok) >= self.cost_model.min_samples:
+        if len(ok) >= self.cost_model.min_samples or (self.cost_model.n_prior and ok):
             self.cost_model.fit(
                 self.space.features([t.config for t in ok]), np.array([t.latency_ms for t in ok])
             )
+        elif self.cost_model.n_prior:
+            self.cost_model.fit(np.zeros((0, 0)), np.zeros(0))  # the prior alone
 
     def close(self) -> None:
         if self.measurer is not None:

@@ -33,6 +33,7 @@ TRIAL_COLUMNS = (
     "finished_at",
     "task_id",
     "error",
+    "device",
 )
 # The float64 fields (NaN where a trial has none), as TrialRecord names them.
 TRIAL_FLOAT_COLUMNS = (
@@ -56,6 +57,9 @@ _COLUMNS_SELECT = (
 _ERRORS_SELECT = (
     "SELECT id, error FROM trials WHERE session_id = ? AND id > ? AND error IS NOT NULL ORDER BY id"
 )
+_DEVICES_SELECT = (
+    "SELECT id, device FROM trials WHERE session_id = ? AND id > ? AND device IS NOT NULL ORDER BY id"
+)
 _IN_CHUNK = 500  # ids per "id IN (...)" (SQLite allows at least 999 parameters)
 
 
@@ -75,7 +79,8 @@ class TrialColumnReads(StoreConnection):
         * ``status``: int8, the position of the status in ``TRIAL_STATUSES``; ``ok``: bool;
         * ``latency_ms``, ``mean_ms``, ``std_ms``, ``q1_ms``, ``q3_ms`` (the samples' quartiles),
           ``predicted_ms``, ``started_at``, ``finished_at``: float64, NaN where the trial has none;
-        * ``error``: object, the error text or None.
+        * ``error``: object, the error text or None;
+        * ``device``: object, the RPC server that measured the trial ("HOST:PORT") or None (this machine).
 
         Configs, traces and samples are not read: :meth:`trial_configs` and :meth:`trial` give them
         for the trials that are shown.
@@ -84,6 +89,7 @@ class TrialColumnReads(StoreConnection):
             self._require_session(session_id)
             rows = conn.execute(_COLUMNS_SELECT, (session_id, since_id)).fetchall()
             failed = conn.execute(_ERRORS_SELECT, (session_id, since_id)).fetchall() if rows else []
+            remote = conn.execute(_DEVICES_SELECT, (session_id, since_id)).fetchall() if rows else []
         # Nothing made here can be freed by the cyclic GC, which would only re-scan the rows.
         gc_was_on = gc.isenabled()
         gc.disable()
@@ -106,11 +112,12 @@ class TrialColumnReads(StoreConnection):
                 out[name] = np.ascontiguousarray(column)
         out["number"] = trial_number(out["index"])
         out["ok"] = out["status"] == TRIAL_STATUSES.index("ok")
-        # Errors are rare: only the rows that have one are read (ids in order, like the rows).
-        error = np.full(len(rows), None, dtype=object)
-        if failed:
-            error[np.searchsorted(out["id"], [r[0] for r in failed])] = [r[1] for r in failed]
-        out["error"] = error
+        # Errors and remote devices are rare: only the rows that have one are read (ids in order).
+        for name, found in (("error", failed), ("device", remote)):
+            column = np.full(len(rows), None, dtype=object)
+            if found:
+                column[np.searchsorted(out["id"], [r[0] for r in found])] = [r[1] for r in found]
+            out[name] = column
         return {name: out[name] for name in TRIAL_COLUMNS}
 
     @_reader

@@ -211,7 +211,7 @@ def _assert_columns_match(columns: dict, trials: list) -> None:
             value, expected = float(columns[name][row]), getattr(t, name)
             assert math.isnan(value) if expected is None else value == expected, (name, row)
         assert int(columns["task_id"][row]) == (-1 if t.task_id is None else t.task_id)
-        assert columns["error"][row] == t.error
+        assert columns["error"][row] == t.error and columns["device"][row] == t.device
 
 
 def test_trial_columns_match_trials_field_by_field(store: Store) -> None:
@@ -226,6 +226,8 @@ def test_trial_columns_match_trials_field_by_field(store: Store) -> None:
             trial = NewTrial(**{**trial.__dict__, "predicted_ms": None})
         if i % 11 == 0 and status == "ok":  # an ok trial may still carry a note in `error`
             trial = NewTrial(**{**trial.__dict__, "error": "note"})
+        if i % 6 == 1:  # measured by an RPC server
+            trial = NewTrial(**{**trial.__dict__, "device": f"127.0.0.1:{9090 + i % 2}"})
         added.append(store.add_trial(sid, trial, f"k{i}"))
         if i % 4 == 0:  # another session's trials interleave: never in this session's columns
             store.add_trial(other, make_trial(config={"other": i}), f"o{i}")
@@ -233,6 +235,7 @@ def test_trial_columns_match_trials_field_by_field(store: Store) -> None:
     assert [t.id for t in trials] == [t.id for t in added]
     assert any(not t.ok for t in trials) and any(t.predicted_ms is None for t in trials)
     assert any(t.latency_ms is None for t in trials) and any(t.ok and t.error for t in trials)
+    assert any(t.device for t in trials) and any(t.device is None for t in trials)
     _assert_columns_match(store.trial_columns(sid), trials)
     for since in (0, trials[0].id, trials[17].id, trials[-2].id, trials[-1].id, store.max_trial_id() + 5):
         _assert_columns_match(store.trial_columns(sid, since_id=since), store.trials(sid, since_id=since))

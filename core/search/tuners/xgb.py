@@ -17,6 +17,7 @@ Until the model has `min_samples` successful measurements, proposals are random.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -37,7 +38,10 @@ _N_REFINE = 8  # predicted-best pool configs that step 2 mutates
 class XGBTuner(Tuner):
     name = "xgb"
     description = "XGBoost cost model ranks a candidate pool; epsilon share of random exploration."
-    default_options: ClassVar[dict[str, Any]] = {"pool_size": 256, "epsilon": 0.2}
+    # warm_start: "" (off), "auto" (earlier sessions of this workload, target and space kind in the
+    # store) or session ids "3,5"; the session loop finds their trials (tunelab.core.session.warm_start)
+    # and hands them to `use_prior`.
+    default_options: ClassVar[dict[str, Any]] = {"pool_size": 256, "epsilon": 0.2, "warm_start": ""}
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
         super().__init__(space, seed=seed, cost_model=cost_model, **options)
@@ -48,8 +52,10 @@ class XGBTuner(Tuner):
             raise TunerError(f"xgb: pool_size must be at least 1; got {self.pool_size}")
         if not 0.0 <= self.epsilon <= 1.0:
             raise TunerError(f"xgb: epsilon must be in [0, 1]; got {self.epsilon}")
+        self.warm_start = str(opts["warm_start"]).strip()
         if self.cost_model is None:
             self.cost_model = CostModel(seed=seed)
+        self.warm_start_sessions: list[int] = []  # the sessions use_prior's trials came from
         self._seen = SeenSet()
         # Successful measurements: key -> (config, latency_ms, feature row).
         self._measured: dict[str, tuple[Config, float, np.ndarray]] = {}
@@ -72,16 +78,40 @@ class XGBTuner(Tuner):
                     self._measured[self.space.key(config)] = (config, latency_ms, row)
             self._dirty = True
 
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        if self.warm_start_sessions:  # what `tunelab show` says the cost model started from
+            state["warm_start_sessions"] = list(self.warm_start_sessions)
+        return state
+
+    def use_prior(
+        self,
+        X: np.ndarray,
+        ms_per_gflop: np.ndarray,
+        *,
+        gflop: float,
+        weight: float,
+        sessions: Sequence[int] = (),
+    ) -> None:
+        """Start the cost model from earlier sessions' trials (CostModel.set_prior), those of
+        ``sessions``: the first batch is already picked by the model, not at random."""
+        self.cost_model.set_prior(X, ms_per_gflop, gflop=gflop, weight=weight)
+        self.warm_start_sessions = list(sessions)
+        self._dirty = True
+
     def ask(self, n: int) -> list[Config]:
         if n <= 0:
             return []
-        if self._dirty and self._measured:
-            X = np.stack([row for _, _, row in self._measured.values()])
+        if self._dirty and (self._measured or self.cost_model.n_prior):
+            rows = [row for _, _, row in self._measured.values()]
+            X = np.stack(rows) if rows else np.zeros((0, 0))  # only the prior so far
             y = np.array([lat for _, lat, _ in self._measured.values()])
             self.cost_model.fit(X, y)
             self._dirty = False
         out: list[Config] = []
-        if len(self._measured) >= self.cost_model.min_samples and self.cost_model.trained:
+        if self.cost_model.trained and (
+            len(self._measured) >= self.cost_model.min_samples or self.cost_model.n_prior
+        ):
             n_exploit = math.ceil(n * (1.0 - self.epsilon))
             out = self._best_predicted(n_exploit)
         out_keys = {self.space.key(c) for c in out}
@@ -104,7 +134,9 @@ class XGBTuner(Tuner):
         # Step 1: mutation walks from the fastest measured configs, then random samples.
         first = max(1, self.pool_size * 3 // 4)
         parents = sorted(self._measured.values(), key=lambda m: m[1])[:_N_PARENTS]
-        for _ in range(first):  # half of step 1 is walks; duplicates are dropped, not retried
+        # Half of step 1 is walks (duplicates are dropped, not retried); a warm start's first ask has
+        # no measured parents yet, so its pool is all random samples.
+        for _ in range(first if parents else 0):
             if len(pool) >= first // 2:
                 break
             config = parents[int(self.rng.integers(len(parents)))][0]
