@@ -15,6 +15,7 @@ catalog does not know is refused in one line ("workload not in tunelab's catalog
 module as a session would need a workload kind that the store, the spaces and export do not have.
 
 Everything is checked before anything is stored: bad input is one TunelabError and the store is unchanged.
+A folder imported a second time is refused the same way, naming the session that already holds its records.
 """
 
 from __future__ import annotations
@@ -246,6 +247,15 @@ def store_imported(
     store.require_writable()
     store.check_intact()
     where = str(Path(work_dir).resolve())
+    for item in imported:  # an import done twice would double every trial of every view and comparison
+        earlier = _already_imported(store, item)
+        if earlier is not None:
+            from tunelab.core.workloads.base import format_shape
+
+            raise TunelabError(
+                f"{work_dir}: its {item.workload} {format_shape(item.shape)} records are already in the "
+                f"store as session {earlier} (imported before); nothing was imported"
+            )
     created: list[int] = []
     try:
         for item in imported:
@@ -255,6 +265,26 @@ def store_imported(
             store.delete_session(session_id)
         raise
     return created
+
+
+def _already_imported(store: Store, item: ImportedWorkload) -> int | None:
+    """The session that holds exactly these records already (same workload, shape, dtype and target,
+    the same schedules with the same samples, in order), or None."""
+    wanted = [(config_key(r.config), tuple(r.samples_ms)) for r in item.records]
+    for session in store.sessions():
+        if (
+            session.tuner != IMPORT_TUNER
+            or session.workload != item.workload
+            or session.shape != item.shape
+            or session.dtype != item.dtype
+            or session.target != item.target_json
+            or session.n_trials != len(wanted)
+        ):
+            continue
+        held = [(config_key(t.config), t.samples_ms) for t in store.trials(session.id, with_samples=True)]
+        if held == wanted:
+            return session.id
+    return None
 
 
 def _store_session(store: Store, item: ImportedWorkload, where: str, tvm_version: str, now: float) -> int:

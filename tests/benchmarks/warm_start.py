@@ -65,13 +65,65 @@ def trials_to_reach(curve: list[float], target_ms: float) -> int:
     return len(curve) + 1
 
 
+def machine() -> dict[str, object]:
+    from tunelab.core.target.host_cpu import choose_cpu, host_cpu
+
+    model = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+        platform.machine(),
+    )
+    choice = choose_cpu(host_cpu())
+    return {"cpu": model, "mcpu": choice.mcpu, "isa": choice.isa, "cores": os.cpu_count()}
+
+
+def render(doc: dict) -> str:
+    """The BENCHMARKS.md table of a results file: per unseen shape, cold against warm."""
+    runs = doc["runs"]
+    lines = [
+        f"`{doc['command']}`, {doc['date']}: {doc['machine']}; {doc['seeds']} seeds x {doc['trials']} trials "
+        f"per shape and mode; the whole run took {doc['wall_s'] / 60:.0f} min.",
+        "",
+        "| shape (unseen) | best after 8 trials, cold / warm (median) | best after 64, cold / warm (median) "
+        "| trials to 90 % of the shape's best, cold / warm (mean; 65 = not within 64) "
+        "| trials to 90 % of the session's own best, cold / warm (mean) |",
+        "|---|---|---|---|---|",
+    ]
+    for shape in {json.dumps(r["shape"]): r["shape"] for r in runs}.values():
+        mine = [r for r in runs if r["shape"] == shape]
+        yardstick = min(r["curve"][-1] for r in mine) / TARGET_SHARE
+
+        def cell(warm: int, figure, mine=mine) -> list:
+            return [figure(r) for r in mine if r["warm"] == bool(warm)]
+
+        after8 = [
+            statistics.median(cell(w, lambda r: r["curve"][min(7, len(r["curve"]) - 1)])) for w in (0, 1)
+        ]
+        final = [statistics.median(cell(w, lambda r: r["curve"][-1])) for w in (0, 1)]
+        shared = [cell(w, lambda r, y=yardstick: trials_to_reach(r["curve"], y)) for w in (0, 1)]
+        own = [cell(w, lambda r: trials_to_reach(r["curve"], r["curve"][-1] / TARGET_SHARE)) for w in (0, 1)]
+        name = "×".join(str(shape[k]) for k in ("M", "N", "K"))
+        lines.append(
+            f"| {name} | {after8[0]:.4f} / {after8[1]:.4f} ms ({after8[0] / after8[1]:.2f}x) "
+            f"| {final[0]:.4f} / {final[1]:.4f} ms ({final[0] / final[1]:.2f}x) "
+            f"| {statistics.mean(shared[0]):.1f} ({', '.join(map(str, shared[0]))}) / "
+            f"{statistics.mean(shared[1]):.1f} ({', '.join(map(str, shared[1]))}) "
+            f"| {statistics.mean(own[0]):.1f} / {statistics.mean(own[1]):.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="JSON results file")
     p.add_argument("--db", default=None, help="store (default: next to --out)")
     p.add_argument("--trials", type=int, default=64)
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--render", action="store_true", help="print the table of an existing --out file")
     args = p.parse_args()
+    if args.render:
+        with open(args.out) as f:
+            print(render(json.load(f)))
+        return 0
     db = args.db or os.path.splitext(args.out)[0] + ".sqlite"
     if os.path.exists(db):
         os.remove(db)
@@ -106,50 +158,18 @@ def main() -> int:
                     f"{shape} seed {seed} {'warm' if warm else 'cold'}: best {curve[-1]:.4f} ms",
                     file=sys.stderr,
                 )
-    rows = []
-    for shape in UNSEEN:
-        mine = [r for r in runs if r["shape"] == shape]
-        target = min(r["curve"][-1] for r in mine) / TARGET_SHARE
-        cell = {}
-        for warm in (False, True):
-            reached = [trials_to_reach(r["curve"], target) for r in mine if r["warm"] == warm]
-            finals = [r["curve"][-1] for r in mine if r["warm"] == warm]
-            first8 = [r["curve"][min(7, len(r["curve"]) - 1)] for r in mine if r["warm"] == warm]
-            cell[warm] = {
-                "trials_to_90pct": reached,
-                "mean_trials": statistics.mean(reached),
-                "final_best_ms": statistics.median(finals),
-                "best_after_8_ms": statistics.median(first8),
-            }
-        rows.append(
-            {"shape": shape, "yardstick_ms": target * TARGET_SHARE, "cold": cell[False], "warm": cell[True]}
-        )
     doc = {
         "command": "python tests/benchmarks/warm_start.py --out " + args.out,
         "date": time.strftime("%Y-%m-%d"),
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
+        "machine": machine(),
         "trials": args.trials,
         "seeds": args.seeds,
         "wall_s": time.time() - started,
-        "rows": rows,
         "runs": runs,
     }
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)
-    print(
-        "| shape (unseen) | cold: trials to 90 % (mean; per seed) | warm "
-        "| cold: best after 8 | warm | cold: final best | warm |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        c, w = r["cold"], r["warm"]
-        name = "×".join(str(r["shape"][k]) for k in ("M", "N", "K"))
-        print(
-            f"| {name} | {c['mean_trials']:.1f} ({', '.join(map(str, c['trials_to_90pct']))}) "
-            f"| {w['mean_trials']:.1f} ({', '.join(map(str, w['trials_to_90pct']))}) "
-            f"| {c['best_after_8_ms']:.4f} ms | {w['best_after_8_ms']:.4f} ms "
-            f"| {c['final_best_ms']:.4f} ms | {w['final_best_ms']:.4f} ms |"
-        )
+    print(render(doc))
     store.close()
     return 0
 

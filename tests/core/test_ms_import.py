@@ -158,6 +158,10 @@ def test_a_tune_tir_folder_becomes_a_session_of_its_records(tune_tir_dir, tmp_pa
     _, exported_sch = schedule_from_file(written["schedule"])
     assert tvm_ffi.structural_equal(exported_sch.mod, space.schedule(best.config).mod)
     store.close()
+    # the same folder a second time: refused, naming the session that holds it; nothing more stored
+    err = _bad(capsys, tune_tir_dir, "--db", db)
+    assert f"already in the store as session {record.id}" in err, err
+    assert [s.id for s in Store(db).sessions()] == [record.id]
 
 
 def _bad(capsys, *args):
