@@ -19,7 +19,7 @@ JSON lines on that descriptor, for the process that started it (tunelab.core.cli
 
 This module parses the command line and hands it to its command: the grammar is `parser`, the commands
 live by job in `tuning`, `inspection` (workloads, sessions, show, compare, devices), `trust` (validate, jitter, bias,
-baseline, roofline) and `export` (export, import); what they share (the store, files, JSON of records,
+baseline, roofline, models) and `export` (export, import); what they share (the store, files, JSON of records,
 tables) in `common`.
 """
 
@@ -33,7 +33,7 @@ from tunelab.core.cli.export import cmd_export, cmd_import
 from tunelab.core.cli.inspection import cmd_compare, cmd_devices, cmd_sessions, cmd_show, cmd_workloads
 from tunelab.core.cli.parser import _parser
 from tunelab.core.cli.protocol import NO_EVENTS, open_events
-from tunelab.core.cli.trust import cmd_baseline, cmd_bias, cmd_jitter, cmd_roofline, cmd_validate
+from tunelab.core.cli.trust import cmd_baseline, cmd_bias, cmd_jitter, cmd_models, cmd_roofline, cmd_validate
 from tunelab.core.cli.tuning import cmd_tune
 from tunelab.core.errors import Cancelled, StoreFailure, TunelabError
 
@@ -61,6 +61,7 @@ COMMANDS = {
     "baseline": cmd_baseline,
     "roofline": cmd_roofline,
     "devices": cmd_devices,
+    "models": cmd_models,
 }
 
 

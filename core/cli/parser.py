@@ -58,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--tuner-option", action="append", default=[], metavar="K=V", help="e.g. pop_size=16")
     t.add_argument(
+        "--cost-model",
+        default=None,
+        metavar="NAME",
+        help="the model that ranks candidates: xgb | mlp (the xgb tuner's; --tuner-option model=...)",
+    )
+    t.add_argument(
         "--warm-start",
         default=None,
         metavar="auto|SID,...",
@@ -262,6 +268,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--json", action="store_true")
     with_db(b)
+    mo = sub.add_parser(
+        "models", help="each cost model refit on sessions' trials in time order, judged out of sample"
+    )
+    mo.add_argument("sessions", type=int, nargs="+")
+    mo.add_argument("--models", default=None, metavar="NAME,...", help="default: every registered model")
+    mo.add_argument("--json", action="store_true")
+    with_db(mo)
     d = sub.add_parser("devices", help="the devices a TVM RPC tracker holds: keys, servers, queues")
     d.add_argument(
         "--rpc", default=None, metavar="HOST:PORT", help="the tracker (default: TVM_TRACKER_HOST/PORT)"

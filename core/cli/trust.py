@@ -167,3 +167,24 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         + (f"\n  note: {roof.note}" if roof.note else "")
     )
     return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """`tunelab models SID...`: would another cost model have ranked these schedules better?"""
+    from tunelab.core.usecases.model_compare import compare_models
+
+    names = [n.strip() for n in args.models.split(",") if n.strip()] if args.models else None
+    store = _open_store(args.db, create=False)
+    scores = compare_models(store, args.sessions, names)
+    if args.json:
+        print(json.dumps([s.to_json() for s in scores]))
+        return 0
+    shown = None
+    for s in scores:
+        where = (s.session_id, json.dumps(s.shape))
+        if where != shown:
+            shape = ",".join(f"{k}={v}" for k, v in s.shape.items())
+            print(f"session {s.session_id}, {shape}:")
+            shown = where
+        print(f"  {s.sentence()}")
+    return 0

@@ -150,7 +150,7 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
         spec = _load_spec(args.spec) if args.spec is not None else _spec_from_args(args)
         validated = check_spec(spec)  # all input checked before the store is opened or created
         workload, shape, space = validated[0], validated[1], validated[-1]
-        if args.spec is None and args.tuner is None and not args.warm_start:
+        if args.spec is None and args.tuner is None and not (args.warm_start or args.cost_model):
             spec = _replace(spec, tuner=recommend_tuner(space.kind, space.size))
             resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)  # options checked for that tuner
         if stops.signum is not None:
@@ -359,11 +359,12 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
         target=args.target,
         space_kind=args.space,
         space=space_data,
-        # A warm start is the xgb tuner's (its cost model is the one that learns from earlier sessions).
-        tuner=args.tuner or ("xgb" if args.warm_start else "random"),
+        # A warm start and a choice of cost model are the xgb tuner's (the tuner whose model steers).
+        tuner=args.tuner or ("xgb" if args.warm_start or args.cost_model else "random"),
         tuner_options={
             **_options(args.tuner_option),
             **({"warm_start": args.warm_start} if args.warm_start else {}),
+            **({"model": args.cost_model} if args.cost_model else {}),
         },
         trials=args.trials,
         batch=args.batch,

@@ -28,7 +28,8 @@ import numpy as np
 
 from tunelab.core.errors import Cancelled, SpaceError, StoreError, TargetError, TunelabError
 from tunelab.core.records import MeasureOptions, NewTrial, SessionRecord, SessionSpec, TrialRecord
-from tunelab.core.search.costmodel import CostModel, spearman
+from tunelab.core.search.costmodel import spearman
+from tunelab.core.search.models import make_cost_model
 from tunelab.core.search.space.base import SearchSpace, config_key
 from tunelab.core.search.space.factory import make_space, space_for_session, space_for_task, task_space
 from tunelab.core.search.space.tvm_context import InvalidSchedule
@@ -629,7 +630,11 @@ class _Task:
         self.tuner = make_tuner(
             session.tuner, space, seed=session.seed + record.index, **session.tuner_options
         )
-        self.cost_model = CostModel(seed=session.seed, nthread=1)  # the CPU is busy measuring
+        # The session's own model (its predictions are stored before measuring): the tuner's choice of
+        # model where it has one, so the residuals shown are those of the model that steered.
+        self.cost_model = make_cost_model(
+            str(session.tuner_options.get("model", "xgb")), seed=session.seed, nthread=1
+        )  # one thread: the CPU is busy measuring
         self.measurer: Any = None
         self.exhausted = False
         self.history: list[TrialRecord] = []

@@ -24,7 +24,7 @@ import numpy as np
 
 from tunelab.core.errors import TunerError
 from tunelab.core.records import Config
-from tunelab.core.search.costmodel import CostModel
+from tunelab.core.search.models import make_cost_model
 from tunelab.core.search.space.base import SearchSpace
 from tunelab.core.search.tuners.base import Observation, Tuner
 from tunelab.core.search.tuners.random_search import AnyOf, SeenSet, draw_unseen
@@ -41,7 +41,13 @@ class XGBTuner(Tuner):
     # warm_start: "" (off), "auto" (earlier sessions of this workload, target and space kind in the
     # store) or session ids "3,5"; the session loop finds their trials (tunelab.core.session.warm_start)
     # and hands them to `use_prior`.
-    default_options: ClassVar[dict[str, Any]] = {"pool_size": 256, "epsilon": 0.2, "warm_start": ""}
+    # model: which cost model of the registry ranks the pool (tunelab.core.search.models: xgb, mlp).
+    default_options: ClassVar[dict[str, Any]] = {
+        "pool_size": 256,
+        "epsilon": 0.2,
+        "warm_start": "",
+        "model": "xgb",
+    }
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
         super().__init__(space, seed=seed, cost_model=cost_model, **options)
@@ -54,7 +60,7 @@ class XGBTuner(Tuner):
             raise TunerError(f"xgb: epsilon must be in [0, 1]; got {self.epsilon}")
         self.warm_start = str(opts["warm_start"]).strip()
         if self.cost_model is None:
-            self.cost_model = CostModel(seed=seed)
+            self.cost_model = make_cost_model(str(opts["model"]), seed=seed, nthread=2)
         self.warm_start_sessions: list[int] = []  # the sessions use_prior's trials came from
         self._seen = SeenSet()
         # Successful measurements: key -> (config, latency_ms, feature row).

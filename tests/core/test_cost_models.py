@@ -1,0 +1,121 @@
+"""The cost-model registry: every model behind one interface on real TVM schedule features, a session
+steered by another model, and `tunelab models` judging them out of sample on a real session."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from specs import FAST_MEASURE_ARGS, small_spec
+
+from tunelab.core.errors import TunelabError
+from tunelab.core.search.models import cost_model_names, make_cost_model
+from tunelab.core.search.space.factory import space_for_session
+from tunelab.core.session.loop import create_session
+from tunelab.core.store import Store
+from tunelab.core.usecases.model_compare import compare_models
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    """A real GEMM 64x64x128 session: 24 random trials in 6 rounds of 4."""
+    path = tmp_path_factory.mktemp("models") / "tunelab.sqlite"
+    store = Store(path)
+    s = create_session(store, small_spec(shape={"M": 64, "N": 64, "K": 128}, trials=24, batch=4))
+    list(s.run())
+    store.close()
+    return path, s.session_id
+
+
+def test_every_model_keeps_the_contract_on_real_features(session):
+    path, sid = session
+    store = Store(path)
+    trials = [t for t in store.trials(sid) if t.ok]
+    X = store_features = np.asarray(
+        space_for_session(store.session(sid)).features([t.config for t in trials])
+    )
+    latency = np.array([t.latency_ms for t in trials])
+    assert set(cost_model_names()) == {"xgb", "mlp"}
+    for name in cost_model_names():
+        model = make_cost_model(name, seed=0)
+        model.fit(X[:1], latency[:1])  # too few to learn from: untrained, no prediction
+        assert not model.trained and model.predict(X) is None
+        model.fit(X, np.append(latency[:-1], np.nan))  # a failed trial (NaN) is left out
+        assert model.trained and model.n_samples == len(X) - 1
+        pred = model.predict(store_features)
+        assert pred is not None and pred.shape == (len(X),) and np.all(np.isfinite(pred)) and np.all(pred > 0)
+        with pytest.raises(ValueError, match="features"):
+            model.predict(X[:, :-1])
+        # deterministic for a seed
+        again = make_cost_model(name, seed=0)
+        again.fit(X, np.append(latency[:-1], np.nan))
+        assert np.allclose(again.predict(X), pred)
+        # a warm start's prior alone trains it, in this problem's units
+        prior = make_cost_model(name, seed=0)
+        prior.set_prior(X, latency / 2.0, gflop=2.0, weight=0.3)
+        prior.fit(np.zeros((0, 0)), np.zeros(0))
+        assert prior.trained and prior.n_prior == len(X)
+        assert np.median(prior.predict(X) / latency) == pytest.approx(1.0, rel=0.5)
+    with pytest.raises(TunelabError, match="unknown cost model 'gbdt'; cost models are xgb, mlp"):
+        make_cost_model("gbdt")
+    store.close()
+
+
+def test_models_are_judged_out_of_sample_round_by_round(session):
+    path, sid = session
+    store = Store(path)
+    scores = compare_models(store, [sid])
+    assert [s.model for s in scores] == ["xgb", "mlp"]
+    for s in scores:
+        assert s.session_id == sid and s.shape == {"M": 64, "N": 64, "K": 128}
+        # xgb learns from 4 trials (round 1 on), mlp from 8 (round 2 on): each round only from the ones before
+        assert s.rounds == (5 if s.model == "xgb" else 4) and s.predictions == 4 * s.rounds
+        assert s.spearman is not None and -1 <= s.spearman <= 1
+        assert s.topk_recall is not None and 0 <= s.topk_recall <= 1
+        assert s.bias is not None and s.spread is not None and s.train_s > 0
+        assert s.model in s.sentence() and "rank correlation" in s.sentence()
+    with pytest.raises(TunelabError, match="unknown cost model"):
+        compare_models(store, [sid], ["xgb", "nope"])
+    store.close()
+
+
+def tunelab(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tunelab", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_a_session_steered_by_the_mlp_and_the_models_command(session, tmp_path):
+    db = str(tmp_path / "cli.sqlite")
+    proc = tunelab(
+        "tune", "gemm", "--shape", "M=32,N=32,K=64", "--trials", "12", "--batch", "4", "--cost-model", "mlp",
+        *FAST_MEASURE_ARGS, "--json", "--db", db,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    store = Store(db)
+    record = store.sessions()[0]
+    assert record.tuner == "xgb" and record.tuner_options == {"model": "mlp"}
+    trials = store.trials(record.id)
+    # the session's stored predictions are the mlp's: made before measuring, from its 8th trial on
+    assert all(t.predicted_ms is None for t in trials if t.round < 2)
+    assert all(t.predicted_ms and t.predicted_ms > 0 for t in trials if t.round >= 2)
+    store.close()
+    path, sid = session
+    doc = json.loads(tunelab("models", str(sid), "--json", "--db", str(path)).stdout)
+    assert [d["model"] for d in doc] == ["xgb", "mlp"] and all(d["predictions"] for d in doc)
+    text = tunelab("models", str(sid), "--models", "mlp", "--db", str(path))
+    assert text.returncode == 0 and "mlp: rank correlation" in text.stdout and "xgb" not in text.stdout
+    for args, words in [
+        (["models", str(sid), "--models", "svm"], "unknown cost model 'svm'"),
+        (["models", "999"], "999"),
+        (["tune", "gemm", "--cost-model", "svm"], "unknown cost model 'svm'"),
+    ]:
+        bad = tunelab(*args, "--db", str(path))
+        assert bad.returncode == 2 and words in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, (
+            bad.stderr
+        )
