@@ -126,12 +126,16 @@ class SessionSpec:
     shapes: tuple[
         dict[str, int], ...
     ] = ()  # more shapes tuned in the same session (tasks), sharing the budget
+    # Cost models (tunelab.core.search.models) that predict every candidate before it is measured
+    # without steering the search: their predictions are stored beside the session's own model's.
+    shadow_models: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The spec as plain JSON values (what `tunelab tune --spec FILE` reads); `from_json` gives it back."""
         data = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
         data["measure"] = self.measure.to_json()
         data["shapes"] = [copy.deepcopy(s) for s in self.shapes]
+        data["shadow_models"] = list(self.shadow_models)
         return data
 
     @classmethod
@@ -152,6 +156,10 @@ class SessionSpec:
                         for k, v in value.items()
                     }
                 )
+            elif name == "shadow_models":
+                if not isinstance(value, list | tuple) or not all(isinstance(m, str) for m in value):
+                    raise TunelabError(f"{where} must be a list of cost model names")
+                values[name] = tuple(value)
             elif name == "shapes":
                 if not isinstance(value, list | tuple):
                     raise TunelabError(f"{where} must be a list of shapes, not {_type_name(value)}")
@@ -304,6 +312,7 @@ class SessionRecord:
     best_trial_id: int | None
     custom_source: str | None = None
     best_trial_number: int | None = None  # the best trial's number within the session, from 1
+    shadow_models: tuple[str, ...] = ()  # cost models that predicted without steering
 
     @property
     def best_gflops(self) -> float | None:
@@ -397,6 +406,7 @@ class NewTrial:
     finished_at: float
     trace_json: Any | None = None
     device: str | None = None  # the RPC server that measured it ("HOST:PORT"); None: this machine
+    shadow_predictions: dict[str, float] | None = None  # by shadow model: its prediction before measuring
 
 
 @dataclass(frozen=True)

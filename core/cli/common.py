@@ -59,6 +59,7 @@ def _session_json(r: Any) -> dict[str, Any]:
         "target_kind": r.target_kind,
         "space": r.space_kind,
         "tuner": r.tuner,
+        "shadow_models": list(r.shadow_models),
         "trials": r.n_trials,
         "failed": r.n_failed,
         "budget": r.trials_budget,

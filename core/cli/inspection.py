@@ -126,7 +126,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         f"{measure.rpc_tracker} (key {measure.rpc_key})" if measure.remote else "this machine"
     )
     if args.trials:
-        doc["trials_list"] = [_trial_json(t) for t in store.trials(args.session, with_samples=True)]
+        shadow = store.trial_predictions(args.session)
+        doc["trials_list"] = [
+            {**_trial_json(t), "shadow_predictions": shadow.get(t.id, {})}
+            for t in store.trials(args.session, with_samples=True)
+        ]
     if args.json:
         print(json.dumps(doc))
         return 0

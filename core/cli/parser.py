@@ -64,6 +64,13 @@ def _parser() -> argparse.ArgumentParser:
         help="the model that ranks candidates: xgb | mlp (the xgb tuner's; --tuner-option model=...)",
     )
     t.add_argument(
+        "--shadow-models",
+        default="",
+        metavar="NAME,...",
+        help="cost models that also predict every candidate before it is measured, without steering "
+        "(their predictions are stored; tunelab models compares them)",
+    )
+    t.add_argument(
         "--warm-start",
         default=None,
         metavar="auto|SID,...",

@@ -373,6 +373,7 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
         measure=measure,
         name=args.name,
         custom_source=custom_source,
+        shadow_models=tuple(m.strip() for m in args.shadow_models.split(",") if m.strip()),
     )
     return spec
 

@@ -110,6 +110,10 @@ def check_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo,
             option="confirm-max-s",
         )
     resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)
+    if len(set(spec.shadow_models)) != len(spec.shadow_models):
+        raise TunelabError(f"--shadow-models names a model twice: {','.join(spec.shadow_models)}")
+    for name in spec.shadow_models:
+        make_cost_model(name)  # an unknown name: one line listing the models
     for s in (shape, *others):  # a person's compute and reference at these shapes, in a child first
         workload.vet(s, dtype)
     space = make_space(workload, shape, dtype, target, spec.space_kind, spec.space)
@@ -378,9 +382,9 @@ class TuningSession:
                 # This machine's load says nothing about a remote device's (its kernels run there).
                 warning = None if options.remote else self._cool_down(sampler, options.cooldown_s)
                 configs = [c for c, _ in batch]
-                predicted = (
-                    task.cost_model.predict(task.space.features(configs)) if task.cost_model.trained else None
-                )
+                features = task.space.features(configs)
+                predicted = task.cost_model.predict(features) if task.cost_model.trained else None
+                shadow = task.shadow_predict(features)  # {model: predictions}, before anything is measured
                 # Only the trials measured before a cancel come back: the rest were cut short.
                 results = task.measurer.measure(
                     [sch for _, sch in batch], stop=self._cancel.is_set, best_ms=task.best
@@ -408,6 +412,7 @@ class TuningSession:
                             started_at=result.started_at,
                             finished_at=result.finished_at,
                             device=result.device,
+                            shadow_predictions={m: float(p[i]) for m, p in shadow.items()} or None,
                         ),
                         task.key(config),
                         task_id=task.record.id,
@@ -635,6 +640,10 @@ class _Task:
         self.cost_model = make_cost_model(
             str(session.tuner_options.get("model", "xgb")), seed=session.seed, nthread=1
         )  # one thread: the CPU is busy measuring
+        # Models that predict without steering (the session's shadow_models), refit with the own one.
+        self.shadow_models = {
+            name: make_cost_model(name, seed=session.seed, nthread=1) for name in session.shadow_models
+        }
         self.measurer: Any = None
         self.exhausted = False
         self.history: list[TrialRecord] = []
@@ -675,15 +684,26 @@ class _Task:
         return (-self.last_gain, len(self.history))
 
     def fit(self) -> None:
-        """Refit the session's cost model (the one whose predictions are stored) on the task's trials,
-        and on a warm start's earlier trials, from the first batch on."""
+        """Refit the session's cost model (the one whose predictions are stored) and its shadow models on
+        the task's trials, and on a warm start's earlier trials, from the first batch on."""
         ok = [t for t in self.history if t.ok and t.latency_ms]
-        if len(ok) >= self.cost_model.min_samples or (self.cost_model.n_prior and ok):
-            self.cost_model.fit(
-                self.space.features([t.config for t in ok]), np.array([t.latency_ms for t in ok])
-            )
-        elif self.cost_model.n_prior:
-            self.cost_model.fit(np.zeros((0, 0)), np.zeros(0))  # the prior alone
+        features = None
+        for model in (self.cost_model, *self.shadow_models.values()):
+            if len(ok) >= model.min_samples or (model.n_prior and ok):
+                if features is None:
+                    features = self.space.features([t.config for t in ok])
+                model.fit(features, np.array([t.latency_ms for t in ok]))
+            elif model.n_prior:
+                model.fit(np.zeros((0, 0)), np.zeros(0))  # the prior alone
+
+    def shadow_predict(self, features: np.ndarray) -> dict[str, np.ndarray]:
+        """The trained shadow models' predictions of these candidates (ms), by model."""
+        out = {}
+        for name, model in self.shadow_models.items():
+            predicted = model.predict(features) if model.trained else None
+            if predicted is not None:
+                out[name] = predicted
+        return out
 
     def close(self) -> None:
         if self.measurer is not None:

@@ -96,9 +96,7 @@ def source_sessions(
         try:
             source = store.session(sid)
         except Exception:  # noqa: BLE001 - the store says it in its own words; one line here
-            raise TunelabError(
-                f"there is no session {sid} in the store", option="warm-start"
-            ) from None
+            raise TunelabError(f"there is no session {sid} in the store", option="warm-start") from None
         why = _mismatch(source, workload, dtype, space_kind, target)
         if why is not None:
             raise TunelabError(

@@ -269,6 +269,22 @@ def _v7_trial_device(db: Database) -> None:
     db.execute("ALTER TABLE trials ADD COLUMN device TEXT")
 
 
+@migration
+def _v8_shadow_predictions(db: Database) -> None:
+    # Cost models that predict every candidate without steering (tune --shadow-models): the session
+    # names them, and each trial keeps every one's prediction, made before it was measured, so that all
+    # models are compared out of sample on the same trials. NULL / no rows: a session without them.
+    db.execute("ALTER TABLE sessions ADD COLUMN shadow_models TEXT")
+    db.execute(
+        """CREATE TABLE trial_predictions (
+            trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+            model TEXT NOT NULL,
+            predicted_ms REAL NOT NULL,
+            PRIMARY KEY (trial_id, model)
+        )"""
+    )
+
+
 _BACKFILL_BATCH = 20_000  # trials whose quartiles are written at once while the samples are read
 
 

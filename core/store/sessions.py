@@ -27,7 +27,7 @@ HEARTBEAT_STALE_S = 120.0
 _SESSION_COLUMNS = (
     "s.id, s.name, s.workload, s.shape, s.dtype, s.target, s.target_kind, s.space_kind, s.space, s.tuner, "
     "s.tuner_options, s.measure, s.trials_budget, s.batch, s.early_stop, s.seed, s.status, s.error, "
-    "s.created_at, s.updated_at, s.pid, s.hostname, s.tvm_version, s.flops, s.custom_source"
+    "s.created_at, s.updated_at, s.pid, s.hostname, s.tvm_version, s.flops, s.custom_source, s.shadow_models"
 )
 
 # One statement: a consistent snapshot. Every sub-select is an index lookup or a covering-index range.
@@ -122,6 +122,11 @@ class SessionStore(StoreConnection):
                 ),
             )
             session_id = inserted_id(cur)
+            if spec.shadow_models:  # a column of schema 8; NULL (the most sessions) means none
+                conn.execute(
+                    "UPDATE sessions SET shadow_models = ? WHERE id = ?",
+                    (_dumps(list(spec.shadow_models)), session_id),
+                )
             for shape, task_flops in tasks or [(spec.shape, flops)]:
                 conn.execute(
                     "INSERT INTO tasks (session_id, workload, shape, dtype, flops) VALUES (?, ?, ?, ?, ?)",
@@ -221,6 +226,10 @@ class SessionStore(StoreConnection):
                 "DELETE FROM samples WHERE trial_id IN (SELECT id FROM trials WHERE session_id = ?)",
                 (session_id,),
             )
+            conn.execute(
+                "DELETE FROM trial_predictions WHERE trial_id IN (SELECT id FROM trials WHERE session_id = ?)",
+                (session_id,),
+            )
             conn.execute("DELETE FROM trials WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM rounds WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM tasks WHERE session_id = ?", (session_id,))
@@ -306,6 +315,7 @@ class SessionStore(StoreConnection):
             best_ms=row["best_ms"],
             best_trial_id=row["best_trial_id"],
             custom_source=row["custom_source"],
+            shadow_models=tuple(json.loads(row["shadow_models"])) if row["shadow_models"] else (),
             best_trial_number=None
             if row["best_trial_index"] is None
             else trial_number(row["best_trial_index"]),

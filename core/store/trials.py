@@ -122,6 +122,11 @@ class TrialStore(StoreConnection):
                 "INSERT INTO samples (trial_id, idx, ms) VALUES (?, ?, ?)",
                 [(trial_id, i, ms) for i, ms in enumerate(samples)],
             )
+            if trial.shadow_predictions:  # in the same transaction: a trial never lacks what was predicted
+                conn.executemany(
+                    "INSERT INTO trial_predictions (trial_id, model, predicted_ms) VALUES (?, ?, ?)",
+                    [(trial_id, m, float(ms)) for m, ms in sorted(trial.shadow_predictions.items())],
+                )
         return TrialRecord(
             id=trial_id,
             session_id=session_id,
@@ -324,6 +329,21 @@ class TrialStore(StoreConnection):
         """
         row = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'trials'").fetchone()
         return int(row[0]) if row else 0
+
+    @_reader
+    def trial_predictions(self, session_id: int) -> dict[int, dict[str, float]]:
+        """The shadow models' predictions of the session's trials: {trial id: {model: predicted ms}}."""
+        with self._read() as conn:
+            self._require_session(session_id)
+            rows = conn.execute(
+                """SELECT p.trial_id, p.model, p.predicted_ms FROM trial_predictions p
+                JOIN trials t ON t.id = p.trial_id WHERE t.session_id = ? ORDER BY p.trial_id, p.model""",
+                (session_id,),
+            ).fetchall()
+        out: dict[int, dict[str, float]] = {}
+        for trial_id, model, ms in rows:
+            out.setdefault(trial_id, {})[model] = ms
+        return out
 
     @staticmethod
     def _trial_record(row: Sequence[Any], samples: Sequence[float]) -> TrialRecord:

@@ -119,3 +119,30 @@ def test_a_session_steered_by_the_mlp_and_the_models_command(session, tmp_path):
         assert bad.returncode == 2 and words in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, (
             bad.stderr
         )
+
+
+def test_shadow_models_predict_every_candidate_out_of_sample_without_steering(tmp_path):
+    store = Store(tmp_path / "tunelab.sqlite")
+    plain = create_session(store, small_spec(tuner="xgb", trials=12, seed=3))
+    plain_configs = [t.config for t in plain.run()]
+    shadowed = create_session(store, small_spec(tuner="xgb", trials=12, seed=3, shadow_models=("mlp", "xgb")))
+    trials = list(shadowed.run())
+    record = store.session(shadowed.session_id)
+    assert record.shadow_models == ("mlp", "xgb")
+    # they only watch: the search took the same path as without them
+    assert [t.config for t in trials] == plain_configs
+    predictions = store.trial_predictions(shadowed.session_id)
+    for t in trials:
+        got = predictions.get(t.id, {})
+        # each model from the round where it had enough trials (xgb 4, mlp 8), before the trial was measured
+        assert ("xgb" in got) == (t.round >= 1) and ("mlp" in got) == (t.round >= 2), (t.round, got)
+        assert all(ms > 0 for ms in got.values())
+        if "xgb" in got:  # the shadow xgb is the session's own model, refit on the same trials
+            assert got["xgb"] == pytest.approx(t.predicted_ms, rel=1e-6)
+    for bad, words in [(("svm",), "unknown cost model 'svm'"), (("mlp", "mlp"), "names a model twice")]:
+        with pytest.raises(TunelabError, match=words):
+            create_session(store, small_spec(shadow_models=bad))
+    assert len(store.sessions()) == 2
+    store.delete_session(shadowed.session_id)
+    assert store.trial_predictions(plain.session_id) == {}
+    store.close()
