@@ -18,7 +18,7 @@ self-check (in a thread) before Start is enabled.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox
+from tunelab.app.dialogs.remote_options import RemoteOptions
 from tunelab.app.dialogs.space_editor import SpaceEditor
 from tunelab.app.dialogs.target_options import TargetOptions
 from tunelab.core.errors import TunelabError
@@ -285,6 +286,9 @@ class NewSessionDialog(QDialog):
         budget.addRow("Seed", self.seed_spin)
         budget.addRow("Name", self.name_edit)
         left.addWidget(budget_box)
+        self.remote_options = RemoteOptions()
+        self.remote_options.changed.connect(self._update_state)
+        left.addWidget(self.remote_options)
         left.addStretch(1)
 
         self.measure_box = MeasureOptionsBox()
@@ -325,7 +329,7 @@ class NewSessionDialog(QDialog):
 
     def spec(self) -> SessionSpec:
         """The session as the dialog shows it now."""
-        measure = self.measure_box.options()
+        measure = replace(self.measure_box.options(), **self.remote_options.options())
         custom = self.is_custom
         return SessionSpec(
             workload=CUSTOM if custom else self.workload.name,
@@ -575,11 +579,12 @@ class NewSessionDialog(QDialog):
         problem = self._target_error or self._problem_error or self.target_options.check_error()
         self.problem_error.setText(problem or "")
         self.problem_error.setVisible(problem is not None)
-        reason = problem or self.space_editor.error()
+        reason = problem or self.space_editor.error() or self.remote_options.error()
         waiting = (
             self._problem_timer.isActive()
             or self.space_editor.is_pending()
             or self.target_options.is_checking()
+            or self.remote_options.is_querying()
         )
         # still deriving the space or self-checking the target: not an error, but not ready either
         if reason is None and waiting:
@@ -604,6 +609,7 @@ class NewSessionDialog(QDialog):
             f"{self.space_kind_combo.currentData()} space" + (f" of {size:,}" if size else ""),
             f"{self.tuner_combo.currentData()}",
             f"{self.trials_spin.value()} trials in batches of {self.batch_spin.value()}",
+            self.remote_options.describe(),
         ]
         self.summary.setText(" · ".join(parts))
 
@@ -632,6 +638,7 @@ class NewSessionDialog(QDialog):
         data.pop("name", None)
         data["tuner_chosen"] = self._tuner_chosen
         data["target_choice"] = self.target_combo.currentData()  # the target itself may be the fields' JSON
+        data["remote"] = self.remote_options.remembered()  # the tracker's fields, also while measuring here
         self._settings.setValue(SETTINGS_KEY, json.dumps(data))
 
     def _restore(self) -> None:
@@ -671,6 +678,8 @@ class NewSessionDialog(QDialog):
         if isinstance(last.get("early_stop"), int):
             self.early_stop.set_value(last["early_stop"])
         self.measure_box.set_options(last.get("measure") or {})
+        if isinstance(last.get("remote"), dict):
+            self.remote_options.set_options(last["remote"])
         self._problem_timer.stop()
 
     @staticmethod

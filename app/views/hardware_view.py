@@ -6,6 +6,10 @@ says so plainly instead of showing empty axes.
 Trials measured while the machine was not quiet (another process busy on the CPU or using the GPU,
 the GPU throttled: each trial's telemetry stamp says so) are shaded on the time axis and ringed in
 the trials panel, with tooltips naming the cause and the pids, and listed under the plots.
+
+Trials measured on RPC servers (a session through a TVM RPC tracker) ran their kernels elsewhere, while
+the telemetry is read here: a note over the plots says so and names the servers, and the list of
+trials names the device of each.
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ DISTURBED = {
 STAMPS_MS = 3000  # while trials arrive, the per-trial stamps are re-read at most this often
 MAX_LISTED = 1000  # rows of the disturbed-trials table
 MAX_SPANS = 300
+MAX_NAMED_SERVERS = 6  # servers named in the remote note; the rest are counted
+LOCAL_DEVICE = "this machine"
+REMOTE_NOTE_STYLE = "color: #b06000; background: #fef7e0; border: 1px solid #f9ab00; padding: 4px;"
 
 
 def _pid_text(pids: list[int], limit: int = 8) -> str:
@@ -79,6 +86,26 @@ def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
     padded = np.concatenate([[0], flags.astype(np.int8), [0]])
     edges = np.flatnonzero(np.diff(padded))
     return list(zip(edges[::2], edges[1::2], strict=True))
+
+
+def remote_note(devices: Iterable[str | None], tracker: str = "") -> str:
+    """What the readings of trials measured on `devices` (None: this machine) are: '' when every one
+    was measured here, else a sentence naming the servers."""
+    counts = Counter(devices)
+    local = counts.pop(None, 0)
+    if not counts:
+        return ""
+    servers = sorted(counts)
+    named = ", ".join(servers[:MAX_NAMED_SERVERS])
+    if len(servers) > MAX_NAMED_SERVERS:
+        named += f" and {len(servers) - MAX_NAMED_SERVERS} more"
+    through = f"through the RPC tracker at {tracker}" if tracker else "through the RPC tracker"
+    remote = sum(counts.values())
+    which = "Measured" if not local else f"{remote} of {remote + local} trials measured"
+    return (
+        f"{which} on {named} {through}: these readings are this machine's, not the device's "
+        "(the kernels ran there, the telemetry is read here)."
+    )
 
 
 def split_title(title: str) -> tuple[str, str]:
@@ -118,10 +145,19 @@ class HardwareView(QWidget):
         self._stamps_dirty = False
         self._stamps_at = -1e9
         self.disturbed: list[dict] = []  # one entry per trial measured on a machine that was not quiet
+        self._devices: dict[int, str] = {}  # trial id -> the RPC server that measured it (none: here)
+        self._tracker = ""  # the session's RPC tracker, "" when it measured here
+        self._note: tuple[tuple[int, int, str], str] = ((0, 0, ""), "")  # remote_note(), by what it counted
 
         self.status = QLabel()
         self.status.setObjectName("hardware_status")
         self.status.setWordWrap(True)
+        self.remote_label = QLabel()
+        self.remote_label.setObjectName("hardware_remote")
+        self.remote_label.setWordWrap(True)
+        self.remote_label.setStyleSheet(REMOTE_NOTE_STYLE)
+        self.remote_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.remote_label.hide()
         self.empty = QLabel()
         self.empty.setObjectName("hardware_empty")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -142,10 +178,13 @@ class HardwareView(QWidget):
         self.disturbed_label.setObjectName("hardware_disturbed")
         self.disturbed_label.setWordWrap(True)
         self.disturbed_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.disturbed_table = QTableWidget(0, 4)
+        self.disturbed_table = QTableWidget(0, 5)
         self.disturbed_table.setObjectName("disturbed_table")
         self.disturbed_table.setHorizontalHeaderLabels(
-            ("Trial", "Seconds", "What else was going on", "Other pids")
+            ("Trial", "Seconds", "What else was going on", "Other pids", "Device")
+        )
+        self.disturbed_table.horizontalHeaderItem(4).setToolTip(
+            "Where the trial's kernel ran: this machine, or the RPC server that measured it"
         )
         self.disturbed_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.disturbed_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -164,6 +203,7 @@ class HardwareView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.status)
+        layout.addWidget(self.remote_label)
         layout.addWidget(self.disturbed_label)
         layout.addWidget(splitter, 1)
 
@@ -212,11 +252,16 @@ class HardwareView(QWidget):
         self._last_trial_id = 0
         self._t0 = 0.0
         self.disturbed = []
+        self._devices = {}
+        self._tracker = ""
+        self._note = ((0, 0, ""), "")
         self._stamps_dirty = True
         self._stamps_at = -1e9
         if session_id is not None:
             try:
-                self._t0 = self._store.session(session_id).created_at
+                record = self._store.session(session_id)
+                self._t0 = record.created_at
+                self._tracker = str((record.measure or {}).get("rpc_tracker") or "")
             except TunelabError as exc:
                 self.status.setText(str(exc))
                 self.session_id = None
@@ -258,6 +303,9 @@ class HardwareView(QWidget):
                 latency=latency,
             )
             self._last_trial_id = int(c["id"][-1])
+            self._devices.update(
+                (int(i), d) for i, d in zip(c["id"].tolist(), c["device"].tolist(), strict=True) if d
+            )
             self._stamps_dirty = True
         if (samples or n_rows(c)) and not self._redraw_timer.isActive():
             self._redraw_timer.start()
@@ -416,7 +464,13 @@ class HardwareView(QWidget):
         rows = self.disturbed[:MAX_LISTED]
         table.setRowCount(len(rows))
         for r, d in enumerate(rows):
-            values = (f"#{d['number']}", f"{d['end']:.1f}", d["cause"], ", ".join(map(str, d["pids"])))
+            values = (
+                f"#{d['number']}",
+                f"{d['end']:.1f}",
+                d["cause"],
+                ", ".join(map(str, d["pids"])),
+                self.device_of(d["trial_id"]) or LOCAL_DEVICE,
+            )
             for c, text in enumerate(values):
                 item = QTableWidgetItem(text)
                 item.setToolTip(
@@ -442,7 +496,7 @@ class HardwareView(QWidget):
             spots.append(
                 {
                     "pos": (d["end"], math.log10(y)),
-                    "data": f"trial #{d['number']}: {d['cause']}",
+                    "data": f"trial #{d['number']}{self._on_device(d['trial_id'])}: {d['cause']}",
                     "pen": pg.mkPen(DISTURBED[d["kind"]][1], width=2),
                 }
             )
@@ -483,6 +537,24 @@ class HardwareView(QWidget):
                 plot.addItem(region)
                 self._trial_regions.append(region)
 
+    def _on_device(self, trial_id: int) -> str:
+        device = self.device_of(trial_id)
+        return f" (measured on {device}; the readings are this machine's)" if device else ""
+
+    def device_of(self, trial_id: int) -> str | None:
+        """The RPC server that measured the trial; None: this machine."""
+        return self._devices.get(trial_id)
+
+    def remote_note(self) -> str:
+        """The note over the plots for a session measured (in part) on RPC servers; '' when none was."""
+        if not self._devices:
+            return ""
+        counted = (len(self._devices), len(self._trials), self._tracker)
+        if self._note[0] != counted:  # made again only when trials arrived (it is asked every redraw)
+            local = [None] * (len(self._trials) - len(self._devices))
+            self._note = (counted, remote_note([*self._devices.values(), *local], self._tracker))
+        return self._note[1]
+
     def region_tooltips(self) -> list[str]:
         return [r.toolTip() for r in self._trial_regions]
 
@@ -506,6 +578,9 @@ class HardwareView(QWidget):
                 self._regions.append(region)
 
     def _update_status(self) -> None:
+        note = self.remote_note() if self.session_id is not None else ""
+        self.remote_label.setText(note)
+        self.remote_label.setVisible(bool(note))
         has_gpu, gpu_status = machine_gpu_status()
         machine = f"This machine: {gpu_status}."
         if self.session_id is None:

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QApplication
 
 from tunelab.app.main_window import MainWindow
 from tunelab.app.resources import stylesheet
-from tunelab.app.views.trials.model import COLUMNS, CONFIG_COL, ERROR_COL, FAILURE_COL, IQR_COL
+from tunelab.app.views.trials.model import COLUMNS, CONFIG_COL, DEVICE_COL, ERROR_COL, FAILURE_COL, IQR_COL
 from tunelab.app.views.trials.widget import TrialsTable
 from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.core.records import NewTrial, SessionSpec
@@ -43,10 +43,13 @@ FAILURES = (
 )
 
 
-@pytest.fixture
-def spread_store(tmp_path):
-    """A store with one session: the ok trials of SAMPLES, then two failed ones (no samples)."""
-    store = Store(tmp_path / "spread.sqlite")
+SERVERS = ("127.0.0.1:9091", "127.0.0.1:9092")  # where a remote session's trials were measured
+
+
+def make_spread_store(path, devices=(None,)):
+    """A store with one session: the ok trials of SAMPLES, then two failed ones (no samples); trial i
+    measured on devices[i % len(devices)] (None: this machine)."""
+    store = Store(path)
     session_id = store.create_session(
         SessionSpec(workload="gemm", shape={"M": 64, "N": 64, "K": 64}),
         target_json={"kind": "llvm"},
@@ -70,8 +73,23 @@ def spread_store(tmp_path):
             run_s=0.2 if samples else None,
             started_at=now,
             finished_at=now,
+            device=devices[i % len(devices)],
         )
         store.add_trial(session_id, trial, f"k{i}")
+    return store, session_id
+
+
+@pytest.fixture
+def spread_store(tmp_path):
+    store, session_id = make_spread_store(tmp_path / "spread.sqlite")
+    yield store, session_id
+    store.close()
+
+
+@pytest.fixture
+def remote_spread_store(tmp_path):
+    """The same session measured on two RPC servers."""
+    store, session_id = make_spread_store(tmp_path / "remote.sqlite", SERVERS)
     yield store, session_id
     store.close()
 
@@ -135,12 +153,15 @@ def test_iqr_column_shows_sorts_and_says_what_it_is(qtbot, spread_store, tmp_pat
             assert (row[name] == "") if value is None else float(row[name]) == value
 
 
+@pytest.mark.parametrize("remote", [False, True], ids=["here", "remote"])
 @pytest.mark.parametrize("styled", [True, False], ids=["app-style", "no-style"])
 @pytest.mark.parametrize("size", [(1280, 800), (1600, 1000)], ids=["1280x800", "1600x1000"])
 def test_every_trials_column_is_in_sight_in_the_main_window(
-    qtbot, qapp, spread_store, settings, size, styled
+    qtbot, qapp, spread_store, remote_spread_store, settings, size, styled, remote
 ):
-    store, session_id = spread_store
+    # Measured here, the Device column is hidden (it would say "this machine" on every row); measured on
+    # RPC servers, it is shown and fits with the rest.
+    store, session_id = remote_spread_store if remote else spread_store
     # The app runs with its style sheet (tunelab.app.main): bold, padded header titles are wider.
     qapp.setStyleSheet(stylesheet() if styled else "")
     try:
@@ -157,24 +178,32 @@ def test_every_trials_column_is_in_sight_in_the_main_window(
         assert window.size().toTuple() == size
 
         table, header = view.table, view.table.horizontalHeader()
+        assert header.isSectionHidden(DEVICE_COL) is not remote
+        columns = [c for c in range(len(COLUMNS)) if not header.isSectionHidden(c)]
+        assert columns == list(range(len(COLUMNS) - (0 if remote else 1)))
+        if remote:
+            assert set(_shown(view, DEVICE_COL)) == set(SERVERS)
         width = table.viewport().width()
-        spans = [
-            (header.sectionViewportPosition(c), header.sectionViewportPosition(c) + header.sectionSize(c))
-            for c in range(len(COLUMNS))
-        ]
+        spans = {
+            c: (header.sectionViewportPosition(c), header.sectionViewportPosition(c) + header.sectionSize(c))
+            for c in columns
+        }
         assert table.horizontalScrollBar().maximum() == 0, spans
-        for col, (left, right) in enumerate(spans):
+        for col, (left, right) in spans.items():
             assert 0 <= left and right <= width, (COLUMNS[col], left, right, width)
             # The title reads whole, room for the sort arrow included.
             assert header.sectionSize(col) >= header.sectionSizeHint(col), COLUMNS[col]
-        assert spans[FAILURE_COL][1] >= width - 1  # the columns fill the view, Failure last
-        # Numbers, statuses and failure classes read whole; only the config and the error elide (their
-        # tooltips and the Knobs / Error tabs hold all of them).
+        # the columns fill the view, Failure last (then Device, where shown)
+        assert spans[columns[-1]][1] >= width - 1 and columns[-1] == (DEVICE_COL if remote else FAILURE_COL)
+        # Numbers, statuses, failure classes and servers read whole; only the config and the error elide
+        # (their tooltips and the Knobs / Error tabs hold all of them).
         cell = table.fontMetrics()
-        for col in set(range(len(COLUMNS))) - {CONFIG_COL, ERROR_COL}:
+        for col in set(columns) - {CONFIG_COL, ERROR_COL}:
             widest = max(cell.horizontalAdvance(text) for text in _shown(view, col))
             assert widest + 8 <= header.sectionSize(col), (COLUMNS[col], widest, header.sectionSize(col))
-        assert header.sectionSize(CONFIG_COL) >= 200  # the config keeps room to be read
+        # The config keeps room to be read; a remote session's Device column takes about 100 px of it
+        # (at 1280 px and the app's style, 152 of 258 are left: some 25 characters of knobs).
+        assert header.sectionSize(CONFIG_COL) >= (150 if remote else 200), header.sectionSize(CONFIG_COL)
         # The detail pane leaves the table a screenful of rows.
         assert table.viewport().height() >= 6 * table.rowHeight(0), table.viewport().height()
         window.close()

@@ -32,6 +32,7 @@ COLUMNS = (
     "CV %",  # spread of the trial's samples: std / mean
     "IQR ms",  # spread of the middle half of the samples: q3 - q1
     "Failure",  # failure_class of a failed trial: sorting by it groups the failures
+    "Device",  # the RPC server that measured the trial; shown only for a session measured remotely
 )
 # The header shows a unit under its title ("Latency" over "ms"): the columns are then as narrow as
 # their numbers, so that every one of them fits a 1280-pixel window. Copies keep the one-line names.
@@ -54,9 +55,11 @@ COLUMN_TIPS = (
     "Interquartile range: q3 − q1 of the trial's samples, in ms — the spread of their middle half, "
     "which one outlying sample cannot widen",
     "The class of a failed trial's failure: sort by it to group the failures",
+    "Where the trial was measured: the RPC server (HOST:PORT) the tracker gave it, or this machine",
 )
 NUMERIC = {0, 1, 2, 4, 5, 6, 7, 10, 11}
-CONFIG_COL, ERROR_COL, CV_COL, IQR_COL, FAILURE_COL = 8, 9, 10, 11, 12
+CONFIG_COL, ERROR_COL, CV_COL, IQR_COL, FAILURE_COL, DEVICE_COL = 8, 9, 10, 11, 12, 13
+LOCAL_DEVICE = "this machine"  # the Device column's text for a trial measured here
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 _INT_FIELDS = {0: "number", 1: "id", 2: "round"}
 _FLOAT_FIELDS = {4: "latency_ms", 5: "mean_ms", 6: "std_ms", 7: "predicted_ms"}
@@ -82,6 +85,11 @@ def config_of(t: TrialRecord) -> dict:
     if isinstance(config, (str, bytes)):
         config = json.loads(config)
     return config
+
+
+def _any_device(columns: TrialColumns) -> bool:
+    """Whether some row of `columns` was measured on an RPC server."""
+    return any(d is not None for d in columns["device"].tolist())
 
 
 _SCALARS = frozenset((int, str, bool, float))
@@ -141,6 +149,7 @@ class TrialTableModel(HeaderedTableModel):
         self._cols: TrialColumns = columns_of([])
         self._records: list[TrialRecord] = []  # rows 0..len-1 as records, when they were handed over
         self._configs: list[Config | None] = []  # decoded on demand
+        self._remote = False  # some row was measured on an RPC server
         self._clear_caches()
 
     def _clear_caches(self) -> None:
@@ -164,6 +173,7 @@ class TrialTableModel(HeaderedTableModel):
         self._records = list(records) if records is not None else []
         self._configs = [config_of(t) for t in self._records]
         self._configs += [None] * (n_rows(columns) - len(self._records))
+        self._remote = _any_device(columns)
         self._clear_caches()
         self.endResetModel()
 
@@ -183,6 +193,7 @@ class TrialTableModel(HeaderedTableModel):
         else:
             self._configs.extend([None] * n)
         self._summaries.extend([None] * n)
+        self._remote = self._remote or _any_device(columns)
         self._extend_caches(first)
         self.endInsertRows()
 
@@ -267,6 +278,7 @@ class TrialTableModel(HeaderedTableModel):
             task_id=None if task < 0 else task,
             q1_ms=number("q1_ms"),
             q3_ms=number("q3_ms"),
+            device=c["device"][row],
         )
 
     def row_of(self, trial_id: int) -> int | None:
@@ -343,6 +355,18 @@ class TrialTableModel(HeaderedTableModel):
             line = self._first_lines[error] = first_line(error)
         return line
 
+    @property
+    def has_remote(self) -> bool:
+        """Whether some trial was measured on an RPC server (the Device column is then worth showing)."""
+        return self._remote
+
+    def device(self, row: int) -> str | None:
+        """The RPC server ("HOST:PORT") that measured row `row`; None: this machine."""
+        return self._cols["device"][row]
+
+    def device_text(self, row: int) -> str:
+        return self._cols["device"][row] or LOCAL_DEVICE
+
     def failure(self, row: int) -> str:
         """The failed trial's class ('SIGILL', 'build error', ...; tunelab.core.faults); '' when ok."""
         if self.is_ok(row):
@@ -375,6 +399,8 @@ class TrialTableModel(HeaderedTableModel):
             return fmt_ms(float(self.iqr()[row]))
         if col == FAILURE_COL:
             return self.failure(row)
+        if col == DEVICE_COL:
+            return self.device_text(row)
         if col == CONFIG_COL:
             return self.summary(row)
         if col == ERROR_COL:
@@ -389,6 +415,8 @@ class TrialTableModel(HeaderedTableModel):
     def _string_keys(self, col: int, first: int, last: int) -> list[str]:
         if col == FAILURE_COL:
             return [self.failure(r) for r in range(first, last)]
+        if col == DEVICE_COL:
+            return [d or LOCAL_DEVICE for d in self._cols["device"][first:last].tolist()]
         if col == 3:
             return [self.status(r) for r in range(first, last)]
         if col == CONFIG_COL:
@@ -439,6 +467,7 @@ class TrialTableModel(HeaderedTableModel):
         cols.append([self.display_text(r, CV_COL) for r in range(first, last)])
         cols.append(list(map(fmt_ms, self.iqr()[first:last].tolist())))
         cols.append([self.failure(r) for r in range(first, last)])
+        cols.append(self._string_keys(DEVICE_COL, first, last))
         sep = _FILTER_SEP
         return [sep.join(parts).lower() for parts in zip(*cols, strict=True)]
 
@@ -476,6 +505,9 @@ class TrialTableModel(HeaderedTableModel):
                 return error[:2000]
             if col == CONFIG_COL:
                 return json.dumps(self.config(row), indent=1)
+            if col == DEVICE_COL:
+                device = self.device(row)
+                return f"Measured on the RPC server at {device}" if device else "Measured on this machine"
             return None
         if role == SORT_ROLE:
             if col in _INT_FIELDS:

@@ -32,6 +32,7 @@ from tunelab.app.views.trials.model import (
     COLUMNS,
     CONFIG_COL,
     CV_COL,
+    DEVICE_COL,
     ERROR_COL,
     FAILURE_COL,
     IQR_COL,
@@ -68,6 +69,7 @@ CSV_FIELDS = (
     "finished_at",
     "config",
     "error",
+    "device",
 )
 
 
@@ -92,6 +94,7 @@ def csv_row(t: TrialRecord) -> list:
         t.finished_at,
         json.dumps(config_of(t), separators=(",", ":")),
         t.error or "",
+        t.device or "",
     ]
 
 
@@ -111,6 +114,7 @@ _USUAL_TEXT = {
     CV_COL: "100.0",
     IQR_COL: "0.0002811",
     FAILURE_COL: "build error",
+    DEVICE_COL: "127.0.0.1:9091",  # longer addresses elide: the cell's tooltip holds all of it
 }
 _CELL_PADDING = 14  # a cell's margins on both sides, with room to spare
 
@@ -169,6 +173,7 @@ class TrialsTable(QWidget):
         header.setSectionResizeMode(CONFIG_COL, QHeaderView.ResizeMode.Stretch)
         self.table.ensurePolished()  # the header's font and padding (the app's style sheet) are known
         self._fit_columns()
+        self._show_device_column()
         self.table.selectionModel().currentRowChanged.connect(self._on_current_changed)
         copy_action = QAction("Copy", self.table)
         copy_action.setShortcut(QKeySequence.StandardKey.Copy)
@@ -217,6 +222,11 @@ class TrialsTable(QWidget):
             width = max(header.sectionSizeHint(col), cell.horizontalAdvance(text) + _CELL_PADDING)
             self.table.setColumnWidth(col, width)
 
+    def _show_device_column(self) -> None:
+        """The Device column only for a session measured (in part) on RPC servers: for one measured
+        here it would say "this machine" on every row, in the width the config needs."""
+        self.table.setColumnHidden(DEVICE_COL, not self.model.has_remote)
+
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802
         super().changeEvent(event)
         if event.type() in (QEvent.Type.StyleChange, QEvent.Type.FontChange):
@@ -242,11 +252,13 @@ class TrialsTable(QWidget):
             self.model.set_columns(columns_of(trials), session_id, trials)
         else:
             self.model.set_columns(columns_of([]), session_id)
+            self._show_device_column()
             self.poll()
             return
         if self.model.rowCount():
             self._last_id = self.model.trial_id(self.model.rowCount() - 1)
         self._update_count()
+        self._show_device_column()
 
     def poll(self) -> int:
         columns = read_new(self._store, self.session_id, self._last_id, self.count_label.setText)
@@ -262,6 +274,7 @@ class TrialsTable(QWidget):
             self._last_id = int(new["id"][-1])
             self.model.append_columns(new)
             self._update_count()
+            self._show_device_column()
         return n
 
     def select_trial(self, trial_id: int) -> None:
