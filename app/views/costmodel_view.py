@@ -3,7 +3,9 @@ and where the model is wrong (tunelab.core.trust.bias's table: per shape, knob v
 
 Predictions are made before each candidate is measured, so what is shown is out-of-sample. The bias
 table can pool several sessions (the ones ticked in Compare, or every session of the workload): their
-trials join the scatter in grey, and picking a group highlights its trials in both plots.
+trials join the scatter in grey, and picking a group highlights its trials in both plots. Under it, when
+asked, every registered cost model refit on the session's trials and judged out of sample
+(tunelab.app.views.model_table), the one that steered the session marked.
 
 With many trials the predicted-vs-measured scatter becomes a density image (a 2-D histogram in
 log-log coordinates) and the per-trial markers are thinned to a stable subset; the summary
@@ -20,6 +22,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from tunelab.app.views.bias_table import BiasTable, ratio_words
+from tunelab.app.views.model_table import ModelCompareSection
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
 from tunelab.app.widgets.log_axis import log_axes
 from tunelab.app.widgets.plot_note import PlotNote
@@ -178,12 +181,17 @@ class CostModelView(QWidget):
         self.bias = BiasTable()
         self.bias.group_selected.connect(self._on_group_selected)
         self.bias.scope_changed.connect(self._request_bias)
+        # Would another cost model have ranked better: computed when asked, in a child process.
+        self.models = ModelCompareSection(store)
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.layout_widget)
         splitter.addWidget(self.bias)
-        splitter.setStretchFactor(0, 1)
-        splitter.setStretchFactor(1, 1)
-        splitter.setSizes([460, 340])
+        splitter.addWidget(self.models)
+        splitter.setChildrenCollapsible(False)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 2)
+        splitter.setStretchFactor(2, 1)
+        splitter.setSizes([440, 240, 160])
         self.layout_widget.setMinimumHeight(220)  # room for a title, an axis and five ticks
         self.splitter = splitter
         layout = QVBoxLayout(self)
@@ -241,6 +249,7 @@ class CostModelView(QWidget):
         self._redraw_timer.stop()  # exactly one redraw, now
         self._on_redraw()
         self._request_bias()
+        self.models.set_session(session_id)
 
     def set_compare_sessions(self, session_ids: list[int]) -> None:
         """The sessions ticked in Compare (pooled when the bias scope says so)."""
@@ -289,6 +298,8 @@ class CostModelView(QWidget):
             self.summary.setText(str(exc))
             return 0
         predicted = self._add(columns)
+        if n:
+            self.models.note_new_trials()
         if n and not self._redraw_timer.isActive():
             self._redraw_timer.start()
         if predicted and not self._bias_timer.isActive():

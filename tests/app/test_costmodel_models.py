@@ -1,0 +1,186 @@
+"""The cost-model view's Compare models section: every registered model refit on the session's own trials
+(tunelab.core.usecases.model_compare, in a child process), one table row per model and shape, the model
+that steered the session marked, and a message instead of a table when there is nothing to compare."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+
+from tests.core.specs import small_spec
+from tunelab.app.views.costmodel_view import CostModelView
+from tunelab.app.views.model_table import COLUMNS, bias_words, duration_words
+from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.store import Store
+from tunelab.core.usecases.model_compare import compare_models
+
+pytestmark = pytest.mark.slow
+
+# No cool-down between batches: the sessions only need real trials for the models to learn from.
+MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0)
+WAIT_MS = 120_000  # the child imports TVM and builds the space: seconds, more on a loaded machine
+
+
+@pytest.fixture(scope="module")
+def models_db(tmp_path_factory):
+    """A store with an xgb session steered by the mlp model (one shape), an xgb session tuning two shapes,
+    and a session with no trial. Returns (path, {name: session id})."""
+    from tunelab.core.session.loop import create_session
+
+    path = tmp_path_factory.mktemp("models") / "models.sqlite"
+    store = Store(path)
+    ids = {}
+    try:
+        for key, spec in (
+            (
+                "mlp",
+                small_spec(
+                    tuner="xgb",
+                    tuner_options={"model": "mlp"},
+                    shape={"M": 64, "N": 64, "K": 128},
+                    trials=16,
+                    batch=4,
+                    measure=MEASURE,
+                ),
+            ),
+            (
+                "two_shapes",
+                small_spec(tuner="xgb", trials=16, shapes=({"M": 16, "N": 32, "K": 32},), measure=MEASURE),
+            ),
+        ):
+            session = create_session(store, spec)
+            for _ in session.run():
+                pass
+            ids[key] = session.session_id
+        ids["empty"] = store.create_session(
+            SessionSpec(workload="gemm", shape={"M": 8, "N": 8, "K": 8}),
+            target_json={"kind": "llvm"},
+            target_kind="llvm",
+            space_json={"kind": "template", "knobs": []},
+            tvm_version="test",
+            flops=1024.0,
+        )
+    finally:
+        store.close()
+    return path, ids
+
+
+@pytest.fixture
+def models_store(models_db):
+    store = Store(models_db[0])
+    yield store, models_db[1]
+    store.close()
+
+
+def _view(qtbot, store, size=(1280, 800)):
+    view = CostModelView(store, redraw_ms=10, bias_ms=10)
+    qtbot.addWidget(view)
+    view.resize(*size)
+    view.show()
+    return view
+
+
+def _cells(section, row):
+    return [section.model.text(row, c) for c in range(len(COLUMNS))]
+
+
+def test_bias_and_time_in_words():
+    assert bias_words(0.12) == "12 % too slow" and bias_words(-0.08) == "8 % too fast"
+    assert bias_words(0.001) == "exact" and bias_words(None) == "—"
+    assert duration_words(0.0223) == "22 ms" and duration_words(2.34) == "2.3 s"
+
+
+def test_compare_models_fills_the_table_and_marks_the_steering_model(qtbot, models_store):
+    store, ids = models_store
+    view = _view(qtbot, store)
+    view.set_session(ids["mlp"])
+    section = view.models
+    assert not section.table.isVisible() and "Compare models refits" in section.message.text()
+    qtbot.mouseClick(section.button, Qt.MouseButton.LeftButton)
+    assert section.running and "refitting" in section.message.text()  # said at once, the GUI not blocked
+    assert not section.button.isEnabled()
+    qtbot.waitUntil(lambda: not section.running, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not view.bias_running, timeout=WAIT_MS)
+
+    expected = compare_models(store, [ids["mlp"]])
+    assert section.table.isVisible() and section.model.rowCount() == len(expected) == 2
+    assert [s.model for s in section.scores] == ["xgb", "mlp"]
+    for row, want in enumerate(expected):
+        got = section.scores[row]
+        assert (got.model, got.shape, got.rounds, got.predictions) == (
+            want.model,
+            want.shape,
+            want.rounds,
+            want.predictions,
+        )
+        assert want.predictions > 0
+        cells = _cells(section, row)
+        assert cells[2] == f"{want.rounds} ({want.predictions} trials)"
+        assert cells[3] == ("—" if want.spearman is None else f"{want.spearman:.2f}")
+        assert cells[5] == ("—" if want.topk_recall is None else f"{want.topk_recall:.2f}")
+        assert cells[6] == bias_words(want.bias) and cells[6].endswith(("too slow", "too fast", "exact"))
+        assert cells[7] == ("—" if want.spread is None else f"{want.spread:.2f}")
+        assert cells[8].endswith(("ms", " s"))
+        # the table's own cells say the same as its model's text
+        assert section.table.model().index(row, 3).data() == cells[3]
+    # The mlp steered this session (the xgb tuner's option model): its row, and only it, is marked.
+    assert section.steering_rows() == [1]
+    assert "★" in _cells(section, 1)[0] and "steered" in _cells(section, 1)[0]
+    assert "★" not in _cells(section, 0)[0]
+    assert "★ mlp steered this session" in section.message.text()
+    assert section.table.isColumnHidden(1)  # one shape: no shape column
+
+    # Legible at a laptop's size: every row shown, and the plots keep their room.
+    QApplication.processEvents()
+    assert section.table.viewport().height() >= 2 * section.table.rowHeight(0)
+    for plot in (view.residual_plot, view.rank_plot):
+        assert plot.getAxis("left").geometry().height() >= 120, plot.titleLabel.text
+
+    # Away and back: the result is kept for the same trials, not computed again.
+    view.set_session(ids["two_shapes"])
+    assert not section.table.isVisible()
+    view.set_session(ids["mlp"])
+    assert not section.running and section.table.isVisible() and section.model.rowCount() == 2
+
+
+def test_a_session_of_two_shapes_gets_a_row_per_model_and_shape(qtbot, models_store):
+    store, ids = models_store
+    view = _view(qtbot, store, size=(1600, 1000))
+    view.set_session(ids["two_shapes"])
+    view.models.start()
+    qtbot.waitUntil(lambda: not view.models.running, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not view.bias_running, timeout=WAIT_MS)
+    expected = compare_models(store, [ids["two_shapes"]])
+    section = view.models
+    assert section.table.isVisible()
+    assert [(s.model, s.shape) for s in section.scores] == [(s.model, s.shape) for s in expected]
+    assert len({str(s.shape) for s in section.scores}) == 2 and not section.table.isColumnHidden(1)
+    assert section.steering_rows() == [i for i, s in enumerate(expected) if s.model == "xgb"]  # default
+    for row, want in enumerate(expected):
+        if not want.predictions:
+            assert _cells(section, row)[2] == "none: too few trials"
+
+
+def test_a_session_without_successful_trials_says_so_instead_of_a_table(qtbot, models_store):
+    store, ids = models_store
+    view = _view(qtbot, store)
+    view.set_session(ids["empty"])
+    view.models.start()
+    qtbot.waitUntil(lambda: not view.models.running, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not view.bias_running, timeout=WAIT_MS)
+    section = view.models
+    assert not section.table.isVisible() and section.scores == []
+    assert (
+        f"session {ids['empty']} has no successful trial to compare cost models on" in section.message.text()
+    )
+    assert section.button.isEnabled()  # it can be asked again
+
+
+def test_no_session_no_button(qtbot, models_store):
+    store, _ = models_store
+    view = _view(qtbot, store)
+    view.set_session(None)
+    assert not view.models.button.isEnabled() and "no session selected" in view.models.message.text()
+    view.models.start()
+    assert not view.models.running
