@@ -37,39 +37,21 @@ DEFAULT_PARAMS: dict[str, Any] = {
 _FORMAT = "tunelab-costmodel-1"
 
 
-class CostModel:
-    """XGBoost regressor from feature rows to latency in ms; deterministic for a given seed."""
+class TrainingRows:
+    """What every cost model keeps to learn from (tunelab.core.search.models): the session's own
+    successful trials, and a warm start's rows from earlier sessions (transfer learning, as AutoTVM's and
+    MetaSchedule's per-store features allow: rows measured on other shapes of the same workload family, as
+    time per GFLOP so that shapes of any size share one scale, weighted below the session's own rows)."""
 
-    def __init__(
-        self,
-        *,
-        seed: int = 0,
-        min_samples: int = 4,
-        num_boost_round: int = 50,
-        nthread: int = 2,
-        params: dict[str, Any] | None = None,
-    ) -> None:
-        self.seed = int(seed)
-        # More threads do not pay at these data sizes, and OpenMP threads that spin while the
-        # CPU is busy (builds, CPU measurements) make a fit orders of magnitude slower.
-        self.nthread = max(1, int(nthread))
-        self.min_samples = max(1, int(min_samples))
-        self.num_boost_round = int(num_boost_round)
-        self.params: dict[str, Any] = {**DEFAULT_PARAMS, **(params or {})}
-        self._booster: xgb.Booster | None = None
+    min_samples: int
+
+    def _reset_rows(self) -> None:
         self._X = np.zeros((0, 0))
         self._latency_ms = np.zeros(0)
-        # Transfer learning (AutoTVM's, MetaSchedule's per-store features): rows measured in earlier
-        # sessions of the same workload family on other shapes, as time per GFLOP so that shapes of
-        # any size share one scale, weighted below this session's own rows (set_prior).
         self._prior_X = np.zeros((0, 0))
         self._prior_ms_per_gflop = np.zeros(0)
         self.prior_weight = 0.0
         self.gflop = 1.0  # this problem's GFLOP per call: own latencies to time per GFLOP and back
-
-    @property
-    def trained(self) -> bool:
-        return self._booster is not None
 
     @property
     def n_samples(self) -> int:
@@ -100,11 +82,9 @@ class CostModel:
         self._prior_X, self._prior_ms_per_gflop = X[ok].copy(), y[ok].copy()
         self.prior_weight, self.gflop = float(weight), float(gflop)
 
-    def _train_params(self) -> dict[str, Any]:
-        return {**self.params, "seed": self.seed, "nthread": self.nthread}
-
-    def fit(self, X: np.ndarray, latency_ms: np.ndarray | Sequence[float | None]) -> None:
-        """Refit from scratch on these rows. Failed trials (None, NaN, <= 0) are left out."""
+    def _training_data(self, X: Any, latency_ms: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Keep ``X``'s successful rows as the model's own, then what to train on: rows, log labels
+        (log ms; log ms per GFLOP with a prior) and weights; None while there are too few rows."""
         X = np.asarray(X, dtype=np.float64)
         lat = np.asarray(latency_ms, dtype=np.float64)
         if X.ndim != 2 or lat.ndim != 1 or len(X) != len(lat):
@@ -112,38 +92,83 @@ class CostModel:
         ok = np.isfinite(lat) & (lat > 0)
         self._X, self._latency_ms = X[ok].copy(), lat[ok].copy()
         if self.n_samples + self.n_prior < self.min_samples:
+            return None
+        if not self.n_prior:
+            return self._X, np.log(self._latency_ms), np.ones(self.n_samples)
+        own = self._X if self.n_samples else np.zeros((0, self._prior_X.shape[1]))
+        if own.shape[1] != self._prior_X.shape[1]:
+            raise ValueError(f"own rows have {own.shape[1]} features, the prior's {self._prior_X.shape[1]}")
+        return (
+            np.vstack([own, self._prior_X]),
+            np.log(np.concatenate([self._latency_ms / self.gflop, self._prior_ms_per_gflop])),
+            np.concatenate([np.ones(self.n_samples), np.full(self.n_prior, self.prior_weight)]),
+        )
+
+    def _checked_rows(self, X: Any) -> np.ndarray:
+        """Rows to predict, as wide as the rows learned from (ValueError otherwise)."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"predict needs X of shape (n, d); got {X.shape}")
+        width = self._X.shape[1] if self.n_samples else self._prior_X.shape[1]
+        if len(X) and X.shape[1] != width:
+            raise ValueError(f"the model was trained on {width} features; got {X.shape[1]}")
+        return X
+
+    def _in_ms(self, log_predicted: np.ndarray) -> np.ndarray:
+        """Predicted log labels back to this problem's ms."""
+        pred = np.exp(np.asarray(log_predicted, dtype=np.float64))
+        return pred * self.gflop if self.n_prior else pred
+
+
+class CostModel(TrainingRows):
+    """XGBoost regressor from feature rows to latency in ms; deterministic for a given seed."""
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        min_samples: int = 4,
+        num_boost_round: int = 50,
+        nthread: int = 2,
+        params: dict[str, Any] | None = None,
+    ) -> None:
+        self.seed = int(seed)
+        # More threads do not pay at these data sizes, and OpenMP threads that spin while the
+        # CPU is busy (builds, CPU measurements) make a fit orders of magnitude slower.
+        self.nthread = max(1, int(nthread))
+        self.min_samples = max(1, int(min_samples))
+        self.num_boost_round = int(num_boost_round)
+        self.params: dict[str, Any] = {**DEFAULT_PARAMS, **(params or {})}
+        self._booster: xgb.Booster | None = None
+        self._reset_rows()
+
+    @property
+    def trained(self) -> bool:
+        return self._booster is not None
+
+    def _train_params(self) -> dict[str, Any]:
+        return {**self.params, "seed": self.seed, "nthread": self.nthread}
+
+    def fit(self, X: np.ndarray, latency_ms: np.ndarray | Sequence[float | None]) -> None:
+        """Refit from scratch on these rows. Failed trials (None, NaN, <= 0) are left out."""
+        data = self._training_data(X, latency_ms)
+        if data is None:
             self._booster = None
             return
-        if not self.n_prior:
-            dtrain = xgb.DMatrix(self._X, label=np.log(self._latency_ms), nthread=self.nthread)
-        else:
-            own = self._X if self.n_samples else np.zeros((0, self._prior_X.shape[1]))
-            if own.shape[1] != self._prior_X.shape[1]:
-                raise ValueError(
-                    f"own rows have {own.shape[1]} features, the prior's {self._prior_X.shape[1]}"
-                )
-            dtrain = xgb.DMatrix(
-                np.vstack([own, self._prior_X]),
-                label=np.log(np.concatenate([self._latency_ms / self.gflop, self._prior_ms_per_gflop])),
-                weight=np.concatenate([np.ones(self.n_samples), np.full(self.n_prior, self.prior_weight)]),
-                nthread=self.nthread,
-            )
+        rows, labels, weights = data
+        dtrain = xgb.DMatrix(
+            rows, label=labels, weight=None if not self.n_prior else weights, nthread=self.nthread
+        )
         self._booster = xgb.train(self._train_params(), dtrain, num_boost_round=self.num_boost_round)
 
     def predict(self, X: np.ndarray) -> np.ndarray | None:
         """Predicted latency in ms for each row, or None while the model has too few samples."""
         if self._booster is None:
             return None
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"predict needs X of shape (n, d); got {X.shape}")
+        X = self._checked_rows(X)
         if len(X) == 0:
             return np.zeros(0)
-        width = self._X.shape[1] if self.n_samples else self._prior_X.shape[1]
-        if X.shape[1] != width:
-            raise ValueError(f"the model was trained on {width} features; got {X.shape[1]}")
-        pred = np.exp(self._booster.predict(xgb.DMatrix(X, nthread=self.nthread)).astype(np.float64))
-        return pred * self.gflop if self.n_prior else pred
+        return self._in_ms(self._booster.predict(xgb.DMatrix(X, nthread=self.nthread)))
 
     def to_bytes(self) -> bytes:
         """The raw XGBoost model plus its training data, so a resumed session keeps the model."""

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from tunelab.core.errors import TunelabError
-from tunelab.core.search.costmodel import CostModel
+from tunelab.core.search.costmodel import CostModel, TrainingRows
 
 
-class MLPCostModel:
+class MLPCostModel(TrainingRows):
     """A two-layer perceptron from feature rows to log latency; deterministic for a given seed."""
 
     name = "mlp"
@@ -39,55 +39,24 @@ class MLPCostModel:
         self._log_range = (-50.0, 50.0)
         self._mean = np.zeros(0)
         self._scale = np.ones(0)
-        self._X = np.zeros((0, 0))
-        self._latency_ms = np.zeros(0)
-        self._prior_X = np.zeros((0, 0))
-        self._prior_ms_per_gflop = np.zeros(0)
-        self.prior_weight = 0.0
-        self.gflop = 1.0
+        self._reset_rows()
 
     @property
     def trained(self) -> bool:
         return self._net is not None
 
-    @property
-    def n_samples(self) -> int:
-        return len(self._latency_ms)
-
-    @property
-    def n_prior(self) -> int:
-        return len(self._prior_ms_per_gflop)
-
-    def set_prior(self, X: np.ndarray, ms_per_gflop: np.ndarray, *, gflop: float, weight: float) -> None:
-        """As CostModel.set_prior: earlier sessions' rows, learned as time per GFLOP, weighted ``weight``."""
-        X = np.asarray(X, dtype=np.float64)
-        y = np.asarray(ms_per_gflop, dtype=np.float64)
-        if X.ndim != 2 or len(X) != len(y) or not 0 < weight <= 1 or not gflop > 0:
-            raise ValueError("set_prior needs X (n, d), n figures, 0 < weight <= 1 and gflop > 0")
-        ok = np.isfinite(y) & (y > 0)
-        self._prior_X, self._prior_ms_per_gflop = X[ok].copy(), y[ok].copy()
-        self.prior_weight, self.gflop = float(weight), float(gflop)
-
     def fit(self, X: np.ndarray, latency_ms: Any) -> None:
         """Refit from scratch. Failed trials (None, NaN, <= 0) are left out."""
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
         from sklearn.neural_network import MLPRegressor
 
-        X = np.asarray(X, dtype=np.float64)
-        lat = np.asarray(latency_ms, dtype=np.float64)
-        if X.ndim != 2 or lat.ndim != 1 or len(X) != len(lat):
-            raise ValueError(f"fit needs X of shape (n, d) and n latencies; got {X.shape} and {lat.shape}")
-        ok = np.isfinite(lat) & (lat > 0)
-        self._X, self._latency_ms = X[ok].copy(), lat[ok].copy()
-        if self.n_samples + self.n_prior < self.min_samples:
+        data = self._training_data(X, latency_ms)
+        if data is None:
             self._net = None
             return
-        if self.n_prior:
-            own = self._X if self.n_samples else np.zeros((0, self._prior_X.shape[1]))
-            rows = np.vstack([own, self._prior_X])
-            y = np.log(np.concatenate([self._latency_ms / self.gflop, self._prior_ms_per_gflop]))
-            weight = np.concatenate([np.ones(self.n_samples), np.full(self.n_prior, self.prior_weight)])
-        else:
-            rows, y, weight = self._X, np.log(self._latency_ms), np.ones(self.n_samples)
+        rows, y, weight = data
         self._mean = rows.mean(axis=0)
         self._scale = rows.std(axis=0)
         self._scale[self._scale == 0] = 1.0  # constant features carry nothing
@@ -99,10 +68,6 @@ class MLPCostModel:
             tol=1e-5,
             random_state=self.seed,
         )
-        import warnings
-
-        from sklearn.exceptions import ConvergenceWarning
-
         with warnings.catch_warnings():  # a few dozen rows: it stops at max_iter, which is fine
             warnings.simplefilter("ignore", ConvergenceWarning)
             net.fit((rows - self._mean) / self._scale, y, sample_weight=weight)
@@ -112,18 +77,13 @@ class MLPCostModel:
     def predict(self, X: np.ndarray) -> np.ndarray | None:
         if self._net is None:
             return None
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"predict needs X of shape (n, d); got {X.shape}")
+        X = self._checked_rows(X)
         if len(X) == 0:
             return np.zeros(0)
-        if X.shape[1] != len(self._mean):
-            raise ValueError(f"the model was trained on {len(self._mean)} features; got {X.shape[1]}")
         # Outside the range it learned, a network extrapolates linearly in log space: clip to what
         # latencies its training data had, widened tenfold, so one wild row cannot rank first.
         log_pred = self._net.predict((X - self._mean) / self._scale)
-        pred = np.exp(np.clip(log_pred, *self._log_range)).astype(np.float64)
-        return pred * self.gflop if self.n_prior else pred
+        return self._in_ms(np.clip(log_pred, *self._log_range))
 
 
 COST_MODELS: dict[str, type] = {"xgb": CostModel, "mlp": MLPCostModel}
