@@ -176,6 +176,8 @@ def main() -> int:
         settle(app)
         if view is window.costmodel:  # its bias table is computed in a child process once shown
             wait_for(app, lambda: not window.costmodel.bias_running, 120)
+            window.costmodel.models.start()  # the models compared on this session (a child process too)
+            wait_for(app, lambda: not window.costmodel.models.running, 120)
             settle(app)
         shots[name] = window.grab()
     window.tabs.setCurrentWidget(window.compare)
