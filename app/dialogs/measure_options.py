@@ -99,6 +99,7 @@ class MeasureOptionsBox(QGroupBox):
             " s",
         )
         self.cooldown_spin.setSpecialValueText("no wait")
+        self.cooldown_tip = self.cooldown_spin.toolTip()  # restored when measuring here again
         self.confirm_spin = int_spin(
             0,
             32,

@@ -592,6 +592,15 @@ class NewSessionDialog(QDialog):
         self.error_label.setText(reason or "")
         self.error_label.setVisible(bool(reason))
         self.start_button.setEnabled(reason is None and self.space_editor.is_valid())
+        # This machine's load says nothing about a remote device's: a remote session never cools down.
+        remote = self.remote_options.is_remote
+        self.measure_box.cooldown_spin.setEnabled(not remote)
+        self.measure_box.cooldown_spin.setToolTip(
+            "not used when measuring on an RPC tracker's servers: this machine's load says nothing "
+            "about theirs"
+            if remote
+            else self.measure_box.cooldown_tip
+        )
         self._update_summary()
 
     def _update_summary(self) -> None:

@@ -76,8 +76,12 @@ def test_this_machine_is_the_default_and_measures_here(qtbot, settings):
 def test_bad_remote_input_is_one_message_and_no_session_starts(qtbot, settings):
     dialog = _dialog(qtbot, settings)
     box = dialog.remote_options
+    assert dialog.measure_box.cooldown_spin.isEnabled()
     box.remote_radio.setChecked(True)
     assert all(w.isEnabled() for w in (box.host_edit, box.port_spin, box.key_combo, box.workers_spin))
+    # a remote session never cools down (this machine's load is not the device's): the field says so
+    assert not dialog.measure_box.cooldown_spin.isEnabled()
+    assert "not used when measuring on an RPC tracker" in dialog.measure_box.cooldown_spin.toolTip()
     # no host
     assert not dialog.can_start()
     assert dialog.error_label.isVisibleTo(dialog)
