@@ -71,10 +71,18 @@ def test_models_are_judged_out_of_sample_round_by_round(session):
     store = Store(path)
     scores = compare_models(store, [sid])
     assert [s.model for s in scores] == ["xgb", "mlp"]
+    ok = [t for t in store.trials(sid) if t.ok]
     for s in scores:
         assert s.session_id == sid and s.shape == {"M": 64, "N": 64, "K": 128}
-        # xgb learns from 4 trials (round 1 on), mlp from 8 (round 2 on): each round only from the ones before
-        assert s.rounds == (5 if s.model == "xgb" else 4) and s.predictions == 4 * s.rounds
+        # xgb learns from 4 trials, mlp from 8: a round is predicted only from the rounds before it
+        # (all 24 trials succeed unless a kernel failed; rounds with fewer than 2 successes are skipped)
+        need = 4 if s.model == "xgb" else 8
+        rounds = [
+            r for r in range(1, 6)
+            if sum(t.round < r for t in ok) >= need and sum(t.round == r for t in ok) >= 2
+        ]  # fmt: skip
+        assert s.rounds == len(rounds) and s.predictions == sum(t.round in rounds for t in ok)
+        assert s.rounds >= (4 if s.model == "xgb" else 3)
         assert s.spearman is not None and -1 <= s.spearman <= 1
         assert s.topk_recall is not None and 0 <= s.topk_recall <= 1
         assert s.bias is not None and s.spread is not None and s.train_s > 0
@@ -123,22 +131,27 @@ def test_a_session_steered_by_the_mlp_and_the_models_command(session, tmp_path):
 
 def test_shadow_models_predict_every_candidate_out_of_sample_without_steering(tmp_path):
     store = Store(tmp_path / "tunelab.sqlite")
-    plain = create_session(store, small_spec(tuner="xgb", trials=12, seed=3))
+    # A seeded random search takes the same path whatever its trials measure, so a change of path could
+    # only come from the shadows (an xgb search's path follows its noisy measurements).
+    plain = create_session(store, small_spec(tuner="random", trials=12, seed=3))
     plain_configs = [t.config for t in plain.run()]
-    shadowed = create_session(store, small_spec(tuner="xgb", trials=12, seed=3, shadow_models=("mlp", "xgb")))
+    shadowed = create_session(
+        store, small_spec(tuner="random", trials=12, seed=3, shadow_models=("mlp", "xgb"))
+    )
     trials = list(shadowed.run())
     record = store.session(shadowed.session_id)
     assert record.shadow_models == ("mlp", "xgb")
-    # they only watch: the search took the same path as without them
-    assert [t.config for t in trials] == plain_configs
+    assert [t.config for t in trials] == plain_configs  # they only watch
     predictions = store.trial_predictions(shadowed.session_id)
     for t in trials:
         got = predictions.get(t.id, {})
-        # each model from the round where it had enough trials (xgb 4, mlp 8), before the trial was measured
-        assert ("xgb" in got) == (t.round >= 1) and ("mlp" in got) == (t.round >= 2), (t.round, got)
+        # each model from the round where it had enough successful trials before it (xgb 4, mlp 8)
+        known = sum(1 for u in trials if u.round < t.round and u.ok)
+        assert ("xgb" in got) == (known >= 4) and ("mlp" in got) == (known >= 8), (t.round, known, got)
         assert all(ms > 0 for ms in got.values())
         if "xgb" in got:  # the shadow xgb is the session's own model, refit on the same trials
             assert got["xgb"] == pytest.approx(t.predicted_ms, rel=1e-6)
+    assert any("mlp" in p for p in predictions.values())
     for bad, words in [(("svm",), "unknown cost model 'svm'"), (("mlp", "mlp"), "names a model twice")]:
         with pytest.raises(TunelabError, match=words):
             create_session(store, small_spec(shadow_models=bad))
