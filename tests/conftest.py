@@ -7,3 +7,9 @@ import tempfile
 
 # The target self-check caches its passes (tunelab.core.target.selfcheck); children started by tests inherit this.
 os.environ.setdefault("TUNELAB_CACHE_DIR", tempfile.mkdtemp(prefix="tunelab-test-cache-"))
+
+# TVM's default thread pool is half the CPUs on x86; tunelab's processes use every core, and so do the
+# tests that run kernels in this process (tunelab.core.measure.threads).
+from tunelab.core.measure.threads import use_every_core  # noqa: E402
+
+use_every_core()

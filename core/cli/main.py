@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     import sqlite3
 
+    from tunelab.core.measure.threads import use_every_core
+
+    use_every_core()  # TVM's default pool is half the CPUs on x86: kernels would run on half the cores
+
     events = NO_EVENTS  # until the command line names a descriptor (--events-fd)
     try:
         args = _parser().parse_args(argv)

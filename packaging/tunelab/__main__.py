@@ -9,6 +9,9 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tunelab.core.measure.threads import use_every_core
+
+    use_every_core()  # before TVM starts its thread pool, in this process and the ones it starts
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] == "gui" or (args[0] == "--db" and len(args) == 2):
         from tunelab.app.main import main as gui_main

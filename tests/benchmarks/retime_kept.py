@@ -28,6 +28,9 @@ from suite.cases import TIERS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tunelab.core.measure.threads import use_every_core
+
+    use_every_core()  # before TVM's pool starts
     import tvm
 
     from tunelab.core.measure.timing import kernel_timer

@@ -171,6 +171,9 @@ def _override(case: Case, args: argparse.Namespace) -> Case:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tunelab.core.measure.threads import use_every_core
+
+    use_every_core()  # both tools' jobs inherit it: TVM alone would run kernels on half the cores
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

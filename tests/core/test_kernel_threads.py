@@ -1,0 +1,68 @@
+"""Kernels run on every core this process may use, not on the half TVM's default gives an x86 host."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tunelab.core.measure.threads import tvm_default_threads, use_every_core
+from tunelab.core.target.info import cpu_core_count
+
+
+def _pool_size(code: str) -> int:
+    env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
+    done = subprocess.run(
+        [sys.executable, "-c", code + "\nimport tvm\nprint(tvm.get_global_func('runtime.NumThreads')())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return int(done.stdout.split()[-1])
+
+
+def test_tvm_alone_uses_half_the_cpus_on_x86() -> None:
+    """The reading of TVM's MaxConcurrency that the fix rests on, checked against the real runtime."""
+    assert _pool_size("") == tvm_default_threads()
+
+
+def test_a_tunelab_process_runs_kernels_on_every_usable_core() -> None:
+    code = "from tunelab.core.measure.threads import use_every_core\nuse_every_core()"
+    assert _pool_size(code) == cpu_core_count()
+
+
+def test_the_command_line_sets_it_for_the_processes_it_starts() -> None:
+    code = (
+        "import os\nfrom tunelab.core.cli.main import main\nmain(['workloads'])\n"
+        "print(os.environ['TVM_NUM_THREADS'])"
+    )
+    assert _pool_size(code) == cpu_core_count()
+
+
+@pytest.mark.parametrize(
+    ("count", "machine", "expected"),
+    [(2, "x86_64", 1), (16, "x86_64", 8), (1, "x86_64", 1), (2, "aarch64", 2), (8, "AMD64", 4)],
+)
+def test_tvm_default(count: int, machine: str, expected: int) -> None:
+    assert tvm_default_threads(count, machine) == expected
+
+
+def test_a_persons_setting_stays() -> None:
+    env = {"OMP_NUM_THREADS": "3"}
+    chosen = use_every_core(env, cores=2)
+    assert (chosen.threads, chosen.source) == (3, "OMP_NUM_THREADS")
+    assert env == {"OMP_NUM_THREADS": "3"}
+    env = {"TVM_NUM_THREADS": "5", "OMP_NUM_THREADS": "3"}
+    assert use_every_core(env, cores=2).threads == 5  # TVM reads its own variable first
+
+
+def test_unset_means_every_core_and_says_why() -> None:
+    env: dict[str, str] = {}
+    chosen = use_every_core(env, cores=4)
+    assert env == {"TVM_NUM_THREADS": "4"}
+    assert chosen.source == "tunelab"
+    assert "4 threads" in chosen.describe()
