@@ -32,6 +32,7 @@ from tunelab.core.search.costmodel import spearman
 from tunelab.core.search.models import make_cost_model
 from tunelab.core.search.space.base import SearchSpace, config_key
 from tunelab.core.search.space.factory import make_space, space_for_session, space_for_task, task_space
+from tunelab.core.search.space.records import RECORDS_KIND, not_tunable
 from tunelab.core.search.space.tvm_context import InvalidSchedule
 from tunelab.core.search.tuners.base import Observation
 from tunelab.core.search.tuners.registry import get_tuner_class, make_tuner, resolve_options
@@ -39,6 +40,7 @@ from tunelab.core.store import Store, session_write_patience
 from tunelab.core.target.info import TargetInfo, resolve_target, target_from_json
 from tunelab.core.workloads.base import format_shape
 from tunelab.core.workloads.catalog import get_workload
+from tunelab.core.workloads.tir import TIR_NAME
 
 PAUSED_HEARTBEAT_S = 30.0  # a paused session still marks itself alive (tunelab.core.store.HEARTBEAT_STALE_S)
 MAX_REJECTED_ASKS = 20  # ask rounds in a row that yield only invalid or known configs: the space is spent
@@ -46,6 +48,8 @@ MAX_REJECTED_ASKS = 20  # ask rounds in a row that yield only invalid or known c
 
 def check_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo, SearchSpace]:
     """Check every part of a spec before anything is stored; bad input raises a TunelabError."""
+    if spec.workload == TIR_NAME or spec.space_kind == RECORDS_KIND:
+        raise not_tunable(f"workload {spec.workload}")
     if spec.workload == "custom" and isinstance(spec.custom_source, str):
         from tunelab.core.workloads.custom import vet_custom
 
@@ -247,6 +251,8 @@ class TuningSession:
         self.session_id = session_id
         record = store.session(session_id)
         if _prepared is None:
+            if record.space_kind == RECORDS_KIND:
+                raise not_tunable(f"session {session_id}")
             store.check_intact()  # a resumed session: nothing is written to a damaged file (create_session checks)
             workload = get_workload(record.workload, record.custom_source)
             target = target_from_json(record.target)

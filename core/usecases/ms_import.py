@@ -5,14 +5,17 @@ MetaSchedule reads the folder: ``JSONDatabase`` must accept it as a whole (its o
 instructions), and each line is read back with ``Workload.from_json`` / ``TuningRecord.from_json``, so the
 trials keep the file's order (``JSONDatabase`` hands records back sorted by run time) and a bad line is named.
 
-A workload is imported only when the catalog recognises it (:mod:`tunelab.core.workloads.recognise`): it then
-becomes a finished session of that workload and shape whose trials are points of tunelab's own search space
-(the auto space, else the template space, whichever holds every record's schedule), so each trial's schedule
-is rebuilt from its config as for a session tuned here (shown, compared, exported, validated alike). Records
-of tunelab's template space are found only when their trace carries the sketch annotation (schedules the
-evolutionary tuner proposed); a template trial of another tuner is refused, naming its line. A workload the
-catalog does not know is refused in one line ("workload not in tunelab's catalog: ..."): keeping an opaque
-module as a session would need a workload kind that the store, the spaces and export do not have.
+A workload the catalog recognises (:mod:`tunelab.core.workloads.recognise`) becomes a finished session of that
+workload and shape whose trials are points of tunelab's own search space (the auto space, else the template
+space, whichever holds every record's schedule), so each trial's schedule is rebuilt from its config as for a
+session tuned here (shown, compared, exported, validated alike). Records of tunelab's template space are found
+only when their trace carries the sketch annotation (schedules the evolutionary tuner proposed); a template
+trial of another tuner is refused, naming its line.
+
+A workload the catalog does not know still imports, as an opaque ``tir`` workload
+(:mod:`tunelab.core.workloads.tir`: its PrimFunc kept as TVMScript, the unscheduled PrimFunc its reference)
+whose space holds just the imported records (:mod:`tunelab.core.search.space.records`): it can be viewed,
+compared, re-measured and exported, not re-tuned.
 
 Everything is checked before anything is stored: bad input is one TunelabError and the store is unchanged.
 A folder imported a second time is refused the same way, naming the session that already holds its records.
@@ -57,6 +60,7 @@ class ImportedWorkload:
     space_kind: str
     space: Any  # the SearchSpace the configs are points of
     records: tuple[ImportedRecord, ...]
+    custom_source: str | None = None  # workload "tir": the PrimFunc as TVMScript
 
 
 def _last_line(exc: BaseException) -> str:
@@ -169,22 +173,20 @@ def _import_workload(mod: Any, schedules: list[tuple[int, Any, Any]], index: int
     from tunelab.core.search.space.tvm_context import InvalidSchedule
     from tunelab.core.target.info import target_from_json
     from tunelab.core.workloads.catalog import get_workload
-    from tunelab.core.workloads.recognise import describe_function, recognise
+    from tunelab.core.workloads.recognise import recognise
 
-    known = recognise(mod)
-    if known is None:
-        raise TunelabError(
-            f"workload not in tunelab's catalog: {describe_function(mod)} ({WORKLOAD_FILE} line {index + 1})"
-        )
-    workload = get_workload(known.workload)
     target_json = _target_json(schedules[0][1].target)
-    target = target_from_json(target_json)
     for line, record, _ in schedules:
         if _target_json(record.target) != target_json:
             raise TunelabError(
                 f"{RECORD_FILE} line {line} was tuned for another target than line {schedules[0][0]} "
                 f"(one session has one target)"
             )
+    known = recognise(mod)
+    if known is None:
+        return _opaque_workload(mod, schedules, target_json, index)
+    workload = get_workload(known.workload)
+    target = target_from_json(target_json)
     misfit = schedules[0][0]  # the first line the auto space holds no point for
     for kind in ("auto", "template"):
         try:
@@ -211,6 +213,33 @@ def _import_workload(mod: Any, schedules: list[tuple[int, Any, Any]], index: int
     raise TunelabError(
         f"{RECORD_FILE} line {misfit}: its schedule "
         f"is a point of neither of tunelab's spaces (auto, template) for {known.workload}"
+    )
+
+
+def _opaque_workload(
+    mod: Any, schedules: list[tuple[int, Any, Any]], target_json: dict[str, Any], index: int
+) -> ImportedWorkload:
+    """A workload the catalog does not know, kept as its TIR with its records as the only points."""
+    from tunelab.core.errors import WorkloadError
+    from tunelab.core.search.space.records import RECORDS_KIND, RecordSpace
+    from tunelab.core.target.info import target_from_json
+    from tunelab.core.workloads.tir import TIR_NAME, TIRWorkload, tir_source
+
+    funcs = [func for _, func in mod.functions.items()]
+    try:
+        if len(funcs) != 1:
+            raise WorkloadError(f"tir: the module holds {len(funcs)} functions; one workload is one PrimFunc")
+        workload = TIRWorkload(tir_source(funcs[0]))
+    except WorkloadError as exc:
+        raise TunelabError(f"{WORKLOAD_FILE} line {index + 1}: {exc}") from None
+    traces = [_trace_json(record.trace) for _, record, _ in schedules]
+    space = RecordSpace(workload, {}, workload.dtypes[0], target_from_json(target_json), {"traces": traces})
+    records = tuple(
+        ImportedRecord(line, {"record": i}, traces[i], _samples_ms(record.run_secs))
+        for i, (line, record, _) in enumerate(schedules)
+    )
+    return ImportedWorkload(
+        TIR_NAME, {}, workload.dtypes[0], target_json, RECORDS_KIND, space, records, workload.source
     )
 
 
@@ -279,6 +308,7 @@ def _already_imported(store: Store, item: ImportedWorkload) -> int | None:
             or session.dtype != item.dtype
             or session.target != item.target_json
             or session.n_trials != len(wanted)
+            or session.custom_source != item.custom_source
         ):
             continue
         held = [(config_key(t.config), t.samples_ms) for t in store.trials(session.id, with_samples=True)]
@@ -291,8 +321,9 @@ def _store_session(store: Store, item: ImportedWorkload, where: str, tvm_version
     from tunelab.core.workloads.base import format_shape
     from tunelab.core.workloads.catalog import get_workload
 
-    workload = get_workload(item.workload)
+    workload = get_workload(item.workload, item.custom_source)
     flops = float(workload.flops(item.shape))
+    title = item.workload if item.custom_source is None else f"{item.workload} {workload.main_block}"
     spec = SessionSpec(
         workload=item.workload,
         shape=item.shape,
@@ -301,7 +332,8 @@ def _store_session(store: Store, item: ImportedWorkload, where: str, tvm_version
         space_kind=item.space_kind,
         tuner=IMPORT_TUNER,
         trials=len(item.records),
-        name=f"{item.workload} {format_shape(item.shape)} imported from {where}",
+        name=f"{title} {format_shape(item.shape)}".strip() + f" imported from {where}",
+        custom_source=item.custom_source,
     )
     session_id = store.create_session(
         spec,

@@ -33,6 +33,7 @@ Conventions shared by every workload:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +43,7 @@ from tvm import te
 
 from tunelab.core.errors import WorkloadError, shown
 from tunelab.core.workloads.base import Param, Workload
+from tunelab.core.workloads.tir import TIR_NAME
 
 __all__ = ["WORKLOADS", "get_workload", "list_workloads", "load_custom_workload"]
 
@@ -629,11 +631,22 @@ def get_workload(name: str, custom_source: str | None = None) -> Workload:
                 "and reference()"
             )
         return load_custom_workload(custom_source)
+    if key == TIR_NAME:  # an imported PrimFunc the catalog does not know, kept as TVMScript
+        if custom_source is None:
+            raise WorkloadError("tir: the PrimFunc's TVMScript is needed (an imported session keeps it)")
+        return _tir_workload(custom_source)
     wl = WORKLOADS.get(key)
     if wl is None:
         known = ", ".join([*WORKLOADS, CUSTOM_NAME])
         raise WorkloadError(f"unknown workload {shown(key)}; known workloads are {known}")
     return wl
+
+
+@functools.lru_cache(maxsize=16)
+def _tir_workload(source: str) -> Workload:
+    from tunelab.core.workloads.tir import TIRWorkload
+
+    return TIRWorkload(source)  # type: ignore[return-value]  # the Workload interface, duck-typed
 
 
 def load_custom_workload(source: str, name: str = CUSTOM_NAME, *, vet: bool = True) -> Workload:

@@ -33,6 +33,10 @@ def make_space(
         from tunelab.core.search.space.auto import AutoSpace
 
         return AutoSpace(workload, shape, dtype, target, data)
+    if kind == "records":  # an imported workload the catalog does not know: its records only
+        from tunelab.core.search.space.records import RecordSpace
+
+        return RecordSpace(workload, shape, dtype, target, data)
     raise SpaceError(f"unknown space {kind!r}; choose template or auto")
 
 
