@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from tunelab.core.measure.remote import RemoteError, TrackerAddress, tracker_summary
+from tunelab.core.target.info import cpu_core_count
 
 STARTUP_S = 120.0  # TVM's import alone takes several seconds per process on a busy 2-core machine
 
@@ -23,9 +24,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _spawn(*args: str) -> subprocess.Popen:
+def _spawn(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", *args],
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -46,6 +48,10 @@ class Cluster:
     tracker: TrackerAddress
     key: str
     tracker_proc: subprocess.Popen
+    # Servers on one host share its cores, as a person placing several there would split them: each
+    # running kernels on every core, two measuring at once contend (GEMM 64x64x256 read 1.75x slower
+    # through two such servers than here).
+    server_threads: int = 1
     servers: dict[str, subprocess.Popen] = field(default_factory=dict)  # by "HOST:PORT"
 
     def add_server(self) -> str:
@@ -64,6 +70,7 @@ class Cluster:
             str(port),
             "--port-end",
             str(port + 1),
+            env={**os.environ, "TVM_NUM_THREADS": str(self.server_threads)},
         )
         deadline = time.monotonic() + STARTUP_S
         while time.monotonic() < deadline:
@@ -105,7 +112,7 @@ def start_cluster(n_servers: int = 2, key: str = "tunelab-test") -> Cluster:
                 stop(proc)
                 raise RuntimeError(f"the RPC tracker on port {port} did not start") from None
             time.sleep(0.3)
-    cluster = Cluster(tracker, key, proc)
+    cluster = Cluster(tracker, key, proc, server_threads=max(cpu_core_count() // max(n_servers, 1), 1))
     try:
         for _ in range(n_servers):
             cluster.add_server()

@@ -8,7 +8,12 @@ import sys
 
 import pytest
 
-from tunelab.core.measure.threads import tvm_default_threads, use_every_core
+from tunelab.core.measure.threads import (
+    MEASURE_SPIN_COUNT,
+    SPIN_VARIABLE,
+    tvm_default_threads,
+    use_every_core,
+)
 from tunelab.core.target.info import cpu_core_count
 
 
@@ -55,7 +60,7 @@ def test_a_persons_setting_stays() -> None:
     env = {"OMP_NUM_THREADS": "3"}
     chosen = use_every_core(env, cores=2)
     assert (chosen.threads, chosen.source) == (3, "OMP_NUM_THREADS")
-    assert env == {"OMP_NUM_THREADS": "3"}
+    assert env == {"OMP_NUM_THREADS": "3", SPIN_VARIABLE: str(MEASURE_SPIN_COUNT)}
     env = {"TVM_NUM_THREADS": "5", "OMP_NUM_THREADS": "3"}
     assert use_every_core(env, cores=2).threads == 5  # TVM reads its own variable first
 
@@ -63,6 +68,14 @@ def test_a_persons_setting_stays() -> None:
 def test_unset_means_every_core_and_says_why() -> None:
     env: dict[str, str] = {}
     chosen = use_every_core(env, cores=4)
-    assert env == {"TVM_NUM_THREADS": "4"}
+    assert env == {"TVM_NUM_THREADS": "4", SPIN_VARIABLE: str(MEASURE_SPIN_COUNT)}
     assert chosen.source == "tunelab"
     assert "4 threads" in chosen.describe()
+
+
+def test_an_idle_pool_thread_spins_briefly_unless_a_person_chose() -> None:
+    """TVM's 300000 spins starve a shared machine's kernel threads (see threads.py); a set value stays."""
+    env = {SPIN_VARIABLE: "50000"}
+    assert use_every_core(env, cores=2).spin_count == 50000 and env[SPIN_VARIABLE] == "50000"
+    env = {SPIN_VARIABLE: "x"}
+    assert use_every_core(env, cores=2).spin_count == 0  # as TVM's atoi reads it

@@ -41,7 +41,7 @@ def remote_spec(cluster, **changes):
     return small_spec(**base)
 
 
-def test_a_session_is_measured_on_both_servers_as_well_as_here(cluster, tmp_path):
+def test_a_session_is_measured_on_both_servers_as_well_as_here(cluster, tmp_path, monkeypatch):
     store = Store(tmp_path / "tunelab.sqlite")
     remote = create_session(store, remote_spec(cluster))
     trials = list(remote.run())
@@ -51,7 +51,9 @@ def test_a_session_is_measured_on_both_servers_as_well_as_here(cluster, tmp_path
     assert {t.device for t in trials} == set(cluster.servers), [t.device for t in trials]
     stamps = store.trial_telemetry(remote.session_id)
     assert {s["remote_device"] for s in stamps.values()} == set(cluster.servers)
-    # the same seed measures the same configs here: the kernels' quality agrees within noise
+    # the same seed measures the same configs here, on as many threads as a server has: the kernels'
+    # quality agrees within noise (the runner's workers start with the session and inherit the variable)
+    monkeypatch.setenv("TVM_NUM_THREADS", str(cluster.server_threads))
     local = create_session(store, remote_spec(cluster, measure=replace(FAST_MEASURE, cooldown_s=0)))
     here = {json.dumps(t.config, sort_keys=True): t for t in local.run()}
     assert all(t.device is None for t in here.values())
