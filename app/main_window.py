@@ -767,5 +767,6 @@ class MainWindow(QMainWindow):
         for worker in running_workers():  # quick readers (bias table, vendor & roofline figures)
             worker.wait(30_000)
         self.watcher.stop()
+        self._run_bar_timer.stop()  # a refresh after close would read a store its owner may close next
         self._save_settings()
         event.accept()

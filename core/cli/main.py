@@ -18,9 +18,9 @@ Given ``--events-fd N`` (`tune`, `bias`), a command also reports its progress, i
 JSON lines on that descriptor, for the process that started it (tunelab.core.cli.protocol).
 
 This module parses the command line and hands it to its command: the grammar is `parser`, the commands
-live by job in `tuning`, `inspection` (workloads, sessions, show, compare, devices), `trust` (validate, jitter, bias,
-baseline, roofline, models) and `export` (export, import); what they share (the store, files, JSON of records,
-tables) in `common`.
+live by job in `tuning`, `compiling` (compile), `inspection` (workloads, sessions, show, compare,
+devices), `trust` (validate, jitter, bias, baseline, roofline, models) and `export` (export, import);
+what they share (the store, files, JSON of records, tables) in `common`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import argparse
 import sys
 
 from tunelab.core.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORE_FAILURE, say_error
+from tunelab.core.cli.compiling import cmd_compile
 from tunelab.core.cli.export import cmd_export, cmd_import
 from tunelab.core.cli.inspection import cmd_compare, cmd_devices, cmd_sessions, cmd_show, cmd_workloads
 from tunelab.core.cli.parser import _parser
@@ -62,6 +63,7 @@ COMMANDS = {
     "roofline": cmd_roofline,
     "devices": cmd_devices,
     "models": cmd_models,
+    "compile": cmd_compile,
 }
 
 

@@ -282,6 +282,28 @@ def _parser() -> argparse.ArgumentParser:
     mo.add_argument("--models", default=None, metavar="NAME,...", help="default: every registered model")
     mo.add_argument("--json", action="store_true")
     with_db(mo)
+    co = sub.add_parser(
+        "compile",
+        help="build sampled schedules of a space for a target without measuring (CUDA: source and PTX)",
+    )
+    co.add_argument(
+        "workload", nargs="?", help="a name from `tunelab workloads`, or custom with --custom FILE"
+    )
+    co.add_argument("--shape", default=None, help="K=V,... or a preset (default: the workload's)")
+    co.add_argument("--dtype", default=None)
+    co.add_argument(
+        "--target",
+        default="auto",
+        help='auto | llvm | cuda | a JSON target dict, e.g. \'{"kind":"cuda","arch":"sm_90"}\'',
+    )
+    co.add_argument("--space", default="template", help="template | auto")
+    co.add_argument("--space-file", help="an edited search space (JSON), as the GUI's editor saves it")
+    co.add_argument("--custom", metavar="FILE", help="a Python file defining a TE compute (workload custom)")
+    co.add_argument("--samples", type=int, default=8, help="distinct configs to build (1..256)")
+    co.add_argument("--seed", type=int, default=0)
+    co.add_argument("--out", required=True, help="the folder the sources and compile.json go into")
+    co.add_argument("--force", action="store_true", help="replace an earlier compile in the --out folder")
+    co.add_argument("--json", action="store_true")
     d = sub.add_parser("devices", help="the devices a TVM RPC tracker holds: keys, servers, queues")
     d.add_argument(
         "--rpc", default=None, metavar="HOST:PORT", help="the tracker (default: TVM_TRACKER_HOST/PORT)"

@@ -30,6 +30,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.export.pick import CI_LEVEL, export_pick
 from tunelab.core.measure.placement import DEFAULT_LAYOUT
 from tunelab.core.store import Store
+from tunelab.core.target.build import build_scope
 
 SCHEDULE_FORMAT = 1
 FORMATS = ("schedule", "tvmscript", "library", "database")
@@ -152,7 +153,8 @@ def export_trial(
     if "library" in formats:
         path = out / f"{name}.so"
         try:
-            tvm.compile(sch.mod, target.tvm_target()).export_library(str(path))
+            with build_scope(sch.mod, target.tvm_target()):
+                tvm.compile(sch.mod, target.tvm_target()).export_library(str(path))
         except OSError as exc:
             raise TunelabError(f"cannot write {path}: {exc.strerror or exc}") from None
         written["library"] = str(path)
@@ -346,4 +348,6 @@ def build_schedule_file(
     import tvm
 
     doc, sch = schedule_from_file(path, trust_custom=trust_custom)
-    return tvm.compile(sch.mod, tvm.target.Target(target or doc["target"]))
+    tvm_target = tvm.target.Target(target or doc["target"])
+    with build_scope(sch.mod, tvm_target):
+        return tvm.compile(sch.mod, tvm_target)

@@ -51,8 +51,11 @@ def fast_build(mod: Any, target: Any, _params: Any) -> Any:
     import tvm
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
+    from tunelab.core.target.build import build_scope
+
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    return tvm.tirx.build(mod, target=target)  # must be a runtime.Module (export_library)
+    with build_scope(mod, target):  # tensor-core kernels need a pass turned off in 0.27
+        return tvm.tirx.build(mod, target=target)  # must be a runtime.Module (export_library)
 
 
 def _classify(message: str) -> str:
@@ -378,5 +381,5 @@ def _write_problem(
     expected = None
     if check:
         expected = os.path.join(folder, "expected.npy")
-        np.save(expected, workload.reference(inputs, shape))
+        np.save(expected, workload.reference(inputs, shape, dtype))
     return tuple(paths), expected

@@ -404,7 +404,7 @@ def measure_baseline(
     if sync is not None:
         sync()
     got = np.asarray(fetch())
-    expected = wl.reference(inputs, shape)
+    expected = wl.reference(inputs, shape, dtype)
     rtol, atol = wl.tolerance(dtype, shape)
     err = float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64)))) if got.size else 0.0
     correct = got.shape == expected.shape and bool(np.allclose(got, expected, rtol=rtol, atol=atol))

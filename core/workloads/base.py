@@ -18,6 +18,25 @@ from tunelab.core.errors import WorkloadError, shown
 from tunelab.core.workloads.shape_text import format_shape
 
 FLOAT_DTYPES = ("float32", "float64", "float16")
+# Mixed precision, "inputs:accumulator": float16 inputs multiplied and summed in float32, a float32 output
+# (what tensor cores compute: MetaSchedule's wmma f16f16f32 intrinsics). Offered by the matmul-like
+# workloads (GEMM, batch matmul, the convolutions).
+MIXED_F16_F32 = "float16:float32"
+MATMUL_DTYPES = (*FLOAT_DTYPES, MIXED_F16_F32)
+
+
+def split_dtype(dtype: str) -> tuple[str, str]:
+    """``(input dtype, accumulator and output dtype)``: "float16:float32" -> both, "float32" -> twice."""
+    inputs, _, out = str(dtype).partition(":")
+    return inputs, out or inputs
+
+
+def mul_acc(a: Any, b: Any, dtype: str) -> Any:
+    """``a * b`` in the accumulator dtype: the inputs cast up first when the dtype is mixed (unchanged
+    otherwise, so a plain dtype's TIR is what it always was)."""
+    inputs, acc = split_dtype(dtype)
+    return a * b if acc == inputs else a.astype(acc) * b.astype(acc)
+
 
 _SHAPE_ITEM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
@@ -217,9 +236,9 @@ class Workload:
     def bytes_moved(self, shape, dtype: str | None = None) -> float:
         """Minimum bytes read and written: every input once plus the output once."""
         s = self._shape(shape)
-        item = np.dtype(self.check_dtype(dtype)).itemsize
-        elems = sum(_prod(x) for x in self._input_shapes(s)) + _prod(self._output_shape(s))
-        return float(elems * item)
+        inputs, out = (np.dtype(d).itemsize for d in split_dtype(self.check_dtype(dtype)))
+        elems_in = sum(_prod(x) for x in self._input_shapes(s))
+        return float(elems_in * inputs + _prod(self._output_shape(s)) * out)
 
     def check_memory(self, shape, dtype: str | None = None) -> None:
         """WorkloadError when the shape's tensors (inputs and output) cannot fit in this machine's memory.
@@ -254,7 +273,7 @@ class Workload:
     def make_inputs(self, shape, dtype: str | None = None, seed: int = 0) -> list[np.ndarray]:
         """Deterministic random inputs, uniform in [-1, 1), C-contiguous, in the workload dtype."""
         s = self._shape(shape)
-        dt = np.dtype(self.check_dtype(dtype))
+        dt = np.dtype(split_dtype(self.check_dtype(dtype))[0])
         rng = np.random.default_rng(seed)
         out = []
         for shp in self._input_shapes(s):
@@ -267,10 +286,11 @@ class Workload:
 
     def make_output(self, shape, dtype: str | None = None) -> np.ndarray:
         """A zero array shaped like the output (for the destination-passing call)."""
-        return np.zeros(self.output_shape(shape), dtype=self.check_dtype(dtype))
+        return np.zeros(self.output_shape(shape), dtype=split_dtype(self.check_dtype(dtype))[1])
 
-    def reference(self, inputs: list[np.ndarray], shape) -> np.ndarray:
-        """NumPy result of one call, computed in float64 and returned in the inputs' dtype."""
+    def reference(self, inputs: list[np.ndarray], shape, dtype: str | None = None) -> np.ndarray:
+        """NumPy result of one call, computed in float64 and returned in the output dtype of ``dtype``
+        (the workload dtype; without it, the inputs' dtype)."""
         s = self._shape(shape)
         expected = self._input_shapes(s)
         if len(inputs) != len(expected):
@@ -280,9 +300,12 @@ class Workload:
                 raise WorkloadError(
                     f"{self.name}: input {i} has shape {tuple(np.shape(arr))} but the shape needs {tuple(shp)}"
                 )
-        dtype = np.asarray(inputs[0]).dtype if inputs else np.dtype(self.dtypes[0])
+        if dtype is not None:
+            out = np.dtype(split_dtype(self.check_dtype(dtype))[1])
+        else:
+            out = np.asarray(inputs[0]).dtype if inputs else np.dtype(self.dtypes[0])
         wide = [np.asarray(x, dtype=np.float64) for x in inputs]
-        return np.ascontiguousarray(self._reference(wide, s).astype(dtype))
+        return np.ascontiguousarray(self._reference(wide, s).astype(out))
 
     def _reference(self, inputs: list[np.ndarray], shape: dict[str, int]) -> np.ndarray:
         raise NotImplementedError
@@ -294,7 +317,8 @@ class Workload:
         a sum of L products of values in [-1, 1) stays below about 0.45 * eps * L (measured for fp16 and fp32 at
         L=64..512), so atol = eps * (2 L + 8) leaves a margin of four.
         """
-        dt = np.dtype(self.check_dtype(dtype))
+        # the output's dtype: a mixed dtype's inputs are exact in it, only its accumulation rounds
+        dt = np.dtype(split_dtype(self.check_dtype(dtype))[1])
         if dt.kind != "f":
             return (0.0, 0.0)
         length = self.reduction_length(shape)

@@ -25,8 +25,10 @@ Conventions shared by every workload:
   ``Workload.main_block``) is listed above; the convolutions pad in a separate block named ``pad`` (always
   present, a plain copy when pad=0), dense_bias adds the bias in a block ``bias_add`` and, when relu=1, clamps in a
   block ``relu``.
-* Reductions accumulate in the input dtype. ``reference`` computes in float64 and casts to the workload dtype,
-  so it is the "true" answer; ``tolerance(dtype, shape)`` allows for the rounding of a reduction of that length.
+* Reductions accumulate in the input dtype, except for the mixed dtype ``float16:float32`` of GEMM, batch matmul
+  and the convolutions (float16 inputs summed in float32 into a float32 output, as tensor cores compute).
+  ``reference`` computes in float64 and casts to the workload's output dtype, so it is the "true" answer;
+  ``tolerance(dtype, shape)`` allows for the rounding of a reduction of that length.
 * A *shape* is a ``dict[str, int]`` holding every parameter; ``parse_shape`` turns ``"M=512,N=256"``, a dict, a
   preset name or ``None`` into one, filling defaults and checking it.
 """
@@ -42,7 +44,7 @@ import tvm
 from tvm import te
 
 from tunelab.core.errors import WorkloadError, shown
-from tunelab.core.workloads.base import Param, Workload
+from tunelab.core.workloads.base import MATMUL_DTYPES, Param, Workload, mul_acc, split_dtype
 from tunelab.core.workloads.tir import TIR_NAME
 
 __all__ = ["WORKLOADS", "get_workload", "list_workloads", "load_custom_workload"]
@@ -66,14 +68,15 @@ class Gemm(Workload):
         "bert-base-qkv": {"M": 512, "N": 2304, "K": 768},
         "tall-skinny": {"M": 4096, "N": 64, "K": 1024},
     }
+    dtypes = MATMUL_DTYPES
     main_block = "C"
 
     def _tensors(self, s, dtype):
         M, N, K = s["M"], s["N"], s["K"]
-        A = te.placeholder((M, K), dtype, name="A")
-        B = te.placeholder((K, N), dtype, name="B")
+        A = te.placeholder((M, K), split_dtype(dtype)[0], name="A")
+        B = te.placeholder((K, N), split_dtype(dtype)[0], name="B")
         k = te.reduce_axis((0, K), name="k")
-        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+        C = te.compute((M, N), lambda i, j: te.sum(mul_acc(A[i, k], B[k, j], dtype), axis=k), name="C")
         return [A, B, C]
 
     def _input_shapes(self, s):
@@ -167,14 +170,17 @@ class BatchMatmul(Workload):
         "bert-base-attn-v": {"B": 12, "M": 128, "N": 64, "K": 128},
         "batch-16-256": {"B": 16, "M": 256, "N": 256, "K": 256},
     }
+    dtypes = MATMUL_DTYPES
     main_block = "C"
 
     def _tensors(self, s, dtype):
         Bn, M, N, K = s["B"], s["M"], s["N"], s["K"]
-        A = te.placeholder((Bn, M, K), dtype, name="A")
-        B = te.placeholder((Bn, K, N), dtype, name="B")
+        A = te.placeholder((Bn, M, K), split_dtype(dtype)[0], name="A")
+        B = te.placeholder((Bn, K, N), split_dtype(dtype)[0], name="B")
         k = te.reduce_axis((0, K), name="k")
-        C = te.compute((Bn, M, N), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k), name="C")
+        C = te.compute(
+            (Bn, M, N), lambda b, i, j: te.sum(mul_acc(A[b, i, k], B[b, k, j], dtype), axis=k), name="C"
+        )
         return [A, B, C]
 
     def _input_shapes(self, s):
@@ -343,6 +349,7 @@ _CONV_PRESETS = {
 class _Conv2dBase(Workload):
     params = _CONV_PARAMS
     presets = _CONV_PRESETS
+    dtypes = MATMUL_DTYPES
     main_block = "conv"
 
     def _check_shape(self, s):
@@ -387,8 +394,8 @@ class Conv2dNCHW(_Conv2dBase):
         N, C, H, W, K, R, S = (s[x] for x in "NCHWKRS")
         stride, pad, dil = s["stride"], s["pad"], s["dilation"]
         P, Q = self._pq(s)
-        A = te.placeholder((N, C, H, W), dtype, name="A")
-        B = te.placeholder((K, C, R, S), dtype, name="B")
+        A = te.placeholder((N, C, H, W), split_dtype(dtype)[0], name="A")
+        B = te.placeholder((K, C, R, S), split_dtype(dtype)[0], name="B")
         A_pad = _pad_block(A, pad, "NCHW")
         rc = te.reduce_axis((0, C), name="rc")
         ry = te.reduce_axis((0, R), name="ry")
@@ -396,7 +403,7 @@ class Conv2dNCHW(_Conv2dBase):
         out = te.compute(
             (N, K, P, Q),
             lambda n, f, y, x: te.sum(
-                A_pad[n, rc, y * stride + ry * dil, x * stride + rx * dil] * B[f, rc, ry, rx],
+                mul_acc(A_pad[n, rc, y * stride + ry * dil, x * stride + rx * dil], B[f, rc, ry, rx], dtype),
                 axis=[rc, ry, rx],
             ),
             name="conv",
@@ -429,8 +436,8 @@ class Conv2dNHWC(_Conv2dBase):
         N, C, H, W, K, R, S = (s[x] for x in "NCHWKRS")
         stride, pad, dil = s["stride"], s["pad"], s["dilation"]
         P, Q = self._pq(s)
-        A = te.placeholder((N, H, W, C), dtype, name="A")
-        B = te.placeholder((R, S, C, K), dtype, name="B")
+        A = te.placeholder((N, H, W, C), split_dtype(dtype)[0], name="A")
+        B = te.placeholder((R, S, C, K), split_dtype(dtype)[0], name="B")
         A_pad = _pad_block(A, pad, "NHWC")
         ry = te.reduce_axis((0, R), name="ry")
         rx = te.reduce_axis((0, S), name="rx")
@@ -438,7 +445,7 @@ class Conv2dNHWC(_Conv2dBase):
         out = te.compute(
             (N, P, Q, K),
             lambda n, y, x, f: te.sum(
-                A_pad[n, y * stride + ry * dil, x * stride + rx * dil, rc] * B[ry, rx, rc, f],
+                mul_acc(A_pad[n, y * stride + ry * dil, x * stride + rx * dil, rc], B[ry, rx, rc, f], dtype),
                 axis=[ry, rx, rc],
             ),
             name="conv",

@@ -474,7 +474,7 @@ class CustomWorkload(Workload):
             out.append(np.ascontiguousarray(arr))
         return out
 
-    def reference(self, inputs: list[np.ndarray], shape) -> np.ndarray:
+    def reference(self, inputs: list[np.ndarray], shape, dtype: str | None = None) -> np.ndarray:
         s = self._shape(shape)
         arrays = [np.asarray(x) for x in inputs]
         dtype = str(arrays[0].dtype) if arrays and str(arrays[0].dtype) in self.dtypes else self.dtypes[0]

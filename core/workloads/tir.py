@@ -169,7 +169,7 @@ class TIRWorkload:
     def make_output(self, shape: Any = None, dtype: str | None = None) -> np.ndarray:
         return np.zeros(self._shapes[-1], dtype=self._dtypes[-1])
 
-    def reference(self, inputs: list[np.ndarray], shape: Any = None) -> np.ndarray:
+    def reference(self, inputs: list[np.ndarray], shape: Any = None, dtype: str | None = None) -> np.ndarray:
         """The unscheduled PrimFunc's answer, built plainly for this CPU."""
         if len(inputs) != len(self._shapes) - 1:
             raise WorkloadError(f"tir: the PrimFunc takes {len(self._shapes) - 1} inputs, got {len(inputs)}")

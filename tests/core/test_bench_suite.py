@@ -146,3 +146,13 @@ def test_the_command_line_shortens_a_case_and_runs_a_probe_only_when_named():
     same = _override(skinny, argparse.Namespace(budget=None, seeds=None, variant=[], no_raw=False))
     assert same == skinny
     assert not _override(skinny, argparse.Namespace(budget=None, seeds=None, variant=[], no_raw=True)).raw
+
+
+def test_a_case_rerun_on_its_own_is_headed_by_the_command_that_measured_it():
+    from benchmarks.suite.tables import header
+
+    doc = _doc("long")
+    assert header(doc).startswith("*long tier*, `python tests/benchmarks/run_suite.py --tier long`, ")
+    short = "python tests/benchmarks/run_suite.py --tier long --case gemm_1024 --seeds 0 --out F"
+    doc["cases"] = [{**doc["cases"][0], "command": short}, {**doc["cases"][0], "command": doc["command"]}]
+    assert f"`{short}`, `{doc['command']}`, " in header(doc)

@@ -353,3 +353,34 @@ def test_custom_reference_errors_are_workload_errors():
     wl = load_custom_workload(EXAMPLE.replace("return (A * A).sum(axis=1)", "return 1 / 0"))
     with pytest.raises(WorkloadError, match="ZeroDivisionError"):
         wl.reference(wl.make_inputs("M=4,N=3"), "M=4,N=3")
+
+
+# ---- mixed precision (tensor cores' float16 inputs, float32 accumulator) --------------------------------------
+@pytest.mark.parametrize("name", ["gemm", "batch_matmul", "conv2d_nchw", "conv2d_nhwc"])
+def test_mixed_float16_float32_sums_in_float32(name):
+    wl = get_workload(name)
+    shape = wl.parse_shape(SMALL[name])
+    dtype = "float16:float32"
+    pf = wl.prim_func(shape, dtype)
+    ex = tvm.compile(tvm.IRModule({"main": pf}), TARGET)
+    inputs = wl.make_inputs(shape, dtype)
+    assert all(x.dtype == np.float16 for x in inputs)
+    out = tvm.runtime.tensor(wl.make_output(shape, dtype), tvm.cpu(0))
+    assert out.dtype == "float32"
+    ex["main"](*[tvm.runtime.tensor(a, tvm.cpu(0)) for a in inputs], out)
+    ref = wl.reference(inputs, shape, dtype)
+    assert ref.dtype == np.float32
+    rtol, atol = wl.tolerance(dtype, shape)
+    assert (rtol, atol) == wl.tolerance("float32", shape)  # the inputs are exact: only the sum rounds
+    np.testing.assert_allclose(out.numpy(), ref, rtol=rtol, atol=atol)
+    # float16 inputs, a float32 output: 2 + 4 bytes per element
+    n_in = sum(int(np.prod(s)) for s in wl.input_shapes(shape))
+    assert wl.bytes_moved(shape, dtype) == 2 * n_in + 4 * int(np.prod(wl.output_shape(shape)))
+
+
+def test_the_mixed_dtype_is_only_where_the_reduction_is_a_matmul():
+    assert "float16:float32" in get_workload("gemm").dtypes
+    with pytest.raises(WorkloadError, match="float16:float32"):
+        get_workload("depthwise_conv2d").check_dtype("float16:float32")
+    # a plain dtype's TIR stays what it was (imported MetaSchedule runs are recognised by it)
+    assert "cast" not in get_workload("gemm").prim_func("M=8,N=8,K=8", "float16").script().lower()

@@ -25,10 +25,14 @@ from tunelab.core.search.space.base import SearchSpace, divisors
 from tunelab.core.search.space.checks import entry_list, is_int_in
 from tunelab.core.search.space.tvm_context import InvalidSchedule, light_tune_context, schedule_features
 from tunelab.core.target.info import TargetInfo
+from tunelab.core.workloads.base import split_dtype
 
 # The rules MetaSchedule uses by default (tvm src/s_tir/meta_schedule/schedule_rule/schedule_rule.cc),
-# with the limits a person most often changes. Tensor-core rules are left out: they apply to
-# fp16 inputs only and fail to build in TVM 0.27 (TVM_NOTES 9).
+# with the limits a person most often changes. The tensor-core rule (MultiLevelTilingTensorCore, with
+# MetaSchedule's wmma intrinsics, 16x16x16, operands staged in dynamic shared memory) derives sketches
+# only for float16 inputs (``float16`` and ``float16:float32``) on a GPU of sm_70 or later; elsewhere it
+# is kept in the list and builds nothing. Its f16f16f32 kernels build with one pass turned off
+# (tunelab.core.target.build).
 DEFAULT_RULES: dict[str, list[dict[str, Any]]] = {
     "llvm": [
         {"name": "AutoInline", "enabled": True, "params": {}},
@@ -55,6 +59,11 @@ DEFAULT_RULES: dict[str, list[dict[str, Any]]] = {
     ],
     "cuda": [
         {
+            "name": "MultiLevelTilingTensorCore",
+            "enabled": True,
+            "params": {"structure": "SSSRRSRS", "max_innermost_factor": 4, "software_pipeline": False},
+        },
+        {
             "name": "MultiLevelTiling",
             "enabled": True,
             "params": {"structure": "SSSRRSRS", "max_innermost_factor": 64, "shared_staging": True},
@@ -79,7 +88,8 @@ DEFAULT_RULES: dict[str, list[dict[str, Any]]] = {
 }
 STRUCTURES = {"llvm": ("SSRSRS", "SRSRS", "SSRS", "SSRSRSS"), "cuda": ("SSSRRSRS", "SSRRSRS", "SSSRRS")}
 MAX_SKETCHES = 64
-BOOL_LIMITS = ("shared_staging", "pack_inputs")
+BOOL_LIMITS = ("shared_staging", "pack_inputs", "software_pipeline")
+TENSOR_CORE_MIN_SM = 70  # WMMA needs Volta or later
 KNOB_KINDS = ("SamplePerfectTile", "SampleCategorical")
 
 
@@ -156,7 +166,32 @@ def check_rules(data: dict[str, Any], target_kind: str) -> list[dict[str, Any]]:
     return cleaned
 
 
-def build_rules(rules: list[dict[str, Any]], target_kind: str) -> list[Any]:
+def tensor_core_groups(dtype: str, arch: str | None) -> list[dict[str, str]]:
+    """MetaSchedule's wmma intrinsic groups for these dtypes on this GPU (B as K x N and as N x K), or
+    none: inputs other than float16, or an arch before sm_70. Importing the intrinsics registers them
+    (the slow tensor-intrinsic import, paid only here)."""
+    inputs, acc = split_dtype(dtype)
+    digits = "".join(ch for ch in str(arch or "") if ch.isdigit())
+    if (
+        inputs != "float16"
+        or acc not in ("float16", "float32")
+        or not digits
+        or int(digits) < TENSOR_CORE_MIN_SM
+    ):
+        return []
+    from tvm.s_tir.tensor_intrin import cuda as intrinsics
+
+    return [
+        intrinsics.get_wmma_intrin_group(
+            load_scope="shared.dyn", store_scope="shared.dyn", in_dtype=inputs, out_dtype=acc, trans_b=trans_b
+        )
+        for trans_b in (False, True)
+    ]
+
+
+def build_rules(
+    rules: list[dict[str, Any]], target_kind: str, dtype: str = "float32", arch: str | None = None
+) -> list[Any]:
     from tvm.s_tir.meta_schedule import schedule_rule as sr
 
     built = []
@@ -165,7 +200,22 @@ def build_rules(rules: list[dict[str, Any]], target_kind: str) -> list[Any]:
             continue
         p = rule["params"]
         name = rule["name"]
-        if name == "AutoInline":
+        if name == "MultiLevelTilingTensorCore":
+            groups = tensor_core_groups(dtype, arch) if target_kind == "cuda" else []
+            if groups:
+                built.append(
+                    sr.MultiLevelTilingTensorCore(
+                        intrin_groups=groups,
+                        structure=p["structure"],
+                        tile_binds=["blockIdx.y", "blockIdx.x", "threadIdx.y"],
+                        max_innermost_factor=p["max_innermost_factor"],
+                        vector_load_lens=[1, 2, 3, 4, 8, 16],
+                        reuse_read=sr.ReuseType(req="must", levels=[4], scope="shared.dyn"),
+                        reuse_write=sr.ReuseType(req="must", levels=[2], scope="shared.dyn"),
+                        use_software_pipeline=p["software_pipeline"],
+                    )
+                )
+        elif name == "AutoInline":
             cuda = target_kind == "cuda"
             built.append(sr.InlineConstantScalars())
             built.append(
@@ -243,9 +293,10 @@ def build_rules(rules: list[dict[str, Any]], target_kind: str) -> list[Any]:
     return built
 
 
-def default_postprocs(target_kind: str) -> list[Any]:
+def default_postprocs(target_kind: str, tensor_core: bool = False) -> list[Any]:
     """MetaSchedule's postprocessors for the target, spelled out: "from-target" would also build the
-    x86 tensorize rules, which need the tensor intrinsics (an 11 s import) even when unused."""
+    x86 tensorize rules, which need the tensor intrinsics (an 11 s import) even when unused. With
+    ``tensor_core``, RewriteTensorize turns the tensor-core sketches' marked blocks into intrinsics."""
     from tvm.s_tir.meta_schedule import postproc as pp
 
     if target_kind == "cuda":
@@ -256,6 +307,7 @@ def default_postprocs(target_kind: str) -> list[Any]:
             pp.RewriteParallelVectorizeUnroll(),
             pp.RewriteReductionBlock(),
             pp.VerifyGPUCode(),
+            *([pp.RewriteTensorize(vectorize_init_loop=True)] if tensor_core else []),
         ]
     return [
         pp.DisallowDynamicLoop(),
@@ -368,9 +420,12 @@ class AutoSpace(SearchSpace):
         self.target = target
         self.rules = check_rules(data if data is not None else default_auto_space(target.kind), target.kind)
         self.mod = tvm.IRModule({"main": workload.prim_func(shape, dtype)})
+        arch = target.json.get("arch") if target.kind == "cuda" else None
+        sch_rules = build_rules(self.rules, target.kind, dtype, arch)
+        self.tensor_core = any(type(r).__name__ == "MultiLevelTilingTensorCore" for r in sch_rules)
         self.space_generator = ms.space_generator.PostOrderApply(
-            sch_rules=build_rules(self.rules, target.kind),
-            postprocs=default_postprocs(target.kind),
+            sch_rules=sch_rules,
+            postprocs=default_postprocs(target.kind, self.tensor_core),
             mutator_probs=default_mutators(target.kind),
         )
         self.context = light_tune_context(self.mod, target.tvm_target(), space_generator=self.space_generator)

@@ -403,7 +403,7 @@ def _prepare(
     workload = get_workload(problem.workload, problem.custom_source)
     workload.vet(problem.shape, problem.dtype)  # a custom reference at this shape, in a child first
     inputs = workload.make_inputs(problem.shape, problem.dtype, problem.seed)
-    expected = workload.reference(inputs, problem.shape)
+    expected = workload.reference(inputs, problem.shape, problem.dtype)
     paths = []
     for j, x in enumerate(inputs):
         paths.append(str(folder / f"input{j}.npy"))

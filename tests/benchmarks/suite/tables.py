@@ -50,8 +50,13 @@ def header(doc: dict[str, Any]) -> str:
     load = "–".join(
         f"{x:.1f}" for x in (m["load_avg_start"][0], m.get("load_avg_end", [None])[0]) if x is not None
     )
+    # cases rerun on their own (--case) keep the command that measured them
+    commands = list(dict.fromkeys(c.get("command", doc["command"]) for c in doc.get("cases", []))) or [
+        doc["command"]
+    ]
+    said = ", ".join(f"`{c}`" for c in commands)
     return (
-        f"*{doc['tier']} tier*, `{doc['command']}`, {doc['date']}: {m['cores']} cores, {m['cpu_model']} "
+        f"*{doc['tier']} tier*, {said}, {doc['date']}: {m['cores']} cores, {m['cpu_model']} "
         f"({m['target']}), GPU: {m['gpu']}; TVM {m['tvm']}, Python {m['python']}; load average {load}; "
         f"the whole run took {doc.get('suite_wall_s', 0) / 60:.0f} min."
     )

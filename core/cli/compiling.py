@@ -1,0 +1,49 @@
+"""`tunelab compile`: a workload's space built for a target (a GPU this machine lacks included), nothing
+measured; the sources, PTX or assembly and a report go into a folder (tunelab.core.usecases.compile)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tunelab.core.cli.common import EXIT_NOTHING_MEASURED, _read_text
+from tunelab.core.errors import TunelabError
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from tunelab.core.usecases.compile import compile_space
+
+    if not args.workload:
+        raise TunelabError("compile needs a workload (see tunelab workloads)")
+    custom_source = None
+    if args.custom or args.workload == "custom":
+        if not args.custom:
+            raise TunelabError("workload custom needs --custom FILE")
+        custom_source = _read_text(args.custom, "workload file")
+    space_data = None
+    if args.space_file:
+        try:
+            space_data = json.loads(_read_text(args.space_file, "space file"))
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise TunelabError(f"space file {args.space_file} is not a JSON search space: {exc}") from None
+    report = compile_space(
+        "custom" if custom_source else args.workload,
+        shape=args.shape,
+        dtype=args.dtype,
+        target=args.target,
+        space_kind=args.space,
+        space_data=space_data,
+        samples=args.samples,
+        seed=args.seed,
+        out_dir=args.out,
+        force=args.force,
+        custom_source=custom_source,
+        on_progress=None if args.json else lambda text: print(text, file=sys.stderr),
+    )
+    if args.json:
+        print(json.dumps(report.to_json()))
+    else:
+        print(report.summary())
+    # nothing built is not bad input (every part of it was accepted), but a script must see it
+    return 0 if report.built else EXIT_NOTHING_MEASURED
