@@ -77,13 +77,27 @@ def sessions(tmp_path_factory):
     ],
 )
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_numpy_vendor_path_is_correct(workload, shape, dtype):
+def test_numpy_vendor_path_is_correct(workload, shape, dtype, monkeypatch):
+    from tunelab.core.trust import baselines
+
+    # the fallback where the optional PyTorch is not installed (where it is, convolutions take it)
+    monkeypatch.setattr(baselines, "_torch_cpu_conv", lambda *args: None)
     result = measure_baseline(workload, shape, dtype, "llvm", FAST)
     assert result.correct, result.max_abs_err
     assert result.max_abs_err <= get_workload(workload).tolerance(dtype, shape)[1] + 1e-6
     assert result.median_ms > 0 and result.gflops > 0 and len(result.samples_ms) == 3
     assert result.median_ms == statistics.median(result.samples_ms)
     assert result.library.startswith("NumPy") and result.target_kind == "llvm"
+
+
+@pytest.mark.parametrize("workload", ["conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d"])
+def test_pytorch_cpu_convolution_is_the_conv_vendor_where_installed(workload):
+    pytest.importorskip("torch")  # the optional `baselines` extra
+    w = get_workload(workload)
+    shape = w.parse_shape(None)
+    result = measure_baseline(workload, shape, "float32", "llvm", FAST)
+    assert result.library.startswith("PyTorch") and result.correct, result.max_abs_err
+    assert result.max_abs_err <= w.tolerance("float32", shape)[1] + 1e-6
 
 
 def test_time_callable_grows_number_like_time_evaluator():

@@ -158,3 +158,22 @@ def test_the_tensor_core_rule_builds_only_for_float16_inputs_on_volta_or_later()
         "wmma_sync_16x16x16_f16f16f32",
         "wmma_sync_16x16x16_f16f16f32_trans",
     ]
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("workload", "shape"),
+    [
+        ("batch_matmul", "B=4,M=128,N=128,K=128"),
+        ("conv2d_nchw", "N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1,dilation=1"),  # the ResNet layer
+    ],
+)
+def test_batch_matmul_and_the_resnet_conv_build_on_tensor_cores(tmp_path, capsys, workload, shape):
+    out = tmp_path / workload
+    code, text, err = run(
+        capsys, "compile", workload, "--shape", shape, "--dtype", "float16:float32", "--target", SM90,
+        "--space", "auto", "--samples", "1", "--out", str(out), "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads(text)
+    assert report["built"] == report["tensor_core"] == 1
