@@ -222,8 +222,8 @@ class ModelCompareSection(QWidget):
         self.button = QPushButton("Compare models")
         self.button.setObjectName("compare_models_button")
         self.button.setToolTip(
-            "Refit every cost model (xgb, mlp) on this session's trials in time order and judge each on the "
-            "rounds it did not see (takes seconds; runs in the background)"
+            "Refit every cost model (xgb, mlp, roofline, hybrid) on this session's trials in time order and "
+            "judge each on the rounds it did not see (takes seconds; runs in the background)"
         )
         self.button.clicked.connect(self.start)
         self.message = QLabel()

@@ -61,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
         "--cost-model",
         default=None,
         metavar="NAME",
-        help="the model that ranks candidates: xgb | mlp (the xgb tuner's; --tuner-option model=...)",
+        help="the model that ranks candidates: xgb | mlp | roofline | hybrid "
+        "(the xgb tuner's; --tuner-option model=...)",
     )
     t.add_argument(
         "--shadow-models",

@@ -5,6 +5,8 @@ per-store features plus the knob vector, tunelab.core.search.space) and learns f
 
 - ``xgb``: gradient-boosted trees (AutoTVM's and MetaSchedule's choice; tunelab.core.search.costmodel):
   fast to train, strong with a few dozen trials, prone to over-fit the regions it has seen.
+- ``roofline`` and ``hybrid``: analytical, and the analytical model as a learned one's prior
+  (tunelab.core.search.roofline_model).
 - ``mlp``: a small neural network (scikit-learn's MLPRegressor, two hidden layers) on standardised
   features; MetaSchedule 0.27's own MLP model needs PyTorch and its SegmentSum features, which tunelab's
   dependencies do not include. Smoother between the points it has seen, but needs more of them.
@@ -22,6 +24,7 @@ import numpy as np
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.search.costmodel import CostModel, TrainingRows
+from tunelab.core.search.roofline_model import HybridCostModel, RooflineCostModel
 
 
 class MLPCostModel(TrainingRows):
@@ -86,20 +89,36 @@ class MLPCostModel(TrainingRows):
         return self._in_ms(np.clip(log_pred, *self._log_range))
 
 
-COST_MODELS: dict[str, type] = {"xgb": CostModel, "mlp": MLPCostModel}
+COST_MODELS: dict[str, type] = {
+    "xgb": CostModel,
+    "mlp": MLPCostModel,
+    "roofline": RooflineCostModel,
+    "hybrid": HybridCostModel,
+}
 COST_MODEL_WORDS = {
     "xgb": "XGBoost regressor (gradient-boosted trees), as AutoTVM and MetaSchedule use",
     "mlp": "a two-layer perceptron (scikit-learn) on standardised features",
+    "roofline": "analytical: each schedule's FLOPs and memory traffic against the machine's peak and "
+    "bandwidth, no training",
+    "hybrid": "XGBoost learning the roofline's error, with the roofline as its prior and a feature",
 }
+# The models that read the target (lanes, cores) and the machine's profile off the space they rank.
+MACHINE_MODELS = ("roofline", "hybrid")
 
 
 def cost_model_names() -> list[str]:
     return list(COST_MODELS)
 
 
-def make_cost_model(name: str, *, seed: int = 0, nthread: int = 1) -> Any:
-    """A fresh model of the registry by name; an unknown name is one TunelabError listing them."""
+def make_cost_model(
+    name: str, *, seed: int = 0, nthread: int = 1, space: Any = None, profile: Any = None
+) -> Any:
+    """A fresh model of the registry by name; an unknown name is one TunelabError listing them.
+    ``space`` (the space it ranks) and ``profile`` (the machine's stored roofline) configure the
+    analytical models; the learned ones ignore them."""
     cls = COST_MODELS.get(name)
     if cls is None:
         raise TunelabError(f"unknown cost model {name!r}; cost models are {', '.join(COST_MODELS)}")
+    if name in MACHINE_MODELS:
+        return cls(seed=seed, nthread=nthread, space=space, profile=profile)
     return cls(seed=seed, nthread=nthread)

@@ -644,11 +644,12 @@ class _Task:
         # The session's own model (its predictions are stored before measuring): the tuner's choice of
         # model where it has one, so the residuals shown are those of the model that steered.
         self.cost_model = make_cost_model(
-            str(session.tuner_options.get("model", "xgb")), seed=session.seed, nthread=1
+            str(session.tuner_options.get("model", "xgb")), seed=session.seed, nthread=1, space=space
         )  # one thread: the CPU is busy measuring
         # Models that predict without steering (the session's shadow_models), refit with the own one.
         self.shadow_models = {
-            name: make_cost_model(name, seed=session.seed, nthread=1) for name in session.shadow_models
+            name: make_cost_model(name, seed=session.seed, nthread=1, space=space)
+            for name in session.shadow_models
         }
         self.measurer: Any = None
         self.exhausted = False

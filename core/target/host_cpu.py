@@ -17,6 +17,7 @@ import platform
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 LLVM_NAME_ENV = "TUNELAB_LLVM_HOST_CPU"
 
@@ -325,3 +326,13 @@ def choose_cpu(host: HostCPU) -> CPUChoice:
             first_missing = missing
         tried.append(mcpu)
     return CPUChoice("generic", (), isa_level((), host.arch), "no known CPU model fits this host")
+
+
+def vector_bits(target_json: dict[str, Any]) -> int:
+    """The widest vector register an LLVM target's code may use: 512 (AVX-512), 256 (AVX), else 128."""
+    mattr = target_json.get("mattr") or ()
+    mattr = tuple(mattr.split(",") if isinstance(mattr, str) else mattr)
+    features = llvm_features(str(target_json.get("mcpu") or "generic"), mattr, host_cpu().arch)
+    if "avx512f" in features:
+        return 512
+    return 256 if "avx" in features else 128

@@ -33,6 +33,7 @@ import numpy as np
 
 from tunelab.core.measure.timing import time_callable
 from tunelab.core.records import MachineProfile, SessionRecord
+from tunelab.core.target.host_cpu import vector_bits
 
 if TYPE_CHECKING:
     from tunelab.core.store import Store
@@ -191,18 +192,6 @@ class FmaProbe:
         return cls(**{f.name: data[f.name] for f in fields(cls)})
 
 
-def _vector_bits(target_json: dict[str, Any]) -> int:
-    """The widest vector register the target's code may use: 512 (AVX-512), 256 (AVX), else 128."""
-    from tunelab.core.target.host_cpu import host_cpu, llvm_features
-
-    mattr = target_json.get("mattr") or ()
-    mattr = tuple(mattr.split(",") if isinstance(mattr, str) else mattr)
-    features = llvm_features(str(target_json.get("mcpu") or "generic"), mattr, host_cpu().arch)
-    if "avx512f" in features:
-        return 512
-    return 256 if "avx" in features else 128
-
-
 @functools.lru_cache(maxsize=8)
 def _fma_kernel(target_text: str, dtype: str) -> tuple[Any, int, int, bool]:
     """(the built FMA kernel ``main(out, iters)``, threads, lanes, FMA instructions in its asm) for a
@@ -212,7 +201,7 @@ def _fma_kernel(target_text: str, dtype: str) -> tuple[Any, int, int, bool]:
 
     target_json = json.loads(target_text)
     threads = int(target_json.get("num-cores") or 1)
-    lanes = _vector_bits(target_json) // (64 if dtype == "float64" else 32)
+    lanes = vector_bits(target_json) // (64 if dtype == "float64" else 32)
     chains = FMA_CHAINS
     width = chains * lanes
     # Constants, not loaded values: a load inside the loop may alias the accumulators' stores, which

@@ -86,8 +86,11 @@ def compare_models(
             X = np.asarray(space.features([t.config for t in mine]), dtype=np.float64)
             latency = np.array([t.latency_ms for t in mine], dtype=np.float64)
             rounds = np.array([t.round for t in mine])
+            profile = store.machine_profile(space.target.kind)  # the roofline's peak, where measured
             for name in names:
-                scores.append(_score(name, sid, task.shape, X, latency, rounds, record.batch, seed))
+                scores.append(
+                    _score(name, sid, task.shape, X, latency, rounds, record.batch, seed, space, profile)
+                )
     return scores
 
 
@@ -100,6 +103,8 @@ def _score(
     rounds: np.ndarray,
     batch: int,
     seed: int,
+    space: Any = None,
+    profile: Any = None,
 ) -> ModelScore:
     predicted_all: list[float] = []
     measured_all: list[float] = []
@@ -108,7 +113,7 @@ def _score(
     n_rounds = 0
     for r in sorted(set(rounds.tolist()))[1:]:
         before, now = rounds < r, rounds == r
-        model = make_cost_model(name, seed=seed)
+        model = make_cost_model(name, seed=seed, space=space, profile=profile)
         if before.sum() < model.min_samples or now.sum() < 2:
             continue
         t0 = time.perf_counter()

@@ -41,7 +41,8 @@ class XGBTuner(Tuner):
     # warm_start: "" (off), "auto" (earlier sessions of this workload, target and space kind in the
     # store) or session ids "3,5"; the session loop finds their trials (tunelab.core.session.warm_start)
     # and hands them to `use_prior`.
-    # model: which cost model of the registry ranks the pool (tunelab.core.search.models: xgb, mlp).
+    # model: which cost model of the registry ranks the pool (tunelab.core.search.models: xgb, mlp,
+    # roofline, hybrid).
     default_options: ClassVar[dict[str, Any]] = {
         "pool_size": 256,
         "epsilon": 0.2,
@@ -60,7 +61,7 @@ class XGBTuner(Tuner):
             raise TunerError(f"xgb: epsilon must be in [0, 1]; got {self.epsilon}")
         self.warm_start = str(opts["warm_start"]).strip()
         if self.cost_model is None:
-            self.cost_model = make_cost_model(str(opts["model"]), seed=seed, nthread=2)
+            self.cost_model = make_cost_model(str(opts["model"]), seed=seed, nthread=2, space=space)
         self.warm_start_sessions: list[int] = []  # the sessions use_prior's trials came from
         self._seen = SeenSet()
         # Successful measurements: key -> (config, latency_ms, feature row).
