@@ -163,6 +163,10 @@ class SessionFigures(QLabel):
                 f"{fmt_gflops(roof.bound_gflops)} GFLOP/s; the best kernel reaches "
                 f"{fmt_gflops(best_gflops)} GFLOP/s." + (f" {roof.note}" if roof.note else "")
             )
+            if roof.schedule_limits:  # what the roofline cost model says holds this schedule back
+                parts.append(f"limited by {roof.schedule_limits[0]}")
+            if roof.schedule_sentence():
+                tips.append(f"The best schedule under the roofline cost model: {roof.schedule_sentence()}.")
         elif roof and roof.note:
             parts.append("<span style='color:#5f6368'>no roofline</span>")
             tips.append(roof.note)

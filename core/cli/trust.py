@@ -164,6 +164,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         f"GFLOP/s, bandwidth {_fmt(roof.bandwidth_gbs)} GB/s -> bound {_fmt(roof.bound_gflops)} GFLOP/s "
         f"({roof.bound_by or '-'})\n  best {_fmt(roof.achieved_gflops)} GFLOP/s = "
         + (f"{100 * roof.fraction:.1f}% of the roofline" if roof.fraction is not None else "-")
+        + (f"\n  {roof.schedule_sentence()}" if roof.schedule_sentence() else "")
         + (f"\n  note: {roof.note}" if roof.note else "")
     )
     return 0

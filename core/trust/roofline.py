@@ -114,17 +114,37 @@ class RooflineReport:
     note: str | None
     cached: bool | None  # the machine profile came from the store
     measured_at: float | None  # when the machine profile was measured
+    # The best schedule itself under the roofline cost model (tunelab.core.search.roofline_model): its
+    # FLOPs, vector and parallel use and memory traffic read off its IR, against the same peak and
+    # bandwidth. What bounds it, what it could reach, and which of its choices the model says limit it.
+    schedule_bound_by: str | None = None  # "compute" | "memory"
+    schedule_bound_ms: float | None = None  # the model's time for this schedule
+    schedule_fraction: float | None = None  # schedule_bound_ms / the measured best
+    schedule_limits: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["shape"] = dict(self.shape)
+        data["schedule_limits"] = list(self.schedule_limits)
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RooflineReport:
-        values = {f.name: data[f.name] for f in fields(cls)}
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         values["shape"] = dict(values["shape"])
+        values["schedule_limits"] = tuple(values.get("schedule_limits") or ())
         return cls(**values)
+
+    def schedule_sentence(self) -> str | None:
+        """'its schedule: compute-bound; the model puts it at 62 % of what it could reach; limited by ...'"""
+        if self.schedule_bound_by is None:
+            return None
+        text = f"its schedule: {self.schedule_bound_by}-bound"
+        if self.schedule_fraction is not None:
+            text += f", at {self.schedule_fraction:.0%} of the time the roofline model gives it"
+        if self.schedule_limits:
+            text += "; limited by " + ", ".join(self.schedule_limits)
+        return text
 
 
 def _best_rate(fn: Callable[[], Any], work: float, deadline: float, reps: int = 30) -> tuple[float, int]:
@@ -556,7 +576,7 @@ def roofline_for(
                     "(tunelab roofline --remeasure)"
                 )
                 note = f"{note}; {above}" if note else above
-    return replace(
+    report = replace(
         report,
         peak_gflops=peak,
         bandwidth_gbs=bandwidth,
@@ -569,4 +589,48 @@ def roofline_for(
         note=note,
         cached=profile.cached,
         measured_at=profile.measured_at,
+    )
+    return _with_schedule(store, record, task, report, best_ms)
+
+
+def _with_schedule(
+    store: Store, record: SessionRecord, task: int, report: RooflineReport, best_ms: float | None
+) -> RooflineReport:
+    """The report with the best schedule under the roofline cost model, at the report's peak and
+    bandwidth; unchanged where the session has no best or its space cannot be rebuilt here."""
+    if not best_ms or not report.peak_gflops or not report.bandwidth_gbs:
+        return report
+    from tunelab.core.search.roofline_model import RooflineMachine, estimate
+    from tunelab.core.search.space.factory import space_for_task
+
+    tasks = store.tasks(record.id)
+    task_id = tasks[task].id if tasks else None
+    best = min(
+        (t for t in store.trials(record.id) if t.ok and t.latency_ms and t.task_id in (task_id, None)),
+        key=lambda t: t.latency_ms or 0.0,
+        default=None,
+    )
+    if best is None:
+        return report
+    try:
+        space = space_for_task(record, tasks[task]) if tasks else None
+        if space is None:
+            from tunelab.core.search.space.factory import space_for_session
+
+            space = space_for_session(record)
+        row = space.features([best.config])[0]
+    except Exception:  # noqa: BLE001 - a space this machine cannot rebuild: the machine figures stand alone
+        return report
+    machine = replace(
+        RooflineMachine.for_space(space), peak_gflops=report.peak_gflops, bandwidth_gbs=report.bandwidth_gbs
+    )
+    if len(row) < 328 or not np.any(row[:328]):  # a schedule that no longer builds has no IR features
+        return report
+    est = estimate(row, machine)
+    return replace(
+        report,
+        schedule_bound_by=est.bound,
+        schedule_bound_ms=est.predicted_ms,
+        schedule_fraction=est.predicted_ms / best.latency_ms if best.latency_ms else None,
+        schedule_limits=est.limits,
     )

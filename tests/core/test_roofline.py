@@ -85,6 +85,13 @@ def test_roofline_for_session(session):
     )
     assert roofline_for(store, record).cached is True  # measured once, then reused
     assert RooflineReport.from_json(json.loads(json.dumps(r.to_json()))) == r
+    # the best schedule itself under the roofline cost model (issue 13 part 4): its bound, how far it is
+    # from the time the model gives it, and the choices that limit it, in words
+    assert r.schedule_bound_by in ("compute", "memory") and r.schedule_bound_ms > 0
+    assert 0 < r.schedule_fraction and r.schedule_sentence().startswith(
+        f"its schedule: {r.schedule_bound_by}"
+    )
+    assert all(isinstance(x, str) and x for x in r.schedule_limits)
     half = roofline_for(store, replace(record, dtype="float16"))
     assert half.peak_dtype == "float32" and "float16" in half.note
     cuda = roofline_for(store, replace(record, target_kind="cuda"))
