@@ -269,6 +269,20 @@ class NewSessionDialog(QDialog):
         self.tuner_hint.setWordWrap(True)
         tuner_form.addRow("Strategy", self.tuner_combo)
         tuner_form.addRow("", self.tuner_hint)
+        # The model that ranks the xgb tuner's candidates (the registry of tunelab.core.search.models);
+        # the other tuners use none.
+        from tunelab.core.search.models import COST_MODEL_WORDS, cost_model_names
+
+        self.cost_model_combo = QComboBox()
+        self.cost_model_combo.setObjectName("cost_model_combo")
+        for name in cost_model_names():
+            self.cost_model_combo.addItem(name, name)
+            item = self.cost_model_combo.model().item(self.cost_model_combo.count() - 1)
+            item.setToolTip(COST_MODEL_WORDS.get(name, ""))
+        self.cost_model_combo.setToolTip("The cost model that ranks candidates (the xgb tuner's)")
+        self.tuner_combo.currentIndexChanged.connect(self._show_cost_model)
+        tuner_form.addRow("Cost model", self.cost_model_combo)
+        self._show_cost_model()
         left.addWidget(tuner_box)
 
         budget_box = QGroupBox("Budget")
@@ -340,6 +354,7 @@ class NewSessionDialog(QDialog):
             space_kind=self.space_kind_combo.currentData(),
             space=self.space_editor.space_data(),
             tuner=self.tuner_combo.currentData(),
+            tuner_options=self._tuner_options(),
             trials=self.trials_spin.value(),
             batch=self.batch_spin.value(),
             early_stop=self.early_stop.value(),
@@ -575,6 +590,16 @@ class NewSessionDialog(QDialog):
     def _on_tuner_chosen(self) -> None:
         self._tuner_chosen = True
 
+    def _show_cost_model(self) -> None:
+        """The cost-model choice is the xgb tuner's: offered while it is the strategy."""
+        self.cost_model_combo.setEnabled(self.tuner_combo.currentData() == "xgb")
+
+    def _tuner_options(self) -> dict[str, Any]:
+        model = self.cost_model_combo.currentData()
+        if self.tuner_combo.currentData() != "xgb" or model in (None, "xgb"):
+            return {}  # the xgb tuner's own default model, or a tuner without one
+        return {"model": model}
+
     def _update_state(self) -> None:
         problem = self._target_error or self._problem_error or self.target_options.check_error()
         self.problem_error.setText(problem or "")
@@ -681,6 +706,8 @@ class NewSessionDialog(QDialog):
         if last.get("tuner_chosen") and tuner_availability().get(last.get("tuner"), "missing") is None:
             self._set_combo(self.tuner_combo, last.get("tuner"))
             self._tuner_chosen = True
+        self._set_combo(self.cost_model_combo, (last.get("tuner_options") or {}).get("model", "xgb"))
+        self._show_cost_model()
         for spin, key in ((self.trials_spin, "trials"), (self.batch_spin, "batch"), (self.seed_spin, "seed")):
             if isinstance(last.get(key), int):
                 spin.setValue(last[key])

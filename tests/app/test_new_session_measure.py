@@ -85,3 +85,25 @@ def test_the_early_stop_hint_follows_the_trial_count(qtbot, settings):
     assert dialog.early_spin.value() == 30 and dialog.spec().early_stop == 30
     dialog.trials_spin.setValue(20)
     assert dialog.early_spin.value() == 20
+
+
+def test_the_cost_model_is_a_choice_of_the_xgb_tuner_and_remembered(qtbot, settings):
+    """Issue 13 part 1: every registered model can steer the xgb tuner from the dialog."""
+    dialog = _dialog(qtbot, settings)
+    models = [dialog.cost_model_combo.itemData(i) for i in range(dialog.cost_model_combo.count())]
+    assert models == ["xgb", "mlp", "roofline", "hybrid"]
+    dialog._set_combo(dialog.tuner_combo, "random")
+    dialog._show_cost_model()
+    assert not dialog.cost_model_combo.isEnabled() and dialog.spec().tuner_options == {}
+    dialog._set_combo(dialog.tuner_combo, "xgb")
+    dialog._tuner_chosen = True
+    dialog._show_cost_model()
+    dialog._set_combo(dialog.cost_model_combo, "hybrid")
+    assert dialog.cost_model_combo.isEnabled()
+    spec = dialog.spec()
+    assert spec.tuner == "xgb" and spec.tuner_options == {"model": "hybrid"}
+    dialog._save(spec)
+    again = _dialog(qtbot, settings)
+    assert again.cost_model_combo.currentData() == "hybrid" and again.spec().tuner_options == {
+        "model": "hybrid"
+    }
