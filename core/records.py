@@ -90,6 +90,11 @@ class MeasureOptions:
     rpc_tracker: str = ""
     rpc_key: str = ""
     rpc_workers: int = 1
+    # GPU: flush the L2 cache before each timed sample ("auto": where the problem's data fits in L2;
+    # "on", "off"; tunelab.core.measure.l2_flush), and lock the SM and memory clocks through NVML for
+    # the session (tunelab.core.telemetry.clock_lock; restored at its end).
+    l2_flush: str = "auto"
+    lock_clocks: bool = False
 
     @property
     def remote(self) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QDoubleSpinBox,
     QFormLayout,
     QGroupBox,
@@ -136,6 +137,24 @@ class MeasureOptionsBox(QGroupBox):
         self.flush_check.setChecked(d.cache_flush)
         self.check_check = QCheckBox("Check each kernel's result against NumPy")
         self.check_check.setChecked(d.check_correctness)
+        self.l2_combo = QComboBox()
+        for mode, words in (
+            ("auto", "auto: where the data fits in L2"),
+            ("on", "before every sample"),
+            ("off", "never"),
+        ):
+            self.l2_combo.addItem(words, mode)
+        self.l2_combo.setToolTip(
+            "GPU: flush the L2 cache before each timed sample, as Triton's do_bench does, so a kernel whose "
+            "data fits in L2 is not timed on the previous run's cached data (--l2-flush)"
+        )
+        self.l2_combo.setCurrentIndex(self.l2_combo.findData(d.l2_flush))
+        self.lock_check = QCheckBox("Lock the GPU's SM and memory clocks (NVML; needs root)")
+        self.lock_check.setToolTip(
+            "Locked clocks stop timings drifting with temperature and power; reset when the session ends. "
+            "Where NVML refuses, the session says so (--lock-clocks)"
+        )
+        self.lock_check.setChecked(d.lock_clocks)
         self.confirm_spin.valueChanged.connect(self._on_confirm_changed)
 
         form = QFormLayout(self)
@@ -154,6 +173,8 @@ class MeasureOptionsBox(QGroupBox):
         form.addRow("Fail fast after", self.fail_fast_spin)
         form.addRow(self.flush_check)
         form.addRow(self.check_check)
+        form.addRow("GPU L2 flush", self.l2_combo)
+        form.addRow(self.lock_check)
         self._on_confirm_changed(self.confirm_spin.value())
 
     def _on_confirm_changed(self, runs: int) -> None:
@@ -187,6 +208,8 @@ class MeasureOptionsBox(QGroupBox):
             cache_flush=self.flush_check.isChecked(),
             check_correctness=self.check_check.isChecked(),
             target_cv=float(self.target_cv_spin.value()) / 100,
+            l2_flush=str(self.l2_combo.currentData()),
+            lock_clocks=self.lock_check.isChecked(),
         )
 
     def set_options(self, data: dict[str, Any]) -> None:
@@ -198,6 +221,10 @@ class MeasureOptionsBox(QGroupBox):
                 continue
             if key in ("cache_flush", "check_correctness") and isinstance(value, bool):
                 (self.flush_check if key == "cache_flush" else self.check_check).setChecked(value)
+            elif key == "l2_flush" and self.l2_combo.findData(value) >= 0:
+                self.l2_combo.setCurrentIndex(self.l2_combo.findData(value))
+            elif key == "lock_clocks" and isinstance(value, bool):
+                self.lock_check.setChecked(value)
             elif key == "target_cv" and isinstance(value, int | float):
                 self.target_cv_spin.setValue(100 * float(value))
             elif key in spins and isinstance(value, int | float) and not isinstance(value, bool):

@@ -88,6 +88,17 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--warmup", type=int, default=1)
     t.add_argument("--timeout", type=float, default=30.0, help="seconds per build and per run")
     t.add_argument("--cache-flush", action="store_true", help="flush CPU caches between samples")
+    t.add_argument(
+        "--l2-flush",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="GPU: flush the L2 cache before each timed sample (auto: where the data fits in L2)",
+    )
+    t.add_argument(
+        "--lock-clocks",
+        action="store_true",
+        help="GPU: lock the SM and memory clocks through NVML for the session (needs root; reset after)",
+    )
     t.add_argument("--no-check", action="store_true", help="skip the NumPy correctness check")
     t.add_argument(
         "--target-cv", type=float, default=0.05, help="sample on until the spread (CV) is this small"

@@ -338,6 +338,8 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
         warmup=args.warmup,
         timeout_s=args.timeout,
         cache_flush=args.cache_flush,
+        l2_flush=args.l2_flush,
+        lock_clocks=args.lock_clocks,
         check_correctness=not args.no_check,
         target_cv=args.target_cv,
         max_repeat=args.max_repeat,

@@ -4,8 +4,9 @@
 - :class:`AllocArguments` gives the kernel the workload's deterministic inputs (not random fill) and
   zeroed outputs, its buffers placed on purpose (``tunelab.core.measure.placement``).
 - :class:`Evaluate` runs ``warmup`` untimed calls, checks the output against the NumPy reference,
-  then times with ``time_evaluator`` (``tunelab.core.measure.timing.kernel_timer``), sampling on until
-  the spread is small, with precision spent on the leaders only.
+  then times with ``time_evaluator`` (``tunelab.core.measure.timing.kernel_timer``; on a GPU its CUDA
+  events, after an L2 flush where ``l2_flush`` asks for one), sampling on until the spread is small,
+  with precision spent on the leaders only.
 
 The inputs and the reference are computed once, by the Measurer, and handed to the workers as
 ``.npy`` files (:func:`_inputs_and_reference` loads them once per worker): a custom workload's code
@@ -75,8 +76,12 @@ class Evaluate:
         target_cv: float = 0.0,
         max_repeat: int = 0,
         leader_band: float = 0.0,
+        l2_flush: str = "off",
+        data_bytes: float = 0.0,
     ) -> None:
         self.problem = problem
+        self.l2_flush = l2_flush  # GPU only (tunelab.core.measure.l2_flush)
+        self.data_bytes = float(data_bytes)
         self.warmup = warmup
         self.check = check
         self.tolerance = tolerance
@@ -133,14 +138,28 @@ class Evaluate:
             )(*args)
             if min(probe) > CLEARLY_SLOW * (self.best_s or 0.0):
                 return probe
-        timer = kernel_timer(
-            rt_mod,
-            device,
-            number=evaluator_config.number,
-            repeat=evaluator_config.repeat,
-            min_repeat_ms=evaluator_config.min_repeat_ms,
-            cache_flush=evaluator_config.enable_cpu_cache_flush,
-        )
+        from tunelab.core.measure.l2_flush import install_flush, wants_flush
+
+        if wants_flush(self.l2_flush, device, self.data_bytes):
+            # One launch per sample, each after the flush (which the CUDA-event timer does not count):
+            # the data arrives from memory as it does inside a model, not from the previous run's L2.
+            timer = kernel_timer(
+                rt_mod,
+                device,
+                number=1,
+                repeat=evaluator_config.repeat * max(evaluator_config.number, 1),
+                min_repeat_ms=0,
+                preproc=install_flush(device),
+            )
+        else:
+            timer = kernel_timer(
+                rt_mod,
+                device,
+                number=evaluator_config.number,
+                repeat=evaluator_config.repeat,
+                min_repeat_ms=evaluator_config.min_repeat_ms,
+                cache_flush=evaluator_config.enable_cpu_cache_flush,
+            )
 
         def one_round() -> list[float]:
             """``repeat`` samples (seconds) on each allocated argument set."""

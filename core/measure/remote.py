@@ -253,6 +253,9 @@ class RemoteEvaluate(Evaluate):
     def __call__(  # type: ignore[override]  # RPCRunner's signature: the session comes first
         self, session: Any, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: Any
     ) -> list[float]:
+        # The L2 flush is a function registered in the measuring process (tunelab.core.measure.l2_flush):
+        # a server's process has none, so remote GPUs are timed without it.
+        self.l2_flush = "off"
         return super().__call__(rt_mod, device, evaluator_config, repeated_args)
 
 

@@ -136,6 +136,8 @@ class Measurer:
             options.target_cv,
             max(options.max_repeat, options.repeat),
             options.leader_band,
+            options.l2_flush,
+            workload.bytes_moved(shape, dtype),
         )
         self.tracker: Any = None
         if options.remote:

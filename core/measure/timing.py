@@ -68,6 +68,7 @@ def kernel_timer(
     min_repeat_ms: int,
     cache_flush: bool = False,
     entry: str | None = None,
+    preproc: str = "",
 ) -> Callable[..., list[float]]:
     """A timer for one built kernel (a ``tvm.runtime.Module``, its function ``entry``, by default its
     entry function) on ``device``: called with the kernel's arguments, it waits for the device, then
@@ -75,7 +76,9 @@ def kernel_timer(
     ``time_evaluator`` until one sample lasts ``min_repeat_ms``.
 
     ``cache_flush`` flushes the CPU caches of every argument but the first before each sample (TVM's
-    ``cache_flush_cpu_non_first_arg``), so a sample does not start with its inputs in cache.
+    ``cache_flush_cpu_non_first_arg``), so a sample does not start with its inputs in cache;
+    ``preproc`` names another registered function to run before each sample instead (a GPU's L2 flush,
+    tunelab.core.measure.l2_flush).
     """
     evaluator = module.time_evaluator(
         func_name=entry or module.entry_name,
@@ -83,7 +86,7 @@ def kernel_timer(
         number=int(number),
         repeat=int(repeat),
         min_repeat_ms=int(min_repeat_ms),
-        f_preproc="cache_flush_cpu_non_first_arg" if cache_flush else "",
+        f_preproc=preproc or ("cache_flush_cpu_non_first_arg" if cache_flush else ""),
     )
 
     def samples_s(*args: Any) -> list[float]:

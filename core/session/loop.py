@@ -108,6 +108,12 @@ def check_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo,
                 f"--rpc-workers must be 1..256 candidates in flight, not {m.rpc_workers}",
                 option="rpc-workers",
             )
+    from tunelab.core.measure.l2_flush import L2_FLUSH_MODES
+
+    if m.l2_flush not in L2_FLUSH_MODES:
+        raise TunelabError(
+            f"the L2 flush must be one of {', '.join(L2_FLUSH_MODES)}, not {m.l2_flush!r}", option="l2-flush"
+        )
     if not 0 <= m.confirm_max_s <= 86400:
         raise TunelabError(
             f"the confirmation's time cap must be 0..86400 seconds, not {m.confirm_max_s}",
@@ -353,6 +359,14 @@ class TuningSession:
         # batches, so the session keeps a single writing connection.
         sampler = TelemetrySampler()
         sampler.start()
+        clock_lock = None
+        if options.lock_clocks and self.target.kind == "cuda":
+            from tunelab.core.telemetry.clock_lock import ClockLock
+
+            clock_lock = ClockLock(0).__enter__()  # released in the finally below, whatever ends the run
+            self._stage(clock_lock.message)
+        elif options.lock_clocks:
+            self._stage(f"GPU clocks not locked: the target is {self.target.kind}, not a GPU")
         self._sampler_started = time.time()
         self.telemetry_status = sampler.gpu_status
         telemetry_until = time.time()
@@ -487,6 +501,9 @@ class TuningSession:
             raise
         finally:
             try:
+                if clock_lock is not None and clock_lock.locked:
+                    clock_lock.release()
+                    self._stage(clock_lock.message)
                 sampler.stop()
                 try:
                     self.store.add_telemetry(

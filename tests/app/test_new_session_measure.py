@@ -26,6 +26,8 @@ CHANGED = dict(
     confirm_top=5,
     confirm_max_s=30.0,
     fail_fast=6,
+    l2_flush="on",
+    lock_clocks=True,
 )
 
 
@@ -51,6 +53,8 @@ def test_every_cli_measurement_option_is_in_the_dialog_and_remembered(qtbot, set
         "--confirm-runs",
         "--confirm-top",
         "--confirm-max-s",
+        "--l2-flush",
+        "--lock-clocks",
     } <= flags
 
     dialog = _dialog(qtbot, settings)
