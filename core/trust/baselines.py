@@ -37,6 +37,7 @@ import numpy as np
 from tunelab.core.measure.timing import time_callable
 from tunelab.core.records import MeasureOptions, SessionRecord, VendorBaseline
 from tunelab.core.stats import median
+from tunelab.core.workloads.base import split_dtype
 
 if TYPE_CHECKING:
     from tunelab.core.store import Store
@@ -271,6 +272,10 @@ def _torch_kernel(
         return None
     if not torch.cuda.is_available():
         return None
+    # float32 stays float32: TF32 would round the inputs to 10 mantissa bits, which no tunelab float32
+    # kernel does (the figure would compare different arithmetic)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
     t = [torch.from_numpy(np.ascontiguousarray(x)).to(dev) for x in inputs]
     F = torch.nn.functional
@@ -377,6 +382,8 @@ def measure_baseline(
     opts = options or MeasureOptions()
     inputs = wl.make_inputs(shape, dtype, seed)
     out_shape = tuple(wl.output_shape(shape))
+    in_dtype, out_dtype = split_dtype(dtype)
+    rtol, atol = wl.tolerance(dtype, shape)
     info: dict[str, Any] = {}
     if target_kind == "cuda":
         made = _torch_kernel(wl.name, shape, inputs, out_shape) or _cupy_kernel(
@@ -386,15 +393,26 @@ def measure_baseline(
             return None
         run, fetch, sync, library = made
         method = {"gemm": "matmul", "batch_matmul": "matmul", "dense_bias": "addmm"}.get(wl.name, "conv2d")
+        if in_dtype != out_dtype:
+            # cuBLAS / cuDNN on float16 inputs accumulate in float32 (tensor cores) but write float16:
+            # the output's rounding is the library's, so it is judged at float16's tolerance
+            library += f" ({in_dtype} output, float32 accumulation)"
+            rtol, atol = wl.tolerance(in_dtype, shape)
     else:
-        out = np.zeros(out_shape, dtype=dtype)
-        made_cpu = cpu_vendor_kernel(wl.name, shape, inputs, out)
+        out = np.zeros(out_shape, dtype=out_dtype)
+        vendor_inputs = inputs
+        made_cpu = None
+        if in_dtype != out_dtype:  # no CPU library multiplies float16 into float32: widen the inputs
+            vendor_inputs = [np.ascontiguousarray(x.astype(out_dtype)) for x in inputs]
+        made_cpu = cpu_vendor_kernel(wl.name, shape, vendor_inputs, out)
         if made_cpu is None:
             return None
         run, method, library = made_cpu
         if library.startswith("NumPy"):  # the BLAS's kernel and threads belong to its figure
             info = blas_info()
             library = blas_description(info)
+        if vendor_inputs is not inputs:
+            library += f" ({in_dtype} inputs widened to {out_dtype})"
         sync = None
 
         def fetch() -> np.ndarray:
@@ -405,7 +423,6 @@ def measure_baseline(
         sync()
     got = np.asarray(fetch())
     expected = wl.reference(inputs, shape, dtype)
-    rtol, atol = wl.tolerance(dtype, shape)
     err = float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64)))) if got.size else 0.0
     correct = got.shape == expected.shape and bool(np.allclose(got, expected, rtol=rtol, atol=atol))
     samples = time_callable(

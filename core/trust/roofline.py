@@ -335,6 +335,7 @@ def _gpu_probes(
         import torch
 
         if torch.cuda.is_available():
+            torch.backends.cuda.matmul.allow_tf32 = False  # a float32 peak of float32 arithmetic
             dev = torch.device("cuda")
             peaks = {}
             per = budget_s / (len(dtypes) + 1)

@@ -168,3 +168,11 @@ def test_blas_info_names_the_library():
     assert info["library"]
     a = np.ones((4, 4))
     assert (a @ a)[0, 0] == 4  # NumPy works with whatever BLAS it names
+
+
+def test_the_mixed_dtype_has_a_cpu_vendor_on_widened_inputs():
+    """float16:float32 (tensor cores' arithmetic): no CPU BLAS multiplies float16 into float32, so the
+    vendor gets the same (exact) values as float32; the output is checked at float32's tolerance."""
+    result = measure_baseline("gemm", {"M": 32, "N": 48, "K": 64}, "float16:float32", "llvm", FAST)
+    assert result.correct and result.dtype == "float16:float32"
+    assert "float16 inputs widened to float32" in result.library
