@@ -1,0 +1,125 @@
+"""Cost models against each other on the recorded exhaustive spaces (issue 13 part 5).
+
+For each recorded space (tests/core/data/*_grid_llvm.json: real CPU measurements of every config) and
+each registered cost model:
+
+- ranking quality out of sample: fit on a random sample of ``TRAIN`` measured configs, predict every
+  other config of the space, and score the prediction by Spearman's rank correlation and top-k recall
+  (k = ``BATCH``: of the k configs the model ranks fastest, how many are among the k truly fastest),
+  over ``SEEDS`` samples;
+- the tuner it drives: the xgb tuner steered by that model, replayed on the space to ``BUDGET`` trials,
+  its best-so-far curve scored as Willemsen et al. score tuners (mean P over the budget: 1 = the optimum
+  at once, 0 = random search, calculated exactly), over the same seeds.
+
+    QT_QPA_PLATFORM=offscreen python -m pytest tests/benchmarks/test_model_scores.py -q -s
+
+It writes model-scores.json and model-scores.md into ``$TUNELAB_BENCH_OUT`` or
+``<tmp>/tunelab-bench/model-scores``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from recorded_spaces import load_recorded, recording_names
+from test_tuner_scores import machine
+
+from tunelab.core.search.costmodel import spearman, topk_recall
+from tunelab.core.search.models import cost_model_names, make_cost_model
+from tunelab.core.search.scoring import exhaustive_baseline, score_runs
+from tunelab.core.search.tuners.registry import make_tuner
+from tunelab.core.session.replay import ReplayRunner, replay_tune
+
+SEEDS = 5
+TRAIN = 32  # measured configs a model learns from before it ranks the rest
+BATCH = 8
+BUDGET = 64
+
+
+def ranking(rec, name: str, X: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
+    rhos, recalls, fit_s = [], [], 0.0
+    for seed in range(SEEDS):
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(len(y))
+        train, rest = order[:TRAIN], order[TRAIN:]
+        model = make_cost_model(name, seed=seed, space=rec.space)
+        t0 = time.perf_counter()
+        model.fit(X[train], y[train])
+        fit_s += time.perf_counter() - t0
+        pred = model.predict(X[rest])
+        if pred is None:
+            continue
+        rhos.append(spearman(pred, y[rest]))
+        recalls.append(topk_recall(pred, y[rest], BATCH))
+    ok_rho = [r for r in rhos if r is not None]
+    ok_recall = [r for r in recalls if r is not None]
+    return {
+        "spearman": float(np.mean(ok_rho)) if ok_rho else None,
+        "spearman_std": float(np.std(ok_rho)) if ok_rho else None,
+        "topk_recall": float(np.mean(ok_recall)) if ok_recall else None,
+        "fit_s": round(fit_s / SEEDS, 4),
+    }
+
+
+def tuner_score(rec, name: str, baseline) -> dict[str, float]:
+    runs = []
+    for seed in range(SEEDS):
+        tuner = make_tuner("xgb", rec.space, seed=seed, model=name, pool_size=64)
+        try:
+            history = replay_tune(tuner, ReplayRunner(rec.space, rec.table), BUDGET, batch=BATCH)
+        finally:
+            tuner.close()
+        runs.append([o.latency_ms for o in history])
+    score = score_runs(f"xgb[{name}]", runs, baseline, BUDGET)
+    return {"mean": score.mean, "std": score.std}
+
+
+def test_model_scores():
+    started = time.perf_counter()
+    doc: dict = {
+        "machine": machine(),
+        "seeds": SEEDS,
+        "train": TRAIN,
+        "k": BATCH,
+        "budget": BUDGET,
+        "spaces": {},
+    }
+    lines = [
+        "| space | model | Spearman (out of sample) | top-8 recall | fit s | xgb tuner steered by it: mean P to 64 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for space_name in recording_names():
+        rec = load_recorded(space_name)
+        keys = [k for k, v in rec.table.items() if v is not None]
+        configs = {rec.space.key(c): c for c in (rec.space.point(i) for i in range(rec.space.size))}
+        X = np.asarray(rec.space.features([configs[k] for k in keys]), dtype=np.float64)
+        y = np.array([rec.table[k] for k in keys], dtype=np.float64)
+        baseline = exhaustive_baseline(list(rec.table.values()), BUDGET)
+        doc["spaces"][space_name] = {"configs": len(rec.table), "measured": len(keys), "models": {}}
+        for name in cost_model_names():
+            rank = ranking(rec, name, X, y)
+            steer = tuner_score(rec, name, baseline)
+            doc["spaces"][space_name]["models"][name] = {**rank, "tuner": steer}
+            rho = "–" if rank["spearman"] is None else f"{rank['spearman']:+.2f} ± {rank['spearman_std']:.2f}"
+            recall = "–" if rank["topk_recall"] is None else f"{rank['topk_recall']:.2f}"
+            lines.append(
+                f"| {space_name} ({len(rec.table)} configs) | {name} | {rho} | {recall} | {rank['fit_s']:.3f} | "
+                f"{steer['mean']:+.2f} ± {steer['std']:.2f} |"
+            )
+            print(lines[-1], flush=True)
+    doc["date"] = datetime.date.today().isoformat()
+    doc["seconds"] = round(time.perf_counter() - started, 1)
+    folder = Path(
+        os.environ.get("TUNELAB_BENCH_OUT") or Path(tempfile.gettempdir()) / "tunelab-bench" / "model-scores"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model-scores.json").write_text(json.dumps(doc, indent=1))
+    (folder / "model-scores.md").write_text("\n".join(lines) + "\n")
+    print("\n" + "\n".join(lines) + f"\nwritten to {folder} in {doc['seconds']} s")
+    assert all(m["spearman"] is not None for s in doc["spaces"].values() for m in s["models"].values())
