@@ -123,3 +123,53 @@ def test_model_scores():
     (folder / "model-scores.md").write_text("\n".join(lines) + "\n")
     print("\n" + "\n".join(lines) + f"\nwritten to {folder} in {doc['seconds']} s")
     assert all(m["spearman"] is not None for s in doc["spaces"].values() for m in s["models"].values())
+
+
+REAL = (
+    ("gemm", {"M": 256, "N": 256, "K": 256}),
+    ("conv2d_nchw", {"N": 1, "C": 32, "H": 28, "W": 28, "K": 32, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1}),
+    ("gemm", {"M": 16, "N": 1024, "K": 1024}),  # a skinny shape
+)  # fmt: skip
+
+
+def test_models_on_real_sessions(tmp_path):
+    """Three real sessions (random search, so that no model steered what was measured), each model refit
+    on them in time order and judged on the rounds it did not see (tunelab models)."""
+    from tunelab.core.records import MeasureOptions, SessionSpec
+    from tunelab.core.session.loop import create_session
+    from tunelab.core.store import Store
+    from tunelab.core.usecases.model_compare import compare_models
+
+    store = Store(tmp_path / "real.sqlite")
+    lines = [
+        "| session | model | Spearman (out of sample) | top-k recall | bias (median trial) | rounds |",
+        "|---|---|---|---|---|---|",
+    ]
+    doc = {}
+    for workload, shape in REAL:
+        spec = SessionSpec(
+            workload=workload, shape=shape, target="llvm", space_kind="template", tuner="random",
+            trials=48, batch=BATCH, seed=0, measure=MeasureOptions(confirm_runs=0, cooldown_s=0.0),
+        )  # fmt: skip
+        session = create_session(store, spec)
+        list(session.run())
+        label = f"{workload} " + ",".join(f"{k}={v}" for k, v in shape.items() if k in "MNKCHW")
+        for score in compare_models(store, [session.session_id]):
+            doc.setdefault(label, {})[score.model] = {
+                "spearman": score.spearman, "topk_recall": score.topk_recall, "bias": score.bias,
+                "rounds": score.rounds,
+            }  # fmt: skip
+            lines.append(
+                f"| {label} | {score.model} | {score.spearman:+.2f} | {score.topk_recall:.2f} | "
+                f"{score.bias:+.0%} | {score.rounds} |"
+            )
+            print(lines[-1], flush=True)
+    store.close()
+    folder = Path(
+        os.environ.get("TUNELAB_BENCH_OUT") or Path(tempfile.gettempdir()) / "tunelab-bench" / "model-scores"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model-real.json").write_text(json.dumps(doc, indent=1))
+    (folder / "model-real.md").write_text("\n".join(lines) + "\n")
+    print("\n" + "\n".join(lines))
+    assert all(len(models) == len(cost_model_names()) for models in doc.values())
