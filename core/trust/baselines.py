@@ -37,7 +37,7 @@ import numpy as np
 from tunelab.core.measure.timing import time_callable
 from tunelab.core.records import MeasureOptions, SessionRecord, VendorBaseline
 from tunelab.core.stats import median
-from tunelab.core.workloads.base import split_dtype
+from tunelab.core.workloads.dtypes import split_dtype
 
 if TYPE_CHECKING:
     from tunelab.core.store import Store

@@ -34,6 +34,7 @@ import numpy as np
 from tunelab.core.measure.timing import time_callable
 from tunelab.core.records import MachineProfile, SessionRecord
 from tunelab.core.target.host_cpu import vector_bits
+from tunelab.core.workloads.dtypes import split_dtype
 
 if TYPE_CHECKING:
     from tunelab.core.store import Store
@@ -534,17 +535,24 @@ def roofline_for(
         cached=None,
         measured_at=None,
     )
-    profile = machine_profile(store, record.target_kind, dtypes=(record.dtype,), remeasure=remeasure)
+    # The arithmetic's dtype: a mixed dtype (float16:float32) runs float16 on a GPU's tensor cores and
+    # float32 on a CPU (which widens the inputs)
+    inputs_dtype, acc_dtype = split_dtype(record.dtype)
+    compute_dtype = inputs_dtype if record.target_kind == "cuda" else acc_dtype
+    profile = machine_profile(store, record.target_kind, dtypes=(compute_dtype,), remeasure=remeasure)
     if profile is None:
         return replace(
             report,
             note=f"no way to profile a {record.target_kind} machine here (needs PyTorch or CuPy and a GPU)",
         )
     peaks = profile.peak_gflops
-    peak_dtype = record.dtype if record.dtype in peaks else "float32"
+    peak_dtype = compute_dtype if compute_dtype in peaks else "float32"
     note = None
-    if peak_dtype != record.dtype:
-        note = f"no {record.dtype} probe on this target (NumPy has no {record.dtype} BLAS): the float32 peak stands in"
+    if peak_dtype != compute_dtype:
+        note = (
+            f"no {compute_dtype} probe on this target (NumPy has no {compute_dtype} BLAS): "
+            "the float32 peak stands in"
+        )
     peak = peaks.get(peak_dtype)
     # The floor: a vendor rate stored for this machine (the session's own baseline, or the fastest in
     # this dtype) is a rate the machine reached, so the peak is at least that.
@@ -601,13 +609,17 @@ def _with_schedule(
     bandwidth; unchanged where the session has no best or its space cannot be rebuilt here."""
     if not best_ms or not report.peak_gflops or not report.bandwidth_gbs:
         return report
+    from tunelab.core.errors import StoreError
     from tunelab.core.search.roofline_model import RooflineMachine, estimate
     from tunelab.core.search.space.factory import space_for_task
 
-    tasks = store.tasks(record.id)
+    try:
+        tasks, trials = store.tasks(record.id), store.trials(record.id)
+    except StoreError:  # a record that is not (or no longer) in this store: no schedule to read
+        return report
     task_id = tasks[task].id if tasks else None
     best = min(
-        (t for t in store.trials(record.id) if t.ok and t.latency_ms and t.task_id in (task_id, None)),
+        (t for t in trials if t.ok and t.latency_ms and t.task_id in (task_id, None)),
         key=lambda t: t.latency_ms or 0.0,
         default=None,
     )

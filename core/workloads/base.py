@@ -15,20 +15,13 @@ import tvm
 from tvm import te
 
 from tunelab.core.errors import WorkloadError, shown
+from tunelab.core.workloads.dtypes import MIXED_F16_F32, split_dtype
 from tunelab.core.workloads.shape_text import format_shape
 
 FLOAT_DTYPES = ("float32", "float64", "float16")
-# Mixed precision, "inputs:accumulator": float16 inputs multiplied and summed in float32, a float32 output
-# (what tensor cores compute: MetaSchedule's wmma f16f16f32 intrinsics). Offered by the matmul-like
-# workloads (GEMM, batch matmul, the convolutions).
-MIXED_F16_F32 = "float16:float32"
+# Mixed precision (tunelab.core.workloads.dtypes), offered by the matmul-like workloads (GEMM, batch
+# matmul, the convolutions): what tensor cores compute with MetaSchedule's wmma f16f16f32 intrinsics.
 MATMUL_DTYPES = (*FLOAT_DTYPES, MIXED_F16_F32)
-
-
-def split_dtype(dtype: str) -> tuple[str, str]:
-    """``(input dtype, accumulator and output dtype)``: "float16:float32" -> both, "float32" -> twice."""
-    inputs, _, out = str(dtype).partition(":")
-    return inputs, out or inputs
 
 
 def mul_acc(a: Any, b: Any, dtype: str) -> Any:

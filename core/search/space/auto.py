@@ -25,7 +25,7 @@ from tunelab.core.search.space.base import SearchSpace, divisors
 from tunelab.core.search.space.checks import entry_list, is_int_in
 from tunelab.core.search.space.tvm_context import InvalidSchedule, light_tune_context, schedule_features
 from tunelab.core.target.info import TargetInfo
-from tunelab.core.workloads.base import split_dtype
+from tunelab.core.workloads.dtypes import split_dtype
 
 # The rules MetaSchedule uses by default (tvm src/s_tir/meta_schedule/schedule_rule/schedule_rule.cc),
 # with the limits a person most often changes. The tensor-core rule (MultiLevelTilingTensorCore, with
