@@ -210,6 +210,8 @@ _MEASURE_TYPES = {
     "rpc_tracker": "str",
     "rpc_key": "str",
     "rpc_workers": "int",
+    "l2_flush": "str",
+    "lock_clocks": "bool",
 }
 _TYPE_WORDS = {
     "str": "a string",

@@ -104,8 +104,8 @@ def test_compare_models_fills_the_table_and_marks_the_steering_model(qtbot, mode
     qtbot.waitUntil(lambda: not view.bias_running, timeout=WAIT_MS)
 
     expected = compare_models(store, [ids["mlp"]])
-    assert section.table.isVisible() and section.model.rowCount() == len(expected) == 2
-    assert [s.model for s in section.scores] == ["xgb", "mlp"]
+    assert section.table.isVisible() and section.model.rowCount() == len(expected) == 4
+    assert [s.model for s in section.scores] == ["xgb", "mlp", "roofline", "hybrid"]
     for row, want in enumerate(expected):
         got = section.scores[row]
         assert (got.model, got.shape, got.rounds, got.predictions) == (
@@ -127,13 +127,13 @@ def test_compare_models_fills_the_table_and_marks_the_steering_model(qtbot, mode
     # The mlp steered this session (the xgb tuner's option model): its row, and only it, is marked.
     assert section.steering_rows() == [1]
     assert "★" in _cells(section, 1)[0] and "steered" in _cells(section, 1)[0]
-    assert "★" not in _cells(section, 0)[0]
+    assert all("★" not in _cells(section, row)[0] for row in (0, 2, 3))
     assert "★ mlp steered this session" in section.message.text()
     assert section.table.isColumnHidden(1)  # one shape: no shape column
 
     # Legible at a laptop's size: every row shown, and the plots keep their room.
     QApplication.processEvents()
-    assert section.table.viewport().height() >= 2 * section.table.rowHeight(0)
+    assert section.table.viewport().height() >= 4 * section.table.rowHeight(0)
     for plot in (view.residual_plot, view.rank_plot):
         assert plot.getAxis("left").geometry().height() >= 120, plot.titleLabel.text
 
@@ -141,7 +141,7 @@ def test_compare_models_fills_the_table_and_marks_the_steering_model(qtbot, mode
     view.set_session(ids["two_shapes"])
     assert not section.table.isVisible()
     view.set_session(ids["mlp"])
-    assert not section.running and section.table.isVisible() and section.model.rowCount() == 2
+    assert not section.running and section.table.isVisible() and section.model.rowCount() == 4
 
 
 def test_a_session_of_two_shapes_gets_a_row_per_model_and_shape(qtbot, models_store):

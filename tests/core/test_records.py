@@ -115,3 +115,15 @@ def test_bad_json_is_one_clear_tunelab_error(data, message):
         SessionSpec.from_json(data)
     text = str(info.value)
     assert message in text and "\n" not in text
+
+
+def test_a_spec_file_reads_every_measurement_option():
+    """A MeasureOptions field the spec reader does not type would crash `tunelab tune --spec` (the app's
+    way of starting every session)."""
+    from dataclasses import fields
+
+    from tunelab.core.records import _MEASURE_TYPES, MeasureOptions, SessionSpec
+
+    assert set(_MEASURE_TYPES) == {f.name for f in fields(MeasureOptions)}
+    spec = SessionSpec(workload="gemm", measure=MeasureOptions(l2_flush="on", lock_clocks=True))
+    assert SessionSpec.from_json(spec.to_json()) == spec
