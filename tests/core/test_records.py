@@ -125,5 +125,5 @@ def test_a_spec_file_reads_every_measurement_option():
     from tunelab.core.records import _MEASURE_TYPES, MeasureOptions, SessionSpec
 
     assert set(_MEASURE_TYPES) == {f.name for f in fields(MeasureOptions)}
-    spec = SessionSpec(workload="gemm", measure=MeasureOptions(l2_flush="on", lock_clocks=True))
+    spec = SessionSpec(workload="gemm", shape=None, measure=MeasureOptions(l2_flush="on", lock_clocks=True))
     assert SessionSpec.from_json(spec.to_json()) == spec
