@@ -116,3 +116,29 @@ def say_error(events: EventWriter, message: str, exit_code: int) -> int:
     print(f"tunelab: error: {message}", file=sys.stderr)
     events.error(message, exit_code)
     return exit_code
+
+
+def _custom_and_space(args: Any, command: str) -> tuple[str | None, Any]:
+    """(the custom workload's source, the edited space's data) that ``--custom`` and ``--space-file``
+    name, for the commands that take a workload (tune, compile); bad input is one TunelabError."""
+    import json
+
+    if not args.workload:
+        raise TunelabError(f"{command} needs a workload (see tunelab workloads)")
+    custom_source = None
+    if args.custom or args.workload == "custom":
+        if not args.custom:
+            raise TunelabError("workload custom needs --custom FILE")
+        custom_source = _read_text(args.custom, "workload file")
+    space_data = None
+    if args.space_file:
+        text = _read_text(args.space_file, "space file")
+        try:
+            space_data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TunelabError(f"space file {args.space_file} is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise TunelabError(
+                f"space file {args.space_file} is nested too deeply to be a search space"
+            ) from None
+    return custom_source, space_data

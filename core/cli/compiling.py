@@ -7,26 +7,13 @@ import argparse
 import json
 import sys
 
-from tunelab.core.cli.common import EXIT_NOTHING_MEASURED, _read_text
-from tunelab.core.errors import TunelabError
+from tunelab.core.cli.common import EXIT_NOTHING_MEASURED, _custom_and_space
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from tunelab.core.usecases.compile import compile_space
 
-    if not args.workload:
-        raise TunelabError("compile needs a workload (see tunelab workloads)")
-    custom_source = None
-    if args.custom or args.workload == "custom":
-        if not args.custom:
-            raise TunelabError("workload custom needs --custom FILE")
-        custom_source = _read_text(args.custom, "workload file")
-    space_data = None
-    if args.space_file:
-        try:
-            space_data = json.loads(_read_text(args.space_file, "space file"))
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise TunelabError(f"space file {args.space_file} is not a JSON search space: {exc}") from None
+    custom_source, space_data = _custom_and_space(args, "compile")
     report = compile_space(
         "custom" if custom_source else args.workload,
         shape=args.shape,

@@ -15,9 +15,9 @@ from tunelab.core.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_NOTHING_MEASURED,
     EXIT_STORE_FAILURE,
+    _custom_and_space,
     _fmt,
     _open_store,
-    _read_text,
     say_error,
 )
 from tunelab.core.cli.parser import _parser
@@ -313,24 +313,7 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
     """The SessionSpec the workload argument and the options describe (not checked yet)."""
     from tunelab.core.records import MeasureOptions, SessionSpec
 
-    if not args.workload:
-        raise TunelabError("tune needs a workload (see tunelab workloads)")
-    custom_source = None
-    if args.custom or args.workload == "custom":
-        if not args.custom:
-            raise TunelabError("workload custom needs --custom FILE")
-        custom_source = _read_text(args.custom, "workload file")
-    space_data = None
-    if args.space_file:
-        text = _read_text(args.space_file, "space file")
-        try:
-            space_data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TunelabError(f"space file {args.space_file} is not valid JSON: {exc}") from None
-        except RecursionError:
-            raise TunelabError(
-                f"space file {args.space_file} is nested too deeply to be a search space"
-            ) from None
+    custom_source, space_data = _custom_and_space(args, "tune")
     measure = MeasureOptions(
         number=args.number,
         repeat=args.repeat,
