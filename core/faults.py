@@ -181,6 +181,17 @@ def describe_failures(classes: Iterable[str], total: int) -> str:
     return f"{n} of {total} failed: {parts}"
 
 
+def stop_on_sigint_like_sigterm() -> None:
+    """A worker pool's initializer: Ctrl-C ends the worker the way SIGTERM does, at once and silently.
+
+    A stop sent to the process group (Ctrl-C in a terminal) reaches the build and run workers too.
+    Python's own SIGINT handler would raise KeyboardInterrupt wherever the worker happens to be, for
+    instance inside TVM's ``TempDirectory.__init__``, whose ``__del__`` then prints a traceback into the
+    tune's stderr. The parent drops whatever the stop cut short either way (Measurer.measure), so the
+    worker only has to end; the operating system's default action does that without running Python."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def keep_worker_exit_status() -> None:
     """Make TVM's worker pools say how a worker died instead of "Subprocess terminated".
 

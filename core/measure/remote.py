@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.faults import stop_on_sigint_like_sigterm
 from tunelab.core.measure.evaluate import AllocArguments, Evaluate, _inputs_and_reference
 
 SERVED_BY_FILE = "served_by.txt"  # beside a candidate's artifact: the server that ran it
@@ -286,4 +287,5 @@ def make_rpc_runner(
         f_alloc_argument=alloc,
         f_run_evaluator=evaluate,
         max_workers=max(1, workers),
+        initializer=stop_on_sigint_like_sigterm,
     )

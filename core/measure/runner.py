@@ -105,7 +105,7 @@ class Measurer:
     ) -> None:
         from tvm.s_tir import meta_schedule as ms
 
-        from tunelab.core.faults import keep_worker_exit_status
+        from tunelab.core.faults import keep_worker_exit_status, stop_on_sigint_like_sigterm
 
         keep_worker_exit_status()  # a kernel that kills its worker is named by its signal
         self.target = target
@@ -159,6 +159,7 @@ class Measurer:
                 evaluator_config=config,
                 f_alloc_argument=AllocArguments(self.problem),
                 f_run_evaluator=Evaluate(*evaluate_args),
+                initializer=stop_on_sigint_like_sigterm,
             )
 
     def measure(
@@ -344,10 +345,16 @@ class Measurer:
         from tvm.s_tir.meta_schedule.builder.local_builder import _worker_func
         from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
+        from tunelab.core.faults import stop_on_sigint_like_sigterm
+
         if self._build_pool is None or self._build_pool_uses >= BUILD_POOL_BATCHES:
             if self._build_pool is not None:
                 self._build_pool.shutdown()
-            self._build_pool = PopenPoolExecutor(max_workers=cpu_core_count(), timeout=self.options.timeout_s)
+            self._build_pool = PopenPoolExecutor(
+                max_workers=cpu_core_count(),
+                timeout=self.options.timeout_s,
+                initializer=stop_on_sigint_like_sigterm,
+            )
             self._build_pool_uses = 0
         self._build_pool_uses += 1
         results = []

@@ -68,6 +68,10 @@ def test_each_candidate_gets_the_precision_its_standing_needs(kernel):
 
 def test_a_batch_leader_sets_the_band_for_the_rest_of_its_batch(kernel):
     """Two equal candidates after a best far slower than them: the first becomes the leader (timed
-    fully), and the second, level with it, is inside the band and timed fully as well."""
-    first, second = _measure(kernel, OPTIONS, 1e6, n=2)
+    fully), and the second, level with it, is inside the band and timed fully as well.
+
+    The same kernel run twice read 1.7x apart on a busy CI machine (0.0058 against 0.0100 ms), outside
+    the default band of 1.25x; "level" here means within a band wide enough for that noise."""
+    wide_band = MeasureOptions(**{**OPTIONS.to_json(), "leader_band": 4.0})
+    first, second = _measure(kernel, wide_band, 1e6, n=2)
     assert len(first.samples_ms) == len(second.samples_ms) == 9
