@@ -322,6 +322,15 @@ class SessionRecord:
     shadow_models: tuple[str, ...] = ()  # cost models that predicted without steering
 
     @property
+    def predicting_model(self) -> tuple[str, bool]:
+        """(the cost model whose predictions the trials' ``predicted_ms`` hold, whether it steered the search):
+        the xgb tuner's option ``model`` ranked its candidates; the other tuners' stored predictions come
+        from an xgb model that steered nothing."""
+        if self.tuner == "xgb":
+            return str(self.tuner_options.get("model", "xgb")), True
+        return "xgb", False
+
+    @property
     def best_gflops(self) -> float | None:
         if self.best_ms is None or self.best_ms <= 0:
             return None
@@ -563,11 +572,14 @@ class BiasReport:
     thresholds: dict[str, float]
     summary: str
     points: dict[int, BiasPoint] | None = None  # only by task (``bias_report_by_task``)
+    model: str | None = None  # the cost model judged, when asked for one; None: the stored predictions
 
     def to_json(self) -> dict[str, Any]:
         """As ``tunelab bias --json`` prints it: with ``points`` (``--by-task``) the figures come first and the
         trial ids are the keys of ``points`` (strings once in JSON)."""
         head = {"session_ids": list(self.session_ids), "counts": asdict(self.counts)}
+        if self.model is not None:
+            head["model"] = self.model
         body = {
             "n": self.n,
             "k": self.k,
@@ -594,4 +606,5 @@ class BiasReport:
             thresholds=dict(data["thresholds"]),
             summary=data["summary"],
             points=None if points is None else {int(t): tuple(p) for t, p in points.items()},
+            model=data.get("model"),
         )

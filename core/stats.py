@@ -7,10 +7,12 @@ One implementation of each: :func:`median` (a trial's latency, as the store keep
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import numpy as np
 
@@ -103,3 +105,8 @@ def bootstrap_median_ci(
     lo = meds[int((1 - level) / 2 * (resamples - 1))]
     hi = meds[int((1 + level) / 2 * (resamples - 1))]
     return lo, hi
+
+
+def positive_finite(x: object) -> TypeGuard[float]:
+    """A number above 0 that is not NaN or infinite (a usable latency or prediction); False for None."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0

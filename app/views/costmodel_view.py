@@ -7,6 +7,12 @@ trials join the scatter in grey, and picking a group highlights its trials in bo
 asked, every registered cost model refit on the session's trials and judged out of sample
 (tunelab.app.views.model_table), the one that steered the session marked.
 
+The Model selector picks whose predictions the plots and the bias table judge: the session's own
+(stored before each trial was measured), a shadow model's (predicted live beside it without steering),
+or any other registered model refit on the session's trials in time order, each round predicted by a
+model of the rounds before (tunelab.core.trust.predictions). The others are computed in the bias
+report's child process, which returns them as the report's points.
+
 With many trials the predicted-vs-measured scatter becomes a density image (a 2-D histogram in
 log-log coordinates) and the per-trial markers are thinned to a stable subset; the summary
 (Spearman ρ, median errors) is computed once per change of the data, not per redraw.
@@ -19,7 +25,16 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from tunelab.app.views.bias_table import BiasTable, ratio_words
 from tunelab.app.views.model_table import ModelCompareSection
@@ -31,6 +46,7 @@ from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import BiasReport
 from tunelab.core.search.costmodel import spearman
+from tunelab.core.search.models import COST_MODEL_WORDS, cost_model_names
 from tunelab.core.store import Store
 
 REDRAW_MS = 300
@@ -43,6 +59,11 @@ DENSITY_BINS = 160  # per axis of the density image
 RECENT = 256  # the latest trials' residual markers are always drawn
 DENSITY_LOW = np.array([205, 220, 245], dtype=np.float64)  # one trial per cell
 DENSITY_HIGH = np.array([13, 52, 140], dtype=np.float64)  # the densest cell
+PAIR_COLUMNS = ("number", "measured", "predicted", "id", "round")
+SOURCE_LABELS = {  # how a model's predictions of the session were made, as the selector says it
+    "shadow": "predicted live beside it, not steering",
+    "refit": "refit on these trials, out of sample",
+}
 
 
 def density_rgba(x: np.ndarray, y: np.ndarray, bins: int = DENSITY_BINS):
@@ -73,6 +94,11 @@ class CostModelView(QWidget):
         self.session_id: int | None = None
         self._last_id = 0
         self._pairs = GrowingColumns("number", "measured", "predicted", "id")
+        # Every successful trial, for another model's predictions (which come by trial id).
+        self._measured = GrowingColumns("id", "number", "round", "measured")
+        self.model: str | None = None  # the model the plots judge; None: the stored predictions
+        self._model_pairs: GrowingColumns | None = None  # its (number, measured, predicted, id, round)
+        self._model_words = ""
         self._rounds: list = []
         self._compare_ids: list[int] = []
         self._highlighted: set[int] = set()
@@ -87,6 +113,14 @@ class CostModelView(QWidget):
         self.summary = QLabel("No session selected.")
         self.summary.setObjectName("costmodel_summary")
         self.summary.setWordWrap(True)
+        self.model_box = QComboBox()
+        self.model_box.setObjectName("costmodel_model")
+        self.model_box.setToolTip(
+            "Whose predictions the plots and the bias table judge: the session's own model, a shadow model "
+            "(tune --shadow-models), or any other model refit on these trials in time order"
+        )
+        self.model_box.setEnabled(False)
+        self.model_box.currentIndexChanged.connect(self._on_model_changed)
         self.layout_widget = pg.GraphicsLayoutWidget()
         self.layout_widget.setBackground("w")
 
@@ -196,7 +230,13 @@ class CostModelView(QWidget):
         self.splitter = splitter
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.summary)
+        top = QHBoxLayout()
+        top.addWidget(self.summary, 1)
+        model_label = QLabel("Model:")
+        model_label.setBuddy(self.model_box)
+        top.addWidget(model_label)
+        top.addWidget(self.model_box)
+        layout.addLayout(top)
         # In a scroll area: the plots keep the height their ticks need, and the window can still be made
         # smaller than plots and table together (it scrolls instead of refusing to shrink).
         scroll = QScrollArea()
@@ -231,11 +271,14 @@ class CostModelView(QWidget):
         self.session_id = session_id
         self._last_id = 0
         self._pairs.clear()
+        self._measured.clear()
+        self._model_pairs = None
         self._rounds = []
         self._highlighted = set()
         self._points = {}
         self._summary_key = None
         self.context_scatter.setData([], [])
+        self._fill_models(session_id)
         if columns is None and trials is not None:
             columns = columns_of(trials)
         if columns is not None and session_id is not None:
@@ -302,8 +345,8 @@ class CostModelView(QWidget):
             self.models.note_new_trials()
         if n and not self._redraw_timer.isActive():
             self._redraw_timer.start()
-        if predicted and not self._bias_timer.isActive():
-            self._bias_timer.start()
+        if (predicted or (n and self.model is not None)) and not self._bias_timer.isActive():
+            self._bias_timer.start()  # another model's predictions come with the bias report
         return n
 
     def _add(self, columns: TrialColumns) -> bool:
@@ -314,7 +357,11 @@ class CostModelView(QWidget):
         self._last_id = int(c["id"][-1])
         measured, predicted = c["latency_ms"], c["predicted_ms"]
         with np.errstate(invalid="ignore"):  # NaN (none) compares false
-            keep = c["ok"] & (predicted > 0) & np.isfinite(measured) & (measured != 0)
+            ok = c["ok"] & np.isfinite(measured) & (measured > 0)
+            keep = ok & (predicted > 0)
+        self._measured.extend(
+            id=c["id"][ok], number=c["number"][ok], round=c["round"][ok], measured=measured[ok]
+        )
         if not keep.any():
             return False
         self._pairs.extend(
@@ -346,7 +393,7 @@ class CostModelView(QWidget):
         shown = self.bias.report
         if shown is None or list(shown.session_ids) != ids:  # what is shown is about other sessions
             self.bias.show_message("Working out where the cost model is wrong…")
-        worker = BiasWorker(self._store.path, ids, self.bias.k)
+        worker = BiasWorker(self._store.path, ids, self.bias.k, self.model)
         worker.succeeded.connect(self._on_bias_done)
         worker.failed.connect(self._on_bias_failed)
         worker.finished.connect(self._on_bias_finished)
@@ -357,6 +404,8 @@ class CostModelView(QWidget):
     def _on_bias_done(self, report: BiasReport) -> None:
         if self._bias_again or self.session_id is None:
             return  # stale: the rerun replaces it
+        if self.model is not None:
+            self._take_model_points(report)
         if not report.n:
             self.bias.show_message(
                 "<b>Where the model is wrong</b>: nothing to judge yet — no successful trial has a prediction "
@@ -369,6 +418,9 @@ class CostModelView(QWidget):
     def _on_bias_failed(self, message: str, _details: str) -> None:
         if not self._bias_again:
             self.bias.show_message(f"<b>Where the model is wrong</b>: cannot compute it: {message}")
+            if self.model is not None and self._model_pairs is None:
+                self.scatter_note.show(f"{self.model}: cannot predict: {message}")
+                self.residual_note.show(f"{self.model}: cannot predict")
 
     def _on_bias_finished(self) -> None:
         self._bias_worker = None
@@ -403,20 +455,20 @@ class CostModelView(QWidget):
         if not self._highlighted:
             self.residual_highlight.setData([], [])
             return
-        ids = self._pairs.col("id")
+        pairs = self._shown()
+        ids = pairs.col("id")
         rows = np.flatnonzero(np.isin(ids, np.fromiter(self._highlighted, dtype=np.float64)))
         if len(rows) > SCATTER_CAP:
             rows = rows[decimate(np.arange(len(rows)), SCATTER_CAP)]
-        measured, predicted = self._pairs.col("measured")[rows], self._pairs.col("predicted")[rows]
-        self.residual_highlight.setData(
-            self._pairs.col("number")[rows], 100.0 * (predicted - measured) / measured
-        )
+        measured, predicted = pairs.col("measured")[rows], pairs.col("predicted")[rows]
+        self.residual_highlight.setData(pairs.col("number")[rows], 100.0 * (predicted - measured) / measured)
 
     def _on_redraw(self) -> None:
         if behind_while_hidden(self):
             return
-        measured, predicted = self._pairs.col("measured"), self._pairs.col("predicted")
-        index = self._pairs.col("number")
+        pairs = self._shown()
+        measured, predicted = pairs.col("measured"), pairs.col("predicted")
+        index = pairs.col("number")
         n = len(measured)
         residual = 100.0 * (predicted - measured) / measured if n else np.empty(0)
         if n > SCATTER_CAP:
@@ -438,12 +490,13 @@ class CostModelView(QWidget):
             self.residuals.setData(index, residual)
             self.residual_points.setData([], [])
         self._draw_highlight()
-        rounds = [r for r in self._rounds if r.spearman is not None and math.isfinite(r.spearman)]
-        self.rank_bars.setOpts(x=[r.round for r in rounds], height=[r.spearman for r in rounds], width=0.7)
+        rounds = self._round_spearman()
+        self.rank_bars.setOpts(x=[r for r, _ in rounds], height=[rho for _, rho in rounds], width=0.7)
         if len(rounds):
-            self.rank_plot.setXRange(min(r.round for r in rounds) - 0.7, max(r.round for r in rounds) + 0.7)
-            step = max(1, len(self._rounds) // 12)
-            ticks = [(r.round, str(r.round)) for r in self._rounds[::step]]
+            self.rank_plot.setXRange(rounds[0][0] - 0.7, rounds[-1][0] + 0.7)
+            all_rounds = [r.round for r in self._rounds] or [r for r, _ in rounds]
+            step = max(1, len(all_rounds) // 12)
+            ticks = [(r, str(r)) for r in all_rounds[::step]]
             self.rank_plot.getAxis("bottom").setTicks([ticks, []])
         self._show_notes(n, len(rounds))
         self._update_summary(residual)
@@ -454,7 +507,12 @@ class CostModelView(QWidget):
             self.scatter_note.hide()
             self.residual_note.hide()
         else:
-            why = "No session selected." if self.session_id is None else "No predictions yet"
+            if self.session_id is None:
+                why = "No session selected."
+            elif self.model is not None and self._model_pairs is None:
+                why = f"Working out {self.model}'s predictions…"
+            else:
+                why = "No predictions yet"
             self.scatter_note.show(why)
             self.residual_note.show(why)
         if n_rounds:
@@ -470,16 +528,18 @@ class CostModelView(QWidget):
         if self.session_id is None:
             self.summary.setText("No session selected.")
             return
-        n = len(self._pairs)
+        pairs = self._shown()
+        n = len(pairs)
+        whose = "" if self.model is None else f" · model <b>{self.model}</b> ({self._model_words})"
         if n == 0:
             self.summary.setText(
-                f"<b>Session {self.session_id}</b> · no predictions yet: the cost model "
+                f"<b>Session {self.session_id}</b>{whose} · no predictions yet: the cost model "
                 "predicts once enough trials are measured to train it (from the second round on)."
             )
             return
-        key = (self.session_id, n, self._last_id)
+        key = (self.session_id, n, self._last_id, self.model)
         if key != self._summary_key:  # Spearman and the medians only when the data changed
-            predicted, measured = self._pairs.col("predicted"), self._pairs.col("measured")
+            predicted, measured = pairs.col("predicted"), pairs.col("measured")
             rho = spearman(predicted, measured)
             rho_text = "—" if rho is None else f"{rho:.2f}"
             # The bias as the table's "overall" row says it (geometric mean of predicted ÷ measured,
@@ -487,9 +547,105 @@ class CostModelView(QWidget):
             # contradiction.
             typical = math.exp(float(np.mean(np.log(predicted / measured))))
             self._summary_text = (
-                f"<b>Session {self.session_id}</b> · {n} trials predicted before they were measured · "
+                f"<b>Session {self.session_id}</b>{whose} · {n} trials predicted before they were measured · "
                 f"Spearman ρ overall {rho_text} · typical miss {float(np.median(np.abs(residual))):.0f}% "
                 f"(median |error|) · the model guesses {ratio_words(typical)} on average"
             )
             self._summary_key = key
         self.summary.setText(self._summary_text)
+
+    # ---- which model's predictions -----------------------------------------------------------
+    def _fill_models(self, session_id: int | None) -> None:
+        """The selector's models for a session: its own first, then its shadow models, then the rest."""
+        self.model = None
+        self._model_words = ""
+        self.model_box.blockSignals(True)
+        self.model_box.clear()
+        record = None
+        if session_id is not None:
+            try:
+                record = self._store.session(session_id)
+            except TunelabError:
+                record = None
+        if record is None:
+            self.model_box.setEnabled(False)
+            self.model_box.blockSignals(False)
+            return
+        own, steered = record.predicting_model
+        self.model_box.addItem(
+            f"{own} — {'steered this session' if steered else 'its stored predictions'}", None
+        )
+        shadows = [m for m in record.shadow_models if m != own]
+        for name in [*shadows, *(m for m in cost_model_names() if m != own and m not in shadows)]:
+            source = "shadow" if name in shadows else "refit"
+            self.model_box.addItem(f"{name} — {SOURCE_LABELS[source]}", name)
+            self.model_box.setItemData(
+                self.model_box.count() - 1, COST_MODEL_WORDS.get(name, ""), Qt.ItemDataRole.ToolTipRole
+            )
+        self.model_box.setCurrentIndex(0)
+        self.model_box.setEnabled(True)
+        self.model_box.blockSignals(False)
+
+    def select_model(self, name: str | None) -> None:
+        """Show model `name`'s predictions (None or the session's own model: the stored ones)."""
+        index = self.model_box.findData(name)
+        self.model_box.setCurrentIndex(max(index, 0))
+
+    def _on_model_changed(self, index: int) -> None:
+        self.model = self.model_box.itemData(index) if index >= 0 else None
+        self._model_words = self.model_box.itemText(index).split(" — ", 1)[-1] if self.model else ""
+        self._model_pairs = None
+        self._highlighted = set()
+        self._summary_key = None
+        self._on_redraw()
+        self._request_bias()
+
+    def _shown(self) -> GrowingColumns:
+        """The (number, measured, predicted, id) pairs the plots draw: the selected model's."""
+        if self.model is None:
+            return self._pairs
+        return self._model_pairs if self._model_pairs is not None else GrowingColumns(*PAIR_COLUMNS)
+
+    def _take_model_points(self, report: BiasReport) -> None:
+        """The selected model's predictions of this session's trials, from its bias report's points."""
+        if report.model != self.model:
+            return
+        mine = sorted(
+            (tid, measured, predicted)
+            for tid, (sid, measured, predicted, _label) in (report.points or {}).items()
+            if sid == self.session_id
+        )
+        ids = self._measured.col("id")
+        got = np.array([t for t, _, _ in mine], dtype=np.float64)
+        where = np.searchsorted(ids, got)
+        known = (where < len(ids)) & (ids[np.minimum(where, len(ids) - 1)] == got) if len(ids) else got < 0
+        pairs = GrowingColumns(*PAIR_COLUMNS)
+        pairs.extend(
+            number=self._measured.col("number")[where[known]],
+            measured=np.array([m for _, m, _ in mine])[known],
+            predicted=np.array([p for _, _, p in mine])[known],
+            id=got[known],
+            round=self._measured.col("round")[where[known]],
+        )
+        self._model_pairs = pairs
+        self._summary_key = None
+        self._on_redraw()
+
+    def _round_spearman(self) -> list[tuple[int, float]]:
+        """(round, ρ) of every round the shown model predicted, in round order."""
+        if self.model is None:
+            return [
+                (r.round, r.spearman)
+                for r in self._rounds
+                if r.spearman is not None and math.isfinite(r.spearman)
+            ]
+        if self._model_pairs is None or not len(self._model_pairs):
+            return []
+        rounds = self._model_pairs.col("round")
+        out = []
+        for r in np.unique(rounds):
+            here = rounds == r
+            rho = spearman(self._model_pairs.col("predicted")[here], self._model_pairs.col("measured")[here])
+            if rho is not None and math.isfinite(rho):
+                out.append((int(r), rho))
+        return out

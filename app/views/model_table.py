@@ -80,11 +80,9 @@ def shape_words(shape: dict[str, int]) -> str:
 
 
 def steering_model(record) -> tuple[str, str]:
-    """(the model whose predictions the session stored, how it used them): the xgb tuner's own option
-    ``model`` steered its search; the other tuners' stored predictions come from xgb, which steered nothing."""
-    if record.tuner == "xgb":
-        return str(record.tuner_options.get("model", "xgb")), "steered this session"
-    return "xgb", "made this session's predictions"
+    """(the model whose predictions the session stored, how it used them), in words for the table."""
+    name, steered = record.predicting_model
+    return name, "steered this session" if steered else "made this session's predictions"
 
 
 def model_scores_in_child(store: Store, session_ids: list[int]) -> list[ModelScore]:

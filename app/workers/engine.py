@@ -433,17 +433,22 @@ def signal_runner(record: SessionRecord, signum: int) -> None:
         raise TunelabError(f"session {record.id}'s tuning process (pid {pid}) has just ended") from None
 
 
-def bias_report_in_child(store: Store, session_ids: list[int], k: int) -> BiasReport:
+def bias_report_in_child(
+    store: Store, session_ids: list[int], k: int, model: str | None = None
+) -> BiasReport:
     """tunelab.core.trust.bias's report by task, with the points for the plots
     (:func:`tunelab.core.trust.bias.bias_report_by_task`), computed in a child process
     (``tunelab bias --by-task --json``): on 100k trials it is seconds of Python that, in a thread of
-    this process, held the GIL long enough to stall the GUI for 0.5 s. Its error is a ChildFailed."""
+    this process, held the GIL long enough to stall the GUI for 0.5 s. ``model``: that cost model's
+    predictions (``--model``: a shadow model's, or the model refit out of sample) instead of the stored
+    ones. Its error is a ChildFailed."""
     child = EngineChild(
         [
             "bias",
             *(str(i) for i in session_ids),
             "--top-k",
             str(k),
+            *(["--model", model] if model is not None else []),
             "--by-task",
             "--json",
             "--db",
@@ -553,10 +558,15 @@ class StreamWorker(CallWorker):
 
 
 class BiasWorker(CallWorker):
-    """The bias report of `session_ids` (top `k`) in a child process (:func:`bias_report_in_child`),
-    from a thread; `succeeded` carries the BiasReport."""
+    """The bias report of `session_ids` (top `k`; of cost model `model`, None: the stored predictions) in a
+    child process (:func:`bias_report_in_child`), from a thread; `succeeded` carries the BiasReport."""
 
     def __init__(
-        self, db_path: str | Path, session_ids: list[int], k: int, parent: QObject | None = None
+        self,
+        db_path: str | Path,
+        session_ids: list[int],
+        k: int,
+        model: str | None = None,
+        parent: QObject | None = None,
     ) -> None:
-        super().__init__(db_path, bias_report_in_child, list(session_ids), k, parent=parent)
+        super().__init__(db_path, bias_report_in_child, list(session_ids), k, model, parent=parent)

@@ -182,6 +182,12 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("sessions", type=int, nargs="+")
     b.add_argument("--top-k", type=int, default=5)
     b.add_argument(
+        "--model",
+        default=None,
+        help="judge this cost model's predictions instead of the stored ones: a shadow model's as "
+        "stored, any other registered model refit on the trials in time order (out of sample)",
+    )
+    b.add_argument(
         "--by-task",
         action="store_true",
         help="a shape group per task of a several-shape session, and the points for plots (--json)",

@@ -17,7 +17,9 @@ def cmd_bias(args: argparse.Namespace) -> int:
     if args.top_k < 1:
         raise TunelabError("--top-k must be at least 1")
     store = _open_store(args.db, create=False)
-    report = (bias_report_by_task if args.by_task else bias_report)(store, args.sessions, k=args.top_k)
+    report = (bias_report_by_task if args.by_task else bias_report)(
+        store, args.sessions, k=args.top_k, model=args.model
+    )
     if args.json:
         print(json.dumps(report.to_json(), default=str))
         return 0

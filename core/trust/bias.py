@@ -40,6 +40,8 @@ import numpy as np
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import BiasCounts, BiasGroup, BiasPoint, BiasReport
 from tunelab.core.search.costmodel import spearman, topk_recall
+from tunelab.core.stats import positive_finite
+from tunelab.core.trust.predictions import SOURCE_WORDS, model_predictions, prediction_source
 from tunelab.core.workloads.base import format_shape
 
 BIAS_LIMIT = 0.3  # |mean log residual| above this: biased (exp(0.3) = 1.35)
@@ -108,11 +110,14 @@ def regions(config: Mapping[str, Any], space_kind: str) -> list[tuple[str, str, 
 # ----------------------------------------------------------------------------------------------- rows
 
 
-def collect_rows(store: Any, session_ids: Sequence[int]) -> tuple[list[dict[str, Any]], BiasCounts]:
+def collect_rows(
+    store: Any, session_ids: Sequence[int], model: str | None = None
+) -> tuple[list[dict[str, Any]], BiasCounts]:
     """The trials with a usable prediction from each session, as plain rows, and counts of all of them.
 
     A row: ``session_id, task_id, trial_id, round, shape_key, shape_label, space_kind, config,
-    predicted_ms, measured_ms``.
+    predicted_ms, measured_ms``. ``model`` (a registered cost model): its predictions instead of the
+    stored ones (tunelab.core.trust.predictions: a shadow model's, or the model refit out of sample).
     """
     if not session_ids:
         raise TunelabError("pick at least one session for the cost-model bias report")
@@ -136,13 +141,15 @@ def collect_rows(store: Any, session_ids: Sequence[int]) -> tuple[list[dict[str,
     for record in records:
         # A session tuning several shapes (tasks) contributes each trial under its own shape.
         task_shapes = {t.id: t.shape for t in store.tasks(record.id)}
+        others = None if model is None else model_predictions(store, record.id, model).predicted_ms
         for t in store.trials(record.id):
+            predicted = t.predicted_ms if others is None else others.get(t.id)
             key, label = shape_key_label(record, task_shapes.get(t.task_id, record.shape))
             counts["trials"] += 1
-            if t.status != "ok" or not _positive(t.latency_ms):
+            if t.status != "ok" or not positive_finite(t.latency_ms):
                 counts["failed"] += 1
                 continue
-            if not _positive(t.predicted_ms):
+            if not positive_finite(predicted):
                 counts["no_prediction"] += 1
                 continue
             rows.append(
@@ -155,15 +162,11 @@ def collect_rows(store: Any, session_ids: Sequence[int]) -> tuple[list[dict[str,
                     "shape_label": label,
                     "space_kind": record.space_kind,
                     "config": t.config,
-                    "predicted_ms": float(t.predicted_ms),
+                    "predicted_ms": float(predicted),
                     "measured_ms": float(t.latency_ms),
                 }
             )
     return rows, BiasCounts(**counts, predicted=len(rows))
-
-
-def _positive(x: Any) -> bool:
-    return x is not None and isinstance(x, int | float) and math.isfinite(x) and x > 0
 
 
 # ------------------------------------------------------------------------------------------- statistics
@@ -254,7 +257,9 @@ def analyze(rows: Iterable[Mapping[str, Any]], *, k: int = DEFAULT_K) -> BiasRep
     """
     if k < 1:
         raise TunelabError(f"k must be at least 1, not {k}")
-    rows = [r for r in rows if _positive(r.get("predicted_ms")) and _positive(r.get("measured_ms"))]
+    rows = [
+        r for r in rows if positive_finite(r.get("predicted_ms")) and positive_finite(r.get("measured_ms"))
+    ]
     # Per-session normalisation for the rank statistics (geometric mean measured latency).
     by_session: dict[Any, list[float]] = {}
     for r in rows:
@@ -379,18 +384,39 @@ def summarize(groups: Sequence[BiasGroup]) -> str:
     return f"{text}{tail} ({totals})."
 
 
-def bias_report(store: Any, session_ids: Sequence[int], *, k: int = DEFAULT_K) -> BiasReport:
-    """The cost-model bias of one or more sessions (see the module docstring)."""
-    rows, counts = collect_rows(store, session_ids)
-    return replace(
-        analyze(rows, k=k), session_ids=tuple(dict.fromkeys(int(i) for i in session_ids)), counts=counts
+def bias_report(
+    store: Any, session_ids: Sequence[int], *, k: int = DEFAULT_K, model: str | None = None
+) -> BiasReport:
+    """The cost-model bias of one or more sessions (see the module docstring); ``model``: judge that
+    registered cost model's predictions instead of the stored ones (:func:`collect_rows`)."""
+    rows, counts = collect_rows(store, session_ids, model)
+    return _about_model(
+        replace(
+            analyze(rows, k=k), session_ids=tuple(dict.fromkeys(int(i) for i in session_ids)), counts=counts
+        ),
+        store,
+        model,
     )
 
 
-def bias_report_by_task(store: Any, session_ids: Sequence[int], *, k: int = DEFAULT_K) -> BiasReport:
+def _about_model(report: BiasReport, store: Any, model: str | None) -> BiasReport:
+    """The report with the model it judged named, and where its predictions came from, first in words."""
+    if model is None:
+        return report
+    name, source = prediction_source(store.session(report.session_ids[0]), model)
+    if source == "stored":
+        return replace(report, model=name)
+    return replace(
+        report, model=name, summary=f"Cost model {name} ({SOURCE_WORDS[source]}): {report.summary}"
+    )
+
+
+def bias_report_by_task(
+    store: Any, session_ids: Sequence[int], *, k: int = DEFAULT_K, model: str | None = None
+) -> BiasReport:
     """:func:`bias_report` with a shape group per task of a multi-shape session, and ``points``: trial id
     -> (session id, measured ms, predicted ms, shape label) for the desktop app's plots."""
-    rows, counts = collect_rows(store, session_ids)
+    rows, counts = collect_rows(store, session_ids, model)
     tasks_of: dict[int, dict[int, Any]] = {}
     for sid in dict.fromkeys(r["session_id"] for r in rows):
         tasks = store.tasks(sid)
@@ -412,9 +438,13 @@ def bias_report_by_task(store: Any, session_ids: Sequence[int], *, k: int = DEFA
     points: dict[int, BiasPoint] = {
         r["trial_id"]: (r["sid"], r["measured_ms"], r["predicted_ms"], r["shape_label"]) for r in rows
     }
-    return replace(
-        analyze(rows, k=k),
-        session_ids=tuple(dict.fromkeys(int(i) for i in session_ids)),
-        counts=counts,
-        points=points,
+    return _about_model(
+        replace(
+            analyze(rows, k=k),
+            session_ids=tuple(dict.fromkeys(int(i) for i in session_ids)),
+            counts=counts,
+            points=points,
+        ),
+        store,
+        model,
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ import numpy as np
 from tunelab.core.errors import TunelabError
 from tunelab.core.search.costmodel import spearman, topk_recall
 from tunelab.core.search.models import cost_model_names, make_cost_model
+from tunelab.core.search.out_of_sample import predict_in_time_order
 
 if TYPE_CHECKING:
     from tunelab.core.store import Store
@@ -106,42 +106,21 @@ def _score(
     space: Any = None,
     profile: Any = None,
 ) -> ModelScore:
-    predicted_all: list[float] = []
-    measured_all: list[float] = []
-    per_round_rho: list[float] = []
-    train_s = predict_s = 0.0
-    n_rounds = 0
-    for r in sorted(set(rounds.tolist()))[1:]:
-        before, now = rounds < r, rounds == r
-        model = make_cost_model(name, seed=seed, space=space, profile=profile)
-        if before.sum() < model.min_samples or now.sum() < 2:
-            continue
-        t0 = time.perf_counter()
-        model.fit(X[before], latency[before])
-        t1 = time.perf_counter()
-        pred = model.predict(X[now])
-        predict_s += time.perf_counter() - t1
-        train_s += t1 - t0
-        if pred is None:
-            continue
-        n_rounds += 1
-        predicted_all += pred.tolist()
-        measured_all += latency[now].tolist()
-        rho = spearman(pred, latency[now])
-        if rho is not None:
-            per_round_rho.append(rho)
+    oos = predict_in_time_order(name, X, latency, rounds, seed=seed, space=space, profile=profile)
+    predicted_all = oos.predicted_ms[oos.predicted].tolist()
+    measured_all = latency[oos.predicted].tolist()
     logs = [math.log(p / m) for p, m in zip(predicted_all, measured_all, strict=True) if p > 0 and m > 0]
     return ModelScore(
         session_id=sid,
         shape=shape,
         model=name,
-        rounds=n_rounds,
+        rounds=oos.rounds,
         predictions=len(predicted_all),
         spearman=spearman(predicted_all, measured_all) if predicted_all else None,
-        spearman_round_mean=statistics.fmean(per_round_rho) if per_round_rho else None,
+        spearman_round_mean=statistics.fmean(oos.round_spearman) if oos.round_spearman else None,
         topk_recall=topk_recall(predicted_all, measured_all, batch) if len(predicted_all) > batch else None,
         bias=math.exp(statistics.median(logs)) - 1 if logs else None,
         spread=statistics.pstdev(logs) if len(logs) > 1 else None,
-        train_s=train_s,
-        predict_s=predict_s,
+        train_s=oos.train_s,
+        predict_s=oos.predict_s,
     )

@@ -4,6 +4,7 @@ that steered the session marked, and a message instead of a table when there is 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
@@ -184,3 +185,76 @@ def test_no_session_no_button(qtbot, models_store):
     assert not view.models.button.isEnabled() and "no session selected" in view.models.message.text()
     view.models.start()
     assert not view.models.running
+
+
+def test_the_model_selector_draws_another_models_predictions_and_bias(qtbot, models_store):
+    """Pick a model the session did not run: the scatter, the residuals, the rank bars and the bias table
+    are its out-of-sample predictions (refit in the bias report's child), and back to the session's own."""
+    from tunelab.core.trust.predictions import model_predictions
+
+    store, ids = models_store
+    view = _view(qtbot, store)
+    sid = ids["mlp"]
+    view.set_session(sid)
+    qtbot.waitUntil(lambda: not view.bias_running and view.bias.report is not None, timeout=WAIT_MS)
+    box = view.model_box
+    labels = [box.itemText(i) for i in range(box.count())]
+    assert labels[0] == "mlp — steered this session" and box.itemData(0) is None
+    assert labels[1:] == [
+        f"{m} — refit on these trials, out of sample" for m in ("xgb", "roofline", "hybrid")
+    ]
+    own_scatter = (view.scatter.xData, view.scatter.yData)  # as given (getData is log10 on log axes)
+    own_n = view.n_pairs
+
+    view.select_model("roofline")
+    assert view.model == "roofline"
+    assert view.scatter_note.text == "Working out roofline's predictions…"  # said at once, while it computes
+    qtbot.waitUntil(lambda: view._model_pairs is not None and not view.bias_running, timeout=WAIT_MS)
+    trials = {t.id: t for t in store.trials(sid)}
+    expected = {
+        tid: ms
+        for tid, ms in model_predictions(store, sid, "roofline").predicted_ms.items()
+        if trials[tid].ok
+    }
+    measured, predicted = view.scatter.xData, view.scatter.yData
+    order = sorted(expected)
+    np.testing.assert_allclose(predicted, [expected[t] for t in order])
+    np.testing.assert_allclose(measured, [trials[t].latency_ms for t in order])
+    numbers, residual = view.residuals.xData, view.residuals.yData
+    assert list(numbers) == [trials[t].number for t in order]
+    np.testing.assert_allclose(residual, [100 * (expected[t] / trials[t].latency_ms - 1) for t in order])
+    assert view.bias.report.model == "roofline" and view.bias.report.n == len(expected)
+    assert "model <b>roofline</b> (refit on these trials, out of sample)" in view.summary.text()
+    assert len(view.rank_bars.opts["x"]) >= 1 and view.scatter_note.text == ""
+
+    view.select_model(None)
+    assert view.model is None and view.n_pairs == own_n
+    np.testing.assert_array_equal(view.scatter.yData, own_scatter[1])
+    qtbot.waitUntil(lambda: not view.bias_running and view.bias.report.model is None, timeout=WAIT_MS)
+
+
+def test_a_sessions_shadow_models_come_second_in_the_selector(qtbot, models_store, tmp_path):
+    store, _ = models_store
+    with Store(tmp_path / "shadow.sqlite") as other:
+        sid = other.create_session(
+            SessionSpec(
+                workload="gemm", shape={"M": 8, "N": 8, "K": 8}, tuner="random", shadow_models=("hybrid",)
+            ),
+            target_json={"kind": "llvm"},
+            target_kind="llvm",
+            space_json={"kind": "template", "knobs": []},
+            tvm_version="test",
+            flops=1024.0,
+        )
+        view = _view(qtbot, other)
+        view.set_session(sid)
+        box = view.model_box
+        assert [box.itemText(i) for i in range(box.count())] == [
+            "xgb — its stored predictions",
+            "hybrid — predicted live beside it, not steering",
+            "mlp — refit on these trials, out of sample",
+            "roofline — refit on these trials, out of sample",
+        ]
+        view.set_session(None)
+        assert not box.isEnabled() and box.count() == 0
+        qtbot.waitUntil(lambda: not view.bias_running, timeout=WAIT_MS)

@@ -315,3 +315,97 @@ def test_a_session_with_several_shapes_is_grouped_per_shape(tmp_path):
     assert len(by_task.points) == by_task.n == n_predicted
     sid, measured, predicted, label = next(iter(by_task.points.values()))
     assert sid == session.session_id and measured > 0 and predicted > 0 and label in shapes
+
+
+def test_predictions_in_time_order_never_see_the_round_they_predict():
+    """Each round is predicted by a model of the rounds before it: what a later round measured changes
+    nothing an earlier round was predicted, and a round's own measurements do not change its predictions."""
+    from tunelab.core.search.out_of_sample import predict_in_time_order
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (40, 5))
+    latency = 1.0 + 3.0 * X[:, 0] + X[:, 1]
+    rounds = np.repeat(np.arange(5), 8)
+    base = predict_in_time_order("xgb", X, latency, rounds)
+    assert not base.predicted[rounds < 1].any() and base.predicted[rounds >= 1].all() and base.rounds == 4
+    changed = latency.copy()
+    changed[rounds == 4] *= 50.0  # the last round measured far slower
+    later = predict_in_time_order("xgb", X, changed, rounds)
+    np.testing.assert_array_equal(base.predicted_ms, later.predicted_ms)
+    changed[rounds == 2] *= 50.0  # now round 2 too: rounds 3 and 4 learn it, rounds 1 and 2 cannot
+    again = predict_in_time_order("xgb", X, changed, rounds)
+    np.testing.assert_array_equal(base.predicted_ms[rounds <= 2], again.predicted_ms[rounds <= 2])
+    assert not np.allclose(base.predicted_ms[rounds == 3], again.predicted_ms[rounds == 3])
+
+
+def test_the_bias_report_judges_any_cost_model(tmp_path):
+    """A shadow model's stored predictions, a model refit out of sample, the session's own: each one's
+    residuals are the log of its own predictions over the measurements."""
+    from tunelab.core.session.loop import create_session
+    from tunelab.core.trust.predictions import model_predictions
+
+    path = tmp_path / "tunelab.sqlite"
+    store = Store(path)
+    session = create_session(
+        store, small_spec(tuner="xgb", trials=16, batch=4, seed=2, shadow_models=("mlp",))
+    )
+    trials = {t.id: t for t in session.run()}
+    sid = session.session_id
+    own = bias_report(store, [sid])
+    assert own.model is None
+    same = bias_report(store, [sid], model="xgb")  # the model that steered: the stored predictions
+    assert same.model == "xgb" and same.groups == own.groups and same.summary == own.summary
+
+    shadow = model_predictions(store, sid, "mlp")
+    assert shadow.source == "shadow" and shadow.predicted_ms
+    assert shadow.predicted_ms == {
+        tid: by["mlp"] for tid, by in store.trial_predictions(sid).items() if "mlp" in by
+    }
+    refit = model_predictions(store, sid, "roofline")
+    assert refit.source == "refit" and refit.predicted_ms
+    # out of sample: the first round (nothing before it) is never predicted
+    assert all(trials[tid].round >= 1 for tid in refit.predicted_ms)
+    for name, predictions in (("mlp", shadow), ("roofline", refit)):
+        report = bias_report(store, [sid], model=name)
+        ok = {tid: ms for tid, ms in predictions.predicted_ms.items() if trials[tid].ok}
+        logs = [math.log(ms / trials[tid].latency_ms) for tid, ms in ok.items()]
+        overall = next(g for g in report.groups if g.key == "all")
+        assert report.model == name and report.n == overall.n == len(ok)
+        assert overall.residual_mean == pytest.approx(float(np.mean(logs)))
+        assert report.counts.no_prediction == sum(1 for t in trials.values() if t.ok) - len(ok)
+        assert report.summary.startswith(f"Cost model {name} (")
+    # bad input: one line, from the command line too
+    with pytest.raises(TunelabError, match="unknown cost model 'svm'; cost models are xgb"):
+        bias_report(store, [sid], model="svm")
+    store.close()
+    bad = subprocess.run(
+        [sys.executable, "-m", "tunelab", "bias", str(sid), "--model", "svm", "--db", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "unknown cost model 'svm'" in bad.stderr
+    by_task = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tunelab",
+            "bias",
+            str(sid),
+            "--model",
+            "mlp",
+            "--by-task",
+            "--json",
+            "--db",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert by_task.returncode == 0, by_task.stderr[-2000:]
+    printed = BiasReport.from_json(json.loads(by_task.stdout))
+    assert printed.model == "mlp" and {t: p[2] for t, p in printed.points.items()} == {
+        tid: ms for tid, ms in shadow.predicted_ms.items() if trials[tid].ok
+    }
