@@ -64,3 +64,9 @@ def shown(value: object, limit: int = 60) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - 4] + ("...'" if isinstance(value, str) else "...")
+
+
+def first_line(exc: BaseException, limit: int = 240) -> str:
+    """The first line of an error (a TVM error's says what it found wrong), cut short; its type when empty."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0][:limit] if lines else type(exc).__name__

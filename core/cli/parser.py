@@ -50,7 +50,12 @@ def _parser() -> argparse.ArgumentParser:
         "shape); several shapes separated by ';' are tuned together as tasks sharing the budget",
     )
     t.add_argument("--dtype", default=None)
-    t.add_argument("--target", default="auto", help="auto | llvm | cuda | a JSON target dict")
+    t.add_argument(
+        "--target",
+        default="auto",
+        help="auto | llvm | cuda | a JSON target dict (another mtriple: cross-compiled) | remote: with --rpc, "
+        "the CPU of a server under the key",
+    )
     t.add_argument("--space", default="template", help="template | auto")
     t.add_argument("--space-file", help="an edited search space (JSON), as the GUI's editor saves it")
     t.add_argument(

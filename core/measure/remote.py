@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tunelab.core.errors import TunelabError
+from tunelab.core.errors import TunelabError, first_line
 from tunelab.core.faults import stop_on_sigint_like_sigterm
 from tunelab.core.measure.evaluate import AllocArguments, Evaluate, _inputs_and_reference
 
@@ -289,3 +289,101 @@ def make_rpc_runner(
         max_workers=max(1, workers),
         initializer=stop_on_sigint_like_sigterm,
     )
+
+
+def _server_session(tracker: TrackerAddress, key: str, timeout_s: float) -> tuple[Any, str]:
+    """An RPC session on a free server under ``key`` and that server's address."""
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(
+        tracker_host=tracker.host,
+        tracker_port=tracker.port,
+        tracker_key=key,
+        session_timeout_sec=max(1, int(timeout_s)),
+    )
+    try:
+        session = CreateSession()(config)
+    except Exception as exc:
+        raise RemoteError(
+            f"cannot open a session on a server under key {key!r} at {tracker}: {first_line(exc)}"
+        ) from None
+    return session, (_CONNECTED_TO[0] if _CONNECTED_TO else "?")
+
+
+def remote_target(tracker: TrackerAddress, key: str, timeout_s: float = 60.0) -> Any:
+    """``--target remote``: the CPU target of a server under ``key`` as that server's own TVM reports it
+    (LLVM's triple and CPU name of its host, its runtime's thread count), a TargetInfo for kernels built
+    here and run there. The servers under one key are meant to be alike; one of them is asked."""
+    from dataclasses import replace
+
+    from tunelab.core.target.info import resolve_target
+
+    session, address = _server_session(tracker, key, timeout_s)
+    try:
+        triple = str(session.get_function("target.llvm_get_system_triple")())
+        cpu = str(session.get_function("target.llvm_get_system_cpu")())
+        threads = int(session.get_function("runtime.NumThreads")())
+    except Exception as exc:
+        raise RemoteError(
+            f"server {address} (key {key!r}) cannot say its CPU ({first_line(exc)}): its TVM has no LLVM; "
+            "give --target as a JSON target with its mtriple and mcpu"
+        ) from None
+    spec = {"kind": "llvm", "mtriple": triple, "mcpu": cpu, "num-cores": max(1, threads)}
+    info = resolve_target(spec, elsewhere=True)
+    return replace(info, note=f"the CPU of server {address} (key {key}), as its TVM's LLVM names it")
+
+
+def remote_self_check(target: Any, tracker: TrackerAddress, key: str, timeout_s: float = 120.0) -> None:
+    """Before a remote session stores anything: does a vectorized kernel built here for ``target`` run on a
+    server under ``key`` and compute the right result? (tunelab.core.target.selfcheck's kernel, linked on
+    the server from the objects LLVM emitted here.) A kernel whose instructions the server's CPU lacks
+    kills the server's session child (SIGILL), which would otherwise fail every trial of the session."""
+    import tempfile
+    from pathlib import Path
+
+    from tunelab.core.errors import TargetError
+    from tunelab.core.target.selfcheck import build_check_kernel, check_inputs, check_outputs_ok
+
+    if target.kind != "llvm":
+        return
+    mcpu = target.json.get("mcpu", "generic")
+    with tempfile.TemporaryDirectory(prefix="tunelab-remote-check-") as folder:
+        lib = Path(folder) / "selfcheck.tar"
+        try:
+            build_check_kernel(target, lib)
+        except Exception as exc:
+            raise TargetError(f"kernels for {mcpu} cannot be built here: {first_line(exc)}") from None
+        session, address = _server_session(tracker, key, timeout_s)
+        a, b = check_inputs()
+        try:
+            session.upload(str(lib), "selfcheck.tar")
+            module = session.load_module("selfcheck.tar")
+            device = session.cpu(0)
+            ta, tb, tc, td = remote_tensors([a, b, np.zeros_like(a), np.zeros(1, dtype="float32")], device)
+            module["main"](ta, tb, tc, td)
+            ok = check_outputs_ok(a, b, tc.numpy(), td.numpy())
+        except Exception as exc:
+            raise TargetError(
+                f"a kernel built for {target.description} fails on server {address} (key {key!r}): "
+                f"{rpc_error_line(exc)}; give --target with an mcpu that server's CPU runs (or --target remote)",
+                option="target",
+            ) from None
+    if not ok:
+        raise TargetError(
+            f"a kernel built for {target.description} computes wrong results on server {address} (key {key!r})",
+            option="target",
+        )
+
+
+def rpc_error_line(exc: BaseException) -> str:
+    """What went wrong on the server, from an error an RPC call raised here: its first line only says
+    "RPCError: Error caught from RPC call:", the server's own message follows (a linker's "error" line)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    told = [
+        line
+        for line in lines
+        if not line.startswith(("RPCError: Error caught from RPC call", "Compilation error:"))
+    ]
+    errors = [line for line in told if "error" in line.lower()]
+    text = (errors or told or [type(exc).__name__])[0]
+    return text if len(text) <= 300 else text[:297] + "..."

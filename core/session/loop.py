@@ -37,7 +37,7 @@ from tunelab.core.search.space.tvm_context import InvalidSchedule
 from tunelab.core.search.tuners.base import Observation
 from tunelab.core.search.tuners.registry import get_tuner_class, make_tuner, resolve_options
 from tunelab.core.store import Store, session_write_patience
-from tunelab.core.target.info import TargetInfo, resolve_target, target_from_json
+from tunelab.core.target.info import REMOTE_TARGET, TargetInfo, resolve_target, target_from_json
 from tunelab.core.workloads.base import format_shape
 from tunelab.core.workloads.catalog import get_workload
 from tunelab.core.workloads.tir import TIR_NAME
@@ -61,7 +61,7 @@ def check_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo,
     others = extra_shapes(workload, shape, spec.shapes)
     for s in (shape, *others):  # before any space is built: a shape that cannot fit is refused at once
         workload.check_memory(s, dtype)
-    target = resolve_target(spec.target)
+    target = session_target(spec)
     if spec.trials < 1:
         raise TunelabError(f"the trial budget must be at least 1, not {spec.trials}", option="trials")
     if spec.batch < 1:
@@ -176,7 +176,7 @@ def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None =
 
     workload, shape, dtype, target, space = validated if validated is not None else check_spec(spec)
     store.check_intact()  # nothing is written to a damaged file
-    if not target.can_run:
+    if not target.can_run and not spec.measure.remote:
         raise TargetError(
             f"{target.description}: kernels for this target can be built here but not measured"
             + (f" ({target.why_not})" if target.why_not else "")
@@ -219,14 +219,33 @@ def _check_warm_start(
         )
 
 
+def session_target(spec: SessionSpec) -> TargetInfo:
+    """The target a spec tunes for. Measured through an RPC tracker, the kernels run on its servers:
+    they are built here for the target as given (another architecture cross-compiled), and ``remote``
+    is the CPU of a server under the key, as that server's own TVM reports it."""
+    if not spec.measure.remote:
+        if spec.target == REMOTE_TARGET:
+            raise TargetError(
+                f"--target {REMOTE_TARGET} means a server's CPU: it needs --rpc HOST:PORT and --rpc-key"
+            )
+        return resolve_target(spec.target)
+    if spec.target == REMOTE_TARGET:
+        from tunelab.core.measure.remote import TrackerAddress, remote_target
+
+        return remote_target(TrackerAddress.parse(spec.measure.rpc_tracker), spec.measure.rpc_key)
+    return resolve_target(spec.target, elsewhere=True)
+
+
 def check_measurable(target: Any, options: MeasureOptions) -> None:
     """Raise before anything is stored or measured when the session's kernels cannot run where it
     measures: here, a target whose kernels die on this CPU (tunelab.core.target.selfcheck); through an
     RPC tracker, a tracker that does not answer or has no server under the key."""
     if options.remote:
-        from tunelab.core.measure.remote import TrackerAddress, require_servers
+        from tunelab.core.measure.remote import TrackerAddress, remote_self_check, require_servers
 
-        require_servers(TrackerAddress.parse(options.rpc_tracker), options.rpc_key)
+        tracker = TrackerAddress.parse(options.rpc_tracker)
+        require_servers(tracker, options.rpc_key)
+        remote_self_check(target, tracker, options.rpc_key)
         return
     from tunelab.core.target.selfcheck import self_check
 
@@ -306,7 +325,7 @@ class TuningSession:
         from tunelab.core.telemetry.sampler import TelemetrySampler
 
         record = self.store.session(self.session_id)
-        if not self.target.can_run:
+        if not self.target.can_run and not MeasureOptions.from_json(record.measure).remote:
             raise TargetError(
                 f"{self.target.description}: this machine cannot run kernels for the session's target"
                 + (f" ({self.target.why_not})" if self.target.why_not else "")

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from tunelab.core.errors import TargetError, shown
+from tunelab.core.errors import TargetError, first_line, shown
 
 # Limits VerifyGPUCode checks; used when no GPU is present to read them from (compile-only).
 _DEFAULT_CUDA = {
@@ -27,6 +27,10 @@ _DEFAULT_CUDA = {
     "thread_warp_size": 32,
     "registers_per_block": 65536,
 }
+
+
+# `--target remote` with `--rpc`: the CPU of a server under the key (tunelab.core.measure.remote.remote_target).
+REMOTE_TARGET = "remote"
 
 
 @dataclass(frozen=True)
@@ -94,12 +98,6 @@ def _mattr(data: dict[str, Any]) -> tuple[str, ...]:
     return tuple(str(m).strip() for m in mattr if str(m).strip())
 
 
-def _first_line(exc: BaseException) -> str:
-    """The first line of a TVM error (what it says is wrong), cut short; its type when it says nothing."""
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    return lines[0].strip()[:240] if lines else type(exc).__name__
-
-
 def _llvm_runnable(data: dict[str, Any]) -> tuple[str, str]:
     """(why this host cannot run kernels for an llvm target, or ""; its ISA level)."""
     from tunelab.core.target.host_cpu import (
@@ -128,7 +126,7 @@ def _llvm_runnable(data: dict[str, Any]) -> tuple[str, str]:
         missing = missing_features(mcpu, mattr, host)
         isa = isa_level(llvm_features(mcpu, mattr, host.arch), host.arch)
     except Exception as exc:  # TVM rejected the mcpu or mattr
-        return f"LLVM rejects mcpu {shown(mcpu)}: {_first_line(exc)}", "?"
+        return f"LLVM rejects mcpu {shown(mcpu)}: {first_line(exc)}", "?"
     if missing:
         needed = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
         # either the mcpu or the mattr may be what implies the features: name both
@@ -158,8 +156,13 @@ def cuda_target(arch: str | None = None) -> TargetInfo:
     return TargetInfo("cuda", target, "cuda", f"CUDA {name} ({target['arch']})", can_run, why)
 
 
-def resolve_target(spec: str | dict | None) -> TargetInfo:
-    """Turn a user's target choice into a TargetInfo; bad input -> TargetError."""
+def resolve_target(spec: str | dict | None, *, elsewhere: bool = False) -> TargetInfo:
+    """Turn a user's target choice into a TargetInfo; bad input -> TargetError.
+
+    ``elsewhere``: the kernels run on another machine (an RPC server) or nowhere (``tunelab compile``),
+    so an llvm target is built here for whatever it names: another ``mtriple`` (cross-compiled: LLVM
+    emits the objects, the machine that runs them links them), an ``mcpu`` this host cannot execute.
+    Its ``can_run`` then says whether kernels could also run here."""
     if spec is None or spec == "auto":
         return cuda_target() if cuda_available() else llvm_target()
     if isinstance(spec, str):
@@ -185,6 +188,8 @@ def resolve_target(spec: str | dict | None) -> TargetInfo:
     merged = {**base.json, **spec}
     if base.kind == "llvm" and "mattr" in base.json and "mcpu" in spec and "mattr" not in spec:
         del merged["mattr"]  # the detected mattr belongs to the detected mcpu, not to the one typed
+    if base.kind == "llvm" and _foreign_arch(spec):
+        merged = dict(spec)  # this host's mcpu, mattr and cores say nothing about another architecture
     try:
         import tvm
 
@@ -192,12 +197,14 @@ def resolve_target(spec: str | dict | None) -> TargetInfo:
     except Exception as exc:
         typed = json.dumps(spec)
         typed = typed if len(typed) <= 120 else typed[:116] + " ..."
-        raise TargetError(f"TVM rejects target {typed}: {_first_line(exc)}") from None
+        raise TargetError(f"TVM rejects target {typed}: {first_line(exc)}") from None
     if base.kind == "cuda":
         return TargetInfo(base.kind, merged, base.device_type, base.description, base.can_run)
     from tunelab.core.target.host_cpu import host_cpu, is_valid_cpu
 
     mcpu = str(merged.get("mcpu") or "generic")
+    if elsewhere:
+        return _foreign_llvm(merged, mcpu)
     if mcpu != "generic" and not is_valid_cpu(mcpu, host_cpu().arch) and not merged.get("mtriple"):
         raise TargetError(
             f"LLVM knows no CPU {shown(mcpu)} for this {host_cpu().arch} host; "
@@ -210,6 +217,39 @@ def resolve_target(spec: str | dict | None) -> TargetInfo:
             f"or give an mattr that turns those off"
         )
     return TargetInfo("llvm", merged, "cpu", _cpu_description(mcpu, isa, merged.get("num-cores", "?")), True)
+
+
+def _foreign_arch(spec: dict[str, Any]) -> bool:
+    """Whether an llvm target's mtriple names another architecture than this host's."""
+    from tunelab.core.target.host_cpu import host_cpu
+
+    triple = str(spec.get("mtriple") or "")
+    return bool(triple) and not triple.split("-")[0].replace("arm64", "aarch64").startswith(host_cpu().arch)
+
+
+def _foreign_llvm(merged: dict[str, Any], mcpu: str) -> TargetInfo:
+    """An llvm target for another machine: checked against LLVM's knowledge of its triple, not this CPU."""
+    from tunelab.core.target.host_cpu import host_cpu, is_valid_cpu, isa_level, llvm_features
+
+    triple = str(merged.get("mtriple") or "")
+    arch = triple.split("-")[0].replace("arm64", "aarch64") if triple else host_cpu().arch
+    if mcpu != "generic" and not is_valid_cpu(mcpu, arch):
+        raise TargetError(f"LLVM knows no CPU {shown(mcpu)} for {arch}")
+    try:
+        isa = isa_level(llvm_features(mcpu, _mattr(merged), arch), arch)
+    except Exception:  # LLVM lists no features for this arch: name the arch
+        isa = arch
+    why_not, _ = _llvm_runnable(merged)
+    cores = merged.get("num-cores")
+    description = _cpu_description(mcpu, isa, cores) if cores else f"CPU {mcpu} · {isa}"
+    return TargetInfo(
+        "llvm",
+        merged,
+        "cpu",
+        description + (f" for {triple}" if triple else ""),
+        not why_not,
+        why_not,
+    )
 
 
 @functools.lru_cache(maxsize=64)

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from tunelab.core.errors import TargetError
 from tunelab.core.faults import PLANT_ENV, describe_exit
 from tunelab.core.target.info import TargetInfo
@@ -35,19 +37,29 @@ import numpy as np
 from tunelab.core.faults import plant
 fault = plant("selfcheck")
 import tvm
+from tunelab.core.target.selfcheck import check_inputs, check_outputs_ok
 lib = tvm.runtime.load_module(sys.argv[1])
 n = int(sys.argv[2])
-a = np.linspace(-1.0, 1.0, n, dtype="float32"); b = np.linspace(0.5, 2.0, n, dtype="float32")
+a, b = check_inputs(n)
 dev = tvm.cpu(0)
 ta, tb = tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev)
 tc, td = tvm.runtime.tensor(np.zeros(n, "float32"), dev), tvm.runtime.tensor(np.zeros(1, "float32"), dev)
 lib["main"](ta, tb, tc, td)
 if fault == "wrong":
     tc = tvm.runtime.tensor(np.zeros(n, "float32"), dev)
-ok = np.allclose(tc.numpy(), a * b + a, rtol=1e-5, atol=1e-5)
-ok = ok and np.allclose(td.numpy()[0], float(np.dot(a, b)), rtol=1e-3)
-sys.exit(0 if ok else 3)
+sys.exit(0 if check_outputs_ok(a, b, tc.numpy(), td.numpy()) else 3)
 """
+
+
+def check_inputs(n: int = N) -> tuple[np.ndarray, np.ndarray]:
+    """The self-check kernel's two inputs (known values: the result is checked against NumPy)."""
+    return np.linspace(-1.0, 1.0, n, dtype="float32"), np.linspace(0.5, 2.0, n, dtype="float32")
+
+
+def check_outputs_ok(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> bool:
+    """Whether the kernel computed c = a * b + a and d = a · b."""
+    ok = np.allclose(c, a * b + a, rtol=1e-5, atol=1e-5)
+    return bool(ok and np.allclose(d[0], float(np.dot(a, b)), rtol=1e-3))
 
 
 def _cache_file() -> Path:
@@ -95,7 +107,9 @@ def _remember(key: str) -> None:
         pass
 
 
-def _build(target: TargetInfo, out: Path) -> None:
+def build_check_kernel(target: TargetInfo, out: Path) -> None:
+    """The self-check's kernel for ``target`` as a library at ``out`` (``.so``; ``.tar``: objects to be
+    linked where it runs, as a remote server links them)."""
     import tvm
     from tvm import te
     from tvm.s_tir import Schedule
@@ -128,7 +142,7 @@ def self_check(target: TargetInfo, *, use_cache: bool = True) -> None:
     with tempfile.TemporaryDirectory(prefix="tunelab-selfcheck-") as folder:
         lib = Path(folder) / "selfcheck.so"
         try:
-            _build(target, lib)
+            build_check_kernel(target, lib)
         except Exception as exc:
             raise TargetError(
                 f"kernels for {mcpu} cannot be built here: {str(exc).splitlines()[0]}"

@@ -160,7 +160,9 @@ def compile_space(
     workload = get_workload(workload_name, custom_source)
     parsed = workload.parse_shape(shape, complete=True)
     dtype = workload.check_dtype(dtype or None)
-    info = resolve_target(target)
+    info = resolve_target(
+        target, elsewhere=True
+    )  # built for it, run nowhere: another CPU or arch may be named
     nvcc = shutil.which("nvcc") if info.kind == "cuda" else None
     if info.kind == "cuda" and nvcc is None:
         raise TargetError("compiling for CUDA needs nvcc on PATH (the CUDA toolkit); none was found")

@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from tunelab.core.cli.main import main
+from tunelab.core.errors import TargetError
 from tunelab.core.search.space.factory import make_space
 from tunelab.core.target.info import resolve_target
 from tunelab.core.workloads.catalog import get_workload
@@ -43,6 +44,35 @@ def test_llvm_samples_are_built_and_their_ir_and_assembly_written(tmp_path, caps
         assert (out / f"{stem}.s").read_text().strip()
         record = json.loads((out / f"{stem}.json").read_text())
         assert record["ok"] and "sch.split" in record["trace"]
+
+
+@pytest.mark.parametrize("space", ["template", "auto"])
+def test_a_cpu_of_another_architecture_is_cross_compiled(tmp_path, capsys, space):
+    """An aarch64 target on this x86 host: LLVM emits aarch64 code (NEON fused multiply-adds), and the
+    report says the kernels cannot run here, without refusing to build them."""
+    out = tmp_path / "arm"
+    target = '{"kind":"llvm","mtriple":"aarch64-linux-gnu","mcpu":"cortex-a72","num-cores":4}'
+    code, text, _ = run(
+        capsys, "compile", "gemm", "--shape", "M=64,N=64,K=64", "--target", target, "--space", space,
+        "--samples", "2", "--out", str(out), "--json",
+    )  # fmt: skip
+    assert code == 0, text
+    report = json.loads(text)
+    assert report["built"] == 2 and report["target"]["mtriple"] == "aarch64-linux-gnu"
+    assert "mattr" not in report["target"]  # this host's features say nothing about an Arm core
+    assert report["target_description"] == "CPU cortex-a72 · NEON, 4 cores for aarch64-linux-gnu"
+    for sample in report["samples"]:
+        stem = f"{sample['index']:02d}"
+        assert 'target triple = "aarch64' in (out / f"{stem}.ll").read_text()
+        assembly = (out / f"{stem}.s").read_text()
+        assert "fmla" in assembly or "fmadd" in assembly, assembly[:2000]
+        assert "vfmadd" not in assembly and "%rsp" not in assembly  # no x86 left in it
+    info = resolve_target(target, elsewhere=True)
+    assert not info.can_run and "cannot run on this" in info.why_not
+    with pytest.raises(TargetError, match="cannot run on this"):
+        resolve_target(target)  # to be measured here, it is refused
+    with pytest.raises(TargetError, match="LLVM knows no CPU 'znver4' for aarch64"):
+        resolve_target('{"kind":"llvm","mtriple":"aarch64-linux-gnu","mcpu":"znver4"}', elsewhere=True)
 
 
 @needs_nvcc

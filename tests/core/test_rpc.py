@@ -161,6 +161,41 @@ def test_a_tracker_down_or_a_key_without_servers_stores_nothing(cluster, tmp_pat
     assert not db.exists() or Store(db).sessions() == []
 
 
+def test_target_remote_is_a_servers_cpu_and_a_kernel_it_cannot_run_stores_nothing(cluster, tmp_path):
+    """`--target remote` asks a server's TVM for its LLVM triple, CPU and threads; a kernel built for a
+    machine the servers are not (here: aarch64 objects, which a server's linker refuses) is caught by the
+    remote self-check before the session is stored."""
+    from tvm.target import codegen
+
+    from tunelab.core.errors import TargetError
+
+    store = Store(tmp_path / "tunelab.sqlite")
+    session = create_session(store, remote_spec(cluster, target="remote", trials=4))
+    record = store.session(session.session_id)
+    # the servers run on this host: their LLVM names what this process's does
+    assert record.target["mtriple"] == str(codegen.llvm_get_system_triple())
+    assert record.target["mcpu"] == str(codegen.llvm_get_system_cpu())
+    assert record.target["num-cores"] == cluster.server_threads
+    trials = list(session.run())
+    assert len(trials) == 4 and all(t.ok for t in trials), [t.error for t in trials]
+    assert {t.device for t in trials} <= set(cluster.servers)
+    arm = '{"kind":"llvm","mtriple":"aarch64-linux-gnu","mcpu":"cortex-a72"}'
+    with pytest.raises(TargetError, match=r"fails on server 127\.0\.0\.1:\d+ .*file in wrong format"):
+        create_session(store, remote_spec(cluster, target=arm))
+    with pytest.raises(TargetError, match="--target remote means a server's CPU: it needs --rpc"):
+        create_session(store, small_spec(target="remote"))
+    assert [s.id for s in store.sessions()] == [session.session_id]
+    store.close()
+    db = tmp_path / "cli.sqlite"
+    proc = tunelab(
+        "tune", "gemm", "--shape", "M=32,N=32,K=32", "--trials", "2", "--target", arm,
+        "--rpc", str(cluster.tracker), "--rpc-key", cluster.key, db=db,
+    )  # fmt: skip
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "fails on server" in proc.stderr
+    assert not db.exists() or Store(db).sessions() == []
+
+
 def test_devices_lists_what_the_tracker_holds(cluster):
     proc = tunelab("devices", "--rpc", str(cluster.tracker), "--json", db=None)
     assert proc.returncode == 0, proc.stderr
