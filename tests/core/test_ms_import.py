@@ -351,3 +351,71 @@ def test_a_record_of_a_failed_run_is_a_failed_trial(exported, tmp_path, capsys):
     assert "1e10" in trial.error
     assert store.session(printed["id"]).n_failed == 1
     store.close()
+
+
+TUNE_RELAX = """
+import sys
+import tvm
+from tvm import relax
+from tvm.s_tir import meta_schedule as ms
+from tunelab.core.measure.runner import fast_build
+from tunelab.core.target.info import llvm_target
+
+bb = relax.BlockBuilder()
+x = relax.Var("x", relax.TensorType((32, 64), "float32"))
+w = relax.Var("w", relax.TensorType((64, 48), "float32"))
+with bb.function("main", [x, w]):
+    with bb.dataflow():
+        y = bb.emit(relax.op.matmul(x, w))
+        z = bb.emit(relax.op.nn.relu(y))
+        out = bb.emit_output(bb.emit(relax.op.sum(z, axis=[1])))
+    bb.emit_func_output(out)
+ms.relax_integration.tune_relax(
+    relax.transform.LegalizeOps()(bb.get()),
+    {},
+    tvm.target.Target(llvm_target().json),
+    work_dir=sys.argv[1],
+    max_trials_global=12,
+    num_trials_per_iter=4,
+    builder=ms.builder.LocalBuilder(max_workers=1, f_build=fast_build),
+    runner=ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=1)),
+)
+"""
+
+
+@pytest.fixture(scope="module")
+def tune_relax_dir(tmp_path_factory):
+    """A real `tune_relax` work folder of a three-operator Relax model (matmul, relu, row sum), legalized
+    into three PrimFuncs: three workloads, 12 trials shared by MetaSchedule's task scheduler."""
+    import subprocess
+    import sys
+
+    work_dir = tmp_path_factory.mktemp("relax")
+    subprocess.run([sys.executable, "-c", TUNE_RELAX, str(work_dir)], check=True, timeout=900)
+    return work_dir
+
+
+def test_a_tune_relax_folder_of_several_workloads_becomes_one_session_each(tune_relax_dir, tmp_path, capsys):
+    db = tmp_path / "t.sqlite"
+    assert main(["import", str(tune_relax_dir), "--db", str(db), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    workloads = _lines(tune_relax_dir, "database_workload.json")
+    records = _lines(tune_relax_dir, "database_tuning_record.json")
+    assert len(workloads) == 3 and len(printed) == 3
+    # each record belongs to the session of its workload (a record's first field is its workload's line)
+    per_workload = [sum(1 for r in records if r[0] == i) for i in range(len(workloads))]
+    assert sorted(p["trials"] for p in printed) == sorted(per_workload) and sum(per_workload) == len(records)
+    # named after each PrimFunc's main block (the legalized matmul's, relu's "compute", the sum's)
+    assert {p["name"].split(" ")[1] for p in printed} == {"matmul", "compute", "lv1_red"}
+    store = Store(db)
+    for p in printed:
+        record = store.session(p["id"])
+        assert record.space_kind == "records" and record.status == "finished"
+        trials = store.trials(record.id)
+        assert len(trials) == p["trials"] and any(t.ok for t in trials)
+        assert record.best_ms == pytest.approx(min(t.latency_ms for t in trials if t.ok))
+    store.close()
+    # the same folder again: refused in one line, nothing more stored
+    err = _bad(capsys, tune_relax_dir, "--db", db)
+    assert "already in the store as session" in err, err
+    assert len(Store(db).sessions()) == 3
