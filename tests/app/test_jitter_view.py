@@ -19,7 +19,7 @@ def _random_session(store) -> int:
 
 
 def test_the_view_explains_a_planted_placement_cause_and_stays_responsive(qtbot, store_copy, monkeypatch):
-    monkeypatch.setenv(PLANT_ENV, "slowlayout@aligned")  # the worker processes time "aligned" at ~2x
+    monkeypatch.setenv(PLANT_ENV, "slowlayout@aligned")  # the worker processes time "aligned" at ~4x
     sid = _random_session(store_copy)
     before = len(store_copy.validations(sid))
     view = JitterView(store_copy)

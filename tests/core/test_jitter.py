@@ -91,7 +91,7 @@ def test_a_planted_slow_layout_is_named_placement(tuned, monkeypatch):
     cause = report.cause("placement")
     assert "placement" in report.explaining, report.to_json()
     assert cause.evidence["worst_layout"] == "aligned" and cause.evidence["recorded_layout"] == "staggered"
-    assert 0.6 < cause.share < 1.6, cause.evidence  # the kernel run twice per timed call: about 2x
+    assert 1.5 < cause.share < 5.0, cause.evidence  # the kernel run four times per timed call: about 4x
     assert "laid out aligned" in cause.sentence
     assert set(report.layouts) >= {"staggered", "aligned"}
     store.close()

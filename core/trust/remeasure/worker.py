@@ -25,6 +25,7 @@ from tunelab.core.measure.placement import DEFAULT_LAYOUT, placed_tensors
 from tunelab.core.measure.timing import kernel_timer, time_callable
 
 RESULT_MARK = "TUNELAB-RESULT "
+PLANTED_SLOWDOWN = 4  # kernel calls per timed call of a layout planted as slow (TUNELAB_PLANT_FAULT=slowlayout@...)
 
 
 def error_text(exc: BaseException) -> str:
@@ -129,18 +130,18 @@ def _worker_measure(
         slow = slow_layout()  # a test hook: None unless TUNELAB_PLANT_FAULT names "slowlayout@<layout>"
 
         def timed(layout: str, tensors: list[Any]) -> list[float]:
-            """Samples in seconds; a layout planted as slow is timed with the kernel run twice per call."""
+            """Samples in seconds; a layout planted as slow is timed with the kernel run four times per call."""
             if layout != slow:
                 return timer(*tensors)
-            twice = time_callable(
-                lambda: (func(*tensors), func(*tensors)),
+            slowed = time_callable(
+                lambda: [func(*tensors) for _ in range(PLANTED_SLOWDOWN)],
                 number=int(job["number"]),
                 repeat=int(job["repeat"]),
                 min_repeat_ms=float(job["min_repeat_ms"]),
                 warmup=0,
                 sync=dev.sync,
             )
-            return [x * 1e-3 for x in twice]
+            return [x * 1e-3 for x in slowed]
 
         t0 = time.time()
         samples_s = timed(layouts[0], args)
