@@ -25,7 +25,9 @@ from tunelab.core.measure.placement import DEFAULT_LAYOUT, placed_tensors
 from tunelab.core.measure.timing import kernel_timer, time_callable
 
 RESULT_MARK = "TUNELAB-RESULT "
-PLANTED_SLOWDOWN = 4  # kernel calls per timed call of a layout planted as slow (TUNELAB_PLANT_FAULT=slowlayout@...)
+PLANTED_SLOWDOWN = (
+    4  # kernel calls per timed call of a layout planted as slow (TUNELAB_PLANT_FAULT=slowlayout@...)
+)
 
 
 def error_text(exc: BaseException) -> str:
