@@ -159,7 +159,8 @@ def space_for_shape(space: Any, shape: Mapping[str, int]) -> Any:
     extent plus the source's candidates that still divide it; order, unroll, vectorize, parallel,
     shared and local keep the source's candidates. Auto: the same sketch rules.
     """
-    from tunelab.core.search.space.template import TemplateSpace, _default_knobs
+    from tunelab.core.search.space.template import TemplateSpace
+    from tunelab.core.search.space.wmma import KNOB_NAMES as WMMA_KNOBS
 
     full: dict[str, int] = space.workload.parse_shape(dict(shape))
     if space.kind == "auto":
@@ -170,21 +171,25 @@ def space_for_shape(space: Any, shape: Mapping[str, int]) -> Any:
     if space.kind != "template":
         raise SpaceError(f"unknown space kind {space.kind!r}")
     fresh = TemplateSpace(space.workload, full, space.dtype, space.target)
-    defaults = {k["name"]: k for k in _default_knobs(fresh.axes, space.target.kind)}
+    defaults = {k["name"]: k for k in fresh.knobs}
     extents = {a.name: a.extent for a in fresh.axes}
     knobs = []
     for knob in space.knobs:
+        if knob["name"] in WMMA_KNOBS and knob["name"] not in defaults:
+            raise SpaceError(
+                f"the source space's tensor-core knobs need i, j and k in multiples of 16; shape "
+                f"{format_shape(full)} has none"
+            )
         if knob["type"] == "split":
             axis = knob["axis"]
             if axis not in extents or knob["name"] not in defaults:
                 raise SpaceError(
                     f"axis {axis!r} of the source space does not exist at shape {format_shape(full)}"
                 )
+            units = extents[axis] // int(knob.get("fragment", 1))  # wmma tiles count 16-element fragments
             cands = [list(c) for c in defaults[knob["name"]]["candidates"]]
             cands += [
-                list(c)
-                for c in knob["candidates"]
-                if extents[axis] % math.prod(c) == 0 and list(c) not in cands
+                list(c) for c in knob["candidates"] if units % math.prod(c) == 0 and list(c) not in cands
             ]
             knobs.append({**knob, "candidates": cands})
         else:

@@ -9,6 +9,9 @@ A template is JSON the editor can change: each knob has a name, a type and its c
 - ``unroll`` is the auto-unroll step (``pragma_auto_unroll_max_step``).
 - ``vectorize`` and ``parallel`` (CPU), ``shared`` (CUDA: stage inputs in shared memory with a
   cooperative fetch) and ``local`` (CUDA: accumulate in registers) are on/off knobs.
+- ``tensor_core``, ``wmma_i``, ``wmma_j`` and ``wmma_k`` (CUDA, a float16 matrix multiply on sm_70 or
+  later): the kernel on WMMA tensor-core fragments and its warp and fragment tiles
+  (tunelab.core.search.space.wmma).
 
 A config maps each knob name to one of its candidates, e.g.
 ``{"tile_i": [8], "tile_j": [16], "tile_k": [4], "order": "ro,ri,si", "unroll": 64,
@@ -38,6 +41,8 @@ from tunelab.core.search.space.tvm_context import (
     find_main_block,
     schedule_features,
 )
+from tunelab.core.search.space.wmma import KNOB_NAMES as WMMA_KNOBS
+from tunelab.core.search.space.wmma import apply_wmma, inert_knobs, wmma_axes, wmma_knobs
 from tunelab.core.target.info import TargetInfo
 
 # Reduction inner loops never go outside their outer loops (that only re-walks memory).
@@ -122,15 +127,17 @@ class TemplateSpace(SearchSpace):
         self.prim_func = workload.prim_func(shape, dtype)
         self.block_name = find_main_block(self.prim_func, getattr(workload, "main_block", None))
         self.axes = [Axis(n, e, k) for n, e, k in block_axes(self.prim_func, self.block_name)]
+        self.wmma = wmma_axes(self.axes, dtype, target)  # None: no tensor-core kernel for this problem
         if data is None:
             data = {
                 "kind": "template",
                 "target_kind": target.kind,
                 "block": self.block_name,
                 "axes": [a.__dict__ for a in self.axes],
-                "knobs": _default_knobs(self.axes, target.kind),
+                "knobs": _default_knobs(self.axes, target.kind)
+                + (wmma_knobs(self.wmma) if self.wmma else []),
             }
-        self.knobs: list[dict[str, Any]] = check_template(data, self.axes, target.kind)
+        self.knobs: list[dict[str, Any]] = check_template(data, self.axes, target.kind, self.wmma)
         self._by_name = {k["name"]: k for k in self.knobs}
         self._features_cache: dict[str, np.ndarray] = {}
 
@@ -177,6 +184,14 @@ class TemplateSpace(SearchSpace):
     def crossover(self, a: Config, b: Config, rng: np.random.Generator) -> Config:
         return {k["name"]: (a if rng.random() < 0.5 else b)[k["name"]] for k in self.knobs}
 
+    def key(self, config: Config) -> str:
+        """The config's identity: knobs its kernel does not use (the plain kernel's with ``tensor_core`` on,
+        the ``wmma_*`` with it off) count as their first candidate, so two configs of one kernel share a key."""
+        inert = inert_knobs(config, list(self._by_name))
+        if not inert:
+            return super().key(config)
+        return super().key({**config, **{n: self._by_name[n]["candidates"][0] for n in inert}})
+
     def knob_vector(self, config: Config) -> np.ndarray:
         values: list[float] = []
         for knob in self.knobs:
@@ -221,7 +236,7 @@ class TemplateSpace(SearchSpace):
     # ---- TVM --------------------------------------------------------------------------------
     def schedule(self, config: Config) -> Any:
         self.check_config(config)
-        sch = apply_template(self.prim_func, self.block_name, self.axes, config, self.target)
+        sch = apply_template(self.prim_func, self.block_name, self.axes, config, self.target, self.dtype)
         if self.target.kind == "cuda" and not self._gpu_verifier().apply(sch):
             # tvm.compile accepts e.g. 4096 threads per block; the GPU would not (TVM_NOTES 3).
             raise InvalidSchedule(
@@ -246,10 +261,14 @@ class TemplateSpace(SearchSpace):
     def static_combos(self) -> list[Config]:
         """Values of the knobs MetaSchedule cannot mutate (they are Python branches): one sketch each."""
         static = [k for k in self.knobs if k["type"] != "split" and k["name"] != "unroll"]
-        return [
-            dict(zip([k["name"] for k in static], values, strict=True))
-            for values in itertools.product(*[k["candidates"] for k in static])
-        ]
+        combos: list[Config] = []
+        for values in itertools.product(*[k["candidates"] for k in static]):
+            combo = dict(zip([k["name"] for k in static], values, strict=True))
+            # knobs the combination's kernel does not use: one sketch, not one per unused value
+            combo.update({n: self._by_name[n]["candidates"][0] for n in inert_knobs(combo, list(combo))})
+            if combo not in combos:
+                combos.append(combo)
+        return combos
 
     def ir_module(self) -> Any:
         import tvm
@@ -284,7 +303,9 @@ class TemplateSpace(SearchSpace):
             for index, combo in enumerate(combos):
                 s = sch.copy()
                 try:
-                    apply_template_to(s, self.block_name, self.axes, combo, self.target, self._by_name)
+                    apply_template_to(
+                        s, self.block_name, self.axes, combo, self.target, self._by_name, self.dtype
+                    )
                 except Exception:  # an illegal static combination has no sketch
                     continue
                 s.annotate(s.get_sblock("root"), SKETCH_ANNOTATION, index)
@@ -305,11 +326,24 @@ class TemplateSpace(SearchSpace):
                 unroll_index = int(trace.get_decision(inst))
             elif kind == "Annotate" and str(inst.attrs[0]) == SKETCH_ANNOTATION:
                 sketch = int(inst.inputs[1])
-        if sketch is None or unroll_index is None or len(tiles) != len(self.axes):
+        if sketch is None or unroll_index is None or sketch >= len(combos):
             return None
         config: Config = {}
-        for axis, factors in zip(self.axes, tiles, strict=True):
-            config[f"tile_{axis.name}"] = factors[1:]
+        if combos[sketch].get("tensor_core"):  # its tiles are the wmma knobs'; the plain tiles are not used
+            if len(tiles) != len(WMMA_KNOBS) - 1:
+                return None
+            for name, factors in zip(WMMA_KNOBS[1:], tiles, strict=True):
+                config[name] = factors[1:]
+            for axis in self.axes:
+                config[f"tile_{axis.name}"] = self._by_name[f"tile_{axis.name}"]["candidates"][0]
+        else:
+            if len(tiles) != len(self.axes):
+                return None
+            for axis, factors in zip(self.axes, tiles, strict=True):
+                config[f"tile_{axis.name}"] = factors[1:]
+            for name in WMMA_KNOBS[1:]:
+                if name in self._by_name:
+                    config[name] = self._by_name[name]["candidates"][0]
         config.update(combos[sketch])
         config["unroll"] = self._by_name["unroll"]["candidates"][unroll_index]
         config = {k["name"]: config[k["name"]] for k in self.knobs}
@@ -320,8 +354,12 @@ class TemplateSpace(SearchSpace):
         return config
 
 
-def check_template(data: dict[str, Any], axes: list[Axis], target_kind: str) -> list[dict[str, Any]]:
-    """Check an edited template against the axes; return its knobs or raise SpaceError with the reason."""
+def check_template(
+    data: dict[str, Any], axes: list[Axis], target_kind: str, wmma: tuple[Axis, Axis, Axis] | None = None
+) -> list[dict[str, Any]]:
+    """Check an edited template against the axes; return its knobs or raise SpaceError with the reason.
+    ``wmma``: the (i, j, k) axes a tensor-core kernel fits (tunelab.core.search.space.wmma.wmma_axes), or
+    None, when the template may not have the tensor-core knobs."""
     knobs = entry_list(data, "knobs", "a template space")
     by_axis = {a.name: a for a in axes}
     names = [k["name"] for k in knobs if isinstance(k, dict) and isinstance(k.get("name"), str)]
@@ -329,12 +367,20 @@ def check_template(data: dict[str, Any], axes: list[Axis], target_kind: str) -> 
         raise SpaceError("every knob must be a JSON object with a name (a string)")
     required = {f"tile_{a.name}" for a in axes} | {"order", "unroll"}
     required |= {"vectorize", "parallel"} if target_kind == "llvm" else {"shared", "local"}
+    if set(WMMA_KNOBS) & set(names):
+        if wmma is None:
+            raise SpaceError(
+                "the tensor-core knobs (tensor_core, wmma_i, wmma_j, wmma_k) need a float16 matrix multiply "
+                "whose i, j and k are multiples of 16, on a CUDA GPU of sm_70 or later"
+            )
+        required |= set(WMMA_KNOBS)
     if set(names) != required or len(set(names)) != len(names):
         missing, extra = sorted(required - set(names)), sorted(set(names) - required)
         raise SpaceError(
             f"template knobs must be exactly {sorted(required)} (missing {missing}, unexpected {shown(extra, 120)})"
         )
     cleaned = []
+    wmma_axis = dict(zip(WMMA_KNOBS[1:], wmma or (), strict=False))
     for knob in knobs:
         name, cands = knob["name"], knob.get("candidates")
         if not isinstance(cands, list) or not cands:
@@ -343,7 +389,9 @@ def check_template(data: dict[str, Any], axes: list[Axis], target_kind: str) -> 
             raise SpaceError(f"knob {name!r} has {len(cands)} candidates; at most {SPLIT_LIMIT} are allowed")
         if any(cands.count(c) > 1 for c in cands):
             raise SpaceError(f"knob {name!r} lists a candidate twice")
-        if name.startswith("tile_"):
+        if name in wmma_axis:
+            cleaned.append(_check_wmma_knob(name, cands, wmma_axis[name]))
+        elif name.startswith("tile_"):
             axis = by_axis[name[5:]]
             parts = 3 if (target_kind == "cuda" and axis.kind == "spatial") else 2
             for cand in cands:
@@ -384,6 +432,32 @@ def check_template(data: dict[str, Any], axes: list[Axis], target_kind: str) -> 
     return cleaned
 
 
+def _check_wmma_knob(name: str, cands: list[Any], axis: Axis) -> dict[str, Any]:
+    """A wmma_i / wmma_j ([warps, fragments]) or wmma_k ([fragments]) knob, in 16-element fragments."""
+    from tunelab.core.search.space.wmma import FRAGMENT
+
+    parts = 2 if name == "wmma_k" else 3
+    fragments = axis.extent // FRAGMENT
+    for cand in cands:
+        if not isinstance(cand, list) or len(cand) != parts - 1 or not all(is_int_in(f, 1) for f in cand):
+            raise SpaceError(
+                f"knob {name!r}: candidate {shown(cand)} must be a list of {parts - 1} positive integer factor(s)"
+            )
+        if fragments % math.prod(cand) != 0:
+            raise SpaceError(
+                f"knob {name!r}: factors {shown(cand)} do not divide the {fragments} fragments of 16 along "
+                f"axis {axis.name} (extent {axis.extent})"
+            )
+    return {
+        "name": name,
+        "type": "split",
+        "axis": axis.name,
+        "parts": parts,
+        "fragment": FRAGMENT,
+        "candidates": cands,
+    }
+
+
 def _split(
     sch: Any, loop: Any, extent: int, inner: list[int] | None, knob: dict[str, Any] | None = None
 ) -> list[Any]:
@@ -402,14 +476,14 @@ def _split(
 
 
 def apply_template(
-    prim_func: Any, block_name: str, axes: list[Axis], config: Config, target: TargetInfo
+    prim_func: Any, block_name: str, axes: list[Axis], config: Config, target: TargetInfo, dtype: str = ""
 ) -> Any:
     """Build the schedule for one config; InvalidSchedule when TVM rejects the combination."""
     from tvm.s_tir import Schedule
 
     try:
         sch = Schedule(prim_func)
-        apply_template_to(sch, block_name, axes, config, target)
+        apply_template_to(sch, block_name, axes, config, target, dtype=dtype)
         return sch
     except InvalidSchedule:
         raise
@@ -424,11 +498,20 @@ def apply_template_to(
     config: Config,
     target: TargetInfo,
     knobs: dict[str, dict[str, Any]] | None = None,
+    dtype: str = "",
 ) -> None:
     """Apply a config to `sch`. With `knobs`, tile and unroll values missing from `config` are
     left for MetaSchedule to sample (the evolutionary search's sketches)."""
     main = sch.get_sblock(block_name)
     epilogue = _inline_others(sch, block_name)
+    if config.get("tensor_core"):
+        if epilogue:
+            raise InvalidSchedule(
+                "the tensor-core kernel writes its fragments straight to the output: no epilogue"
+            )
+        grid = apply_wmma(sch, main, axes, config, dtype, knobs, _split)
+        _annotate_unroll(sch, grid, config, knobs)
+        return
     loops = sch.get_loops(main)
     outer_s, inner_s, outer_r, inner_r, thread_s = [], [], [], [], []
     for axis, loop in zip(axes, loops, strict=True):
@@ -451,7 +534,11 @@ def apply_template_to(
         _cuda(sch, main, epilogue, outer_s, thread_s, ordered, outer_r, config)
     else:
         _cpu(sch, main, epilogue, outer_s, ordered, config)
-    anchor = sch.get_loops(main)[0]
+    _annotate_unroll(sch, sch.get_loops(main)[0], config, knobs)
+
+
+def _annotate_unroll(sch: Any, anchor: Any, config: Config, knobs: dict[str, dict[str, Any]] | None) -> None:
+    """The auto-unroll step on the kernel's outermost loop, recorded through sample_categorical."""
     steps = list((knobs or {}).get("unroll", {}).get("candidates", UNROLL_STEPS))
     if "unroll" not in config:
         step = sch.sample_categorical(candidates=steps, probs=[1 / len(steps)] * len(steps))
