@@ -76,7 +76,16 @@ TIERS: dict[str, list[Case]] = {
             variants=PACKED,
             probes=SEARCH_PROBES,
         ),
-        Case("gemm_skinny", "gemm", GEMM_SKINNY, 64, (64,), goals=WEAK_BLAS_GOALS, probes=SEARCH_PROBES),
+        Case(
+            "gemm_skinny",
+            "gemm",
+            GEMM_SKINNY,
+            64,
+            (64,),
+            goals=WEAK_BLAS_GOALS,
+            variants=PACKED,
+            probes=SEARCH_PROBES,
+        ),
     ],
     # In the background (hours): the 1000-trial rows, and three seeds of each tool for the vs-raw rows.
     "long": [
