@@ -137,7 +137,8 @@ def test_the_command_line_shortens_a_case_and_runs_a_probe_only_when_named():
     from benchmarks.suite.cases import TIERS
 
     skinny = next(c for c in TIERS["quick"] if c.name == "gemm_skinny")
-    assert skinny.variants == {} and "warmup100" in skinny.probes  # the quick tier's run has no probes
+    # the quick tier runs the pack_inputs variant; probes run only when named
+    assert set(skinny.variants) == {"pack_inputs"} and "warmup100" in skinny.probes
     args = argparse.Namespace(budget=32, seeds="0,1,2", variant=["warmup100"], no_raw=False)
     short = _override(skinny, args)
     assert (short.budget, short.checkpoints, short.seeds) == (32, (32,), (0, 1, 2))
