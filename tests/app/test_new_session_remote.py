@@ -245,3 +245,44 @@ def test_a_session_started_from_the_dialog_is_measured_on_the_trackers_servers(
     finally:
         window.close()
         store.close()
+
+
+def test_the_servers_cpu_is_a_target_the_dialog_asks_a_server_for(qtbot, settings, cluster):
+    """Target "Server's CPU (RPC)": the kernels are built for what a server under the key reports of its
+    CPU (`--target remote`); without a tracker and key it says what it needs and Start stays off; the
+    server is asked in a thread, and the space is derived for its answer."""
+    from tunelab.core.measure.remote import TrackerAddress, remote_target
+
+    dialog = _dialog(qtbot, settings)
+    dialog.target_combo.setCurrentIndex(dialog.target_combo.findData("remote"))
+    assert not dialog.target_options.isVisibleTo(dialog)  # no fields: the server names its CPU
+    assert not dialog.can_start()
+    assert dialog.problem_error.text().startswith("Server's CPU: choose Remote (RPC tracker)")
+    assert dialog.target_label.text() == "a server's CPU, once a tracker and key are chosen"
+    _remote(dialog, cluster.tracker.host, cluster.tracker.port)
+    assert not dialog.can_start()
+    _query(qtbot, dialog)  # the key is chosen, so a server is asked
+    qtbot.waitUntil(lambda: not dialog.is_asking_server(), timeout=QUERY_MS)
+    qtbot.waitUntil(
+        lambda: dialog.space_editor.is_valid() and not dialog.space_editor.is_pending(), timeout=60_000
+    )
+    assert dialog.problem_error.text() == ""
+    expected = remote_target(TrackerAddress.parse(str(cluster.tracker)), cluster.key)
+    assert dialog._target is not None and dialog._target.json == expected.json
+    assert dialog.target_label.text() == expected.description
+    assert f"key {cluster.key}" in dialog.target_label.toolTip()
+    assert expected.description in dialog.summary.text()
+    dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
+    dialog._on_tuner_chosen()
+    assert dialog.can_start(), dialog.error_label.text()
+    spec = dialog.spec()
+    assert spec.target == "remote" and spec.measure.rpc_key == cluster.key
+    assert check_spec(spec)[3].json == expected.json  # the session builds for the same target
+    # Where to measure changed back to this machine: the server's CPU has no server, Start is off
+    dialog.remote_options.local_radio.setChecked(True)
+    assert not dialog.can_start()
+    assert dialog.problem_error.text().startswith("Server's CPU: choose Remote (RPC tracker)")
+    # and a CPU target again shows the fields
+    dialog.target_combo.setCurrentIndex(dialog.target_combo.findData("llvm"))
+    assert dialog.target_options.isVisibleTo(dialog)
+    qtbot.waitUntil(dialog.can_start, timeout=60_000)

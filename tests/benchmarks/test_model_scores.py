@@ -173,3 +173,86 @@ def test_models_on_real_sessions(tmp_path):
     (folder / "model-real.md").write_text("\n".join(lines) + "\n")
     print("\n" + "\n".join(lines))
     assert all(len(models) == len(cost_model_names()) for models in doc.values())
+
+
+STEER_SEEDS = (0, 1)
+
+
+def _label(workload: str, shape: dict[str, int]) -> str:
+    return f"{workload} " + ",".join(f"{k}={v}" for k, v in shape.items() if k in "MNKCHW")
+
+
+def test_tuners_steered_by_each_model_on_real_sessions(tmp_path):
+    """The xgb tuner steered by each model, at one budget, on the three real problems: each session scored
+    (mean P over the budget, Willemsen et al.) against a random-search session of the same seed measured
+    in the same run, as the Compare view scores sessions of one workload."""
+    from tunelab.core.records import MeasureOptions, SessionSpec
+    from tunelab.core.session.loop import create_session
+    from tunelab.core.store import Store
+    from tunelab.core.usecases.compare_scores import compare_scores
+
+    budget = int(os.environ.get("TUNELAB_STEER_TRIALS", "48"))
+    seeds = tuple(
+        int(s) for s in os.environ.get("TUNELAB_STEER_SEEDS", ",".join(map(str, STEER_SEEDS))).split(",")
+    )
+    problems = REAL[: int(os.environ.get("TUNELAB_STEER_PROBLEMS", str(len(REAL))))]
+    store = Store(tmp_path / "steered.sqlite")
+    started = time.perf_counter()
+    doc: dict = {"machine": machine(), "budget": budget, "batch": BATCH, "seeds": list(seeds), "problems": {}}
+    lines = [
+        f"| problem | model steering xgb | mean P to {budget} (per seed) | best ms (median over seeds) | wall s |",
+        "|---|---|---|---|---|",
+    ]
+
+    def run(workload, shape, tuner, options, seed):
+        spec = SessionSpec(
+            workload=workload, shape=shape, target="llvm", space_kind="template", tuner=tuner,
+            tuner_options=options, trials=budget, batch=BATCH, seed=seed,
+            measure=MeasureOptions(confirm_runs=0, cooldown_s=0.0),
+        )  # fmt: skip
+        t0 = time.perf_counter()
+        session = create_session(store, spec)
+        list(session.run())
+        return store.session(session.session_id), time.perf_counter() - t0
+
+    for workload, shape in problems:
+        label = _label(workload, shape)
+        per_model: dict[str, dict] = {
+            name: {"scores": [], "best_ms": [], "wall_s": []} for name in cost_model_names()
+        }
+        for seed in seeds:
+            # Interleaved seed by seed, so that a change of load falls on every model alike.
+            reference, _ = run(workload, shape, "random", {}, seed)
+            steered = {}
+            for name in cost_model_names():
+                steered[name], wall = run(workload, shape, "xgb", {"model": name}, seed)
+                per_model[name]["wall_s"].append(round(wall, 1))
+                best = min(
+                    (t.latency_ms for t in store.trials(steered[name].id) if t.ok and t.latency_ms),
+                    default=None,
+                )
+                per_model[name]["best_ms"].append(best)
+            scored = compare_scores(store, [reference, *steered.values()])
+            assert scored.reason is None, scored.reason
+            for name, score in zip(steered, scored.scores[1:], strict=True):
+                per_model[name]["scores"].append(score)
+        doc["problems"][label] = per_model
+        for name, row in per_model.items():
+            ok = [s for s in row["scores"] if s is not None]
+            bests = [b for b in row["best_ms"] if b is not None]
+            mean = f"{np.mean(ok):+.2f}" if ok else "–"
+            seeds_text = ", ".join("–" if s is None else f"{s:+.2f}" for s in row["scores"])
+            best = f"{np.median(bests):.3f}" if bests else "–"
+            lines.append(f"| {label} | {name} | {mean} ({seeds_text}) | {best} | {sum(row['wall_s']):.0f} |")
+            print(lines[-1], flush=True)
+    store.close()
+    doc["date"] = datetime.date.today().isoformat()
+    doc["seconds"] = round(time.perf_counter() - started, 1)
+    folder = Path(
+        os.environ.get("TUNELAB_BENCH_OUT") or Path(tempfile.gettempdir()) / "tunelab-bench" / "model-scores"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model-steered.json").write_text(json.dumps(doc, indent=1))
+    (folder / "model-steered.md").write_text("\n".join(lines) + "\n")
+    print("\n" + "\n".join(lines) + f"\nwritten to {folder} in {doc['seconds']} s")
+    assert all(len(r["scores"]) == len(seeds) for p in doc["problems"].values() for r in p.values())
