@@ -759,7 +759,8 @@ class NewSessionDialog(QDialog):
 
         spec = self.spec()
         try:
-            check_spec(spec)
+            # the server's CPU was asked in a thread: the GUI thread does not ask the network again
+            check_spec(spec, self._target if spec.target == REMOTE_TARGET else None)
         except TunelabError as exc:
             self.error_label.setText(str(exc))
             self.error_label.show()

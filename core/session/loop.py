@@ -46,8 +46,13 @@ PAUSED_HEARTBEAT_S = 30.0  # a paused session still marks itself alive (tunelab.
 MAX_REJECTED_ASKS = 20  # ask rounds in a row that yield only invalid or known configs: the space is spent
 
 
-def check_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo, SearchSpace]:
-    """Check every part of a spec before anything is stored; bad input raises a TunelabError."""
+def check_spec(
+    spec: SessionSpec, target: TargetInfo | None = None
+) -> tuple[Any, dict[str, int], str, TargetInfo, SearchSpace]:
+    """Check every part of a spec before anything is stored; bad input raises a TunelabError.
+
+    ``target``: the spec's target as the caller already resolved it (the New-session dialog asked a
+    server for ``remote`` in a thread), so that the check does not ask the network again."""
     if spec.workload == TIR_NAME or spec.space_kind == RECORDS_KIND:
         raise not_tunable(f"workload {spec.workload}")
     if spec.workload == "custom" and isinstance(spec.custom_source, str):
@@ -61,7 +66,7 @@ def check_spec(spec: SessionSpec) -> tuple[Any, dict[str, int], str, TargetInfo,
     others = extra_shapes(workload, shape, spec.shapes)
     for s in (shape, *others):  # before any space is built: a shape that cannot fit is refused at once
         workload.check_memory(s, dtype)
-    target = session_target(spec)
+    target = session_target(spec) if target is None else target
     if spec.trials < 1:
         raise TunelabError(f"the trial budget must be at least 1, not {spec.trials}", option="trials")
     if spec.batch < 1:

@@ -278,6 +278,8 @@ def test_the_servers_cpu_is_a_target_the_dialog_asks_a_server_for(qtbot, setting
     spec = dialog.spec()
     assert spec.target == "remote" and spec.measure.rpc_key == cluster.key
     assert check_spec(spec)[3].json == expected.json  # the session builds for the same target
+    dialog.start_button.click()  # checked with the server's answer, not by asking the network again
+    assert dialog.result() == dialog.DialogCode.Accepted
     # Where to measure changed back to this machine: the server's CPU has no server, Start is off
     dialog.remote_options.local_radio.setChecked(True)
     assert not dialog.can_start()
