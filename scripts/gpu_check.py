@@ -15,7 +15,8 @@ In one run, within ``--budget-s`` seconds (480 by default), into one folder:
 4. ``OUT/tunelab.sqlite`` (opens in the app: its Hardware view shows the real NVML trace) and
    ``OUT/summary.json`` (what ``BENCHMARKS.md`` takes: x vendor, % of roofline, clocks and temperature).
 
-With ``--wheels DIR`` it first installs what the GPU machine lacks from wheels carried in ``DIR``
+With ``--bundle DIR`` it first installs what scripts/gpu_bundle.py packed (TVM's wheel in parts, one per run,
+and the other wheels). With ``--wheels DIR`` it first installs what the GPU machine lacks from wheels carried in ``DIR``
 (``pip install --no-index --find-links DIR``); tunelab itself is imported from this checkout.
 """
 
@@ -87,25 +88,31 @@ def install_wheels(folder: Path) -> list[str]:
 
 def import_checkout() -> str:
     """``tunelab`` from this checkout when it is not installed (the GPU machine builds nothing: its pip
-    has no network for setuptools): the package's three folders mapped as pyproject.toml maps them."""
+    has no network for setuptools). The package's three folders are linked as pyproject.toml maps them
+    into a folder put first on ``sys.path`` and on ``PYTHONPATH``: the processes tunelab starts (the
+    kernel runners, the builders) import it too."""
     try:
         import tunelab.core  # noqa: F401
 
         return "installed"
     except ImportError:
         pass
-    import importlib.util
+    import os
+    import tempfile
 
-    for name, folder in (("tunelab", ROOT / "packaging" / "tunelab"), ("tunelab.core", ROOT / "core"),
-                         ("tunelab.app", ROOT / "app")):  # fmt: skip
-        spec = importlib.util.spec_from_file_location(
-            name, folder / "__init__.py", submodule_search_locations=[str(folder)]
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return f"from the checkout at {ROOT}"
+    linked = Path(tempfile.mkdtemp(prefix="tunelab-checkout-"))
+    package = linked / "tunelab"
+    package.mkdir()
+    for path in (ROOT / "packaging" / "tunelab").iterdir():
+        if path.suffix == ".py":
+            (package / path.name).symlink_to(path)
+    (package / "core").symlink_to(ROOT / "core", target_is_directory=True)
+    (package / "app").symlink_to(ROOT / "app", target_is_directory=True)
+    sys.path.insert(0, str(linked))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(linked), os.environ.get("PYTHONPATH")) if p)
+    import tunelab.core  # noqa: F401, F811
+
+    return f"from the checkout at {ROOT} (linked as a package in {linked})"
 
 
 def environment() -> dict[str, Any]:
@@ -213,12 +220,22 @@ def main(argv: list[str] | None = None) -> int:
         "--cpu", action="store_true", help="the CPU (LLVM) path, small shapes, even with a GPU"
     )
     parser.add_argument("--wheels", type=Path, help="a folder of wheels to install first (the GPU machine)")
+    parser.add_argument(
+        "--bundle",
+        type=Path,
+        help="a folder holding every run's files of scripts/gpu_bundle.py: TVM and the rest installed first",
+    )
     args = parser.parse_args(argv)
     started = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)) + " UTC"}
+    if args.bundle:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from gpu_bundle import install_bundle
+
+        summary["installed"] = install_bundle(args.bundle)
     if args.wheels:
-        summary["installed"] = install_wheels(args.wheels)
+        summary["installed"] = summary.get("installed", []) + install_wheels(args.wheels)
     summary["tunelab"] = import_checkout()
     from tunelab.core.measure.threads import use_every_core
 

@@ -41,3 +41,27 @@ def test_the_gpu_check_runs_end_to_end_on_the_cpu_path(tmp_path):
     assert {r.name for r in store.sessions()} >= {f"gpu check: {c}" for c in cases}
     store.close()
     assert "x vendor" in done.stdout or "GFLOP/s" in done.stdout
+
+
+def test_a_checkout_that_is_not_installed_is_importable_in_the_processes_it_starts(tmp_path):
+    """The GPU machine has no tunelab installed: the check imports it from the checkout, and the kernel
+    runners and builders it starts (fresh Python processes) must import it too (they did not, and every
+    session crashed: "the worker running the kernel exited with status 1")."""
+    probe = (
+        "import sys, subprocess; sys.path.insert(0, sys.argv[1]); import gpu_check; "
+        "print(gpu_check.import_checkout()); import tunelab.core; "
+        "child = subprocess.run([sys.executable, '-S', '-c', 'import tunelab.core, tunelab.app; "
+        "print(tunelab.core.__file__)'], capture_output=True, text=True); "
+        "print(child.returncode, child.stdout.strip(), child.stderr.strip()[-300:])"
+    )
+    # -S: no site-packages, so the installed tunelab is out of reach, as on the GPU machine
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe, str(SCRIPT.parent)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    how, child = done.stdout.strip().splitlines()
+    assert how.startswith("from the checkout at")
+    code, path, *_ = child.split(" ", 2)
+    assert code == "0" and Path(path).resolve() == (SCRIPT.parents[1] / "core" / "__init__.py").resolve(), (
+        child
+    )
