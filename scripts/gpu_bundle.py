@@ -10,7 +10,7 @@ one ``tar`` under ``xz -9``, cut into parts that fit beside the checkout, one pa
 and on the GPU machine, while it is held (files outside a run's output folder stay between runs):
 
     run 1..n-1:  mkdir -p /tmp/tunelab-bundle && cp bundle/run1/* /tmp/tunelab-bundle/
-    run n:       cp bundle/runN/* /tmp/tunelab-bundle/ &&
+    run n:       cp -r bundle/runN/* /tmp/tunelab-bundle/ &&
                  python3 scripts/gpu_check.py --bundle /tmp/tunelab-bundle --out $OUT --budget-s 420
 
 ``gpu_check.py --bundle`` joins the parts, checks them against the manifest's SHA-256, unpacks the wheel,
