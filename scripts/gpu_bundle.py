@@ -130,14 +130,13 @@ def install_bundle(folder: Path, target: Path | None = None) -> list[str]:
     ``pip --no-index`` (``target``: into that folder instead of the environment, for tests); the commands."""
     manifest = json.loads((folder / MANIFEST).read_text())
     with tempfile.TemporaryDirectory(prefix="tunelab-wheel-", dir=folder) as scratch:
-        wheel = unpack_wheel(folder, Path(scratch))
+        unpack_wheel(folder, Path(scratch))  # found by pip through --find-links
         command = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links",
                    str(folder / "wheels"), "--find-links", str(scratch)]  # fmt: skip
         if target is not None:
             command += ["--target", str(target)]
         command += [manifest["requirement"], *manifest["also"]]
         subprocess.run(command, check=True, timeout=900)
-        del wheel
     return [" ".join(command)]
 
 

@@ -42,6 +42,18 @@ BATCH = 8
 BUDGET = 64
 
 
+def write_results(stem: str, doc: dict, lines: list[str]) -> Path:
+    """``<stem>.json`` and ``<stem>.md`` (the table) into ``$TUNELAB_BENCH_OUT`` or
+    ``<tmp>/tunelab-bench/model-scores``; the folder."""
+    folder = Path(
+        os.environ.get("TUNELAB_BENCH_OUT") or Path(tempfile.gettempdir()) / "tunelab-bench" / "model-scores"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.json").write_text(json.dumps(doc, indent=1))
+    (folder / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    return folder
+
+
 def ranking(rec, name: str, X: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
     rhos, recalls, fit_s = [], [], 0.0
     for seed in range(SEEDS):
@@ -115,12 +127,7 @@ def test_model_scores():
             print(lines[-1], flush=True)
     doc["date"] = datetime.date.today().isoformat()
     doc["seconds"] = round(time.perf_counter() - started, 1)
-    folder = Path(
-        os.environ.get("TUNELAB_BENCH_OUT") or Path(tempfile.gettempdir()) / "tunelab-bench" / "model-scores"
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "model-scores.json").write_text(json.dumps(doc, indent=1))
-    (folder / "model-scores.md").write_text("\n".join(lines) + "\n")
+    folder = write_results("model-scores", doc, lines)
     print("\n" + "\n".join(lines) + f"\nwritten to {folder} in {doc['seconds']} s")
     assert all(m["spearman"] is not None for s in doc["spaces"].values() for m in s["models"].values())
 
@@ -165,12 +172,7 @@ def test_models_on_real_sessions(tmp_path):
             )
             print(lines[-1], flush=True)
     store.close()
-    folder = Path(
-        os.environ.get("TUNELAB_BENCH_OUT") or Path(tempfile.gettempdir()) / "tunelab-bench" / "model-scores"
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "model-real.json").write_text(json.dumps(doc, indent=1))
-    (folder / "model-real.md").write_text("\n".join(lines) + "\n")
+    write_results("model-real", doc, lines)
     print("\n" + "\n".join(lines))
     assert all(len(models) == len(cost_model_names()) for models in doc.values())
 
@@ -248,11 +250,6 @@ def test_tuners_steered_by_each_model_on_real_sessions(tmp_path):
     store.close()
     doc["date"] = datetime.date.today().isoformat()
     doc["seconds"] = round(time.perf_counter() - started, 1)
-    folder = Path(
-        os.environ.get("TUNELAB_BENCH_OUT") or Path(tempfile.gettempdir()) / "tunelab-bench" / "model-scores"
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "model-steered.json").write_text(json.dumps(doc, indent=1))
-    (folder / "model-steered.md").write_text("\n".join(lines) + "\n")
+    folder = write_results("model-steered", doc, lines)
     print("\n" + "\n".join(lines) + f"\nwritten to {folder} in {doc['seconds']} s")
     assert all(len(r["scores"]) == len(seeds) for p in doc["problems"].values() for r in p.values())
