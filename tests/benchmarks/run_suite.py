@@ -105,6 +105,7 @@ def run_case(case: Case, tier: str, folder: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     tools = ["tunelab", *(f"tunelab+{v}" for v in case.variants), *(["tune_tir"] if case.raw else [])]
     for seed in case.seeds:
+        walls: dict[str, float] = {}
         for tool in tools:
             label = f"{case.name}_{tool.replace('+', '_')}_s{seed}"
             print(f"[suite] {label}: tuning {case.budget} trials", file=sys.stderr, flush=True)
@@ -121,10 +122,13 @@ def run_case(case: Case, tier: str, folder: Path) -> dict[str, Any]:
                 "folder": str(folder / label),
                 "space_params": case.variants.get(tool.partition("+")[2], {}),
                 "tuner_options": case.variants.get(tool.partition("+")[2], {}).get("tuner", {}),
+                # tune_tir's best within the time tunelab's default session took (the equal-wall-time row)
+                "equal_wall_s": walls.get("tunelab") if tool == "tune_tir" else None,
             }
             result = _child("tune_job.py", job, folder)
             result.pop("job")
             runs.append({"tool": tool, "seed": seed, **result})
+            walls[tool] = result["wall_s"]
             print(f"[suite] {label}: {result['wall_s']:.0f} s", file=sys.stderr, flush=True)
     kernels = [
         {"label": f"{r['tool']}_s{r['seed']}_{n}", "library": k["library"]}

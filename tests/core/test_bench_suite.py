@@ -89,14 +89,26 @@ def _doc(tier: str) -> dict:
                         "tool": "tunelab",
                         "seed": 0,
                         **run,
-                        "checkpoints": {"64": {"description": "tiles i 4x8", "schedule": schedule}},
+                        "checkpoints": {
+                            "64": {"description": "tiles i 4x8", "schedule": schedule, "trial_index": 40}
+                        },
+                        "elapsed_s": [1.5 * (i + 1) for i in range(64)],
                     },
-                    {"tool": "tune_tir", "seed": 0, **run, "wall_s": 200.0, "checkpoints": {}},
+                    {
+                        "tool": "tune_tir",
+                        "seed": 0,
+                        **run,
+                        "wall_s": 200.0,
+                        "checkpoints": {},
+                        # by tunelab's 100 s tune_tir had measured 24 trials
+                        "equal_wall": {"seconds": 100.0, "trials": 24},
+                    },
                 ],
                 "remeasured": {
                     "figures": {
                         "tunelab_s0_64": figure,
                         "tune_tir_s0_64": {**figure, "median_ms": 3.0},
+                        "tune_tir_s0_wall": {**figure, "median_ms": 5.0},
                         "vendor": {**figure, "median_ms": 1.0, "gflops": 200.0},
                     },
                     "vendor": {"library": "NumPy + openblas"},
@@ -120,9 +132,32 @@ def test_the_renderer_fills_each_section_between_its_markers_and_leaves_the_rest
     assert "tiles i 4x8" in out and "does not divide over 2 cores" in out
     # vs raw: 3 ms / 2 ms = 1.50, wall 100 / 200 = 0.50
     assert "| 2.000 | 3.000 | 1.50 | 100 | 200 | 0.50 | met |" in out
+    # at tunelab's 100 s tune_tir's best of its first 24 trials: 5 ms / 2 ms = 2.50, faster
+    assert (
+        "| equal wall time: 100 s (tune_tir 24 trials) | 1 | 2.000 | 5.000 | 2.50 | 100 | 100 | 1.00 | met; "
+        "faster in 1 of 1 seeds |" in out
+    )
     # overhead: 100 - 30 - 50 = 20 s outside, 313 ms a trial, 80 % measuring
     assert "| 100.0 | 30.0 | 50.0 | 20.0 | 312 | 80 % |" in out
     assert render_text(out, {"quick": _doc("quick")}) == out  # rendering again changes nothing
+
+
+def test_the_equal_wall_row_takes_tunelabs_best_only_if_it_was_in_hand_when_tune_tir_finished():
+    from benchmarks.suite.tables import equal_wall_row
+
+    case = _doc("quick")["cases"][0]
+    tunelab, raw = case["runs"]
+    # tune_tir finished first (60 s): tunelab's best trial (#41) was in hand at 61.5 s, so it has no figure
+    tunelab["wall_s"], raw["equal_wall"] = 100.0, {"seconds": 60.0, "trials": 64}
+    assert "| 1 | – | 5.000 | – |" in equal_wall_row(case)
+    tunelab["checkpoints"]["64"]["trial_index"] = 30  # in hand at 46.5 s: its figure stands at 60 s
+    assert "| 1 | 2.000 | 5.000 | 2.50 |" in equal_wall_row(case)
+    # tune_tir had no trial by tunelab's end: tunelab's kernel is the only one, which counts as faster
+    tunelab["wall_s"], raw["equal_wall"] = 10.0, {"seconds": 10.0, "trials": 0}
+    del case["remeasured"]["figures"]["tune_tir_s0_wall"]
+    assert "| – | – | 10 | 10 | 1.00 | met; in 1 of 1 seeds tune_tir had no trial yet |" in equal_wall_row(
+        case
+    )
 
 
 def test_the_renderer_refuses_a_document_without_its_markers():
@@ -157,3 +192,41 @@ def test_a_case_rerun_on_its_own_is_headed_by_the_command_that_measured_it():
     short = "python tests/benchmarks/run_suite.py --tier long --case gemm_1024 --seeds 0 --out F"
     doc["cases"] = [{**doc["cases"][0], "command": short}, {**doc["cases"][0], "command": doc["command"]}]
     assert f"`{short}`, `{doc['command']}`, " in header(doc)
+
+
+def test_tune_tirs_trials_are_stamped_as_they_come_and_its_best_within_a_wall_time_is_built(tmp_path):
+    """The real job: plain tune_tir with the suite's measure callback, then its best by a given time."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    job = {
+        "label": "stamps",
+        "tool": "tune_tir",
+        "workload": "gemm",
+        "shape": {"M": 32, "N": 32, "K": 32},
+        "budget": 4,
+        "batch": 2,
+        "seed": 0,
+        "checkpoints": [4],
+        "measure": {"number": 1, "repeat": 1, "min_repeat_ms": 0, "timeout_s": 60.0},
+        "folder": str(tmp_path / "run"),
+        "equal_wall_s": 1e6,  # longer than the run: the best by then is the best of all four
+    }
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "suite" / "tune_job.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "job.json"), str(tmp_path / "out.json")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads((tmp_path / "out.json").read_text())
+    elapsed = out["elapsed_s"]
+    # one stamp per committed record, two batches of two: each batch's pair shares its stamp
+    assert len(elapsed) == out["n_trials"] == 4
+    assert elapsed[0] == elapsed[1] < elapsed[2] == elapsed[3] <= out["wall_s"]
+    assert out["equal_wall"] == {"seconds": out["wall_s"], "trials": 4}
+    assert out["checkpoints"]["wall"]["trial_index"] == out["checkpoints"]["4"]["trial_index"]
+    assert Path(out["checkpoints"]["wall"]["library"]).is_file()

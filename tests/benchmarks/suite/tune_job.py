@@ -65,12 +65,15 @@ def run_tunelab(job: dict[str, Any], folder: Path) -> dict[str, Any]:
         measure=MeasureOptions(**job["measure"]),
     )
     started = time.perf_counter()
+    started_epoch = time.time()
     session = create_session(store, spec)
     for _ in session.run():
         pass
     wall_s = time.perf_counter() - started
     sid = session.session_id
     trials = store.trials(sid)
+    # when each trial's result was in hand, counted from the start like wall_s: the equal-wall-time row
+    elapsed_s = [t.finished_at - started_epoch for t in trials]
     # A batch's build time is shared out over its trials (tunelab.core.measure.runner): their sum is
     # the time the batch spent building.
     build_s = sum(t.build_s or 0.0 for t in trials)
@@ -94,6 +97,7 @@ def run_tunelab(job: dict[str, Any], folder: Path) -> dict[str, Any]:
         "n_trials": len(trials),
         "n_ok": sum(1 for t in trials if t.ok),
         "latencies_ms": [t.latency_ms for t in trials],
+        "elapsed_s": elapsed_s,
         "checkpoints": checkpoints,
     }
 
@@ -104,7 +108,11 @@ def run_tune_tir(job: dict[str, Any], folder: Path) -> dict[str, Any]:
     Its builder runs MetaSchedule's own build function with tunelab's ``fast_build``: the default one
     imports the tensor intrinsics in every fresh build worker (about 11 s), and on 2 cores most GEMM
     1024^3 builds then hit the 30 s build timeout. The runner is MetaSchedule's LocalRunner with random
-    inputs and no correctness check, as tune_tir has it."""
+    inputs and no correctness check, as tune_tir has it.
+
+    With ``equal_wall_s`` (the tunelab session's wall time for the same seed) the run also reports its
+    best kernel among the trials it had measured by then (checkpoint ``"wall"``): what ``tune_tir``
+    finds in the time tunelab took, or in its own, whichever is shorter."""
     from tvm.s_tir import meta_schedule as ms
 
     from tunelab.core.measure.runner import fast_build
@@ -114,6 +122,7 @@ def run_tune_tir(job: dict[str, Any], folder: Path) -> dict[str, Any]:
     work_dir = folder / "tune_tir"
     work_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    stamps = _Stamps(started)
     with ms.Profiler() as profiler:
         database = ms.tune_tir(
             mod,
@@ -129,6 +138,9 @@ def run_tune_tir(job: dict[str, Any], folder: Path) -> dict[str, Any]:
                 ),
             ),
             seed=job["seed"],
+            # MetaSchedule's own callbacks, then the clock: AddToDatabase has committed the batch's
+            # records (one line each, in candidate order) by the time the stamp is taken
+            measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), stamps.callback()],
         )
     wall_s = time.perf_counter() - started
     profile = {str(k): float(v) for k, v in profiler.get().items()}
@@ -149,6 +161,19 @@ def run_tune_tir(job: dict[str, Any], folder: Path) -> dict[str, Any]:
         Trace.apply_json_to_schedule(best[0], sch)
         checkpoints[str(n)] = _kernel(sch, mod, target, folder / f"tune_tir_{n}.so", latency, best[0])
         checkpoints[str(n)]["trial_index"] = records.index(best)
+    elapsed_s = stamps.elapsed_s[: len(records)]
+    equal_wall = None
+    if job.get("equal_wall_s") is not None and len(elapsed_s) == len(records):
+        within_s = min(float(job["equal_wall_s"]), wall_s)
+        done = sum(1 for e in elapsed_s if e <= within_s)
+        ok = [(ms_, r) for ms_, r in zip(latencies[:done], records[:done], strict=True) if ms_ is not None]
+        equal_wall = {"seconds": within_s, "trials": done}
+        if ok:
+            latency, best = min(ok, key=lambda pair: pair[0])
+            sch = Schedule(mod)
+            Trace.apply_json_to_schedule(best[0], sch)
+            checkpoints["wall"] = _kernel(sch, mod, target, folder / "tune_tir_wall.so", latency, best[0])
+            checkpoints["wall"]["trial_index"] = records.index(best)
     del database
     return {
         "wall_s": wall_s,
@@ -159,8 +184,32 @@ def run_tune_tir(job: dict[str, Any], folder: Path) -> dict[str, Any]:
         "n_trials": len(records),
         "n_ok": sum(1 for x in latencies if x is not None),
         "latencies_ms": latencies,
+        "elapsed_s": elapsed_s,
+        "equal_wall": equal_wall,
         "checkpoints": checkpoints,
     }
+
+
+class _Stamps:
+    """When each of ``tune_tir``'s trials was in hand, in seconds from its start, through a measure callback."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.elapsed_s: list[float] = []
+
+    def callback(self) -> Any:
+        from tvm.ir.utils import derived_object
+        from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+        stamps = self
+
+        @derived_object
+        class StampBatch(PyMeasureCallback):
+            def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):  # type: ignore[no-untyped-def]
+                now = time.perf_counter() - stamps.started
+                stamps.elapsed_s.extend(now for _ in runner_results)
+
+        return StampBatch()
 
 
 def _records_in_order(work_dir: Path) -> list[Any]:
