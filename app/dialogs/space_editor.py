@@ -383,7 +383,9 @@ class SpaceEditor(QWidget):
         except Exception as exc:  # noqa: BLE001
             self._set_state(None, f"MetaSchedule cannot derive sketches: {exc}", None)
             return
-        self._set_state(self._data, None, space.size, sketches=len(space.sketches))
+        # what "auto" packing resolved to for this shape is part of what the person is choosing
+        packing = space.packing.words() if space.packing is not None else None
+        self._set_state(self._data, None, space.size, sketches=len(space.sketches), note=packing)
 
     @staticmethod
     def _show_reason(edit: QLineEdit, label: QLabel, reason: str | None) -> None:
@@ -392,7 +394,12 @@ class SpaceEditor(QWidget):
         label.setVisible(bool(reason))
 
     def _set_state(
-        self, data: dict[str, Any] | None, error: str | None, size: int | None, sketches: int | None = None
+        self,
+        data: dict[str, Any] | None,
+        error: str | None,
+        size: int | None,
+        sketches: int | None = None,
+        note: str | None = None,
     ) -> None:
         self._data, self._error, self._size = data, error, size
         if error is not None:
@@ -401,7 +408,7 @@ class SpaceEditor(QWidget):
             self.error_label.show()
         else:
             extra = f" in {sketches} sketch{'es' * (sketches != 1)}" if sketches is not None else ""
-            self.size_label.setText(f"Space size: {size:,} configs{extra}")
+            self.size_label.setText(f"Space size: {size:,} configs{extra}" + (f"; {note}" if note else ""))
             self.error_label.hide()
         self.changed.emit()
 

@@ -76,6 +76,21 @@ def test_auto_space_rules_validate_and_size(qtbot, settings):
     qtbot.waitUntil(lambda: editor.size() is not None, timeout=5000)
     assert dialog.can_start()
     full = editor.size()
+    # packing's default is "auto", and the editor says what it resolved to for this shape
+    assert editor.rule_row("MultiLevelTiling").params["pack_inputs"].text() == '"auto"'
+    assert "pack_inputs auto: off (the least reused input's elements are used 32 times < 256)" in (
+        editor.size_label.text()
+    )
+    packing = editor.rule_row("MultiLevelTiling").params["pack_inputs"]
+    packing.setText("true")
+    qtbot.waitUntil(lambda: editor.size() is not None, timeout=5000)
+    assert "pack_inputs true (set)" in editor.size_label.text()
+    packing.setText('"sometimes"')
+    assert 'must be true, false or "auto"' in editor.rule_row("MultiLevelTiling").reason.text()
+    assert not dialog.can_start()
+    packing.setText('"auto"')
+    qtbot.waitUntil(lambda: editor.size() is not None, timeout=5000)
+    assert editor.size() == full
 
     edit = editor.rule_row("MultiLevelTiling").params["max_innermost_factor"]
     edit.setText("0")  # out of range

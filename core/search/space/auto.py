@@ -23,6 +23,7 @@ from tunelab.core.errors import SpaceError, shown
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace, divisors
 from tunelab.core.search.space.checks import entry_list, is_int_in
+from tunelab.core.search.space.packing import AUTO, PackingChoice, choose_packing
 from tunelab.core.search.space.tvm_context import InvalidSchedule, light_tune_context, schedule_features
 from tunelab.core.target.info import TargetInfo
 from tunelab.core.workloads.dtypes import split_dtype
@@ -44,7 +45,8 @@ DEFAULT_RULES: dict[str, list[dict[str, Any]]] = {
         {
             "name": "MultiLevelTiling",
             "enabled": True,
-            "params": {"structure": "SSRSRS", "max_innermost_factor": 64, "pack_inputs": False},
+            # "auto": packed where every input is reused enough to pay for the copy (space/packing.py)
+            "params": {"structure": "SSRSRS", "max_innermost_factor": 64, "pack_inputs": "auto"},
         },
         {
             "name": "ParallelizeVectorizeUnroll",
@@ -152,6 +154,9 @@ def check_rules(data: dict[str, Any], target_kind: str) -> list[dict[str, Any]]:
                     )
             elif key in ("unroll_max_steps", "thread_extents"):
                 _int_list(name, key, value, 0 if key == "unroll_max_steps" else 1, 4096)
+            elif key == "pack_inputs":
+                if not isinstance(value, bool) and value != AUTO:
+                    raise SpaceError(f'rule {name}: {key} must be true, false or "auto", not {shown(value)}')
             elif key in BOOL_LIMITS:
                 if not isinstance(value, bool):
                     raise SpaceError(f"rule {name}: {key} must be true or false, not {shown(value)}")
@@ -253,8 +258,14 @@ def build_rules(
                 # level, as BLAS packs its panels: the inner loops then stride through a tile-sized
                 # row instead of the whole matrix's (at N = 1024 a 4 KiB stride, which maps every row
                 # to the same cache sets). MetaSchedule takes a read cache as "must" only (not "may"),
-                # so the switch is the person's (and the benchmark's), not the search's.
-                read = sr.ReuseType(req="must", levels=[1], scope="global") if p.get("pack_inputs") else None
+                # so the switch is the person's or, with "auto", the shape's (AutoSpace resolves it
+                # before building the rules), not the search's.
+                packs = p.get("pack_inputs")
+                if packs == AUTO:
+                    raise ValueError(
+                        'pack_inputs "auto" must be resolved for the problem before building rules'
+                    )
+                read = sr.ReuseType(req="must", levels=[1], scope="global") if packs else None
                 built.append(
                     sr.MultiLevelTiling(
                         structure=p["structure"],
@@ -400,6 +411,28 @@ def _plain(value: Any) -> Any:
     return int(value)
 
 
+def _packing_choice(
+    rules: list[dict[str, Any]], workload: Any, shape: dict[str, int]
+) -> PackingChoice | None:
+    """What the CPU MultiLevelTiling rule's ``pack_inputs`` means for this problem (None: no such limit)."""
+    for rule in rules:
+        if rule["name"] == "MultiLevelTiling" and "pack_inputs" in rule["params"]:
+            return choose_packing(rule["params"]["pack_inputs"], workload, shape)
+    return None
+
+
+def _resolved(rules: list[dict[str, Any]], packing: PackingChoice | None) -> list[dict[str, Any]]:
+    """The rules with ``pack_inputs`` as the boolean it resolved to (the stored rules keep "auto")."""
+    if packing is None:
+        return rules
+    return [
+        {**r, "params": {**r["params"], "pack_inputs": packing.packs}}
+        if r["name"] == "MultiLevelTiling"
+        else r
+        for r in rules
+    ]
+
+
 class AutoSpace(SearchSpace):
     kind = "auto"
 
@@ -421,7 +454,8 @@ class AutoSpace(SearchSpace):
         self.rules = check_rules(data if data is not None else default_auto_space(target.kind), target.kind)
         self.mod = tvm.IRModule({"main": workload.prim_func(shape, dtype)})
         arch = target.json.get("arch") if target.kind == "cuda" else None
-        sch_rules = build_rules(self.rules, target.kind, dtype, arch)
+        self.packing = _packing_choice(self.rules, workload, shape)
+        sch_rules = build_rules(_resolved(self.rules, self.packing), target.kind, dtype, arch)
         self.tensor_core = any(type(r).__name__ == "MultiLevelTilingTensorCore" for r in sch_rules)
         self.space_generator = ms.space_generator.PostOrderApply(
             sch_rules=sch_rules,
@@ -451,6 +485,7 @@ class AutoSpace(SearchSpace):
             "target_kind": self.target.kind,
             "rules": self.rules,
             "sketches": [{"size": s.size, "decisions": len(s.insts)} for s in self.sketches],
+            **({"packing": self.packing.to_json()} if self.packing else {}),
         }
 
     @property

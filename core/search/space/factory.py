@@ -56,8 +56,21 @@ def task_space(
 
 
 def _space_data(kind: str, data: dict[str, Any]) -> dict[str, Any]:
-    drop = {"task_spaces"} if kind == "template" else {"task_spaces", "sketches"}
-    return {k: v for k, v in data.items() if k not in drop}
+    drop = {"task_spaces"} if kind == "template" else {"task_spaces", "sketches", "packing"}
+    kept = {k: v for k, v in data.items() if k not in drop}
+    if kind == "auto" and kept.get("target_kind") == "llvm" and isinstance(kept.get("rules"), list):
+        # A session stored before the CPU's MultiLevelTiling had pack_inputs was tuned unpacked: rebuilt
+        # under today's default ("auto") its sketches, and so its configs, would be others.
+        kept["rules"] = [
+            {**r, "params": {**r["params"], "pack_inputs": False}}
+            if isinstance(r, dict)
+            and r.get("name") == "MultiLevelTiling"
+            and isinstance(r.get("params"), dict)
+            and "pack_inputs" not in r["params"]
+            else r
+            for r in kept["rules"]
+        ]
+    return kept
 
 
 def space_for_session(record: SessionRecord) -> SearchSpace:

@@ -259,8 +259,8 @@ def structures_table(doc: dict[str, Any]) -> str:
     lines = [
         header(doc),
         "",
-        "| problem | structure | budget | seeds | default ms | with it ms | speed-up (default / with it) | "
-        "wall s (default, with it) |",
+        "| problem | structure | budget | seeds | default ms | variant ms | speed-up (default / variant) | "
+        "wall s (default, variant) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     rows = 0
@@ -287,9 +287,10 @@ def structures_table(doc: dict[str, Any]) -> str:
         return "No case of this tier switches a structure on."
     lines += [
         "",
-        "Both sessions tune the same problem with the same budget, seed and timing; the one with the "
-        "structure has its switch on in the auto space (the space editor's MultiLevelTiling limits). "
-        "Latencies from the side-by-side re-measurement.",
+        "Both sessions tune the same problem with the same budget, seed and timing; the variant sets the "
+        "auto space's switch its name says (`pack_inputs`: packing on; `unpacked`: off; the space editor's "
+        'MultiLevelTiling limits), the default session leaves it at the default (`pack_inputs` "auto" since '
+        "2026-12-03, off before). Latencies from the side-by-side re-measurement.",
     ]
     return "\n".join(lines)
 
