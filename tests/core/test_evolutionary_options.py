@@ -3,10 +3,12 @@ XGBModel ranks by random numbers below 100 samples; tunelab's uses its model fro
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tunelab.core.errors import TunerError
 from tunelab.core.search.space.auto import AutoSpace
+from tunelab.core.search.tuners.base import Observation
 from tunelab.core.search.tuners.evolutionary import EvolutionaryTuner
 from tunelab.core.target.info import llvm_target
 from tunelab.core.workloads.catalog import get_workload
@@ -33,3 +35,81 @@ def test_the_cost_model_warm_up_is_the_tuners_option(space, options, warmup):
 def test_a_warm_up_that_is_not_an_integer_is_refused(space):
     with pytest.raises(TunerError, match="warmup_samples"):
         EvolutionaryTuner(space, seed=0, warmup_samples=1.5)
+
+
+def test_the_cost_models_features_are_those_of_one_thread(space):
+    """The search's cost model extracts on every core; each candidate's features are its own."""
+    from tvm.s_tir import meta_schedule as ms
+
+    tuner = EvolutionaryTuner(space, seed=0, population_size=16, search_threads=1)
+    try:
+        tuner.ask(4)
+        cands = [c for _, c in tuner._pending]
+        threaded = tuner._model.extractor.extract_from(tuner._ctx, cands)
+        one = ms.feature_extractor.PerStoreFeature().extract_from(tuner._ctx, cands)
+        assert tuner._ctx.num_threads == 1
+        assert [f.numpy().tolist() for f in threaded] == [f.numpy().tolist() for f in one]
+    finally:
+        tuner.close()
+
+
+def test_proposals_still_queued_are_not_reported_as_failures(space):
+    """A batch asked for while proposals of the one before wait in the queue: those are reported to
+    MetaSchedule once measured, not as failures when the next generation is made."""
+    tuner = EvolutionaryTuner(space, seed=0, population_size=16)
+    try:
+        first = tuner.ask(4)  # MetaSchedule proposes 4 per generation from here on
+        tuner.tell([Observation(c, 1.0 + i) for i, c in enumerate(first)])
+        second = tuner.ask(3)  # a new generation of 4: one stays queued
+        assert len(second) == 3 and len(tuner._queue) == 1
+        left = space.key(tuner._queue[0][0])
+        tuner.tell([Observation(c, 2.0 + i) for i, c in enumerate(second)])
+        third = tuner.ask(3)  # the queued one and two of a new generation
+        assert left in {space.key(c) for c in third}
+        assert tuner._model.data_size == 7  # the 4 + 3 measured; the queued one is still pending
+        assert left in {k for k, _ in tuner._pending}
+        tuner.tell([Observation(c, 3.0) for c in third])
+        tuner.ask(3)  # two are queued: a new generation, which reports the measured ones
+        assert left not in {k for k, _ in tuner._pending}
+        assert tuner._told[left] == 3.0
+    finally:
+        tuner.close()
+
+
+def test_the_search_runs_on_every_core_unless_told_otherwise(space):
+    from tunelab.core.target.info import cpu_core_count
+
+    for threads, expected in ((0, cpu_core_count()), (1, 1)):
+        tuner = EvolutionaryTuner(space, seed=0, population_size=16, search_threads=threads)
+        try:
+            tuner.ask(2)
+            assert tuner._ctx.num_threads == expected
+        finally:
+            tuner.close()
+    with pytest.raises(TunerError, match="search_threads"):
+        EvolutionaryTuner(space, seed=0, search_threads=-1)
+
+
+def test_one_search_thread_proposes_the_same_for_the_same_seed(space):
+    """MetaSchedule's cost model ranks by np.random until it is trained: the tuner draws those from its
+    seed, so two runs agree from the first proposal on (and the caller's np.random is left alone)."""
+
+    def proposals() -> list[str]:
+        tuner = EvolutionaryTuner(space, seed=7, population_size=32, search_threads=1)
+        seen: list[str] = []
+        try:
+            for round_ in range(3):
+                configs = tuner.ask(4)
+                seen += [space.key(c) for c in configs]
+                tuner.tell([Observation(c, 1.0 + sum(map(ord, space.key(c))) % 7 + round_) for c in configs])
+        finally:
+            tuner.close()
+        return seen
+
+    runs = []
+    for outside_seed in (1, 2):  # whatever the caller's np.random holds
+        np.random.seed(outside_seed)
+        outside = np.random.get_state()[1].copy()
+        runs.append(proposals())
+        assert (np.random.get_state()[1] == outside).all()
+    assert runs[0] == runs[1] and len(runs[0]) == 12

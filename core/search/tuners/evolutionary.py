@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import numpy as np
+
 from tunelab.core.errors import TunerError
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace
@@ -42,6 +44,11 @@ class EvolutionaryTuner(Tuner):
         # Trials before the cost model's predictions are used; below it the search ranks by random
         # numbers, as tune_tir's XGBModel does below its default 100 samples.
         "warmup_samples": 0,
+        # Threads of the search (sampling, mutation, evolution) between batches, when nothing is built
+        # or measured. 0: every core, as tune_tir runs it; it was about half of a conv2d session's wall
+        # time on one thread. 1: the same proposals for the same seed on every run (with more, threads
+        # take candidates in whatever order they finish).
+        "search_threads": 0,
     }
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
@@ -49,13 +56,19 @@ class EvolutionaryTuner(Tuner):
         self.options = opts = resolve_options(type(self), options)
         if int(opts["population_size"]) < 2:
             raise TunerError("evolutionary: population_size must be at least 2")
+        if int(opts["search_threads"]) < 0:
+            raise TunerError("evolutionary: search_threads must be 0 (every core) or a number of threads")
+        # MetaSchedule's XGBModel ranks by np.random's global draws until its first training: drawn from
+        # this state (and the caller's restored), the same seed proposes the same first candidates.
+        self._np_state = np.random.RandomState(seed).get_state()
         self._ctx: Any = None
         self._batch = 0
         self._queue: list[tuple[Config, Any]] = []  # proposals not handed out yet
         self._pending: list[
             tuple[str | None, Any]
-        ] = []  # (config key or None, MeasureCandidate) of the batch
+        ] = []  # (config key or None, MeasureCandidate) proposed, not reported back yet
         self._told: dict[str, float | None] = {}
+        self._out: set[str] = set()  # keys handed out by ask and not told yet
         self._proposed: set[str] = set()
         self._configs: dict[str, Config] = {}
 
@@ -64,7 +77,8 @@ class EvolutionaryTuner(Tuner):
         from tvm.s_tir import meta_schedule as ms
         from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
 
-        from tunelab.core.search.space.tvm_context import light_tune_context
+        from tunelab.core.search.space.tvm_context import light_tune_context, threaded_feature_extractor
+        from tunelab.core.target.info import cpu_core_count
 
         space = self.space
         mod = space.ir_module()
@@ -76,13 +90,13 @@ class EvolutionaryTuner(Tuner):
             eps_greedy=float(self.options["eps_greedy"]),
         )
         target = space.target.tvm_target()
-        # One thread: with more, the candidates differ from run to run even with a fixed seed.
+        threads = int(self.options["search_threads"]) or cpu_core_count()
         self._ctx = light_tune_context(
             mod,
             target,
             space_generator=generator,
             search_strategy=strategy,
-            num_threads=1,
+            num_threads=threads,
             seed=max(1, self.seed + 1),
         )
         spaces = self._ctx.space_generator.generate_design_space(mod)
@@ -91,6 +105,9 @@ class EvolutionaryTuner(Tuner):
         self._db = ms.database.MemoryDatabase()
         self._workload = self._db.commit_workload(mod)
         self._model = ms.cost_model.XGBModel(
+            # The search runs between batches, when nothing is built or measured: the features of the
+            # generations it ranks are extracted on every core (same numbers as on one).
+            extractor=threaded_feature_extractor(mod, target, cpu_core_count()),
             num_warmup_samples=int(self.options["warmup_samples"]),
             config=XGBConfig(nthread=2, seed=self.seed),
         )
@@ -133,15 +150,25 @@ class EvolutionaryTuner(Tuner):
         if cands:
             self._model.update(self._ctx, cands, results)
 
-    def _finish_batch(self) -> None:
-        """Report the outstanding batch to MetaSchedule (unmeasured ones as failures)."""
+    def _finish_batch(self, *, everything: bool = False) -> None:
+        """Report to MetaSchedule the proposals whose outcome is known: measured (told), or never to be
+        measured (not decoded, a repeat); unmeasured ones as failures.
+
+        Proposals still queued, or handed out and not told yet, stay pending: reported now they would
+        reach the search's database and cost model as failures, and their measurements never would.
+        (One undecodable proposal leaves the queue a config short, so every later batch is asked for
+        while 15 proposals of the one before wait in the queue.) MetaSchedule's search only counts its
+        results, so they may come in any grouping. ``everything``: at close, the rest as unmeasured."""
         from tvm.s_tir import meta_schedule as ms
 
-        if not self._pending:
+        waiting = set() if everything else {self.space.key(c) for c, _ in self._queue} | self._out
+        ready = [(k, c) for k, c in self._pending if k is None or k not in waiting]
+        self._pending = [(k, c) for k, c in self._pending if k is not None and k in waiting]
+        if not ready:
             return
-        cands = [c for _, c in self._pending]
+        cands = [c for _, c in ready]
         results = []
-        for key, cand in self._pending:
+        for key, cand in ready:
             latency = self._told.get(key) if key is not None else None
             if latency is None:
                 results.append(ms.runner.RunnerResult(None, "not measured: failed or outside the space"))
@@ -154,11 +181,16 @@ class EvolutionaryTuner(Tuner):
                 )
         self._ctx.notify_runner_results(cands, results)
         self._model.update(self._ctx, cands, results)
-        self._pending = []
 
     def _generate(self) -> bool:
         self._finish_batch()
-        cands = self._ctx.generate_measure_candidates()
+        outside = np.random.get_state()
+        np.random.set_state(self._np_state)
+        try:
+            cands = self._ctx.generate_measure_candidates()
+        finally:
+            self._np_state = np.random.get_state()
+            np.random.set_state(outside)
         if cands is None:
             return False
         for cand in cands:
@@ -182,12 +214,14 @@ class EvolutionaryTuner(Tuner):
             if not self._generate():
                 break
         out, self._queue = self._queue[:n], self._queue[n:]
+        self._out.update(self.space.key(c) for c, _ in out)
         return [c for c, _ in out]
 
     def tell(self, observations: list[Observation]) -> None:
         for obs in observations:
             key = self.space.key(obs.config)
             self._told[key] = obs.latency_ms
+            self._out.discard(key)
             self._configs[key] = obs.config
             self._proposed.add(key)
 
@@ -202,7 +236,7 @@ class EvolutionaryTuner(Tuner):
     def close(self) -> None:
         if self._ctx is not None:
             try:
-                self._finish_batch()
+                self._finish_batch(everything=True)
                 self._ctx.post_tuning()
             except Exception:  # closing must never mask the session's own outcome
                 pass
