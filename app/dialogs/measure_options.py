@@ -107,7 +107,8 @@ class MeasureOptionsBox(QGroupBox):
             d.confirm_runs,
             "When tuning finishes, re-measure the fastest trials in this many fresh processes: "
             "the fastest of many noisy figures is biased low (the winner's curse), so exports "
-            "state the confirmed figure. 0 turns it off (--confirm-runs).",
+            "state the confirmed figure. Measured on RPC servers, each is a fresh session on a server "
+            "under the key. 0 turns it off (--confirm-runs).",
             " processes",
         )
         self.confirm_spin.setSpecialValueText("off")

@@ -20,7 +20,7 @@ from PySide6.QtCore import QLineF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
-from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, gflops
+from tunelab.app.widgets.formatting import fmt_fresh_runs, fmt_gflops, fmt_ms, gflops
 from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
@@ -397,7 +397,7 @@ class LivePlot(QWidget):
         if pick is not None and self._best_ms is not None:
             # The confirmed figure is the one to hold to; the session's own best is biased low.
             c = pick.confirmation
-            runs = f" in {c.runs} fresh process{'es' if c.runs != 1 else ''}" if c is not None else ""
+            runs = f" in {fmt_fresh_runs(c.runs, c.devices)}" if c is not None else ""
             text += (
                 f" · <b>{fmt_ms(pick.stated_ms)} ms confirmed</b>{runs} = "
                 f"{fmt_gflops(gflops(self._flops, pick.stated_ms))} GFLOP/s (trial #{pick.trial.number})"

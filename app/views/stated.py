@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tunelab.app.widgets.formatting import fmt_ms
+from tunelab.app.widgets.formatting import fmt_fresh_runs, fmt_ms
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.pick import ExportPick, export_pick
 from tunelab.core.records import SessionRecord
@@ -48,11 +48,12 @@ class StatedFigures:
 
 
 def superseded_words(pick: ExportPick) -> str:
-    """'1.23 ms confirmed in 5 fresh processes (trial #12); the session's 1.10 ms is superseded'."""
+    """'1.23 ms confirmed in 5 fresh processes (trial #12); the session's 1.10 ms is superseded' (or 'in 3
+    fresh sessions on the RPC servers' for a session confirmed through a tracker)."""
     c = pick.confirmation
     text = f"{fmt_ms(pick.stated_ms)} ms confirmed"
     if c is not None:
-        text += f" in {c.runs} fresh process{'es' if c.runs != 1 else ''}"
+        text += f" in {fmt_fresh_runs(c.runs, c.devices)}"
     text += f" (trial #{pick.trial.number})"
     own = pick.trial.latency_ms
     if own is not None:

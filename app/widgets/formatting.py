@@ -43,6 +43,14 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{seconds} s"
 
 
+def fmt_fresh_runs(runs: int, devices: tuple[str, ...] = ()) -> str:
+    """Where a confirmation's runs were: '5 fresh processes' here, or '3 fresh sessions on the RPC
+    servers' for a session measured (and so confirmed) through a tracker."""
+    if devices:
+        return f"{runs} fresh session{'s' if runs != 1 else ''} on the RPC server{'s' if len(devices) != 1 else ''}"
+    return f"{runs} fresh process{'es' if runs != 1 else ''}"
+
+
 def fmt_shape(shape: dict[str, int]) -> str:
     """'M=512,N=256': the engine's shape text (tunelab.core.workloads.shape_text)."""
     return format_shape(shape)

@@ -96,6 +96,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             "validation_id": v.validation_id,
             "disturbance": v.disturbance,
             "layout_ms": v.layout_ms,
+            "devices": list(v.devices),  # the RPC servers that confirmed it; []: fresh processes here
         }
         for k, v in sorted(confirmed.items(), key=lambda kv: kv[1].median_ms)
     ]
@@ -155,8 +156,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
     for c in doc["confirmed"][:3]:
         name = trial_label(c["trial_number"], trial_id=c["trial_id"])
+        where = f"fresh sessions on {', '.join(c['devices'])}" if c["devices"] else "fresh processes"
         print(
-            f"  confirmed: trial {name}  {_fmt(c['median_ms'])} ms in {c['runs']} fresh processes "
+            f"  confirmed: trial {name}  {_fmt(c['median_ms'])} ms in {c['runs']} {where} "
             f"(session {_fmt(c['session_ms'])} ms)"
             + (f"; noisy: {c['disturbance']}" if c["disturbance"] else "")
         )

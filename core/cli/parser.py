@@ -125,7 +125,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=3,
         metavar="N",
-        help="when finished, re-measure the fastest trials in N fresh processes (0: off)",
+        help="when finished, re-measure the fastest trials in N fresh processes (0: off); with --rpc, "
+        "in N fresh sessions on the servers under the key",
     )
     t.add_argument(
         "--confirm-top", type=int, default=3, metavar="K", help="how many of the fastest to confirm"
@@ -150,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="HOST:PORT",
         help="measure on the servers of this TVM RPC tracker (with --rpc-key: also TVM_TRACKER_HOST "
-        "and TVM_TRACKER_PORT); kernels are built here",
+        "and TVM_TRACKER_PORT), and confirm the winners there; kernels are built here",
     )
     t.add_argument("--rpc-key", default="", metavar="KEY", help="the key the servers registered under")
     t.add_argument(
@@ -236,7 +237,9 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true")
     with_db(i)
     v = sub.add_parser(
-        "validate", help="re-measure a session's top schedules (or a schedule file) in fresh processes"
+        "validate",
+        help="re-measure a session's top schedules (or a schedule file) in fresh processes (a session "
+        "measured through --rpc: in fresh sessions on its servers)",
     )
     v.add_argument(
         "source", metavar="SCHEDULE_FILE|SESSION", help="an exported *.schedule.json or a session id"

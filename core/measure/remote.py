@@ -182,8 +182,9 @@ class CreateSession:
     TVM's ``TrackerSession.request`` does not say which server it connected to, so the request is
     made here with the tracker protocol's own calls (``tvm.rpc.base``), then ``tvm.rpc.connect``."""
 
-    def __init__(self, priority: int = 1) -> None:
+    def __init__(self, priority: int = 1, wait_s: float | None = None) -> None:
         self.priority = priority
+        self.wait_s = wait_s  # how long to wait for a free server (None: as long as it takes, as TVM does)
 
     def __call__(self, rpc_config: Any) -> Any:
         from tvm import rpc
@@ -194,7 +195,14 @@ class CreateSession:
             base.sendjson(
                 tracker._sock, [base.TrackerCode.REQUEST, rpc_config.tracker_key, "", self.priority]
             )
-            reply = base.recvjson(tracker._sock)
+            if self.wait_s is not None:
+                tracker._sock.settimeout(self.wait_s)  # closing the connection withdraws the request
+            try:
+                reply = base.recvjson(tracker._sock)
+            except TimeoutError:
+                raise RuntimeError(
+                    f"no server under key {rpc_config.tracker_key!r} was free within {self.wait_s:g} s"
+                ) from None
         finally:
             tracker.close()
         if reply[0] != base.TrackerCode.SUCCESS:
@@ -291,8 +299,13 @@ def make_rpc_runner(
     )
 
 
-def _server_session(tracker: TrackerAddress, key: str, timeout_s: float) -> tuple[Any, str]:
-    """An RPC session on a free server under ``key`` and that server's address."""
+def server_session(
+    tracker: TrackerAddress, key: str, timeout_s: float, wait_s: float | None = None
+) -> tuple[Any, str]:
+    """An RPC session on a free server under ``key`` and that server's address ("HOST:PORT"). The
+    server serves it in a process forked for it, gone when the session is dropped; it ends the session
+    after ``timeout_s`` seconds. ``wait_s`` bounds the wait for a free server. RemoteError, one
+    sentence, when none can be had."""
     from types import SimpleNamespace
 
     config = SimpleNamespace(
@@ -302,7 +315,7 @@ def _server_session(tracker: TrackerAddress, key: str, timeout_s: float) -> tupl
         session_timeout_sec=max(1, int(timeout_s)),
     )
     try:
-        session = CreateSession()(config)
+        session = CreateSession(wait_s=wait_s)(config)
     except Exception as exc:
         raise RemoteError(
             f"cannot open a session on a server under key {key!r} at {tracker}: {first_line(exc)}"
@@ -318,7 +331,7 @@ def remote_target(tracker: TrackerAddress, key: str, timeout_s: float = 60.0) ->
 
     from tunelab.core.target.info import resolve_target
 
-    session, address = _server_session(tracker, key, timeout_s)
+    session, address = server_session(tracker, key, timeout_s)
     try:
         triple = str(session.get_function("target.llvm_get_system_triple")())
         cpu = str(session.get_function("target.llvm_get_system_cpu")())
@@ -353,7 +366,7 @@ def remote_self_check(target: Any, tracker: TrackerAddress, key: str, timeout_s:
             build_check_kernel(target, lib)
         except Exception as exc:
             raise TargetError(f"kernels for {mcpu} cannot be built here: {first_line(exc)}") from None
-        session, address = _server_session(tracker, key, timeout_s)
+        session, address = server_session(tracker, key, timeout_s)
         a, b = check_inputs()
         try:
             session.upload(str(lib), "selfcheck.tar")

@@ -15,6 +15,12 @@ up to ``confirm_max_s`` seconds; one that never settles is stored with what dist
 neither picks by it nor trusts its figure. From then on the
 confirmed median is the figure an export states; the session's own figure stays in the store
 (what was measured is never rewritten) and is exported beside it.
+
+A session measured on the servers of a TVM RPC tracker is confirmed on them, under its key: each fresh
+process is a fresh session a server forks for it (:mod:`tunelab.core.trust.remeasure.remote_pool`), and
+each run names its server. This machine's telemetry says nothing of a server, so there a confirmation
+is unsettled only while its runs disagree beyond ``target_cv``; the report says busy or throttle
+evidence is not available.
 """
 
 from __future__ import annotations
@@ -47,7 +53,12 @@ def confirm_session(
     busy, its processes disagreeing) is measured again for up to ``max_s`` seconds. Defaults come from
     the session's measurement options; with ``runs`` 0 nothing happens. Returns the stored reports. Raises
     :class:`tunelab.core.trust.remeasure.api.ValidationCancelled` once ``is_cancelled()`` is true (nothing more
-    stored)."""
+    stored).
+
+    A session measured through an RPC tracker is confirmed on the servers under its key, each fresh
+    process a fresh server session; its tracker not answering (or no server under the key) raises
+    :class:`tunelab.core.measure.remote.RemoteError`, one sentence, before anything is built or stored.
+    There only the runs' scatter can say a confirmation is unsettled: no telemetry reaches here."""
     from tunelab.core.trust.remeasure.api import validate_session
     from tunelab.core.trust.remeasure.build_cache import BuildCache
 
@@ -57,14 +68,14 @@ def confirm_session(
     runs = options.confirm_runs if runs is None else runs
     if runs <= 0 or top_k <= 0:
         return []
+    where = "fresh processes"
     if options.remote:
-        # Its fresh processes would run here, on another device than the one that measured the session.
-        if on_stage is not None:
-            on_stage(
-                f"not confirmed: the session was measured on the servers of {options.rpc_tracker} "
-                f"(key {options.rpc_key}), and a confirmation re-measures on this machine"
-            )
-        return []
+        # Confirmed where it was measured: each fresh process is a fresh session on a server under the
+        # key (tunelab.core.trust.remeasure.remote_pool). A tracker that does not answer is one line here.
+        from tunelab.core.measure.remote import TrackerAddress, require_servers
+
+        require_servers(TrackerAddress.parse(options.rpc_tracker), options.rpc_key)
+        where = f"fresh sessions on the servers of {options.rpc_tracker} (key {options.rpc_key})"
     tasks: list[TaskRecord | None] = [*store.tasks(session_id)] or [None]  # None: a session from before tasks
     reports = []
     for index, task in enumerate(tasks):
@@ -74,7 +85,7 @@ def confirm_session(
         k = min(top_k, n_ok)
         if on_stage is not None:
             shape = f" for shape {index}" if len(tasks) > 1 else ""
-            on_stage(f"confirming the {k} fastest schedule(s){shape} in {runs} fresh processes")
+            on_stage(f"confirming the {k} fastest schedule(s){shape} in {runs} {where}")
         with BuildCache() as builds:  # an attempt measured again reuses the first one's libraries
             report = _measure_until_settled(
                 functools.partial(
@@ -165,6 +176,11 @@ def format_confirmations(reports: list[ValidationReport]) -> str:
         best = min(timed, key=lambda s: s.remeasured_ms or 0.0)
         ms, recorded = best.remeasured_ms or 0.0, best.recorded_ms
         text = f"confirmed: {best.label} {ms:.4f} ms in {best.runs} fresh processes"
+        servers = sorted({m.device for m in best.measurements if m.ok and m.device})
+        if servers:
+            text = (
+                f"confirmed: {best.label} {ms:.4f} ms in {best.runs} fresh sessions on {', '.join(servers)}"
+            )
         if recorded:
             change = ms / recorded - 1
             text += f" (the session measured {recorded:.4f} ms: {abs(change) * 100:.1f}% "

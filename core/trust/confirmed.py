@@ -1,4 +1,5 @@
-"""The confirmed figures a store holds for a session's trials (what core.trust.confirm measured).
+"""The confirmed figures a store holds for a session's trials (what core.trust.confirm measured, in
+fresh processes here or, for a session measured through an RPC tracker, in fresh sessions on its servers).
 
 A read of stored validations only, so that whatever states a figure (export, validate, show) can use
 the confirmed one without depending on the machinery that measures it.
@@ -37,6 +38,8 @@ class Confirmation:
     # the median per buffer layout (tunelab.core.measure.placement): "staggered" is the figure above,
     # "plain" what plain TVM's allocation gives in a person's process, "aligned" the worst case
     layout_ms: dict[str, float] = field(default_factory=dict)
+    # the RPC servers ("HOST:PORT") whose fresh sessions gave its runs; empty: fresh processes here
+    devices: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -52,6 +55,7 @@ class Confirmation:
             "disturbance": self.disturbance,
             "run_medians_ms": list(self.run_medians_ms),
             "layout_ms": dict(self.layout_ms),
+            "devices": list(self.devices),
         }
 
     @classmethod
@@ -69,6 +73,7 @@ class Confirmation:
             disturbance=data.get("disturbance"),
             run_medians_ms=tuple(data.get("run_medians_ms") or ()),
             layout_ms=dict(data.get("layout_ms") or {}),
+            devices=tuple(data.get("devices") or ()),
         )
 
 
@@ -96,6 +101,7 @@ def confirmations(store: Store, session_id: int) -> dict[int, Confirmation]:
                 disturbance=disturbance_of(s),
                 run_medians_ms=s.run_medians_ms,
                 layout_ms=dict(s.layout_ms),
+                devices=tuple(sorted({m.device for m in s.measurements if m.ok and m.device})),
             )
     return found
 

@@ -15,6 +15,12 @@ exported ``*.schedule.json``. Either way:
 4. Each schedule gets a verdict in plain words (:mod:`~tunelab.core.trust.remeasure.verdict`): stable,
    noisy or regressed, with its likely cause.
 
+A session measured on the servers of a TVM RPC tracker is re-measured there, under its key
+(:mod:`~tunelab.core.trust.remeasure.remote_pool`): each fresh process is a fresh server session, each
+library a ``.tar`` the server links, no telemetry (this machine's says nothing of a server), the report
+naming the servers. A tracker that does not answer is one :class:`~tunelab.core.measure.remote.RemoteError`
+before anything is built.
+
 A session's trials that a confirmation (:mod:`tunelab.core.trust.confirm`) re-measured are judged against the
 confirmed figure, not the session's (``against="session"`` compares with the session's own).
 
@@ -49,7 +55,12 @@ from tunelab.core.trust.remeasure.pool import (
     check_cancelled,
     run_workers,
 )
-from tunelab.core.trust.remeasure.report import RecordedTelemetry, ValidationReport, ValidationSource
+from tunelab.core.trust.remeasure.report import (
+    Measurement,
+    RecordedTelemetry,
+    ValidationReport,
+    ValidationSource,
+)
 from tunelab.core.trust.remeasure.verdict import (
     Problem,
     RecordedSchedule,
@@ -120,7 +131,9 @@ def validate_session(
 
     from tunelab.core.search.space.factory import space_for_session
 
-    _refuse_foreign_target(rec.target, f"session {session_id}")  # before any of its workload's code runs
+    opts = options or MeasureOptions.from_json(_known_options(rec.measure))
+    if not opts.remote:  # a session measured on RPC servers is re-measured there
+        _refuse_foreign_target(rec.target, f"session {session_id}")  # before any of its workload's code runs
     chosen = tasks[task] if tasks else None
 
     def of_task(t: Any) -> bool:  # a trial stored before sessions had tasks belongs to the primary shape
@@ -156,7 +169,8 @@ def validate_session(
         _item_of(
             t,
             confirmed.get(t.id),
-            _compact_stamp(stamps.get(t.id)),
+            # this machine's readings during a trial measured on a server say nothing of the server
+            None if opts.remote else _compact_stamp(stamps.get(t.id)),
             space,
             tuple(
                 x.latency_ms
@@ -169,7 +183,6 @@ def validate_session(
     shape = dict(chosen.shape) if chosen is not None else dict(rec.shape)
     flops = float(chosen.flops) if chosen is not None else float(rec.flops)
     problem = Problem(rec.workload, shape, rec.dtype, dict(rec.target), rec.custom_source, rec.seed, flops)
-    opts = options or MeasureOptions.from_json(_known_options(rec.measure))
     source = ValidationSource("session", session_id=session_id, name=rec.name, top_k=top_k, task=task)
     report = _validate(
         problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled, builds=builds
@@ -346,32 +359,48 @@ def _validate(
     is_cancelled: CancelFn | None = None,
     builds: BuildCache | None = None,
 ) -> ValidationReport:
-    from tunelab.core.telemetry.sampler import TelemetrySampler
+    """Build, measure in fresh processes (here, or on the RPC servers of a session measured through a
+    tracker: :mod:`~tunelab.core.trust.remeasure.remote_pool`), judge and summarize."""
+    remote = options.remote
+    if remote:
+        # the tracker first: one sentence, before anything is built
+        from tunelab.core.measure.remote import TrackerAddress, require_servers
 
-    # Every path comes through here: a schedule for a target this host cannot execute would die of
-    # SIGILL in its workers and read as "regressed".
-    _refuse_foreign_target(problem.target, source.path or f"session {source.session_id}")
+        require_servers(TrackerAddress.parse(options.rpc_tracker), options.rpc_key)
+    else:
+        # Every local path comes through here: a schedule for a target this host cannot execute would
+        # die of SIGILL in its workers and read as "regressed". (A server runs what it can: the
+        # session's own measurement and its self-check ran there.)
+        _refuse_foreign_target(problem.target, source.path or f"session {source.session_id}")
     check_cancelled(is_cancelled)
     started = time.time()
     folder = Path(tempfile.mkdtemp(prefix="tunelab-validate-"))
-    sampler = TelemetrySampler()
+    whole: dict[str, Any] = {}  # the telemetry over the whole validation: none of a server
+    where: str | None = None  # where it was measured, in words, when not here
     try:
-        job, build_errors = _prepare(problem, items, options, folder, builds)
+        job, build_errors = _prepare(problem, items, options, folder, builds, remote=remote)
         check_cancelled(is_cancelled)
-        sampler.start()
-        measurements = run_workers(
-            job, folder, len(items), runs, options, sampler, on_progress, is_cancelled=is_cancelled
-        )
-        whole = sampler.summary_between(started, time.time())
+        if remote:
+            from tunelab.core.trust.remeasure.remote_pool import NO_TELEMETRY, run_on_servers
+
+            there = run_on_servers(job, len(items), runs, options, on_progress, is_cancelled=is_cancelled)
+            measurements = there.measurements
+            hostname, telemetry_status, where = there.where, NO_TELEMETRY, there.sentence()
+        else:
+            measurements, whole, telemetry_status = _run_here(
+                job, folder, len(items), runs, options, on_progress, started, is_cancelled
+            )
+            hostname = socket.gethostname()
     finally:
-        sampler.stop()
         shutil.rmtree(folder, ignore_errors=True)
     finished = time.time()
     schedules = [
         judge(item, [m[i] for m in measurements], build_errors.get(i), problem)
         for i, item in enumerate(items)
     ]
-    return summarize(
+    if remote:  # no telemetry there: how many runs were quiet is unknown, not none
+        schedules = [replace(s, quiet_runs=None) for s in schedules]
+    report = summarize(
         problem,
         schedules,
         runs,
@@ -380,9 +409,36 @@ def _validate(
         whole,
         started_at=started,
         finished_at=finished,
-        hostname=socket.gethostname(),
-        telemetry_status=sampler.gpu_status,
+        hostname=hostname,
+        telemetry_status=telemetry_status,
     )
+    return report if where is None else replace(report, summary=f"{report.summary}; {where}")
+
+
+def _run_here(
+    job: dict[str, Any],
+    folder: Path,
+    n_items: int,
+    runs: int,
+    options: MeasureOptions,
+    on_progress: ProgressFn | None,
+    started: float,
+    is_cancelled: CancelFn | None,
+) -> tuple[list[list[Measurement]], dict[str, Any], str]:
+    """Fresh worker processes on this machine, with telemetry: (measurements, the whole's telemetry
+    summary, the sampler's GPU status)."""
+    from tunelab.core.telemetry.sampler import TelemetrySampler
+
+    sampler = TelemetrySampler()
+    sampler.start()
+    try:
+        measurements = run_workers(
+            job, folder, n_items, runs, options, sampler, on_progress, is_cancelled=is_cancelled
+        )
+        whole = sampler.summary_between(started, time.time())
+    finally:
+        sampler.stop()
+    return measurements, whole, sampler.gpu_status
 
 
 def _prepare(
@@ -391,8 +447,14 @@ def _prepare(
     options: MeasureOptions,
     folder: Path,
     builds: BuildCache | None = None,
+    *,
+    remote: bool = False,
 ) -> tuple[dict[str, Any], dict[int, str]]:
-    """Compile every schedule into ``folder`` and write the worker's job file; return (job, build errors)."""
+    """Compile every schedule into ``folder`` and write the worker's job file; return (job, build errors).
+
+    ``remote``: for RPC servers, each library a ``.tar`` of the objects LLVM emitted here, which the
+    server links (as MetaSchedule's builder ships a remote session's candidates), timed with the buffers
+    where the server's allocator puts them."""
     from tvm.s_tir import meta_schedule as ms
 
     from tunelab.core.measure.runner import fast_build
@@ -414,7 +476,7 @@ def _prepare(
     job_items = []
     tvm_target = target.tvm_target()
     for i, item in enumerate(items):
-        lib = folder / f"schedule{i}.so"
+        lib = folder / f"schedule{i}{'.tar' if remote else '.so'}"
         build = functools.partial(fast_build, item.schedule.mod, tvm_target, None)
         try:
             if builds is None:
@@ -431,6 +493,11 @@ def _prepare(
                 "outputs": [[list(shape), dtype] for _, dtype, shape in infos[len(inputs) :]],
             }
         )
+    layouts = list(LAYOUTS) if target.device_type == "cpu" else [DEFAULT_LAYOUT]
+    if remote:  # a remote buffer cannot be placed (tunelab.core.measure.remote.remote_tensors)
+        from tunelab.core.trust.remeasure.remote_pool import REMOTE_LAYOUT
+
+        layouts = [REMOTE_LAYOUT]
     job = {
         "device": target.device_type,
         "inputs": paths,
@@ -445,7 +512,7 @@ def _prepare(
         "cache_flush": options.cache_flush,
         "items": job_items,
         # the recorded layout first (its figure is the verdict's), then the worst case (tunelab.core.measure.placement)
-        "layouts": list(LAYOUTS) if target.device_type == "cpu" else [DEFAULT_LAYOUT],
+        "layouts": layouts,
     }
     (folder / "job.json").write_text(json.dumps(job))
     return job, errors

@@ -16,12 +16,13 @@ from typing import Any
 
 
 class BuildCache:
-    """Built shared libraries keyed by (the schedule's structural hash, the target), in a folder of its
+    """Built libraries keyed by (the schedule's structural hash, the target, the file's suffix: a shared
+    library ``.so`` to load here, or a ``.tar`` of objects that an RPC server links), in a folder of its
     own that lives until :meth:`close` (use it as a context manager)."""
 
     def __init__(self) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="tunelab-builds-"))
-        self._libs: dict[tuple[int, str], Path] = {}
+        self._libs: dict[tuple[int, str, str], Path] = {}
         self.hits = 0
 
     def export(self, mod: Any, target: Any, out: Path, build: Callable[[], Any]) -> None:
@@ -30,10 +31,11 @@ class BuildCache:
         nothing is cached for it."""
         import tvm_ffi  # TVM 0.27 moved structural_hash out of tvm.ir, into its FFI package
 
-        key = (int(tvm_ffi.structural_hash(mod)), str(target))
+        key = (int(tvm_ffi.structural_hash(mod)), str(target), out.suffix)
         cached = self._libs.get(key)
         if cached is None:
-            cached = self._folder / f"lib{len(self._libs)}.so"
+            # export_library chooses by the name: a ".tar" is an archive of objects, else a shared library
+            cached = self._folder / f"lib{len(self._libs)}{out.suffix or '.so'}"
             build().export_library(str(cached))
             self._libs[key] = cached
         else:

@@ -120,15 +120,16 @@ def _measure_batch(
         for i in range(n_items):
             m = results.get(i) or {"ok": False, "error": "the worker returned nothing for this schedule"}
             window = _window(sampler, m["t0"], m["t1"], names) if m.get("t0") is not None else None
-            per_item.append(_measurement(m, r, order.index(i), window))
+            per_item.append(as_measurement(m, r, order.index(i), window))
         out.append(per_item)
         if on_progress is not None:
             on_progress(r + 1, runs, f"run {r + 1}/{runs} (pid {procs[r].pid})")
     return out
 
 
-def _measurement(m: dict[str, Any], run: int, position: int, window: TelemetryWindow | None) -> Measurement:
-    """A worker's result for one schedule (its JSON line, or why there is none) as a record."""
+def as_measurement(m: dict[str, Any], run: int, position: int, window: TelemetryWindow | None) -> Measurement:
+    """A run's result for one schedule (a worker's JSON line, a server session's result, or why there is
+    none) as a record."""
     samples = m.get("samples_ms")
     return Measurement(
         run=run,
@@ -144,6 +145,7 @@ def _measurement(m: dict[str, Any], run: int, position: int, window: TelemetryWi
         telemetry=window,
         layout_ms=m.get("layout_ms"),
         reference_ms=m.get("reference_ms"),
+        device=m.get("device"),
     )
 
 

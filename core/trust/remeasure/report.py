@@ -135,9 +135,12 @@ class Measurement:
     telemetry: TelemetryWindow | None
     layout_ms: dict[str, float] | None = None
     reference_ms: float | None = None
+    # the RPC server ("HOST:PORT") whose fresh session measured it (tunelab.core.trust.remeasure.remote_pool);
+    # None: a worker process on this machine
+    device: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "run": self.run,
             "position": self.position,
             "pid": self.pid,
@@ -150,6 +153,9 @@ class Measurement:
             "t1": self.t1,
             "telemetry": self.telemetry.to_json() if self.telemetry is not None else None,
         }
+        if self.device is not None:
+            data["device"] = self.device
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Measurement:
@@ -166,6 +172,7 @@ class Measurement:
             t0=data.get("t0"),
             t1=data.get("t1"),
             telemetry=TelemetryWindow.from_json(telemetry) if telemetry else None,
+            device=data.get("device"),
         )
 
 

@@ -284,10 +284,12 @@ def _verdict(
             "is biased low; the re-measured figure is the one to trust"
         )
     if ratio > 1:
+        # without telemetry (runs on RPC servers) nothing says whether the device was quiet
+        where = "on a quiet machine" if windows else "(whether the device was quiet is not known)"
         return "regressed", (
             f"re-measured median {ms_text(e.remeasured_ms)} is {pct_text(ratio - 1)} slower than the "
             f"recorded {ms_text(recorded)}, outside the re-measured IQR "
-            f"[{ms_text(e.q1_ms)}, {ms_text(e.q3_ms)}], on a quiet machine"
+            f"[{ms_text(e.q1_ms)}, {ms_text(e.q3_ms)}], {where}"
         )
     cause = (
         f"the recorded {ms_text(recorded)} is {pct_text(1 - ratio)} slower than every typical re-measurement "
@@ -352,7 +354,12 @@ def _noise_cause(e: ScheduleResult, windows: list[TelemetryWindow], names: dict[
         )
     cold = e.cold_ms
     remeasured = e.remeasured_ms
-    text = "run-to-run variation with nothing seen in the telemetry"
+    text = (
+        "run-to-run variation with nothing seen in the telemetry"
+        if windows
+        else "run-to-run variation (no telemetry of the device that ran them: busy or throttle evidence "
+        "is not available)"
+    )
     if remeasured is not None and remeasured < 0.05:
         text += f" (a {ms_text(remeasured)} kernel is near the timer's and the OS's noise floor)"
     elif cold is not None and remeasured and cold > 3 * remeasured:

@@ -44,6 +44,18 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
+def wrong_result(got: np.ndarray, expected: np.ndarray, job: dict[str, Any]) -> str | None:
+    """Why a kernel's output is not the NumPy reference within the job's tolerance, or None."""
+    if got.shape == expected.shape and np.allclose(got, expected, rtol=job["rtol"], atol=job["atol"]):
+        return None
+    err = (
+        float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64))))
+        if got.shape == expected.shape
+        else math.nan
+    )
+    return f"wrong result: max abs error {err:.3g} exceeds atol {job['atol']:g} + rtol {job['rtol']:g}"
+
+
 def _worker(job_path: str) -> int:
     """One fresh process: load every library, check it, time it; print the results as one line."""
     job = json.loads(Path(job_path).read_text())
@@ -103,23 +115,9 @@ def _worker_measure(
         for _ in range(max(int(job["warmup"]) - 1, 0)):
             func(*args)
         dev.sync()
-        if job["check"]:
-            got = args[-1].numpy()
-            if got.shape != expected.shape or not np.allclose(
-                got, expected, rtol=job["rtol"], atol=job["atol"]
-            ):
-                err = (
-                    float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64))))
-                    if got.shape == expected.shape
-                    else math.nan
-                )
-                return {
-                    "ok": False,
-                    "error": f"wrong result: max abs error {err:.3g} exceeds atol {job['atol']:g} "
-                    f"+ rtol {job['rtol']:g}",
-                    "load_ms": load_ms,
-                    "cold_ms": cold_ms,
-                }
+        wrong = wrong_result(args[-1].numpy(), expected, job) if job["check"] else None
+        if wrong is not None:
+            return {"ok": False, "error": wrong, "load_ms": load_ms, "cold_ms": cold_ms}
         timer = kernel_timer(
             lib,
             dev,
