@@ -3,7 +3,7 @@
 A real tracker and two servers on 127.0.0.1 (``tests/rpc_cluster.py``), each running kernels on one
 thread, as a person splitting a 2-core host between two servers would; the local session's kernels run
 on one thread too (``TVM_NUM_THREADS=1``), so both searches optimise for the same per-kernel resources.
-Per seed, a local session and an ``--rpc`` session (``--rpc-workers 2``: both servers measuring at once)
+Per seed, a local session and an ``--rpc`` session (``--rpc-workers``, default 2: both servers measuring at once)
 tune the same problem with the same space, tuner, budget and timing options; then both winners are built
 and timed side by side in this process, round by round in alternating order. The figure is
 local time / RPC time of the winners (1: the same quality; above 1: the RPC session's kernel is faster).
@@ -28,6 +28,7 @@ from pathlib import Path
 os.environ["TVM_NUM_THREADS"] = "1"  # before TVM starts its pool: the servers' share of the cores
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the cluster helper
 
+from benchmarks.run_suite import MEASURE  # noqa: E402  (the kernel suite's timing options)
 from rpc_cluster import start_cluster  # noqa: E402
 
 from tunelab.core.records import MeasureOptions, SessionSpec  # noqa: E402
@@ -35,14 +36,6 @@ from tunelab.core.search.space.auto import default_auto_space  # noqa: E402
 from tunelab.core.session.loop import create_session  # noqa: E402
 from tunelab.core.store import Store  # noqa: E402
 
-MEASURE = {
-    "number": 3,
-    "repeat": 3,
-    "min_repeat_ms": 20,
-    "timeout_s": 60.0,
-    "cooldown_s": 0.0,
-    "confirm_runs": 0,
-}
 ROUNDS = 7
 
 
@@ -122,6 +115,7 @@ def main() -> int:
     parser.add_argument("--shape", default="1024,1024,1024", help="M,N,K of the GEMM")
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--rpc-workers", type=int, default=2, help="candidates in flight on the servers")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     m, n, k = (int(x) for x in args.shape.split(","))
@@ -131,7 +125,7 @@ def main() -> int:
     cluster = start_cluster(2)
     rows = []
     try:
-        rpc = {"rpc_tracker": str(cluster.tracker), "rpc_key": cluster.key, "rpc_workers": 2}
+        rpc = {"rpc_tracker": str(cluster.tracker), "rpc_key": cluster.key, "rpc_workers": args.rpc_workers}
         for seed in (int(s) for s in args.seeds.split(",")):
             with tempfile.TemporaryDirectory() as tmp:
                 store = Store(Path(tmp) / "tunelab.sqlite")
@@ -166,6 +160,7 @@ def main() -> int:
         },
         "shape": shape,
         "trials": args.trials,
+        "rpc_workers": args.rpc_workers,
         "measure": MEASURE,
         "rows": rows,
         "wall_s": time.time() - started,
