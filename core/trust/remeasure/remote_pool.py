@@ -42,11 +42,10 @@ from tunelab.core.measure.remote import (
     server_session,
     servers_lost,
 )
-from tunelab.core.measure.timing import kernel_timer
 from tunelab.core.records import MeasureOptions
 from tunelab.core.trust.remeasure.pool import CancelFn, ProgressFn, as_measurement, check_cancelled
 from tunelab.core.trust.remeasure.report import Measurement
-from tunelab.core.trust.remeasure.worker import wrong_result
+from tunelab.core.trust.remeasure.worker import checked_warm_calls, job_timer
 
 RELAUNCHES = 3  # how often a run whose server was lost is measured again on another server
 REMOTE_LAYOUT = (
@@ -227,25 +226,10 @@ def _measure_one(
     load_ms = (time.perf_counter() - t) * 1e3
     arrays = [*inputs, *(np.zeros(shape, dtype=dtype) for shape, dtype in item["outputs"])]
     args = remote_tensors(arrays, device)
-    t = time.perf_counter()
-    func(*args)  # the cold call: module init, the server's thread pool, first-touch allocation
-    device.sync()
-    cold_ms = (time.perf_counter() - t) * 1e3
-    for _ in range(max(int(job["warmup"]) - 1, 0)):
-        func(*args)
-    device.sync()
-    wrong = wrong_result(args[-1].numpy(), expected, job) if job["check"] else None
+    cold_ms, wrong = checked_warm_calls(func, device, args, expected, job)
     if wrong is not None:
         return {"ok": False, "error": wrong, "load_ms": load_ms, "cold_ms": cold_ms}
-    timer = kernel_timer(
-        lib,
-        device,
-        number=int(job["number"]),
-        repeat=int(job["repeat"]),
-        min_repeat_ms=int(job["min_repeat_ms"]),
-        cache_flush=bool(job["cache_flush"]),
-        entry=entry,
-    )
+    timer = job_timer(lib, device, job, entry)
     t0 = time.time()
     samples_s = timer(*args)
     t1 = time.time()

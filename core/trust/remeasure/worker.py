@@ -56,6 +56,36 @@ def wrong_result(got: np.ndarray, expected: np.ndarray, job: dict[str, Any]) -> 
     return f"wrong result: max abs error {err:.3g} exceeds atol {job['atol']:g} + rtol {job['rtol']:g}"
 
 
+def checked_warm_calls(
+    func: Any, dev: Any, args: list[Any], expected: np.ndarray, job: dict[str, Any]
+) -> tuple[float, str | None]:
+    """The cold call's time (ms: module init, the thread pool's start, first-touch allocation), the
+    job's warm-up calls, then why the output is wrong (None: it is the reference within tolerance).
+    One sequence for every place a schedule is re-measured, a local worker or a server session."""
+    t = time.perf_counter()
+    func(*args)
+    dev.sync()
+    cold_ms = (time.perf_counter() - t) * 1e3
+    for _ in range(max(int(job["warmup"]) - 1, 0)):
+        func(*args)
+    dev.sync()
+    wrong = wrong_result(args[-1].numpy(), expected, job) if job["check"] else None
+    return cold_ms, wrong
+
+
+def job_timer(lib: Any, dev: Any, job: dict[str, Any], entry: str) -> Any:
+    """``time_evaluator`` for the library's entry with the job's measurement options (seconds per sample)."""
+    return kernel_timer(
+        lib,
+        dev,
+        number=int(job["number"]),
+        repeat=int(job["repeat"]),
+        min_repeat_ms=int(job["min_repeat_ms"]),
+        cache_flush=bool(job["cache_flush"]),
+        entry=entry,
+    )
+
+
 def _worker(job_path: str) -> int:
     """One fresh process: load every library, check it, time it; print the results as one line."""
     job = json.loads(Path(job_path).read_text())
@@ -108,25 +138,10 @@ def _worker_measure(
         layouts = job.get("layouts") or [DEFAULT_LAYOUT]
         arrays = [*inputs, *(np.zeros(shape, dtype=dtype) for shape, dtype in item["outputs"])]
         args = placed_tensors(arrays, dev, layouts[0])
-        t = time.perf_counter()
-        func(*args)  # the cold call: module init, thread pool start, first-touch allocation
-        dev.sync()
-        cold_ms = (time.perf_counter() - t) * 1e3
-        for _ in range(max(int(job["warmup"]) - 1, 0)):
-            func(*args)
-        dev.sync()
-        wrong = wrong_result(args[-1].numpy(), expected, job) if job["check"] else None
+        cold_ms, wrong = checked_warm_calls(func, dev, args, expected, job)
         if wrong is not None:
             return {"ok": False, "error": wrong, "load_ms": load_ms, "cold_ms": cold_ms}
-        timer = kernel_timer(
-            lib,
-            dev,
-            number=int(job["number"]),
-            repeat=int(job["repeat"]),
-            min_repeat_ms=int(job["min_repeat_ms"]),
-            cache_flush=bool(job["cache_flush"]),
-            entry=entry,
-        )
+        timer = job_timer(lib, dev, job, entry)
         slow = slow_layout()  # a test hook: None unless TUNELAB_PLANT_FAULT names "slowlayout@<layout>"
 
         def timed(layout: str, tensors: list[Any]) -> list[float]:
