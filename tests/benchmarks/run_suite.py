@@ -131,18 +131,33 @@ def run_case(case: Case, tier: str, folder: Path) -> dict[str, Any]:
             walls[tool] = result["wall_s"]
             print(f"[suite] {label}: {result['wall_s']:.0f} s", file=sys.stderr, flush=True)
     kernels = [
-        {"label": f"{r['tool']}_s{r['seed']}_{n}", "library": k["library"]}
+        {"label": _kernel_label(r, n), "library": k["library"]}
         for r in runs
         for n, k in r["checkpoints"].items()
     ]
+    remeasured = _remeasure(case.name, case.workload, case.shape, kernels, tier, folder)
+    for r in runs:  # the libraries lived in the scratch folder; the JSON keeps what they were
+        for k in r["checkpoints"].values():
+            k.pop("library", None)
+    return {"case": case.to_json(), "runs": runs, "remeasured": remeasured}
+
+
+def _kernel_label(run: dict[str, Any], checkpoint: str) -> str:
+    return f"{run['tool']}_s{run['seed']}_{checkpoint}"
+
+
+def _remeasure(
+    name: str, workload: str, shape: dict[str, int], kernels: list[dict[str, Any]], tier: str, folder: Path
+) -> dict[str, Any]:
+    """The kernels and the vendor re-measured side by side in one fresh process (remeasure_job.py)."""
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-    print(f"[suite] {case.name}: re-measuring {len(kernels)} kernels and the vendor", file=sys.stderr)
-    remeasured = _child(
+    print(f"[suite] {name}: re-measuring {len(kernels)} kernels and the vendor", file=sys.stderr)
+    return _child(
         "remeasure_job.py",
         {
-            "label": f"{case.name}_remeasure",
-            "workload": case.workload,
-            "shape": case.shape,
+            "label": f"{name}_remeasure",
+            "workload": workload,
+            "shape": shape,
             "measure": MEASURE,
             "rounds": ROUNDS[tier],
             "kernels": kernels,
@@ -150,10 +165,28 @@ def run_case(case: Case, tier: str, folder: Path) -> dict[str, Any]:
         folder,
         env=env,
     )
-    for r in runs:  # the libraries lived in the scratch folder; the JSON keeps what they were
-        for k in r["checkpoints"].values():
-            k.pop("library", None)
-    return {"case": case.to_json(), "runs": runs, "remeasured": remeasured}
+
+
+def remeasure_case(result: dict[str, Any], tier: str, folder: Path) -> dict[str, Any]:
+    """A case's stored result with its kernels rebuilt from their traces and re-measured against the vendor
+    again (the tuning runs and their figures kept): for a vendor baseline that changed since the run (the
+    optional PyTorch convolution installed), or a re-measurement that was disturbed."""
+    case = result["case"]
+    traced = [(_kernel_label(r, n), k["trace"]) for r in result["runs"] for n, k in r["checkpoints"].items()]
+    rebuilt = _child(
+        "rebuild_job.py",
+        {
+            "label": f"{case['name']}_rebuild",
+            "workload": case["workload"],
+            "shape": case["shape"],
+            "folder": str(folder / f"{case['name']}_rebuilt"),
+            "kernels": [{"label": label, "trace": trace} for label, trace in traced],
+        },
+        folder,
+    )["libraries"]
+    kernels = [{"label": label, "library": rebuilt[label]} for label, _ in traced]
+    remeasured = _remeasure(case["name"], case["workload"], case["shape"], kernels, tier, folder)
+    return {**result, "remeasured": remeasured}
 
 
 def _override(case: Case, args: argparse.Namespace) -> Case:
@@ -217,7 +250,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave out the plain tune_tir runs (tunelab against its variants)",
     )
+    parser.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="do not tune: rebuild the named cases' stored kernels (--case, from the tier's JSON or --out) "
+        "from their traces and re-measure them against the vendor again",
+    )
     args = parser.parse_args(argv)
+    if args.remeasure:
+        return _remeasure_only(parser, args, argv)
     if args.tier is None and not args.render:
         parser.error("give --tier or --render")
     shortened = args.budget is not None or args.seeds or args.variant or args.no_raw
@@ -267,13 +308,57 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[suite] wrote {out} ({doc['suite_wall_s']:.0f} s)", file=sys.stderr)
         if args.out is not None and not tier_file and args.doc == DOC:
             return 0  # a result kept elsewhere (a test, a trial run) does not change the document
-    docs = {
+    render_into(args.doc, _result_docs())
+    print(f"[suite] rendered the tables of {args.doc}", file=sys.stderr)
+    return 0
+
+
+def _result_docs() -> dict[str, dict[str, Any]]:
+    return {
         t: json.loads((RESULTS / f"{t}.json").read_text())
         for t in ("quick", "long")
         if (RESULTS / f"{t}.json").is_file()
     }
-    render_into(args.doc, docs)
-    print(f"[suite] rendered the tables of {args.doc}", file=sys.stderr)
+
+
+def _remeasure_only(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str] | None) -> int:
+    """``--remeasure``: the named cases of a results file re-measured from their traces; nothing tuned."""
+    if args.tier is None or not args.case:
+        parser.error("--remeasure needs --tier and the cases to re-measure (--case NAME)")
+    if args.budget is not None or args.seeds or args.variant or args.no_raw:
+        parser.error(
+            "--remeasure re-measures the stored runs as they are: no --budget, --seeds, --variant or --no-raw"
+        )
+    out = args.out or RESULTS / f"{args.tier}.json"
+    if not out.is_file():
+        parser.error(f"{out} does not exist: nothing to re-measure")
+    doc = json.loads(out.read_text())
+    stored = {c["case"]["name"]: c for c in doc["cases"]}
+    missing = sorted(set(args.case) - set(stored))
+    if missing:
+        parser.error(f"{out} holds no case {missing}; it holds {sorted(stored)}")
+    given = sys.argv[1:] if argv is None else argv
+    command = "python tests/benchmarks/run_suite.py " + shlex.join(given)
+    folder = Path(tempfile.mkdtemp(prefix=f"tunelab-suite-{args.tier}-"))
+    started = time.time()
+    load_start = list(os.getloadavg())
+    try:
+        for name in args.case:
+            redone = remeasure_case(stored[name], args.tier, folder)
+            redone["remeasure"] = {
+                "command": command,
+                "date": time.strftime("%Y-%m-%d", time.localtime(started)),
+                "load_avg": [load_start[0], os.getloadavg()[0]],
+            }
+            doc["cases"] = [redone if c["case"]["name"] == name else c for c in doc["cases"]]
+    finally:
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    out.write_text(json.dumps(doc, indent=1))
+    print(f"[suite] wrote {out} ({time.time() - started:.0f} s)", file=sys.stderr)
+    if out.resolve() == (RESULTS / f"{args.tier}.json").resolve():  # a file kept elsewhere: no document
+        render_into(args.doc, _result_docs())
+        print(f"[suite] rendered the tables of {args.doc}", file=sys.stderr)
     return 0
 
 

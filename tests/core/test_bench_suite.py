@@ -230,3 +230,57 @@ def test_tune_tirs_trials_are_stamped_as_they_come_and_its_best_within_a_wall_ti
     assert out["equal_wall"] == {"seconds": out["wall_s"], "trials": 4}
     assert out["checkpoints"]["wall"]["trial_index"] == out["checkpoints"]["4"]["trial_index"]
     assert Path(out["checkpoints"]["wall"]["library"]).is_file()
+
+
+def test_a_stored_case_is_rebuilt_from_its_traces_and_remeasured_without_tuning(tmp_path, gemm_space):
+    """--remeasure: the kernels a run stored (as traces) are rebuilt and timed against the vendor again in a
+    fresh process; the runs stay as they were, and the case says what re-measured it."""
+    from benchmarks.run_suite import main
+
+    rng = np.random.default_rng(5)
+    traces = []
+    while len(traces) < 2:
+        try:
+            traces.append(_trace(gemm_space.schedule(gemm_space.sample(rng))))
+        except Exception:  # noqa: BLE001 - a sampled point the postprocessors reject
+            continue
+    doc = _doc("tiny")
+    case = doc["cases"][0]
+    case["case"] = {
+        **case["case"],
+        "name": "gemm_128",
+        "shape": {"M": 64, "N": 64, "K": 64},
+        "checkpoints": [4, 8],
+    }
+    case["runs"] = [
+        {**case["runs"][0], "checkpoints": {"4": {"trace": traces[0]}, "8": {"trace": traces[1]}}}
+    ]
+    out = tmp_path / "tiny.json"
+    out.write_text(json.dumps(doc))
+
+    # bad input: one line each, the file untouched
+    for argv in (
+        ["--tier", "tiny", "--remeasure", "--out", str(out)],
+        ["--tier", "tiny", "--case", "nope", "--remeasure", "--out", str(out)],
+    ):
+        with pytest.raises(SystemExit) as stopped:
+            main(argv)
+        assert stopped.value.code == 2
+    assert json.loads(out.read_text()) == doc
+
+    assert main(["--tier", "tiny", "--case", "gemm_128", "--remeasure", "--out", str(out)]) == 0
+    redone = json.loads(out.read_text())["cases"][0]
+    assert redone["runs"] == case["runs"]  # nothing tuned again
+    figures = redone["remeasured"]["figures"]
+    assert set(figures) == {"tunelab_s0_4", "tunelab_s0_8", "vendor"}
+    for label in ("tunelab_s0_4", "tunelab_s0_8"):
+        assert figures[label]["correct"] and figures[label]["median_ms"] > 0
+    assert figures["vendor"]["median_ms"] > 0
+    assert redone["remeasure"]["command"].endswith("--case gemm_128 --remeasure --out " + str(out))
+
+    from benchmarks.suite.tables import header
+
+    assert (
+        "Re-measured from the stored traces, nothing tuned again: `python tests/benchmarks/run_suite.py"
+        in header(json.loads(out.read_text()))
+    )

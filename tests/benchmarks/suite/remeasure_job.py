@@ -15,10 +15,13 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+SETTLE_S = 0.5  # the pause before each timing: long enough for the last caller's threads to stop spinning
 
 
 def main(argv: list[str]) -> int:
@@ -77,6 +80,11 @@ def main(argv: list[str]) -> int:
     for r in range(job["rounds"]):
         shift = r % len(labels)
         for label in labels[shift:] + labels[:shift]:
+            # The threads of whatever ran last go idle first: OpenBLAS's (and OpenMP's) workers busy-wait
+            # for a while after each call, and a TVM kernel timed while one of them spins runs on one core
+            # of two (measured: GEMM 512x512x2048 kernels at 7.6-8.3 ms right after NumPy's matmul, 3.3-4.0
+            # ms after a 0.3 s pause). TVM's pool spins far less (TVM_THREAD_POOL_SPIN_COUNT).
+            time.sleep(SETTLE_S)
             got_ms = timers[label]()
             samples[label].extend(got_ms)
             round_medians[label].append(statistics.median(got_ms))

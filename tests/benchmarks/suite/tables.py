@@ -55,10 +55,16 @@ def header(doc: dict[str, Any]) -> str:
         doc["command"]
     ]
     said = ", ".join(f"`{c}`" for c in commands)
+    # cases re-measured from their stored traces later (--remeasure): what re-measured them, and when
+    again = [
+        f"`{r['command']}` ({r['date']}, load average {'–'.join(f'{x:.1f}' for x in r['load_avg'])})"
+        for r in (c["remeasure"] for c in doc.get("cases", []) if c.get("remeasure"))
+    ]
     return (
         f"*{doc['tier']} tier*, {said}, {doc['date']}: {m['cores']} cores, {m['cpu_model']} "
         f"({m['target']}), GPU: {m['gpu']}; TVM {m['tvm']}, Python {m['python']}; load average {load}; "
         f"the whole run took {doc.get('suite_wall_s', 0) / 60:.0f} min."
+        + (f" Re-measured from the stored traces, nothing tuned again: {', '.join(again)}." if again else "")
     )
 
 
