@@ -284,3 +284,12 @@ def test_a_stored_case_is_rebuilt_from_its_traces_and_remeasured_without_tuning(
         "Re-measured from the stored traces, nothing tuned again: `python tests/benchmarks/run_suite.py"
         in header(json.loads(out.read_text()))
     )
+
+
+def test_a_schedule_that_reads_its_inputs_through_global_caches_is_not_said_to_skip_packing():
+    from benchmarks.suite.tables import differences
+
+    plain = {"packed": [], "cache_reads": [], "cache_writes": ["C (global)"], "vectorize": [["j.3", 16]]}
+    assert differences(plain, 2) == "no packing of the inputs into panels (BLAS packs A and B)"
+    panels = {**plain, "cache_reads": ["C input 0 (global)", "C input 1 (global)"]}
+    assert differences(panels, 2) == "–"
