@@ -39,7 +39,9 @@ from tunelab.core.store import Store  # noqa: E402
 ROUNDS = 7
 
 
-def tune(store: Store, shape: dict[str, int], trials: int, seed: int, rpc: dict[str, object]) -> dict:
+def tune(
+    store: Store, shape: dict[str, int], trials: int, seed: int, rpc: dict[str, object], search_threads: int
+) -> dict:
     spec = SessionSpec(
         workload="gemm",
         shape=shape,
@@ -47,6 +49,7 @@ def tune(store: Store, shape: dict[str, int], trials: int, seed: int, rpc: dict[
         space_kind="auto",
         space=default_auto_space("llvm"),
         tuner="evolutionary",
+        tuner_options={"search_threads": search_threads},
         trials=trials,
         batch=16,
         seed=seed,
@@ -116,6 +119,14 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--rpc-workers", type=int, default=2, help="candidates in flight on the servers")
+    parser.add_argument(
+        "--search-threads",
+        type=int,
+        default=0,
+        help="the evolutionary tuner's search_threads: 0 every core (its default), 1 the same proposals for "
+        "the same seed and measurements, so the two paths start from one search and part only where "
+        "their measurements differ",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     m, n, k = (int(x) for x in args.shape.split(","))
@@ -132,7 +143,10 @@ def main() -> int:
                 # alternate which goes first, so drift over the run does not favour one side
                 order = [("local", {}), ("rpc", rpc)]
                 order = order if seed % 2 == 0 else order[::-1]
-                runs = {name: tune(store, shape, args.trials, seed, extra) for name, extra in order}
+                runs = {
+                    name: tune(store, shape, args.trials, seed, extra, args.search_threads)
+                    for name, extra in order
+                }
                 store.close()
             rounds = side_by_side({name: (r["schedule"], r["target"]) for name, r in runs.items()}, shape)
             row = {"seed": seed}
@@ -161,6 +175,7 @@ def main() -> int:
         "shape": shape,
         "trials": args.trials,
         "rpc_workers": args.rpc_workers,
+        "search_threads": args.search_threads,
         "measure": MEASURE,
         "rows": rows,
         "wall_s": time.time() - started,
