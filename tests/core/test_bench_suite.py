@@ -293,3 +293,17 @@ def test_a_schedule_that_reads_its_inputs_through_global_caches_is_not_said_to_s
     assert differences(plain, 2) == "no packing of the inputs into panels (BLAS packs A and B)"
     panels = {**plain, "cache_reads": ["C input 0 (global)", "C input 1 (global)"]}
     assert differences(panels, 2) == "–"
+
+
+def test_one_remeasure_command_of_several_cases_is_said_once_with_their_load_range():
+    from benchmarks.suite.tables import header
+
+    doc = _doc("long")
+    command = "python tests/benchmarks/run_suite.py --tier long --case a --case b --remeasure"
+    doc["cases"] = [
+        {**doc["cases"][0], "remeasure": {"command": command, "date": "2026-12-04", "load_avg": [0.5, 0.4]}},
+        {**doc["cases"][0], "remeasure": {"command": command, "date": "2026-12-04", "load_avg": [0.5, 0.9]}},
+    ]
+    said = header(doc)
+    assert said.count(command) == 1
+    assert said.endswith(f"nothing tuned again: `{command}` (2026-12-04, load average 0.4–0.9).")

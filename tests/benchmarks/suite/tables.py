@@ -56,9 +56,12 @@ def header(doc: dict[str, Any]) -> str:
     ]
     said = ", ".join(f"`{c}`" for c in commands)
     # cases re-measured from their stored traces later (--remeasure): what re-measured them, and when
+    redone: dict[tuple[str, str], list[float]] = {}  # one command re-measures several cases: said once
+    for r in (c["remeasure"] for c in doc.get("cases", []) if c.get("remeasure")):
+        redone.setdefault((r["command"], r["date"]), []).extend(r["load_avg"])
     again = [
-        f"`{r['command']}` ({r['date']}, load average {'–'.join(f'{x:.1f}' for x in r['load_avg'])})"
-        for r in (c["remeasure"] for c in doc.get("cases", []) if c.get("remeasure"))
+        f"`{command}` ({date}, load average {min(loads):.1f}–{max(loads):.1f})"
+        for (command, date), loads in redone.items()
     ]
     return (
         f"*{doc['tier']} tier*, {said}, {doc['date']}: {m['cores']} cores, {m['cpu_model']} "
