@@ -62,12 +62,18 @@ class ScheduleFacts:
         return "; ".join(parts) or "the unscheduled loop nest"
 
 
-def describe_schedule(mod: Any, trace_json: Any) -> ScheduleFacts:
-    """The facts of the schedule ``trace_json`` (``trace.as_json()``, plain JSON) makes of ``mod``."""
+def replayed(mod: Any, trace_json: Any) -> Any:
+    """The schedule a stored trace (``trace.as_json()``, plain JSON, postprocessing included) makes of ``mod``."""
     from tvm.s_tir import Schedule, Trace
 
     sch = Schedule(mod)
     Trace.apply_json_to_schedule(trace_json, sch)
+    return sch
+
+
+def describe_schedule(mod: Any, trace_json: Any) -> ScheduleFacts:
+    """The facts of the schedule ``trace_json`` (``trace.as_json()``, plain JSON) makes of ``mod``."""
+    sch = replayed(mod, trace_json)
     facts = _trace_facts(mod, trace_json)
     parallel, vectorize = _loop_kinds(sch.mod["main"])
     return ScheduleFacts(**{**facts, "parallel": parallel, "vectorize": vectorize})

@@ -17,21 +17,16 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: the suite is importable from its parent folder
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.tune_job import _problem  # noqa: E402
+from suite.describe import replayed  # noqa: E402
+from suite.tune_job import _problem, build_library  # noqa: E402
 
 
 def rebuild(job: dict[str, Any], folder: Path) -> dict[str, str]:
-    from tvm.s_tir import Schedule, Trace
-
-    from tunelab.core.measure.runner import fast_build
-
     _, _, mod, target = _problem(job)
     libraries = {}
     for kernel in job["kernels"]:
-        sch = Schedule(mod)
-        Trace.apply_json_to_schedule(kernel["trace"], sch)
         path = folder / f"{kernel['label']}.so"
-        fast_build(sch.mod, target.tvm_target(), None).export_library(str(path))
+        build_library(replayed(mod, kernel["trace"]), target, path)
         libraries[kernel["label"]] = str(path)
     return libraries
 

@@ -82,8 +82,8 @@ def main(argv: list[str]) -> int:
         for label in labels[shift:] + labels[:shift]:
             # The threads of whatever ran last go idle first: OpenBLAS's (and OpenMP's) workers busy-wait
             # for a while after each call, and a TVM kernel timed while one of them spins runs on one core
-            # of two (measured: GEMM 512x512x2048 kernels at 7.6-8.3 ms right after NumPy's matmul, 3.3-4.0
-            # ms after a 0.3 s pause). TVM's pool spins far less (TVM_THREAD_POOL_SPIN_COUNT).
+            # of two (measured: the GEMM 512x512x2048 64-trial kernel at 7.6-8.3 ms right after NumPy's matmul,
+            # 3.8-4.0 ms after a 0.3 s pause). TVM's pool spins far less (TVM_THREAD_POOL_SPIN_COUNT).
             time.sleep(SETTLE_S)
             got_ms = timers[label]()
             samples[label].extend(got_ms)

@@ -19,7 +19,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: the suite is importable from its parent folder
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.describe import describe_schedule  # noqa: E402
+from suite.describe import describe_schedule, replayed  # noqa: E402
 
 
 def _plain_trace(sch: Any) -> Any:
@@ -150,15 +150,12 @@ def run_tune_tir(job: dict[str, Any], folder: Path) -> dict[str, Any]:
     records = _records_in_order(work_dir)
     latencies = [_mean_ms(r) for r in records]
     checkpoints = {}
-    from tvm.s_tir import Schedule, Trace
-
     for n in job["checkpoints"]:
         ok = [(ms_, r) for ms_, r in zip(latencies[:n], records[:n], strict=True) if ms_ is not None]
         if not ok:
             continue
         latency, best = min(ok, key=lambda pair: pair[0])
-        sch = Schedule(mod)
-        Trace.apply_json_to_schedule(best[0], sch)
+        sch = replayed(mod, best[0])
         checkpoints[str(n)] = _kernel(sch, mod, target, folder / f"tune_tir_{n}.so", latency, best[0])
         checkpoints[str(n)]["trial_index"] = records.index(best)
     elapsed_s = stamps.elapsed_s[: len(records)]
@@ -170,8 +167,7 @@ def run_tune_tir(job: dict[str, Any], folder: Path) -> dict[str, Any]:
         equal_wall = {"seconds": within_s, "trials": done}
         if ok:
             latency, best = min(ok, key=lambda pair: pair[0])
-            sch = Schedule(mod)
-            Trace.apply_json_to_schedule(best[0], sch)
+            sch = replayed(mod, best[0])
             checkpoints["wall"] = _kernel(sch, mod, target, folder / "tune_tir_wall.so", latency, best[0])
             checkpoints["wall"]["trial_index"] = records.index(best)
     del database
@@ -226,13 +222,18 @@ def _mean_ms(record: list[Any]) -> float | None:
     return 1e3 * sum(secs) / len(secs)
 
 
+def build_library(sch: Any, target: Any, path: Path) -> None:
+    """The schedule built for ``target`` (tunelab's ``fast_build``) and exported as a library at ``path``."""
+    from tunelab.core.measure.runner import fast_build
+
+    fast_build(sch.mod, target.tvm_target(), None).export_library(str(path))
+
+
 def _kernel(
     sch: Any, mod: Any, target: Any, path: Path, latency_ms: float, trace: Any = None
 ) -> dict[str, Any]:
-    from tunelab.core.measure.runner import fast_build
-
     trace = trace if trace is not None else _plain_trace(sch)
-    fast_build(sch.mod, target.tvm_target(), None).export_library(str(path))
+    build_library(sch, target, path)
     facts = describe_schedule(mod, trace)
     return {
         "latency_ms": latency_ms,
