@@ -15,8 +15,15 @@ from tunelab.core.errors import TunelabError
 
 # A point in a search space: JSON-serialisable knob values.
 #   template space: {"tile_i": [8], "order": 2, "unroll": 64, ...}
-#   auto space:     {"sketch": 1, "decisions": [[4, 8, 16], 2, ...]}
+#   auto space:     {"sketch": 1, "decisions": [[4, 8, 16], 2, ...]}, and "parallel": [16] where
+#                   MetaSchedule's MutateParallel changed the sketch's parallel-extent limit
 Config = dict[str, Any]
+AUTO_CONFIG_KEYS = frozenset({"sketch", "decisions", "parallel"})
+
+
+def is_auto_config(config: Config) -> bool:
+    """Whether ``config`` has an auto space's shape (a sketch, its decisions, maybe parallel limits)."""
+    return {"sketch", "decisions"} <= set(config) <= AUTO_CONFIG_KEYS
 
 
 def config_key(config: Config) -> str:

@@ -54,8 +54,10 @@ class Cluster:
     server_threads: int = 1
     servers: dict[str, subprocess.Popen] = field(default_factory=dict)  # by "HOST:PORT"
 
-    def add_server(self) -> str:
-        """Start one more server under the key; returns its address once the tracker lists it."""
+    def add_server(self, key: str | None = None, env: dict[str, str] | None = None) -> str:
+        """Start one more server under the key (or ``key``), with ``env`` over this process's environment;
+        returns its address once the tracker lists it."""
+        key = key or self.key
         before = {s.address for s in tracker_summary(self.tracker).servers}
         port = free_port()
         proc = _spawn(
@@ -63,18 +65,18 @@ class Cluster:
             "--tracker",
             str(self.tracker),
             "--key",
-            self.key,
+            key,
             "--host",
             "127.0.0.1",
             "--port",
             str(port),
             "--port-end",
             str(port + 1),
-            env={**os.environ, "TVM_NUM_THREADS": str(self.server_threads)},
+            env={**os.environ, "TVM_NUM_THREADS": str(self.server_threads), **(env or {})},
         )
         deadline = time.monotonic() + STARTUP_S
         while time.monotonic() < deadline:
-            new = {s.address for s in tracker_summary(self.tracker).servers_for(self.key)} - before
+            new = {s.address for s in tracker_summary(self.tracker).servers_for(key)} - before
             if new:
                 address = new.pop()
                 self.servers[address] = proc

@@ -6,6 +6,7 @@ import json
 import math
 from typing import Any
 
+from tunelab.core.records import is_auto_config
 from tunelab.core.workloads.shape_text import format_shape
 
 
@@ -58,8 +59,10 @@ def fmt_shape(shape: dict[str, int]) -> str:
 
 def config_summary(config: dict[str, Any]) -> str:
     """One line for a table cell: 'tile_i=[8] tile_j=[16] order=ro,ri,si …' or 'sketch 1: [4,8] 2 …'."""
-    if set(config) == {"sketch", "decisions"}:
+    if is_auto_config(config):
         parts = [json.dumps(d, separators=(",", ":")) for d in config["decisions"] if d is not None]
+        if "parallel" in config:
+            parts.append("parallel≤" + ",".join(str(v) for v in config["parallel"]))
         return f"sketch {config['sketch']}: " + " ".join(parts)
     return " ".join(f"{k}={_short_value(v)}" for k, v in config.items())
 
@@ -74,10 +77,12 @@ def _short_value(value: Any) -> str:
 
 def flatten_config(config: dict[str, Any]) -> dict[str, Any]:
     """Knob name -> value; an auto-space config becomes 'sketch' plus 'decision N' entries."""
-    if set(config) == {"sketch", "decisions"}:
+    if is_auto_config(config):
         flat: dict[str, Any] = {"sketch": config["sketch"]}
         for i, d in enumerate(config["decisions"]):
             flat[f"decision {i}"] = d
+        for i, limit in enumerate(config.get("parallel", [])):
+            flat[f"parallel limit {i}"] = limit
         return flat
     return dict(config)
 

@@ -5,8 +5,9 @@ a key (``python -m tvm.exec.rpc_server --tracker HOST:PORT --key KEY``) and Meta
 ``RPCRunner``, which asks the tracker for a free server per candidate. What tunelab adds are the
 runner's plug-in functions, so that a remote measurement keeps the local hygiene
 (``tunelab.core.measure.evaluate``): the workload's deterministic inputs copied to the remote device,
-warm-up, the correctness check against the NumPy reference, adaptive repeats and the leader band
-(buffers are where the remote's allocator puts them: :func:`remote_tensors` says why). It also
+warm-up, the correctness check against the NumPy reference, adaptive repeats, the leader band and,
+on a CPU, each buffer at the page offset a local measurement gives it
+(:mod:`tunelab.core.measure.remote_placement`). It also
 records which server measured each candidate: the runner returns only run times, so
 :class:`UploadModule` writes the server's address beside the candidate's artifact, where the
 Measurer reads it.
@@ -29,6 +30,8 @@ import numpy as np
 from tunelab.core.errors import TunelabError, first_line
 from tunelab.core.faults import stop_on_sigint_like_sigterm
 from tunelab.core.measure.evaluate import AllocArguments, Evaluate, _inputs_and_reference
+from tunelab.core.measure.placement import DEFAULT_LAYOUT
+from tunelab.core.measure.remote_placement import PlacementError, RemotePlacer
 
 SERVED_BY_FILE = "served_by.txt"  # beside a candidate's artifact: the server that ran it
 SERVER_KEY_PREFIX = "server:"  # how the tracker's summary prefixes a server's key
@@ -231,20 +234,6 @@ def served_by(artifact_path: str) -> str | None:
         return None
 
 
-def remote_tensors(arrays: list[np.ndarray], device: Any) -> list[Any]:
-    """The arrays copied into tensors the remote's TVM allocator places (the ``plain`` layout of
-    ``tunelab.core.measure.placement``).
-
-    Local measurements place each buffer at a chosen page offset through a NumPy view. A remote buffer
-    cannot be placed that way: a view into a larger remote allocation carries a ``byte_offset``, which
-    every TVM kernel refuses ("Invalid A.byte_offset ... expected 0"), and the RPC protocol has no
-    other way to choose a remote address. So a remote figure is the one a person's application on
-    that device gets from plain TVM, and the trial says so."""
-    import tvm
-
-    return [tvm.runtime.tensor(np.ascontiguousarray(x), device) for x in arrays]
-
-
 class RemoteAllocArguments(AllocArguments):
     """RPCRunner's f_alloc_argument: the workload's inputs plus zeroed outputs, on the remote device."""
 
@@ -253,7 +242,9 @@ class RemoteAllocArguments(AllocArguments):
     ) -> list[list[Any]]:
         inputs, _ = _inputs_and_reference(self.problem)
         outputs = [np.zeros(shape, dtype=dtype) for _, dtype, shape in args_info[len(inputs) :]]
-        return [remote_tensors([*inputs, *outputs], device) for _ in range(alloc_repeat)]
+        # placed as a local measurement places them (tunelab.core.measure.remote_placement)
+        placer = RemotePlacer(session, device)
+        return [placer.placed([*inputs, *outputs], DEFAULT_LAYOUT) for _ in range(alloc_repeat)]
 
 
 class RemoteEvaluate(Evaluate):
@@ -348,9 +339,11 @@ def remote_target(tracker: TrackerAddress, key: str, timeout_s: float = 60.0) ->
 
 def remote_self_check(target: Any, tracker: TrackerAddress, key: str, timeout_s: float = 120.0) -> None:
     """Before a remote session stores anything: does a vectorized kernel built here for ``target`` run on a
-    server under ``key`` and compute the right result? (tunelab.core.target.selfcheck's kernel, linked on
-    the server from the objects LLVM emitted here.) A kernel whose instructions the server's CPU lacks
-    kills the server's session child (SIGILL), which would otherwise fail every trial of the session."""
+    server under ``key``, on buffers placed as the session will place them, and compute the right result?
+    (tunelab.core.target.selfcheck's kernel, linked on the server from the objects LLVM emitted here.) A
+    kernel whose instructions the server's CPU lacks kills the server's session child (SIGILL), and a
+    server that cannot link the placement helper cannot place a buffer: either would otherwise fail
+    every trial of the session."""
     import tempfile
     from pathlib import Path
 
@@ -372,9 +365,12 @@ def remote_self_check(target: Any, tracker: TrackerAddress, key: str, timeout_s:
             session.upload(str(lib), "selfcheck.tar")
             module = session.load_module("selfcheck.tar")
             device = session.cpu(0)
-            ta, tb, tc, td = remote_tensors([a, b, np.zeros_like(a), np.zeros(1, dtype="float32")], device)
+            arrays = [a, b, np.zeros_like(a), np.zeros(1, dtype="float32")]
+            ta, tb, tc, td = RemotePlacer(session, device).placed(arrays, DEFAULT_LAYOUT)
             module["main"](ta, tb, tc, td)
             ok = check_outputs_ok(a, b, tc.numpy(), td.numpy())
+        except PlacementError as exc:
+            raise RemoteError(f"server {address} (key {key!r}): {exc}") from None
         except Exception as exc:
             raise TargetError(
                 f"a kernel built for {target.description} fails on server {address} (key {key!r}): "

@@ -299,6 +299,8 @@ def _transfer_template(space_from: Any, config: Config, space_to: Any) -> Config
 
 
 def _transfer_auto(space_from: Any, config: Config, space_to: Any) -> Config | None:
+    # A "parallel" limit is not carried: which loops it fuses depends on the source shape's extents,
+    # so the target sketch's own limit (MetaSchedule's cores x jobs per core) is the fair default.
     source = space_from.sketches[config["sketch"]]
     kinds = [i.kind.name for i in source.insts]
 
@@ -613,5 +615,7 @@ def _changed(before: Config, after: Config) -> list[str]:
             for i, (a, b) in enumerate(zip(before["decisions"], after["decisions"], strict=False))
             if a != b
         ]
+        if before.get("parallel") != after.get("parallel"):
+            out.append("parallel")
         return out
     return [k for k in after if before.get(k) != after[k]]

@@ -76,7 +76,11 @@ def test_a_remote_session_is_confirmed_on_its_servers(cluster, tmp_path):
     for s in report.schedules:
         assert s.runs == 3 and not s.errors, s.errors
         assert all(m.device in cluster.servers and m.telemetry is None for m in s.measurements)
-        assert s.quiet_runs is None and s.busy_fraction == 0 and set(s.layout_ms) == {"plain"}
+        assert (
+            s.quiet_runs is None
+            and s.busy_fraction == 0
+            and set(s.layout_ms) == {"staggered", "aligned", "plain"}
+        )
     servers = {m["device"] for s in full["schedules"] for m in s["measurements"]}
     assert servers <= set(cluster.servers)
     assert all(address in report.hostname for address in servers), report.hostname

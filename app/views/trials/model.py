@@ -15,7 +15,7 @@ from tunelab.app.widgets.formatting import config_summary, first_line, fmt_ms
 from tunelab.app.widgets.table_model import HeaderedTableModel
 from tunelab.core.errors import TunelabError
 from tunelab.core.faults import failure_class
-from tunelab.core.records import TRIAL_STATUSES, Config, TrialRecord
+from tunelab.core.records import TRIAL_STATUSES, Config, TrialRecord, is_auto_config
 from tunelab.core.store import Store
 
 COLUMNS = (
@@ -111,7 +111,7 @@ class _SummaryCache:
         get = pieces.get
         out = []
         for config in configs:
-            if len(config) == 2 and "sketch" in config and "decisions" in config:
+            if "decisions" in config and is_auto_config(config):
                 out.append(config_summary(config))
                 continue
             parts = []

@@ -8,7 +8,11 @@ Compute-location decisions stay as the sketch sampled them.
 The editable data names each rule with ``enabled`` and its main limits, e.g.
 ``{"name": "MultiLevelTiling", "enabled": true, "params": {"structure": "SSRSRS",
 "max_innermost_factor": 64}}``. A config is ``{"sketch": 1, "decisions": [[4, 8, 2, 1], 2, ...]}``:
-one value per sampling instruction of that sketch, in program order.
+one value per sampling instruction of that sketch, in program order. A config may also hold
+``"parallel": [16]``, the parallel-extent limit of each ``meta_schedule.parallel`` annotation where it
+differs from the sketch's: MetaSchedule's ``MutateParallel`` changes that limit, which is an input of
+an ``Annotate`` instruction, not a sampling decision, so decisions alone cannot say which schedule it
+proposed (without it about 1 conv2d proposal in 80 matched no config and was never measured).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from tunelab.core.errors import SpaceError, shown
-from tunelab.core.records import Config
+from tunelab.core.records import Config, is_auto_config
 from tunelab.core.search.space.base import SearchSpace, divisors
 from tunelab.core.search.space.checks import entry_list, is_int_in
 from tunelab.core.search.space.packing import AUTO, PackingChoice, choose_packing
@@ -93,6 +97,8 @@ MAX_SKETCHES = 64
 BOOL_LIMITS = ("shared_staging", "pack_inputs", "software_pipeline")
 TENSOR_CORE_MIN_SM = 70  # WMMA needs Volta or later
 KNOB_KINDS = ("SamplePerfectTile", "SampleCategorical")
+PARALLEL_KEY = "meta_schedule.parallel"  # the annotation whose limit MutateParallel changes
+MAX_PARALLEL_LIMIT = 2**31 - 1  # the limit is an int32 immediate in the trace
 
 
 def default_auto_space(target_kind: str) -> dict[str, Any]:
@@ -374,6 +380,53 @@ class Sketch:
                 self.candidates.append(None)
         self.size = math.prod(len(c) for c in self.candidates if c is not None)
         self.signature = _signature(trace)
+        self.base_parallel = parallel_limits(trace)
+        self._traces: dict[tuple[int, ...], Any] = {tuple(self.base_parallel): trace}
+
+    def trace_with(self, parallel: list[int] | None) -> Any:
+        """The sketch's trace with these parallel-extent limits (None: the sketch's own)."""
+        key = tuple(parallel) if parallel is not None else tuple(self.base_parallel)
+        if key not in self._traces:
+            self._traces[key] = _replace_parallel_limits(self.trace, list(key))
+        return self._traces[key]
+
+
+def _parallel_annotations(trace: Any) -> list[Any]:
+    """The trace's ``Annotate(block, meta_schedule.parallel, limit)`` instructions before postprocessing."""
+    out = []
+    for inst in trace.insts:
+        if inst.kind.name == "EnterPostproc":
+            break
+        if inst.kind.name == "Annotate" and len(inst.attrs) == 1 and str(inst.attrs[0]) == PARALLEL_KEY:
+            out.append(inst)
+    return out
+
+
+def parallel_limits(trace: Any) -> list[int]:
+    """The parallel-extent limit of each ``meta_schedule.parallel`` annotation, in program order."""
+    return [int(inst.inputs[1]) for inst in _parallel_annotations(trace)]
+
+
+def _replace_parallel_limits(trace: Any, limits: list[int]) -> Any:
+    """The trace with its parallel annotations' limits replaced, as MutateParallel rewrites them."""
+    import tvm
+    from tvm.s_tir.schedule import Instruction, Trace
+
+    limit_of = list(zip(_parallel_annotations(trace), limits, strict=True))
+    insts = []
+    decisions = {}
+    for inst in trace.insts:
+        new = inst
+        for annotation, limit in limit_of:
+            if inst.same_as(annotation):
+                new = Instruction(
+                    inst.kind, [inst.inputs[0], tvm.tirx.IntImm("int32", limit)], inst.attrs, inst.outputs
+                )
+        decision = trace.get_decision(inst)
+        if decision is not None:
+            decisions[new] = decision
+        insts.append(new)
+    return Trace(insts, decisions)
 
 
 def _signature(trace: Any) -> list[str]:
@@ -431,6 +484,11 @@ def _resolved(rules: list[dict[str, Any]], packing: PackingChoice | None) -> lis
         else r
         for r in rules
     ]
+
+
+def _with_parallel_of(source: Config, config: Config) -> Config:
+    """``config`` with ``source``'s parallel-extent limits, where it has its own."""
+    return {**config, "parallel": list(source["parallel"])} if "parallel" in source else config
 
 
 class AutoSpace(SearchSpace):
@@ -523,19 +581,21 @@ class AutoSpace(SearchSpace):
         sketch = self.sketches[config["sketch"]]
         free = [p for p, c in enumerate(sketch.candidates) if c is not None and len(c) > 1]
         if not free:
-            return {"sketch": config["sketch"], "decisions": list(config["decisions"])}
+            return _with_parallel_of(
+                config, {"sketch": config["sketch"], "decisions": list(config["decisions"])}
+            )
         pos = free[int(rng.integers(len(free)))]
         cands = sketch.candidates[pos] or ()  # free positions have candidates
         choices = [c for c in cands if c != config["decisions"][pos]]
         decisions = list(config["decisions"])
         decisions[pos] = choices[int(rng.integers(len(choices)))]
-        return {"sketch": config["sketch"], "decisions": decisions}
+        return _with_parallel_of(config, {"sketch": config["sketch"], "decisions": decisions})
 
     def crossover(self, a: Config, b: Config, rng: np.random.Generator) -> Config:
         if a["sketch"] != b["sketch"]:
-            return {"sketch": a["sketch"], "decisions": list(a["decisions"])}
+            return _with_parallel_of(a, {"sketch": a["sketch"], "decisions": list(a["decisions"])})
         mixed = [x if rng.random() < 0.5 else y for x, y in zip(a["decisions"], b["decisions"], strict=True)]
-        return {"sketch": a["sketch"], "decisions": mixed}
+        return _with_parallel_of(a, {"sketch": a["sketch"], "decisions": mixed})
 
     def knob_vector(self, config: Config) -> np.ndarray:
         values = [float(config["sketch"])]
@@ -561,8 +621,10 @@ class AutoSpace(SearchSpace):
         return np.stack(rows) if rows else np.zeros((0, 0))
 
     def check_config(self, config: Config) -> None:
-        if not isinstance(config, dict) or set(config) != {"sketch", "decisions"}:
-            raise SpaceError('an auto-space config is {"sketch": i, "decisions": [...]}')
+        if not isinstance(config, dict) or not is_auto_config(config):
+            raise SpaceError(
+                'an auto-space config is {"sketch": i, "decisions": [...]} (and optionally "parallel": [...])'
+            )
         i = config["sketch"]
         if not isinstance(i, int) or not 0 <= i < len(self.sketches):
             raise SpaceError(
@@ -577,15 +639,27 @@ class AutoSpace(SearchSpace):
                 raise SpaceError(
                     f"sketch {i}, decision {pos} ({sketch.insts[pos].kind.name}): {shown(value)} is not allowed"
                 )
+        if "parallel" in config:
+            limits = config["parallel"]
+            if (
+                not isinstance(limits, list)
+                or len(limits) != len(sketch.base_parallel)
+                or not all(is_int_in(v, 1, MAX_PARALLEL_LIMIT) for v in limits)
+            ):
+                raise SpaceError(
+                    f'sketch {i}\'s "parallel" is {len(sketch.base_parallel)} parallel-extent limit(s), '
+                    f"each an integer from 1 to {MAX_PARALLEL_LIMIT}; got {shown(limits)}"
+                )
 
     def schedule(self, config: Config) -> Any:
         self.check_config(config)
-        return self.replay(config["sketch"], config["decisions"])
+        return self.replay(config["sketch"], config["decisions"], config.get("parallel"))
 
-    def replay(self, sketch_index: int, decisions: list[Any]) -> Any:
+    def replay(self, sketch_index: int, decisions: list[Any], parallel: list[int] | None = None) -> Any:
         from tvm.s_tir import Schedule
 
         sketch = self.sketches[sketch_index]
+        trace = sketch.trace_with(parallel)
         order = iter(decisions)  # the provider sees the sampling instructions in program order
 
         def provide(inst: Any, _inputs: Any, _attrs: Any, decision: Any) -> Any:
@@ -596,7 +670,7 @@ class AutoSpace(SearchSpace):
 
         sch = Schedule(self.mod)
         try:
-            sketch.trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=provide)
+            trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=provide)
             sch.enter_postproc()
             for postproc in self.postprocs:
                 if not postproc.apply(sch):
@@ -623,11 +697,14 @@ class AutoSpace(SearchSpace):
         decisions = [_plain(trace.get_decision(i)) for i in insts]
         kinds = [i.kind.name for i in insts]
         signature = _signature(trace)
+        parallel = parallel_limits(trace)
         fits: list[Config] = []
         for index, sketch in enumerate(self.sketches):
             if [i.kind.name for i in sketch.insts] != kinds:
                 continue
             config: Config = {"sketch": index, "decisions": decisions}
+            if parallel != sketch.base_parallel:
+                config["parallel"] = parallel
             try:
                 self.check_config(config)
             except SpaceError:

@@ -453,8 +453,8 @@ def _prepare(
     """Compile every schedule into ``folder`` and write the worker's job file; return (job, build errors).
 
     ``remote``: for RPC servers, each library a ``.tar`` of the objects LLVM emitted here, which the
-    server links (as MetaSchedule's builder ships a remote session's candidates), timed with the buffers
-    where the server's allocator puts them."""
+    server links (as MetaSchedule's builder ships a remote session's candidates), timed with each
+    buffer layout as locally (tunelab.core.measure.remote_placement)."""
     from tvm.s_tir import meta_schedule as ms
 
     from tunelab.core.measure.runner import fast_build
@@ -493,11 +493,8 @@ def _prepare(
                 "outputs": [[list(shape), dtype] for _, dtype, shape in infos[len(inputs) :]],
             }
         )
+    # on a server's CPU too (tunelab.core.measure.remote_placement)
     layouts = list(LAYOUTS) if target.device_type == "cpu" else [DEFAULT_LAYOUT]
-    if remote:  # a remote buffer cannot be placed (tunelab.core.measure.remote.remote_tensors)
-        from tunelab.core.trust.remeasure.remote_pool import REMOTE_LAYOUT
-
-        layouts = [REMOTE_LAYOUT]
     job = {
         "device": target.device_type,
         "inputs": paths,

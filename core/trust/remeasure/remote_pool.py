@@ -5,10 +5,11 @@ tracker hands out under the session's key; TVM's ``rpc_server`` serves every ses
 forked for it, so a run is a fresh process on a server, as a local run is a fresh worker process
 here. In it every schedule's library (built here for the session's target as a ``.tar`` of objects,
 which the server links, as MetaSchedule's builder ships candidates: cross-compiled targets need no
-toolchain here) is uploaded and loaded, run once on the workload's inputs (buffers where the
-server's allocator puts them: :func:`tunelab.core.measure.remote.remote_tensors`), warmed up, checked
+toolchain here) is uploaded and loaded, run once on the workload's inputs, warmed up, checked
 against the NumPy reference and timed with ``time_evaluator`` using the session's measurement
-options; the starting schedule rotates from run to run, as locally. Every measurement names the
+options, then timed again with its buffers placed each other way (on a CPU, as a local worker places
+them: :mod:`tunelab.core.measure.remote_placement`); the starting schedule rotates from run to run,
+as locally. Every measurement names the
 server ("HOST:PORT") that took it.
 
 No telemetry: this machine's readings say nothing of a server, so no window is recorded, and whether
@@ -32,25 +33,23 @@ from typing import Any
 
 import numpy as np
 
+from tunelab.core.measure.placement import DEFAULT_LAYOUT
 from tunelab.core.measure.remote import (
     RemoteError,
     TrackerAddress,
     TrackerSummary,
-    remote_tensors,
     require_servers,
     rpc_error_line,
     server_session,
     servers_lost,
 )
+from tunelab.core.measure.remote_placement import PlacementError, RemotePlacer
 from tunelab.core.records import MeasureOptions
 from tunelab.core.trust.remeasure.pool import CancelFn, ProgressFn, as_measurement, check_cancelled
 from tunelab.core.trust.remeasure.report import Measurement
 from tunelab.core.trust.remeasure.worker import checked_warm_calls, job_timer
 
 RELAUNCHES = 3  # how often a run whose server was lost is measured again on another server
-REMOTE_LAYOUT = (
-    "plain"  # a remote buffer is where the remote's allocator puts it (tunelab.core.measure.placement)
-)
 NO_TELEMETRY = (
     "not available: the runs were measured on RPC servers, and this machine's readings say nothing of "
     "them, so whether a server was busy or throttled is unknown"
@@ -188,11 +187,15 @@ def _measure_in(
     """Every schedule of ``order`` measured in one server session; raises :class:`_ServerLost` when a
     failure is the server leaving the tracker."""
     device = session.device(job["device"], 0)
+    try:
+        placer = RemotePlacer(session, device)
+    except PlacementError as exc:
+        return {i: {"ok": False, "error": f"on {address}: {exc}", "device": address} for i in order}
     results: dict[int, dict[str, Any]] = {}
     for i in order:
         check_cancelled(is_cancelled)
         try:
-            result = _measure_one(session, device, job, i, inputs, expected)
+            result = _measure_one(session, placer, job, i, inputs, expected)
         except Exception as exc:  # a kernel that breaks its session is a result, unless the server left
             if servers_lost(tracker, {address}, address):
                 raise _ServerLost(address) from None
@@ -205,14 +208,16 @@ def _measure_in(
 
 def _measure_one(
     session: Any,
-    device: Any,
+    placer: RemotePlacer,
     job: dict[str, Any],
     index: int,
     inputs: list[np.ndarray],
     expected: np.ndarray,
 ) -> dict[str, Any]:
     """One schedule in a server session: upload, load (the server links the objects), the cold call,
-    warm-up, the correctness check and ``time_evaluator``'s samples (as a local worker measures it)."""
+    warm-up, the correctness check, ``time_evaluator``'s samples, and the same again for each other
+    buffer layout of the job (as a local worker measures it)."""
+    device = placer.device
     item = job["items"][index]
     lib_path = Path(item["lib"])
     if not lib_path.exists():  # it did not build: the build error is the schedule's result
@@ -225,7 +230,8 @@ def _measure_one(
     func = lib[entry]
     load_ms = (time.perf_counter() - t) * 1e3
     arrays = [*inputs, *(np.zeros(shape, dtype=dtype) for shape, dtype in item["outputs"])]
-    args = remote_tensors(arrays, device)
+    layouts = job.get("layouts") or [DEFAULT_LAYOUT]
+    args = placer.placed(arrays, layouts[0])
     cold_ms, wrong = checked_warm_calls(func, device, args, expected, job)
     if wrong is not None:
         return {"ok": False, "error": wrong, "load_ms": load_ms, "cold_ms": cold_ms}
@@ -233,11 +239,17 @@ def _measure_one(
     t0 = time.time()
     samples_s = timer(*args)
     t1 = time.time()
+    layout_ms = {layouts[0]: float(statistics.median(samples_s)) * 1e3}
+    for layout in layouts[1:]:  # the same kernel with its buffers placed otherwise: placement sensitivity
+        other = placer.placed(arrays, layout)
+        func(*other)
+        device.sync()
+        layout_ms[layout] = float(statistics.median(timer(*other))) * 1e3
     return {
         "ok": True,
         "error": None,
         "samples_ms": [x * 1e3 for x in samples_s],
-        "layout_ms": {REMOTE_LAYOUT: float(statistics.median(samples_s)) * 1e3},
+        "layout_ms": layout_ms,
         "load_ms": load_ms,
         "cold_ms": cold_ms,
         "t0": t0,
