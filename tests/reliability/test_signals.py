@@ -410,12 +410,21 @@ def test_a_ctrl_c_ends_a_worker_without_a_traceback(tmp_path, mode):
     a traceback into the tune's stderr: the failure CI once saw in the SIGINT test above."""
     script = tmp_path / "worker.py"
     script.write_text(WORKER_INTERRUPTED)
-    done = subprocess.run(
-        [sys.executable, str(script), mode], capture_output=True, text=True, timeout=120, cwd=ROOT
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "not stopped" not in done.stdout  # the worker did not finish the job either way
+
+    def run() -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [sys.executable, str(script), mode], capture_output=True, text=True, timeout=120, cwd=ROOT
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "not stopped" not in done.stdout  # the worker did not finish the job either way
+        return done
+
     if mode == "quiet":
+        done = run()
         assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    else:  # the control: without the initializer the traceback this guards against is printed
-        assert "Traceback" in done.stderr, done.stderr[-3000:]
+    else:
+        # the control: without the initializer the traceback this guards against is printed. Whether
+        # the pool ends the worker before its garbage collector prints it depends on timing (one
+        # clean-clone CI run under load saw an empty stderr), so it gets three tries.
+        tries = [run().stderr for _ in range(3)]
+        assert any("Traceback" in err for err in tries), tries[-1][-3000:]

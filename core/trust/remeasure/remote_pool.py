@@ -189,7 +189,9 @@ def _measure_in(
     device = session.device(job["device"], 0)
     try:
         placer = RemotePlacer(session, device)
-    except PlacementError as exc:
+    except PlacementError as exc:  # a server that left while linking the helper costs no run
+        if servers_lost(tracker, {address}, address):
+            raise _ServerLost(address) from None
         return {i: {"ok": False, "error": f"on {address}: {exc}", "device": address} for i in order}
     results: dict[int, dict[str, Any]] = {}
     for i in order:
