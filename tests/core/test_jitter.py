@@ -91,7 +91,13 @@ def test_a_planted_slow_layout_is_named_placement(tuned, monkeypatch):
     cause = report.cause("placement")
     assert "placement" in report.explaining, report.to_json()
     assert cause.evidence["worst_layout"] == "aligned" and cause.evidence["recorded_layout"] == "staggered"
-    assert 1.5 < cause.share < 5.0, cause.evidence  # the kernel run four times per timed call: about 4x
+    # The planted layout runs its kernel four times per timed call, so it is about 4x its own unplanted time.
+    # The unplanted layouts differ from each other on their own (staggered ran 1.5-1.8x plain with some
+    # random trials of this 0.015 ms kernel), so the share against the recorded layout varies with the trial
+    # kept (+126 % to +292 % seen); against the fastest layout the plant shows as about 4x.
+    ratios = cause.evidence["ratios"]
+    assert cause.share > cause.tolerance, cause.evidence
+    assert 2.5 < ratios["aligned"] / min(ratios.values()) < 6.0, cause.evidence
     assert "laid out aligned" in cause.sentence
     assert set(report.layouts) >= {"staggered", "aligned"}
     store.close()
