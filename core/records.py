@@ -494,7 +494,7 @@ class VendorBaseline:
     gflops: float | None
     correct: bool  # the output matched the workload's NumPy reference
     max_abs_err: float
-    measure: dict[str, Any]  # number, repeat, min_repeat_ms, warmup
+    measure: dict[str, Any]  # number, repeat, min_repeat_ms, warmup, settle_s (the pause before timing)
     measured_at: float
     blas: dict[str, Any] | None  # NumPy's BLAS as threadpoolctl names it (CPU); None on a GPU
     # The machine it was measured on, named once stored (the store keys baselines by it); a

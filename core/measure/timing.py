@@ -14,6 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 GOLDEN = 1.618  # the least factor ``number`` grows by between two tries of a sample, as in time_evaluator
+# The pause before a timing that follows another library's parallel work. OpenBLAS's and OpenMP's worker
+# threads busy-wait for a while after each call, so code timed right after them shares the cores with
+# spinning threads. Measured on 2 cores: oneDNN's ResNet 3x3 convolution timed right after the NumPy
+# reference took 1.60-1.77 ms, and 0.71-0.72 ms after a 0.5 s pause. TVM's own pool spins far less
+# (tunelab.core.measure.threads).
+SPIN_SETTLE_S = 0.5
 
 
 def time_callable(

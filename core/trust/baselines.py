@@ -8,11 +8,14 @@ names it and its kernel):
 * ``conv2d_nchw`` / ``conv2d_nhwc``: im2col (pad, gather the receptive fields into a matrix) plus one
   ``np.matmul`` with the weight matrix. NumPy has no convolution, so this im2col + GEMM path stands in
   for a vendor convolution on the CPU; the gather is timed with it, as a library would pay for it;
+* ``conv2d_nchwc``: the input unblocked to NCHW, the NCHW path, the result blocked again (all timed);
 * ``depthwise_conv2d``: im2col plus a batched ``np.matmul`` per channel (tiny matrices: a weak baseline).
 
 Where PyTorch is installed (the optional ``baselines`` extra) the convolutions go through its CPU
 ``conv2d`` instead (oneDNN where PyTorch was built with it): a real vendor convolution, which the im2col +
-GEMM path only stands in for. Without PyTorch the NumPy path stays; :func:`cpu_vendor_kernel` says which.
+GEMM path only stands in for. ``conv2d_nchwc`` (float32) runs on mkldnn tensors in oneDNN's own blocked
+layouts, as a network converted with ``torch.utils.mkldnn`` does, so neither side pays a reorder. Without
+PyTorch the NumPy path stays; :func:`cpu_vendor_kernel` says which.
 
 On a GPU (target kind ``cuda``) the vendor is cuBLAS / cuDNN through PyTorch (``torch.matmul``,
 ``torch.nn.functional.conv2d``) or, for the matrix products only, CuPy; each path runs only where the
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tunelab.core.measure.timing import time_callable
+from tunelab.core.measure.timing import SPIN_SETTLE_S, time_callable
 from tunelab.core.records import MeasureOptions, SessionRecord, VendorBaseline
 from tunelab.core.stats import median
 from tunelab.core.workloads.dtypes import split_dtype
@@ -42,7 +45,15 @@ from tunelab.core.workloads.dtypes import split_dtype
 if TYPE_CHECKING:
     from tunelab.core.store import Store
 
-CPU_WORKLOADS = ("gemm", "batch_matmul", "dense_bias", "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d")
+CPU_WORKLOADS = (
+    "gemm",
+    "batch_matmul",
+    "dense_bias",
+    "conv2d_nchw",
+    "conv2d_nhwc",
+    "conv2d_nchwc",
+    "depthwise_conv2d",
+)
 
 
 @dataclass(frozen=True)
@@ -158,6 +169,8 @@ def _numpy_kernel(
                 np.maximum(out, 0, out=out)
 
         return run, "np.matmul(A, B.T) + bias" + (" + relu" if s["relu"] else "")
+    if name == "conv2d_nchwc":
+        return _numpy_blocked_conv(s, inputs, out)
     if name in ("conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d"):
         a, w = inputs
         pad = s["pad"]
@@ -206,17 +219,45 @@ def _numpy_kernel(
     return None
 
 
+def _numpy_blocked_conv(
+    s: dict[str, int], inputs: Sequence[np.ndarray], out: np.ndarray
+) -> tuple[Callable[[], None], str]:
+    """conv2d_nchwc through NumPy: the input unblocked to NCHW, im2col + np.matmul, the result blocked again.
+    The weight is unblocked once, as a library prepacks a constant weight; the activation copies are timed:
+    NumPy has no blocked layout, so they are part of its way."""
+    from tunelab.core.workloads.catalog import block_output, unblock_input, unblock_weight
+
+    plain_shape = {k: v for k, v in s.items() if k not in ("ic", "oc")}
+    a, w = inputs
+    nchw_in = np.empty((s["N"], s["C"], s["H"], s["W"]), a.dtype)
+    nchw_out = np.empty((s["N"], s["K"], *out.shape[2:4]), out.dtype)
+    made = _numpy_kernel(
+        "conv2d_nchw", plain_shape, [nchw_in, np.ascontiguousarray(unblock_weight(w))], nchw_out
+    )
+    assert made is not None  # conv2d_nchw always has one
+    nchw_conv = made[0]
+
+    def run() -> None:
+        nchw_in[...] = unblock_input(a)
+        nchw_conv()
+        out[...] = block_output(nchw_out, s["oc"])
+
+    return run, "unblock + im2col + np.matmul + block"
+
+
 def _torch_cpu_conv(
     name: str, s: dict[str, int], inputs: Sequence[np.ndarray], out: np.ndarray
 ) -> tuple[Callable[[], None], str, str] | None:
     """(a call that writes ``out``, what it does, the library) through PyTorch's CPU convolution; None
     without PyTorch or for a workload that is no convolution."""
-    if name not in ("conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d"):
+    if name not in ("conv2d_nchw", "conv2d_nhwc", "conv2d_nchwc", "depthwise_conv2d"):
         return None
     try:
         import torch
     except ImportError:
         return None
+    if name == "conv2d_nchwc":
+        return _onednn_blocked_conv(torch, s, inputs, out)
     F = torch.nn.functional
     pad, stride, dil = s["pad"], s["stride"], s.get("dilation", 1)
     x, w = (torch.from_numpy(np.ascontiguousarray(t)) for t in inputs)
@@ -239,6 +280,47 @@ def _torch_cpu_conv(
     backend = "oneDNN" if torch.backends.mkldnn.is_available() else "native"
     library = f"PyTorch {torch.__version__} CPU ({backend}, {torch.get_num_threads()} threads)"
     return run, "torch.nn.functional.conv2d", library
+
+
+def _onednn_blocked_conv(
+    torch: Any, s: dict[str, int], inputs: Sequence[np.ndarray], out: np.ndarray
+) -> tuple[Callable[[], None], str, str] | None:
+    """conv2d_nchwc through oneDNN with activations and weight in oneDNN's own blocked layouts, as a
+    network converted to mkldnn tensors (``torch.utils.mkldnn``) runs layer after layer: no reorder is
+    timed, as none is in tunelab's blocked kernel. None where PyTorch has no oneDNN.
+
+    The weight is prepacked once (``torch._C._nn.mkldnn_reorder_conv2d_weight``). The input is put into the layout
+    oneDNN's convolution writes (and so reads without a reorder) by a 1x1 convolution with the identity
+    weight; the timed call leaves its result in that layout, as the next layer would read it, and the
+    first call also copies it into ``out`` for the correctness check."""
+    from tunelab.core.workloads.catalog import block_output, unblock_input, unblock_weight
+
+    if not torch.backends.mkldnn.is_available() or inputs[0].dtype != np.float32:
+        return None  # oneDNN's float convolutions are float32 (and bfloat16); NumPy's path takes the rest
+    conv = torch.mkldnn_convolution
+    pad, stride, dil = s["pad"], s["stride"], s.get("dilation", 1)
+    a, w = inputs
+    C = s["C"]
+    with torch.no_grad():
+        x = torch.from_numpy(np.ascontiguousarray(unblock_input(a))).to_mkldnn()
+        weight = torch.from_numpy(np.ascontiguousarray(unblock_weight(w))).to_mkldnn()
+        packed = torch._C._nn.mkldnn_reorder_conv2d_weight(
+            weight, [pad, pad], [stride, stride], [dil, dil], 1
+        )
+        eye = torch.eye(C, dtype=x.dtype).reshape(C, C, 1, 1).to_mkldnn()
+        eye = torch._C._nn.mkldnn_reorder_conv2d_weight(eye, [0, 0], [1, 1], [1, 1], 1)
+        x_blocked = conv(x, eye, None, [0, 0], [1, 1], [1, 1], 1)
+    copied: list[bool] = []
+
+    def run() -> None:
+        with torch.no_grad():
+            y = conv(x_blocked, packed, None, [pad, pad], [stride, stride], [dil, dil], 1)
+        if not copied:
+            out[...] = block_output(y.to_dense().numpy(), s["oc"])
+            copied.append(True)
+
+    library = f"PyTorch {torch.__version__} CPU (oneDNN, blocked layouts, {torch.get_num_threads()} threads)"
+    return run, "torch.mkldnn_convolution on mkldnn tensors", library
 
 
 def cpu_vendor_kernel(
@@ -425,6 +507,9 @@ def measure_baseline(
     expected = wl.reference(inputs, shape, dtype)
     err = float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64)))) if got.size else 0.0
     correct = got.shape == expected.shape and bool(np.allclose(got, expected, rtol=rtol, atol=atol))
+    time.sleep(
+        SPIN_SETTLE_S
+    )  # the reference's BLAS threads spin on: timed among them, the vendor ran 2.2x slower
     samples = time_callable(
         run,
         number=opts.number,
@@ -452,6 +537,7 @@ def measure_baseline(
             "repeat": opts.repeat,
             "min_repeat_ms": opts.min_repeat_ms,
             "warmup": opts.warmup,
+            "settle_s": SPIN_SETTLE_S,
         },
         measured_at=time.time(),
         blas=info or None,
@@ -495,6 +581,8 @@ def baseline_for(
         return None
     shape, flops, best_ms = task_figures(store, record, task)
     entry = None if remeasure else store.baseline(record.workload, shape, record.dtype, record.target_kind)
+    if entry is not None and "settle_s" not in entry.measure:
+        entry = None  # timed right after the NumPy reference, among its spinning threads: measured again
     cached = entry is not None
     if entry is None:
         options = MeasureOptions.from_json(

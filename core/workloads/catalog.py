@@ -11,6 +11,8 @@ batch_matmul        ``C[b,i,j] = sum_k A[b,i,k] * B[b,k,j]``      B, M, N, K    
 conv2d_nchw         NCHW input, KCRS weight, NKPQ output          N C H W K R S stride     ``conv``
                                                                   pad dilation
 conv2d_nhwc         NHWC input, RSCK weight, NPQK output          (same as conv2d_nchw)    ``conv``
+conv2d_nchwc        channel-blocked: NCHW[ic]c input,             (same as conv2d_nchw)    ``conv``
+                    OIHW[ic]i[oc]o weight, NKPQ[oc]k output       ic oc
 depthwise_conv2d    NCHW input, (C, multiplier, R, S) weight,     N C H W R S stride pad   ``conv``
                     output channels C * multiplier                multiplier
 ==================  ==========================================  =======================  ============
@@ -217,6 +219,8 @@ def _windows_nchw(
 
 def _pad_block(A: te.Tensor, pad: int, layout: str) -> te.Tensor:
     """The block "pad": A zero-padded by ``pad`` on both sides of H and W (a plain copy when pad=0)."""
+    if layout == "NCHWc":
+        return _pad_block_blocked(A, pad)
     N, D1, D2, D3 = (int(x) for x in A.shape)
     # One signature for both layouts' index functions (their axes differ in order, not in number).
     at: Callable[..., Any]
@@ -243,6 +247,20 @@ def _pad_block(A: te.Tensor, pad: int, layout: str) -> te.Tensor:
             return tvm.tirx.if_then_else(inside, at(n, yy, xx, c), tvm.tirx.const(0, A.dtype))
 
     return te.compute(shape, body if pad else at, name="pad")
+
+
+def _pad_block_blocked(A: te.Tensor, pad: int) -> te.Tensor:
+    """The block "pad" of a channel-blocked (N, C/ic, H, W, ic) input: zero-padded on H and W."""
+    N, CB, H, W, IC = (int(x) for x in A.shape)
+
+    def at(n, cb, yy, xx, ci):
+        return A[n, cb, yy - pad, xx - pad, ci]
+
+    def body(n, cb, yy, xx, ci):
+        inside = tvm.tirx.all(yy >= pad, yy < H + pad, xx >= pad, xx < W + pad)
+        return tvm.tirx.if_then_else(inside, at(n, cb, yy, xx, ci), tvm.tirx.const(0, A.dtype))
+
+    return te.compute((N, CB, H + 2 * pad, W + 2 * pad, IC), body if pad else at, name="pad")
 
 
 _CONV_PARAMS = (
@@ -468,6 +486,100 @@ class Conv2dNHWC(_Conv2dBase):
         return np.einsum("ncpqrs,rsck->npqk", win, w, optimize=True)
 
 
+class Conv2dNCHWc(_Conv2dBase):
+    """The layout x86 convolutions run fastest in (TVM's ``conv2d_NCHWc``, oneDNN's ``nChw16c``): channels
+    split into blocks of ``ic`` (input) and ``oc`` (output) that sit innermost, so one vector register holds
+    one block of output channels and the weight's innermost axis feeds it. A network keeps its activations in
+    this layout from layer to layer (TVM's AlterOpLayout, PyTorch's mkldnn tensors), so no layer pays a
+    reorder; tunelab compares it with oneDNN's convolution on input and weight already in oneDNN's layout."""
+
+    name = "conv2d_nchwc"
+    title = "Conv2D NCHWc  out[n,fo,y,x,fi] = sum A_pad * B"
+    description = (
+        "2-D convolution on channel-blocked tensors: input A is N x C/ic x H x W x ic, weight B is "
+        "K/oc x C/ic x R x S x ic x oc, output is N x K/oc x P x Q x oc (channel c of NCHW is block c // ic, "
+        "lane c % ic). Zero padding is the separate block 'pad'; the reduction over (rco, ry, rx, rci) is "
+        "block 'conv'. ic must divide C and oc must divide K."
+    )
+    params = (
+        *_CONV_PARAMS,
+        Param("ic", 16, 1, "input channels per block (divides C)"),
+        Param("oc", 16, 1, "output channels per block (divides K)"),
+    )
+    presets = {
+        name: {**shape, "ic": 16, "oc": 16} for name, shape in _CONV_PRESETS.items() if shape["C"] % 16 == 0
+    }
+
+    def _check_shape(self, s):
+        for channels, block in (("C", "ic"), ("K", "oc")):
+            if s[channels] % s[block]:
+                raise WorkloadError(
+                    f"{self.name}: {block}={s[block]} does not divide {channels}={s[channels]}; the channels are "
+                    f"split into blocks of {block}, so choose a divisor of {channels} (16 for one AVX-512 "
+                    f"register of float32, 8 for AVX2)"
+                )
+        _check_conv_window(self.name, s)
+
+    def _tensors(self, s, dtype):
+        N, C, H, W, K, R, S = (s[x] for x in "NCHWKRS")
+        ic, oc = s["ic"], s["oc"]
+        stride, pad, dil = s["stride"], s["pad"], s["dilation"]
+        P, Q = self._pq(s)
+        A = te.placeholder((N, C // ic, H, W, ic), split_dtype(dtype)[0], name="A")
+        B = te.placeholder((K // oc, C // ic, R, S, ic, oc), split_dtype(dtype)[0], name="B")
+        A_pad = _pad_block(A, pad, "NCHWc")
+        rco = te.reduce_axis((0, C // ic), name="rco")
+        ry = te.reduce_axis((0, R), name="ry")
+        rx = te.reduce_axis((0, S), name="rx")
+        rci = te.reduce_axis((0, ic), name="rci")
+        out = te.compute(
+            (N, K // oc, P, Q, oc),
+            lambda n, fo, y, x, fi: te.sum(
+                mul_acc(
+                    A_pad[n, rco, y * stride + ry * dil, x * stride + rx * dil, rci],
+                    B[fo, rco, ry, rx, rci, fi],
+                    dtype,
+                ),
+                axis=[rco, ry, rx, rci],
+            ),
+            name="conv",
+        )
+        return [A, B, out]
+
+    def _input_shapes(self, s):
+        N, C, H, W, K, R, S, ic, oc = (s[x] for x in ("N", "C", "H", "W", "K", "R", "S", "ic", "oc"))
+        return [(N, C // ic, H, W, ic), (K // oc, C // ic, R, S, ic, oc)]
+
+    def _output_shape(self, s):
+        P, Q = self._pq(s)
+        return (s["N"], s["K"] // s["oc"], P, Q, s["oc"])
+
+    def _reference(self, inputs, s):
+        a, w = (np.asarray(x) for x in inputs)
+        nchw, kcrs = unblock_input(a), unblock_weight(w)
+        P, Q = self._pq(s)
+        win = _windows_nchw(nchw, s["R"], s["S"], s["stride"], s["pad"], s["dilation"], P, Q)  # N C P Q R S
+        return block_output(np.einsum("ncpqrs,kcrs->nkpq", win, kcrs, optimize=True), s["oc"])
+
+
+def unblock_input(a: np.ndarray) -> np.ndarray:
+    """(N, C/ic, H, W, ic) -> (N, C, H, W): channel c = block * ic + lane."""
+    n, cb, h, w, ic = a.shape
+    return a.transpose(0, 1, 4, 2, 3).reshape(n, cb * ic, h, w)
+
+
+def unblock_weight(b: np.ndarray) -> np.ndarray:
+    """(K/oc, C/ic, R, S, ic, oc) -> (K, C, R, S)."""
+    kb, cb, r, s, ic, oc = b.shape
+    return b.transpose(0, 5, 1, 4, 2, 3).reshape(kb * oc, cb * ic, r, s)
+
+
+def block_output(out: np.ndarray, oc: int) -> np.ndarray:
+    """(N, K, P, Q) -> (N, K/oc, P, Q, oc)."""
+    n, k, p, q = out.shape
+    return out.reshape(n, k // oc, oc, p, q).transpose(0, 1, 3, 4, 2)
+
+
 class DepthwiseConv2d(Workload):
     name = "depthwise_conv2d"
     title = "Depthwise Conv2D NCHW  out[n,f,y,x] = sum A_pad[n,f/m] * B"
@@ -617,7 +729,16 @@ class DepthwiseConv2d(Workload):
 # Registry
 # ======================================================================================================
 WORKLOADS: dict[str, Workload] = {
-    wl.name: wl for wl in (Gemm(), DenseBias(), BatchMatmul(), Conv2dNCHW(), Conv2dNHWC(), DepthwiseConv2d())
+    wl.name: wl
+    for wl in (
+        Gemm(),
+        DenseBias(),
+        BatchMatmul(),
+        Conv2dNCHW(),
+        Conv2dNHWC(),
+        Conv2dNCHWc(),
+        DepthwiseConv2d(),
+    )
 }
 
 CUSTOM_NAME = "custom"

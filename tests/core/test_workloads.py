@@ -20,6 +20,7 @@ SMALL = {
     "batch_matmul": "B=3,M=9,N=10,K=11",
     "conv2d_nchw": "N=2,C=3,H=9,W=8,K=4,R=3,S=3,stride=2,pad=1,dilation=2",
     "conv2d_nhwc": "N=2,C=3,H=9,W=8,K=4,R=3,S=2,stride=2,pad=1,dilation=1",
+    "conv2d_nchwc": "N=2,C=6,H=9,W=8,K=8,R=3,S=2,stride=2,pad=1,dilation=2,ic=3,oc=4",
     "depthwise_conv2d": "N=2,C=3,H=9,W=8,R=3,S=3,stride=2,pad=1,multiplier=2",
 }
 
@@ -67,6 +68,7 @@ def test_registry_names_and_main_blocks():
         "batch_matmul",
         "conv2d_nchw",
         "conv2d_nhwc",
+        "conv2d_nchwc",
         "depthwise_conv2d",
     ]
     assert [w.name for w in list_workloads()] == list(WORKLOADS)
@@ -77,6 +79,7 @@ def test_registry_names_and_main_blocks():
         "batch_matmul": "C",
         "conv2d_nchw": "conv",
         "conv2d_nhwc": "conv",
+        "conv2d_nchwc": "conv",
         "depthwise_conv2d": "conv",
     }
     for wl in list_workloads():
@@ -156,6 +159,7 @@ LOOPS = {
     "batch_matmul": "for b, i, j, k in T.grid",
     "conv2d_nchw": "for n, f, y, x, rc, ry, rx in T.grid",
     "conv2d_nhwc": "for n, y, x, f, ry, rx, rc in T.grid",
+    "conv2d_nchwc": "for n, fo, y, x, fi, rco, ry, rx, rci in T.grid",
     "depthwise_conv2d": "for n, f, y, x, ry, rx in T.grid",
 }
 
@@ -194,6 +198,35 @@ def test_tensor_names_and_shapes():
         "relu",
     ]
     assert get_workload("depthwise_conv2d").output_shape(SMALL["depthwise_conv2d"]) == (2, 6, 5, 4)
+
+
+def test_the_blocked_convolution_is_the_nchw_one_in_another_layout():
+    """conv2d_nchwc's kernel (built by TVM from its own indexing) gives, once unblocked, what conv2d_nchw's
+    reference gives for the same numbers in NCHW: the layouts are a relabelling, not another operator."""
+    from tunelab.core.workloads.catalog import block_output, unblock_input, unblock_weight
+
+    blocked, plain = get_workload("conv2d_nchwc"), get_workload("conv2d_nchw")
+    shape = blocked.parse_shape(SMALL["conv2d_nchwc"])
+    got, _, (a, w) = run_tvm(blocked, shape, "float64")
+    plain_shape = {k: v for k, v in shape.items() if k not in ("ic", "oc")}
+    want = plain.reference([unblock_input(a), unblock_weight(w)], plain_shape)
+    np.testing.assert_allclose(got, block_output(want, shape["oc"]), rtol=1e-12, atol=1e-12)
+    # channel c of NCHW is block c // ic, lane c % ic
+    assert unblock_input(a)[1, 4, 2, 3] == a[1, 4 // 3, 2, 3, 4 % 3]
+    assert unblock_weight(w)[5, 4, 1, 0] == w[5 // 4, 4 // 3, 1, 0, 4 % 3, 5 % 4]
+    assert blocked.flops(shape) == plain.flops(plain_shape)
+    assert blocked.input_shapes(shape) == [(2, 2, 9, 8, 3), (2, 2, 3, 2, 3, 4)]
+
+
+def test_the_blocked_convolution_refuses_blocks_that_do_not_divide():
+    wl = get_workload("conv2d_nchwc")
+    with pytest.raises(WorkloadError, match="ic=5 does not divide C=64"):
+        wl.parse_shape("ic=5")
+    with pytest.raises(WorkloadError, match="oc=16 does not divide K=24"):
+        wl.parse_shape("K=24")
+    # every convolution preset but the RGB stem (C=3), with one AVX-512 register of channels per block
+    assert set(wl.presets) == set(get_workload("conv2d_nchw").presets) - {"resnet-stem-7x7"}
+    assert all(p["ic"] == p["oc"] == 16 for p in wl.presets.values())
 
 
 # ---- counts ------------------------------------------------------------------------------------------------
@@ -356,7 +389,7 @@ def test_custom_reference_errors_are_workload_errors():
 
 
 # ---- mixed precision (tensor cores' float16 inputs, float32 accumulator) --------------------------------------
-@pytest.mark.parametrize("name", ["gemm", "batch_matmul", "conv2d_nchw", "conv2d_nhwc"])
+@pytest.mark.parametrize("name", ["gemm", "batch_matmul", "conv2d_nchw", "conv2d_nhwc", "conv2d_nchwc"])
 def test_mixed_float16_float32_sums_in_float32(name):
     wl = get_workload(name)
     shape = wl.parse_shape(SMALL[name])

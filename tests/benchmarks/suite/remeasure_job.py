@@ -21,13 +21,11 @@ from typing import Any
 
 import numpy as np
 
-SETTLE_S = 0.5  # the pause before each timing: long enough for the last caller's threads to stop spinning
-
 
 def main(argv: list[str]) -> int:
     import tvm
 
-    from tunelab.core.measure.timing import kernel_timer, time_callable
+    from tunelab.core.measure.timing import SPIN_SETTLE_S, kernel_timer, time_callable
     from tunelab.core.trust.baselines import blas_info, cpu_vendor_kernel
     from tunelab.core.workloads.catalog import get_workload
 
@@ -84,7 +82,7 @@ def main(argv: list[str]) -> int:
             # for a while after each call, and a TVM kernel timed while one of them spins runs on one core
             # of two (measured: the GEMM 512x512x2048 64-trial kernel at 7.6-8.3 ms right after NumPy's matmul,
             # 3.8-4.0 ms after a 0.3 s pause). TVM's pool spins far less (TVM_THREAD_POOL_SPIN_COUNT).
-            time.sleep(SETTLE_S)
+            time.sleep(SPIN_SETTLE_S)
             got_ms = timers[label]()
             samples[label].extend(got_ms)
             round_medians[label].append(statistics.median(got_ms))
