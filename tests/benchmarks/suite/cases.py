@@ -50,6 +50,7 @@ GEMM_WIDE = {"M": 512, "N": 512, "K": 2048}
 GEMM_SKINNY = {"M": 16, "N": 1024, "K": 1024}
 GEMM_ODD = {"M": 96, "N": 200, "K": 72}
 CONV_RESNET: dict[str, int] = {}  # conv2d_nchw's default: N=1, C=K=64, 56x56, 3x3, pad 1
+CONV_RESNET_BLOCKED: dict[str, int] = {}  # conv2d_nchwc's default: the same layer in blocks of 16 channels
 
 # The goals, x vendor (vendor time / tunelab time), per budget.
 SQUARE_GOALS = {64: 0.5, 256: 0.6, 1000: 0.8}
@@ -108,6 +109,15 @@ TIERS: dict[str, list[Case]] = {
         ),
         Case("gemm_odd", "gemm", GEMM_ODD, 1000, (64, 256, 1000), raw=False, goals=WEAK_BLAS_GOALS),
         Case("conv2d_resnet", "conv2d_nchw", CONV_RESNET, 1000, (64, 256, 1000), raw=False, goals=CONV_GOALS),
+        Case(
+            "conv2d_resnet_nchwc",
+            "conv2d_nchwc",
+            CONV_RESNET_BLOCKED,
+            1000,
+            (64, 256, 1000),
+            raw=False,
+            goals=CONV_GOALS,
+        ),
     ],
     # The machinery end to end in a few minutes (tests of the suite itself, not figures to quote).
     "tiny": [
