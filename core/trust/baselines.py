@@ -14,7 +14,7 @@ names it and its kernel):
 Where PyTorch is installed (the optional ``baselines`` extra) the convolutions go through its CPU
 ``conv2d`` instead (oneDNN where PyTorch was built with it): a real vendor convolution, which the im2col +
 GEMM path only stands in for. ``conv2d_nchwc`` (float32) runs on mkldnn tensors in oneDNN's own blocked
-layouts, as a network converted with ``torch.utils.mkldnn`` does, so neither side pays a reorder. Without
+layouts, as a network kept in mkldnn tensors runs, so neither side pays a reorder. Without
 PyTorch the NumPy path stays; :func:`cpu_vendor_kernel` says which.
 
 On a GPU (target kind ``cuda``) the vendor is cuBLAS / cuDNN through PyTorch (``torch.matmul``,
@@ -286,7 +286,7 @@ def _onednn_blocked_conv(
     torch: Any, s: dict[str, int], inputs: Sequence[np.ndarray], out: np.ndarray
 ) -> tuple[Callable[[], None], str, str] | None:
     """conv2d_nchwc through oneDNN with activations and weight in oneDNN's own blocked layouts, as a
-    network converted to mkldnn tensors (``torch.utils.mkldnn``) runs layer after layer: no reorder is
+    network kept in mkldnn tensors (``Tensor.to_mkldnn``) runs layer after layer: no reorder is
     timed, as none is in tunelab's blocked kernel. None where PyTorch has no oneDNN.
 
     The weight is prepacked once (``torch._C._nn.mkldnn_reorder_conv2d_weight``). The input is put into the layout

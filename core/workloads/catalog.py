@@ -365,7 +365,7 @@ _CONV_PRESETS = {
 
 
 class _Conv2dBase(Workload):
-    params = _CONV_PARAMS
+    params: tuple[Param, ...] = _CONV_PARAMS
     presets = _CONV_PRESETS
     dtypes = MATMUL_DTYPES
     main_block = "conv"
