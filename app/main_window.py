@@ -39,6 +39,7 @@ from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
 from tunelab.app.widgets.message_bar import MessageBar
 from tunelab.app.widgets.plot_export import PLOT_FILTER, plot_title, save_plot
 from tunelab.app.widgets.run_bar import RunBar
+from tunelab.app.workers import tvm_loader
 from tunelab.app.workers.engine import CallWorker, TuningWorker, runner_pid, running_workers, signal_runner
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
@@ -97,6 +98,8 @@ class MainWindow(QMainWindow):
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
+        # Before any view or worker exists: TVM is imported once, on its own thread (tvm_loader).
+        tvm_loader.start()
         self.store = store
         self.settings = settings if settings is not None else QSettings()
         self.worker: TuningWorker | None = None
@@ -187,7 +190,7 @@ class MainWindow(QMainWindow):
         self.watcher.poll()
         self.watcher.start()
         if probe_target:
-            self._probe = CallWorker(store.path, _probe_target, parent=self, imports_tvm=True)
+            self._probe = CallWorker(store.path, _probe_target, parent=self)
             self._probe.succeeded.connect(self._on_default_target)
             # TVM's modules are imported by now
             self._probe.finished.connect(lambda: settle_heap(collect=self.worker is None))
@@ -593,7 +596,6 @@ class MainWindow(QMainWindow):
             formats,
             robust,
             parent=self,
-            imports_tvm=True,
         )
         worker.succeeded.connect(self._on_export_done)
         worker.failed.connect(self._on_worker_failed)
@@ -622,7 +624,7 @@ class MainWindow(QMainWindow):
             n = len(session_ids)
             self.message_bar.show_info(f"Imported {n} session{'s' * (n != 1)} from {work_dir}.")
 
-        worker = CallWorker(self.store.path, import_work_dir, work_dir, parent=self, imports_tvm=True)
+        worker = CallWorker(self.store.path, import_work_dir, work_dir, parent=self)
         worker.succeeded.connect(imported)
         worker.failed.connect(self._on_worker_failed)
         worker.finished.connect(worker.deleteLater)

@@ -47,6 +47,7 @@ from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox
 from tunelab.app.dialogs.remote_options import RemoteOptions
 from tunelab.app.dialogs.space_editor import SpaceEditor
 from tunelab.app.dialogs.target_options import TargetOptions
+from tunelab.app.workers import tvm_loader
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionSpec
@@ -121,6 +122,9 @@ def _spin(lo: int, hi: int, value: int, tip: str = "") -> QSpinBox:
 class NewSessionDialog(QDialog):
     def __init__(self, settings: QSettings | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        # The dialog describes targets and checks spaces with TVM on this thread: only once the app's
+        # one import of it has finished (at most the rest of its ~1.5 s, right after launch).
+        tvm_loader.wait()
         from tunelab.core.workloads.catalog import list_workloads
 
         self.setWindowTitle("New tuning session")
@@ -584,7 +588,7 @@ class NewSessionDialog(QDialog):
         elif self._server_failure is not None and self._server_failure[0] == pair:
             self._target_error = self._server_failure[1]
         elif self._server_query is None:
-            worker = CallWorker(None, server_target, *pair, imports_tvm=True)
+            worker = CallWorker(None, server_target, *pair)
             worker.succeeded.connect(lambda target, p=pair: self._on_server_answer(p, target))
             worker.failed.connect(lambda message, _d, p=pair: self._on_server_failed(p, message))
             self._server_query = worker

@@ -52,7 +52,7 @@ class TrackerQuery(CallWorker):
     `failed` the RemoteError's sentence."""
 
     def __init__(self, tracker: TrackerAddress, timeout_s: float) -> None:
-        super().__init__(None, _query, tracker, timeout_s, imports_tvm=True)
+        super().__init__(None, _query, tracker, timeout_s)
         self.tracker = tracker
 
 

@@ -113,7 +113,7 @@ class TargetCheckWorker(CallWorker):
     key, `failed` the check's message."""
 
     def __init__(self, key: str, target: TargetInfo) -> None:
-        super().__init__(None, _self_check, key, target, imports_tvm=True)
+        super().__init__(None, _self_check, key, target)
         self.key = key
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 
 import psutil
 from PySide6.QtCore import (
@@ -31,6 +30,7 @@ from tunelab.app.resources import icon
 from tunelab.app.views.stated import StatedFigures, superseded_words
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape, gflops
 from tunelab.app.widgets.table_model import HeaderedTableModel
+from tunelab.app.workers import tvm_loader
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.pick import ExportPick
@@ -55,9 +55,9 @@ def target_text(record: SessionRecord) -> str:
     t = record.target
     if record.target_kind == "cuda":
         return f"CUDA {t.get('arch', '')}".strip()
-    if "tvm" not in sys.modules:
-        # The ISA level needs LLVM (seconds of import): never on the GUI thread's account. The main
-        # window's target probe imports TVM in a worker at start-up; until then the mcpu alone.
+    if not tvm_loader.ready():
+        # The ISA level needs LLVM, and TVM is imported on one thread only (tvm_loader): until that
+        # import has finished, the mcpu alone. A module merely present in sys.modules may be half run.
         return f"CPU {t.get('mcpu', '')}".strip()
     from tunelab.core.target.info import describe_target_json
 

@@ -296,7 +296,6 @@ class JitterView(QWidget):
             source,
             runs=runs,
             shapes=shapes if schedule_file is None else None,
-            imports_tvm=True,
         )
         worker.progress.connect(self._on_progress)
         worker.succeeded.connect(self._on_done)

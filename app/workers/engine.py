@@ -33,6 +33,7 @@ from typing import IO, Any
 from PySide6.QtCore import QObject, QThread, Signal
 from shiboken6 import isValid
 
+from tunelab.app.workers import tvm_loader
 from tunelab.core.cli.protocol import EVENTS_FD_OPTION, parse_event
 from tunelab.core.errors import Cancelled as CoreCancelled
 from tunelab.core.errors import TunelabError
@@ -43,17 +44,6 @@ from tunelab.core.telemetry.cpu import ROOT_PID_ENV
 
 _live: weakref.WeakSet[QThread] = weakref.WeakSet()
 _kept: set[QThread] = set()
-# TVM imported by two threads at once can leave it half initialised (its package imports itself in a
-# cycle, and Python hands the second thread the partly run module): a worker that uses TVM imports it
-# under this lock before anything else.
-_TVM_IMPORT = threading.Lock()
-
-
-def import_tvm_once() -> None:
-    """Import TVM in this thread unless it is imported already, one thread at a time."""
-    with _TVM_IMPORT:
-        import tvm  # noqa: F401
-
 
 STOPPED_EXIT_CODES = (130, 143, -signal.SIGTERM)  # SIGINT / SIGTERM: the work was stopped, not failed
 DETAIL_LINES = 40  # the end of a failed child's stderr kept as the error's details
@@ -483,7 +473,6 @@ class CallWorker(QThread):
         fn: Callable[..., Any],
         *args: Any,
         parent: QObject | None = None,
-        imports_tvm: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(parent)
@@ -491,14 +480,14 @@ class CallWorker(QThread):
         self._fn = fn
         self._args = args
         self._kwargs = kwargs
-        self._imports_tvm = imports_tvm  # fn uses TVM: import it first, under the lock
         _live.add(self)
 
     def run(self) -> None:
         store: Store | None = None
         try:
-            if self._imports_tvm:
-                import_tvm_once()
+            # Any core call may reach TVM, often through a lazy import deep inside: every worker
+            # waits for the app's one import of it (tvm_loader) rather than risk a second one.
+            tvm_loader.wait()
             if self._db_path is None:
                 result = self._fn(*self._args, **self._kwargs)
             else:
@@ -531,7 +520,6 @@ class StreamWorker(CallWorker):
         fn: Callable[..., Any],
         *args: Any,
         parent: QObject | None = None,
-        imports_tvm: bool = False,
         **kwargs: Any,
     ) -> None:
         self._cancel = threading.Event()
@@ -540,7 +528,6 @@ class StreamWorker(CallWorker):
             fn,
             *args,
             parent=parent,
-            imports_tvm=imports_tvm,
             emit=self._emit,
             is_cancelled=self._cancel.is_set,
             **kwargs,

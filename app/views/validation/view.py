@@ -421,7 +421,6 @@ class ValidationView(QWidget):
             shapes=shapes or None,
             remeasure=remeasure,
             task=self.task,
-            imports_tvm=True,
         )
         worker.progress.connect(self._on_progress)
         worker.succeeded.connect(self._on_done)
