@@ -85,6 +85,13 @@ def resolved_target(text: str, elsewhere: bool = False) -> TargetInfo:
     return resolve_target(text, elsewhere=elsewhere)
 
 
+def _check_spec(spec: SessionSpec, server_target: TargetInfo | None) -> None:
+    """tunelab.core.session.loop.check_spec, for a worker thread (its TVM objects stay there)."""
+    from tunelab.core.session.loop import check_spec
+
+    check_spec(spec, server_target)
+
+
 def server_target(address: str, key: str) -> TargetInfo:
     """The CPU target of a server under ``key`` at the tracker ``address``, as ``--target remote`` takes
     it (tunelab.core.measure.remote.remote_target); in a thread: it talks to the tracker and a server."""
@@ -140,6 +147,8 @@ class NewSessionDialog(QDialog):
         # (one question at a time) and the last pair that could not answer, with its message.
         self._server_targets: dict[tuple[str, str], TargetInfo] = {}
         self._server_query: CallWorker | None = None
+        self._spec_check: CallWorker | None = None  # Start's check of the spec, in a thread
+        self._checking: SessionSpec | None = None  # the spec it checks
         self._server_failure: tuple[tuple[str, str], str] | None = None
         # The custom workload: the one loaded from custom_path (None: no file yet, or it did not load).
         self._custom: Any = None
@@ -719,6 +728,7 @@ class NewSessionDialog(QDialog):
             or self.target_options.is_checking()
             or self.remote_options.is_querying()
             or self._server_query is not None
+            or self._spec_check is not None
         )
         # still deriving the space or self-checking the target: not an error, but not ready either
         if reason is None and waiting:
@@ -757,20 +767,52 @@ class NewSessionDialog(QDialog):
         self.summary.setText(" · ".join(parts))
 
     def _on_start(self) -> None:
-        if not self.start_button.isEnabled():
+        """Check the spec in a worker (building the space and drawing configs until one schedules can
+        take seconds, more for tensor-core spaces), then accept the dialog; a refusal is shown in place."""
+        if not self.start_button.isEnabled() or self._spec_check is not None:
             return
-        from tunelab.core.session.loop import check_spec
-
         spec = self.spec()
-        try:
-            # the server's CPU was asked in a thread: the GUI thread does not ask the network again
-            check_spec(spec, self._target if spec.target == REMOTE_TARGET else None)
-        except TunelabError as exc:
-            self.error_label.setText(str(exc))
-            self.error_label.show()
+        # the server's CPU was asked in a thread already: the check does not ask the network again
+        worker = CallWorker(None, _check_spec, spec, self._target if spec.target == REMOTE_TARGET else None)
+        worker.succeeded.connect(self._on_spec_checked)
+        worker.failed.connect(self._on_spec_refused)
+        self._spec_check, self._checking = worker, spec
+        keep_alive(worker).start()
+        self.start_button.setText("Checking…")
+        self._update_state()
+        self._set_error_role("hint")
+        self.error_label.setText("Checking that the space schedules on this target…")
+        self.error_label.show()
+
+    def _set_error_role(self, role: str) -> None:
+        self.error_label.setProperty("role", role)
+        self.error_label.style().unpolish(self.error_label)  # a dynamic property: restyle by hand
+        self.error_label.style().polish(self.error_label)
+
+    def is_checking_spec(self) -> bool:
+        return self._spec_check is not None
+
+    def _end_spec_check(self) -> SessionSpec | None:
+        checked, self._spec_check, self._checking = self._checking, None, None
+        self.start_button.setText("Start")
+        self._set_error_role("error")
+        self._update_state()
+        return checked
+
+    def _on_spec_checked(self, _result: object) -> None:
+        checked = self._end_spec_check()
+        if checked is None:
             return
-        self._save(spec)
+        if self.spec() != checked:  # edited while it was checked: check what Start would start now
+            self._on_start()
+            return
+        self._save(checked)
         self.accept()
+
+    def _on_spec_refused(self, message: str) -> None:
+        self._end_spec_check()
+        self.error_label.setText(message)
+        self.error_label.show()
 
     # ---- remembered options --------------------------------------------------------------------
     def _save(self, spec: SessionSpec) -> None:

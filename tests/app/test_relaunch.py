@@ -80,10 +80,14 @@ ONE_LAUNCH = textwrap.dedent(
             dialog_error.append(dialog.error_label.text() or dialog.problem_error.text())
             dialog.reject()
             return
-        dialog.start_button.click()
-        if dialog.isVisible():  # Start refused: say why
-            dialog_error.append(dialog.error_label.text())
-            dialog.reject()
+        dialog.start_button.click()  # checked in a worker; the dialog closes once the check passed
+
+        def refused():  # still open: the check refused the spec (or hangs); say why and go on
+            if dialog.isVisible():
+                dialog_error.append(dialog.error_label.text() or "still checking")
+                dialog.reject()
+
+        QTimer.singleShot(120_000, refused)
 
 
     QTimer.singleShot(0, fill_and_start)
