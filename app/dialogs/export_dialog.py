@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.core.export.pick import ExportPick
+from tunelab.core.export.stated import MARKS
 from tunelab.core.records import SessionRecord, TrialRecord
 
 FORMAT_TEXT = {
@@ -46,10 +47,13 @@ def export_formats() -> tuple[str, ...] | None:
 def pick_figure(pick: ExportPick) -> str:
     """'#12, 1.23 ms confirmed (the session's 1.10 ms superseded)': the figure an export states, and the
     session's own when a confirmation replaced it."""
-    text = f"#{pick.trial.number}, {fmt_ms(pick.stated_ms)} ms"
+    mark = MARKS[
+        "session" if pick.confirmation is None else "untrusted" if pick.untrusted_because else "confirmed"
+    ]
+    text = f"#{pick.trial.number}, {fmt_ms(pick.stated_ms)} ms {mark}"
     if pick.confirmation is None:
         return text + " as the session measured it"
-    text += " confirmed"
+    text += " confirmed" if pick.untrusted_because is None else " confirmed, untrusted"
     own = pick.trial.latency_ms
     if own is not None and fmt_ms(own) != fmt_ms(pick.stated_ms):
         text += f" (the session's {fmt_ms(own)} ms superseded)"

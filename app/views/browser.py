@@ -27,13 +27,13 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app.resources import icon
-from tunelab.app.views.stated import StatedFigures, superseded_words
+from tunelab.app.views.stated import MARK_LEGEND, StatedFigures, stated_words
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape, gflops
 from tunelab.app.widgets.table_model import HeaderedTableModel
 from tunelab.app.workers import tvm_loader
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
-from tunelab.core.export.pick import ExportPick
+from tunelab.core.export.stated import StatedBest
 from tunelab.core.records import SessionRecord
 from tunelab.core.store import Store
 
@@ -92,11 +92,11 @@ class SessionTableModel(HeaderedTableModel):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self._rows: list[SessionRecord] = []
-        self._stated: dict[int, ExportPick] = {}  # confirmed picks by session id (StatedFigures)
+        self._stated: dict[int, StatedBest] = {}  # each session's one best, by session id (StatedFigures)
         self.active_session: int | None = None  # the one this window is tuning
 
-    def set_sessions(self, records: list[SessionRecord], stated: dict[int, ExportPick] | None = None) -> None:
-        """`stated`: the sessions' confirmed picks, shown in place of their own best figures."""
+    def set_sessions(self, records: list[SessionRecord], stated: dict[int, StatedBest] | None = None) -> None:
+        """`stated`: the sessions' stated bests (what an export states, with its kind), shown as their best."""
         old_stated, self._stated = self._stated, dict(stated or {})
         if [r.id for r in records] == [r.id for r in self._rows]:
             # Same sessions: only the rows whose record (or confirmed figure) changed are announced.
@@ -110,8 +110,17 @@ class SessionTableModel(HeaderedTableModel):
         self._rows = list(records)
         self.endResetModel()
 
-    def stated(self, session_id: int) -> ExportPick | None:
+    def stated(self, session_id: int) -> StatedBest | None:
         return self._stated.get(session_id)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if (
+            orientation == Qt.Orientation.Horizontal
+            and role == Qt.ItemDataRole.ToolTipRole
+            and section in (7, 8)
+        ):
+            return f"The figure an export states: {MARK_LEGEND}"
+        return super().headerData(section, orientation, role)
 
     def record(self, row: int) -> SessionRecord:
         return self._rows[row]
@@ -158,18 +167,16 @@ class SessionTableModel(HeaderedTableModel):
             return f"{r.tuner} · {r.space_kind}"
         if col == 6:
             return f"{r.n_trials} / {r.trials_budget}"
-        pick = self._stated.get(r.id)
+        stated = self._stated.get(r.id)
         if col == 7:
-            # A confirmed figure supersedes the session's own (biased low): shown, and marked.
-            return fmt_ms(r.best_ms) if pick is None else f"{fmt_ms(pick.stated_ms)} ✓"
-        if pick is not None:
-            return fmt_gflops(gflops(pick.task.flops if pick.task else r.flops, pick.stated_ms))
-        return fmt_gflops(r.best_gflops)
+            # The figure an export states, marked with its kind: ✓ only where it can be held to.
+            return fmt_ms(r.best_ms) if stated is None else f"{fmt_ms(stated.ms)} {stated.mark}"
+        return fmt_gflops(r.best_gflops if stated is None else stated.gflops)
 
     def _sort_key(self, r: SessionRecord, col: int):
         inf = float("inf")
-        pick = self._stated.get(r.id)
-        best_ms = pick.stated_ms if pick is not None else r.best_ms
+        stated = self._stated.get(r.id)
+        best_ms = stated.ms if stated is not None else r.best_ms
         keys = (
             r.id,
             r.name.lower(),
@@ -184,9 +191,9 @@ class SessionTableModel(HeaderedTableModel):
         return keys[col]
 
     def _tooltip(self, r: SessionRecord, col: int) -> str | None:
-        pick = self._stated.get(r.id)
-        if col in (7, 8) and pick is not None:
-            return "✓ " + superseded_words(pick)
+        stated = self._stated.get(r.id)
+        if col in (7, 8) and stated is not None:
+            return stated_words(stated)
         if col == 2 and r.error:
             return r.error
         if col == 2 and r.status == "crashed":
@@ -271,7 +278,7 @@ class SessionBrowser(QWidget):
         selected = self._selected
         self.stated.refresh(records)
         self.model.set_sessions(
-            records, {r.id: p for r in records if (p := self.stated.pick(r.id)) is not None}
+            records, {r.id: s for r in records if (s := self.stated.stated(r.id)) is not None}
         )
         if selected is not None and self.selected_session() != selected:
             self.select_session(selected, emit=False)

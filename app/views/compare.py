@@ -28,6 +28,7 @@ from tunelab.app.widgets.formatting import flatten_config, fmt_gflops, fmt_ms, f
 from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.workers.following import behind_while_hidden
 from tunelab.core.errors import TunelabError
+from tunelab.core.export.stated import StatedBest, stated_best
 from tunelab.core.records import SessionRecord, TrialRecord
 from tunelab.core.store import Store
 from tunelab.core.usecases.compare_scores import CompareScores, compare_scores
@@ -60,16 +61,24 @@ def summary_rows(
     records: list[SessionRecord],
     best: list[TrialRecord | None] | None = None,
     scores: CompareScores | None = None,
+    stated: list[StatedBest | None] | None = None,
 ) -> list[tuple[str, list[str]]]:
-    """The summary table's rows; `best`: each session's best trial (its number within the session is
-    shown), `scores`: the sessions' tuner scores."""
-    base = records[0].best_ms if records else None
+    """The summary table's rows; `best`: the trial each session's stated figure is of (its number within
+    the session is shown), `scores`: the sessions' tuner scores, `stated`: each session's one best
+    (tunelab.core.export.stated; without it, the sessions' own figures). The speed-up is computed from
+    the figures the row above shows."""
     best = best if best is not None else [None] * len(records)
+    stated = stated if stated is not None else [None] * len(records)
+    shown = [s.ms if s is not None else r.best_ms for r, s in zip(records, stated, strict=True)]
+    base = shown[0] if shown else None
 
-    def speedup(r: SessionRecord) -> str:
-        if base is None or r.best_ms is None:
+    def speedup(ms: float | None) -> str:
+        if base is None or ms is None:
             return "—"
-        return f"{base / r.best_ms:.2f}×"
+        return f"{base / ms:.2f}×"
+
+    def best_text(r: SessionRecord, s: StatedBest | None) -> str:
+        return fmt_ms(r.best_ms) if s is None else f"{fmt_ms(s.ms)} {s.mark}"
 
     return [
         ("Name", [r.name for r in records]),
@@ -80,9 +89,15 @@ def summary_rows(
         ("Space", [f"{r.space_kind}" for r in records]),
         ("Tuner", [r.tuner for r in records]),
         ("Trials", [f"{r.n_trials} / {r.trials_budget} ({r.n_failed} failed)" for r in records]),
-        ("Best ms", [fmt_ms(r.best_ms) for r in records]),
-        ("Best GFLOP/s", [fmt_gflops(r.best_gflops) for r in records]),
-        (f"Speed-up vs #{records[0].id}" if records else "Speed-up", [speedup(r) for r in records]),
+        ("Best ms", [best_text(r, s) for r, s in zip(records, stated, strict=True)]),
+        (
+            "Best GFLOP/s",
+            [
+                fmt_gflops(r.best_gflops if s is None else s.gflops)
+                for r, s in zip(records, stated, strict=True)
+            ],
+        ),
+        (f"Speed-up vs #{records[0].id}" if records else "Speed-up", [speedup(ms) for ms in shown]),
         # A person counts a session's trials from 1; the store's ids run across every session.
         ("Best trial", ["—" if b is None else f"{b.index + 1}" for b in best]),
         (
@@ -294,13 +309,14 @@ class CompareView(QWidget):
         try:
             records = [self._store.session(i) for i in ids]
             curves = [best_so_far(self._store, i) for i in ids]
-            best = [self._store.best_trial(i) for i in ids]
+            stated = [stated_best(self._store, r) for r in records]  # the one best each session states
+            best = [self._store.trial(b.trial_id) if b is not None else None for b in stated]
             scores = compare_scores(self._store, records)
         except TunelabError as exc:
             self.diff_label.setText(str(exc))
             return
         self._draw_curves(records, curves)
-        self._fill_summary(records, best, scores)
+        self._fill_summary(records, best, stated, scores)
         self._fill_diff(records, [None if b is None else b.config for b in best])
 
     # ---- drawing -------------------------------------------------------------------------------
@@ -317,10 +333,14 @@ class CompareView(QWidget):
                 curve.setSkipFiniteCheck(True)
 
     def _fill_summary(
-        self, records: list[SessionRecord], best: list[TrialRecord | None], scores: CompareScores
+        self,
+        records: list[SessionRecord],
+        best: list[TrialRecord | None],
+        stated: list[StatedBest | None],
+        scores: CompareScores,
     ) -> None:
         self.score_label.setText(score_sentence(scores))
-        rows = summary_rows(records, best, scores)
+        rows = summary_rows(records, best, scores, stated)
         self.summary_table.clear()
         self.summary_table.setColumnCount(len(records))
         self.summary_table.setRowCount(len(rows))

@@ -47,8 +47,11 @@ def _read_text(path: str, what: str) -> str:
         ) from None
 
 
-def _session_json(r: Any) -> dict[str, Any]:
-    return {
+def _session_json(r: Any, stated: Any = None) -> dict[str, Any]:
+    """A session as JSON. ``stated``: its StatedBest (tunelab.core.export.stated), the one "best" every
+    view states: ``best_ms`` / ``best_gflops`` are that figure, ``best`` says its kind, and
+    ``session_best_ms`` keeps the session's own measurement of its fastest trial."""
+    doc = {
         "id": r.id,
         "name": r.name,
         "status": r.status,
@@ -72,6 +75,23 @@ def _session_json(r: Any) -> dict[str, Any]:
         "error": r.error,
         "tvm_version": r.tvm_version,
     }
+    doc["session_best_ms"] = r.best_ms
+    doc["best"] = stated.to_json() if stated is not None else None
+    if stated is not None:
+        doc["best_ms"], doc["best_gflops"] = stated.ms, stated.gflops
+    return doc
+
+
+def _stated_best(store: Any, r: Any) -> Any:
+    """The session's one stated best (tunelab.core.export.stated), or None while it has none."""
+    from tunelab.core.export.stated import stated_best
+
+    return stated_best(store, r)
+
+
+def _best_text(stated: Any) -> str:
+    """'0.04238 confirmed' / '0.05909 untrusted' / '0.06012 session': a table cell with the figure's kind."""
+    return "-" if stated is None else f"{_fmt(stated.ms)} {stated.kind}"
 
 
 def _trial_json(t: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from tunelab.core.cli.common import (
     _custom_and_space,
     _fmt,
     _open_store,
+    _stated_best,
     say_error,
 )
 from tunelab.core.cli.parser import _parser
@@ -236,6 +237,7 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
         )
     progress.close()
     record = store.session(session.session_id)
+    stated = _stated_best(store, record)
     summary = {
         "session_id": record.id,
         "status": record.status,
@@ -250,6 +252,7 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
         "target": record.target,
         "tuner": record.tuner,
         "confirmations": [_confirmation_json(r) for r in session.confirmations],
+        "best": stated.to_json() if stated is not None else None,  # the one best every view states
     }
     if args.json:
         print(json.dumps(summary))
@@ -267,6 +270,8 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             from tunelab.core.trust.confirm import format_confirmations
 
             print(format_confirmations(session.confirmations))
+        if stated is not None:
+            print(f"stated best ({stated.kind}): {stated.words()}")
     if record.status == "failed":
         print(f"tunelab: session {record.id} failed: {record.error}", file=sys.stderr)
         events.error(f"session {record.id} failed: {record.error}", EXIT_CRASHED)

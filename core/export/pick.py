@@ -33,6 +33,21 @@ from tunelab.core.trust.confirmed import Confirmation, clearly_faster, confirmat
 CI_LEVEL = 0.95
 
 
+def untrusted_because(confirmation: Confirmation | None) -> str | None:
+    """Why a stated figure cannot be held to (None: it can). Only a confirmation on a quiet machine
+    whose fresh processes agree is evidence; the session's own figure of its winner is biased low
+    whatever the machine did."""
+    if confirmation is None:
+        return "never confirmed in fresh processes: the session's own figure of its winner is biased low"
+    if confirmation.disturbance:
+        return f"confirmed while {confirmation.disturbance}"
+    if confirmation.verdict == "noisy":
+        cv = max((c for c in (confirmation.cv, confirmation.run_cv) if c is not None), default=None)
+        spread = f" (CV {cv * 100:.0f} %)" if cv is not None else ""
+        return f"its confirmation was noisy{spread}"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class PlacementFigures:
     """How a kernel runs with its buffers placed otherwise than it was measured (medians, ms)."""
@@ -119,13 +134,8 @@ class ExportPick:
 
     @property
     def untrusted_because(self) -> str | None:
-        """Why the stated figure cannot be held to, or None: only a confirmation on a quiet machine is
-        evidence; the session's own figure of its winner is biased low whatever the machine did."""
-        if self.confirmation is None:
-            return "never confirmed in fresh processes: the session's own figure of its winner is biased low"
-        if self.confirmation.disturbance:
-            return f"confirmed while {self.confirmation.disturbance}"
-        return None
+        """Why the stated figure cannot be held to, or None (:func:`untrusted_because`)."""
+        return untrusted_because(self.confirmation)
 
     def summary(self) -> str:
         """What the export will state, in one or two sentences (the export dialog's text)."""

@@ -101,6 +101,21 @@ def test_sessions_show_compare(tuned_db):
     assert [s["id"] for s in cmp["sessions"]] == [1, 2]
     assert min(s["speedup_vs_fastest"] for s in cmp["sessions"]) == pytest.approx(1.0)
 
+    # One best per session everywhere: the figure an export states, with its kind (issue 25)
+    listed = {s["id"]: s for s in sessions}
+    assert listed[2]["best"]["kind"] == "session" and listed[2]["best_ms"] == listed[2]["session_best_ms"]
+    assert listed[1]["best"]["kind"] in ("confirmed", "untrusted")  # confirmed in 3 fresh processes
+    assert listed[1]["best_ms"] == export["stated_ms"] and listed[1]["best"]["runs"] == 3
+    assert listed[1]["best"]["trusted"] == (export["untrusted_because"] is None)
+    assert show["best_ms"] == listed[1]["best_ms"] and show["best"] == listed[1]["best"]
+    compared = {s["id"]: s for s in cmp["sessions"]}
+    fastest = min(listed[i]["best_ms"] for i in (1, 2))
+    for i in (1, 2):
+        assert compared[i]["best_ms"] == listed[i]["best_ms"] and compared[i]["best"] == listed[i]["best"]
+        assert compared[i]["speedup_vs_fastest"] == pytest.approx(listed[i]["best_ms"] / fastest)
+    assert f"{listed[1]['best']['kind']}" in table and " session" in table
+    assert f"stated best ({listed[1]['best']['kind']}): " in text
+
 
 def test_export(tuned_db, tmp_path):
     db, _ = tuned_db
