@@ -298,7 +298,12 @@ class MainWindow(QMainWindow):
         # A session another tunelab process tunes (a `tunelab tune` run, one a closed window left
         # running) is steered with the same signals this window's own child gets.
         other = self._other_runner()
-        self.pause_action.setEnabled((bool(ours) and not self.worker.cancelled) or other is not None)
+        # Pause takes effect between batches: offered only while one is ahead (not while the winners are
+        # confirmed after the last one), and always to resume a paused session.
+        can_pause = self._batch_ahead() or self.pause_action.text() != "Pause"
+        self.pause_action.setEnabled(
+            ((bool(ours) and not self.worker.cancelled) or other is not None) and can_pause
+        )
         self.stop_action.setEnabled((bool(ours) and not self.worker.cancelled) or other is not None)
         if ours:
             paused = bool(self.worker.paused)
@@ -339,7 +344,8 @@ class MainWindow(QMainWindow):
         worker.failed.connect(self._on_worker_failed)
         worker.finished.connect(self._on_worker_finished)
         self.message_bar.hide()
-        self.run_bar.clear_stage()
+        # At once: the child takes seconds (importing TVM, creating the session) before it says anything.
+        self.run_bar.set_starting("Starting the tuning process…")
         worker.start()
         self._update_actions()
         return worker
@@ -365,6 +371,7 @@ class MainWindow(QMainWindow):
         self.resume_session(session_id)
 
     def _on_session_ready(self, session_id: int) -> None:
+        self.run_bar.clear_stage()  # (the "starting" note: the run bar shows the session itself now)
         self.browser.set_active_session(session_id)
         self.browser.select_session(session_id)
         if self.session_id != session_id:
@@ -379,6 +386,11 @@ class MainWindow(QMainWindow):
     def _schedule_run_bar(self) -> None:
         if not self._run_bar_timer.isActive():
             self._run_bar_timer.start()
+
+    def _batch_ahead(self) -> bool:
+        """Whether the shown session has trials left to tune (unknown: yes)."""
+        record = self.watcher.session(self.session_id) if self.session_id is not None else None
+        return record is None or record.n_trials < record.trials_budget
 
     def _pending(self) -> str:
         """What this window asked the shown session's tuning for ("pause", "stop"; the run bar says it

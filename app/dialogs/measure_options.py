@@ -176,6 +176,12 @@ class MeasureOptionsBox(QGroupBox):
         form.addRow(self.check_check)
         form.addRow("GPU L2 flush", self.l2_combo)
         form.addRow(self.lock_check)
+        self.gpu_note = QLabel()
+        self.gpu_note.setObjectName("gpu_options_note")
+        self.gpu_note.setProperty("role", "hint")
+        self.gpu_note.setWordWrap(True)
+        form.addRow(self.gpu_note)
+        self._show_gpu_options()
         self._on_confirm_changed(self.confirm_spin.value())
 
     def _on_confirm_changed(self, runs: int) -> None:
@@ -198,6 +204,21 @@ class MeasureOptionsBox(QGroupBox):
             "confirm_max_s": self.confirm_cap_spin,
             "fail_fast": self.fail_fast_spin,
         }
+
+    def _show_gpu_options(self) -> None:
+        """The L2 flush and the locked clocks act on a GPU of this machine (a remote session's kernels are
+        timed without them): without one they are shown disabled, and a line says why."""
+        from tunelab.app.workers.telemetry_source import machine_gpu_status
+
+        has_gpu, _status = machine_gpu_status()
+        for widget in (self.l2_combo, self.lock_check):
+            widget.setEnabled(has_gpu)
+        self.gpu_note.setText(
+            ""
+            if has_gpu
+            else "No NVIDIA GPU on this machine: the GPU options apply only to kernels timed on one here."
+        )
+        self.gpu_note.setVisible(not has_gpu)
 
     def options(self) -> MeasureOptions:
         values: dict[str, Any] = {

@@ -126,6 +126,22 @@ def _spin(lo: int, hi: int, value: int, tip: str = "") -> QSpinBox:
     return spin
 
 
+class ShapeSpin(QSpinBox):
+    """A shape parameter's box. It takes any value from 0 up, below the parameter's minimum too, and an
+    emptied box reads 0: the shape check then says what is wrong in the dialog (Start disabled). A box
+    limited to the minimum silently put back its last value (0 typed for M read 512 again)."""
+
+    def __init__(self, value: int, tip: str = "") -> None:
+        super().__init__()
+        self.setRange(0, SHAPE_MAX)
+        self.setValue(value)
+        self.setToolTip(tip)
+        self.setGroupSeparatorShown(True)
+
+    def fixup(self, text: str) -> str:
+        return text if text.strip() else "0"
+
+
 class NewSessionDialog(QDialog):
     def __init__(self, settings: QSettings | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -481,7 +497,7 @@ class NewSessionDialog(QDialog):
             self.shape_form.removeRow(0)
         self._shape_spins = {}
         for p in wl.params if wl is not None else ():
-            spin = _spin(p.minimum, SHAPE_MAX, p.default, p.doc)
+            spin = ShapeSpin(p.default, p.doc)
             spin.setObjectName(f"shape_{p.name}")
             spin.setMinimumWidth(120)
             spin.valueChanged.connect(self._on_shape_edited)

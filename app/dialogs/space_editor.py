@@ -113,13 +113,16 @@ class SpaceEditor(QWidget):
         self.size_label = QLabel()
         self.size_label.setProperty("role", "size")
         self.size_label.setObjectName("space_size")
+        # Wrapped: with a packing note the line is longer than the dialog is wide, and it was cut behind
+        # the Reset button.
+        self.size_label.setWordWrap(True)
         self.error_label = _error_label()
         self.error_label.setObjectName("space_error")
         reset = QPushButton("Reset to defaults")
         reset.clicked.connect(self._on_reset)
         top = QHBoxLayout()
         top.addWidget(self.size_label, 1)
-        top.addWidget(reset)
+        top.addWidget(reset, 0, Qt.AlignmentFlag.AlignTop)
 
         self._rows_host = QWidget()
         self._grid = QGridLayout(self._rows_host)

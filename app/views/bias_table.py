@@ -9,8 +9,9 @@ which also splits a session that tunes several shapes (tasks) into one shape gro
 from __future__ import annotations
 
 import math
+import time
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -74,6 +75,9 @@ def ratio_words(ratio: float | None) -> str:
     return f"{ratio:.2f}× too slow"
 
 
+SLOW_S = 30.0  # computing for longer than this: the label says why
+
+
 class BiasTable(QWidget):
     """Summary sentence, scope / k pickers and the group table; `group_selected` carries trial ids."""
 
@@ -113,8 +117,14 @@ class BiasTable(QWidget):
         self.status = QLabel()
         self.status.setProperty("role", "hint")
         self.busy_label = QLabel("computing…")
+        self.busy_label.setObjectName("bias_busy")
         self.busy_label.setProperty("role", "hint")
         self.busy_label.hide()
+        # "computing…" says for how long, and past SLOW_S why it still is: it never sits there unexplained.
+        self._busy_since: float | None = None
+        self._busy_timer = QTimer(self)
+        self._busy_timer.setInterval(1000)
+        self._busy_timer.timeout.connect(self._show_busy)
         self.scope_combo.currentIndexChanged.connect(lambda _i: self.scope_changed.emit())
         self.k_spin.valueChanged.connect(lambda _v: self.scope_changed.emit())
         self.dimension_combo.currentIndexChanged.connect(lambda _i: self._fill())
@@ -192,7 +202,29 @@ class BiasTable(QWidget):
         self._fill()
 
     def set_busy(self, busy: bool) -> None:
-        self.busy_label.setVisible(busy)
+        """Computing (True) or done (False: the label goes, whatever the outcome)."""
+        if busy and self._busy_since is None:
+            self._busy_since = time.monotonic()
+            self._busy_timer.start()
+        elif not busy:
+            self._busy_since = None
+            self._busy_timer.stop()
+        self._show_busy()
+
+    def _show_busy(self) -> None:
+        since = self._busy_since
+        self.busy_label.setVisible(since is not None)
+        if since is None:
+            return
+        elapsed = time.monotonic() - since
+        text = f"computing… {elapsed:.0f} s" if elapsed >= 2 else "computing…"
+        if elapsed >= SLOW_S:
+            text += " (in its own process, tunelab bias: slow on a busy machine)"
+        self.busy_label.setText(text)
+        self.busy_label.setToolTip(
+            "The bias report runs in its own process (tunelab bias --by-task), again for each new batch "
+            "of trials; it ends by itself, or says why it cannot be computed."
+        )
 
     def set_report(self, report: BiasReport) -> None:
         selected = self.selected_group()

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMessageBox, QPushButton, QToolButton, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMessageBox,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QWidget,
+)
 
 
 class MessageBar(QFrame):
@@ -14,6 +23,10 @@ class MessageBar(QFrame):
         self.about: int | None = None  # the session an info line speaks of (gone when another is shown)
         self.label = QLabel()
         self.label.setWordWrap(True)
+        # Wrapped, a message asks for the width of its longest word: a long path or an unbroken line
+        # grew the main window past the screen. It gets the width the window has; the whole message
+        # is in the tooltip (and selectable) where a word is cut.
+        self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._details_button = QPushButton("Details…")
         self._details_button.clicked.connect(self._on_details)
@@ -58,6 +71,7 @@ class MessageBar(QFrame):
         self.style().unpolish(self)
         self.style().polish(self)
         self.label.setText(message)
+        self.label.setToolTip(message)
         self._details = details
         self._details_button.setVisible(bool(details))
         self.show()

@@ -210,8 +210,12 @@ def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None =
     _check_warm_start(store, spec, workload, dtype, target, space)
     others = extra_shapes(workload, shape, spec.shapes)
     other_spaces = [task_space(workload, s, dtype, target, spec.space_kind, spec.space) for s in others]
-    name = spec.name or f"{workload.name} {format_shape(shape)}" + (
-        f" +{len(others)} shapes" if others else ""
+    # A default name is the problem's, made distinct in the store ("gemm M=64,N=64,K=64 #2"): sessions
+    # of one problem were listed under one name, told apart only by their ids.
+    base = f"{workload.name} {format_shape(shape)}" + (f" +{len(others)} shapes" if others else "")
+    taken = set() if spec.name else {r.name for r in store.sessions()}
+    name = spec.name or next(
+        n for n in (base, *(f"{base} #{i}" for i in range(2, len(taken) + 3))) if n not in taken
     )
     spec = replace(spec, shape=shape, shapes=tuple(others), dtype=dtype, name=name)
     space_json = space.to_json()
