@@ -9,6 +9,8 @@ label then follows the session's best time as it improves.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
@@ -21,6 +23,8 @@ from tunelab.core.usecases.figures import Figures, figures_stored, session_figur
 from tunelab.core.workloads.shape_text import format_shape
 
 MEASURE_LINK = "<a href='measure'>vendor &amp; roofline…</a>"
+REMEASURE = "remeasure"  # the link that times the vendor again
+WARN_COLOUR = "#b06000"  # the roofline's warning amber
 
 
 class SessionFigures(QLabel):
@@ -37,7 +41,7 @@ class SessionFigures(QLabel):
         self._single_task: dict[int, bool] = {}
         self.setTextFormat(Qt.TextFormat.RichText)
         self.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
-        self.linkActivated.connect(lambda _link: self.measure())
+        self.linkActivated.connect(self._on_link)
         self.hide()
 
     @property
@@ -76,11 +80,17 @@ class SessionFigures(QLabel):
                 self.measure()
         self._show()
 
-    def measure(self) -> None:
-        """Fetch (measuring what the store lacks) the vendor baseline and the roofline, in a worker."""
+    def _on_link(self, link: str) -> None:
+        self.measure(remeasure_vendor=link == REMEASURE)
+
+    def measure(self, *, remeasure_vendor: bool = False) -> None:
+        """Fetch (measuring what the store lacks) the vendor baseline and the roofline, in a worker;
+        ``remeasure_vendor``: time the vendor again (a doubtful figure, asked by the user)."""
         if self._record is None or self._worker is not None:
             return
-        worker = CallWorker(self._store.path, session_figures, self._record.id)
+        worker = CallWorker(
+            self._store.path, session_figures, self._record.id, remeasure_vendor=remeasure_vendor
+        )
         worker.succeeded.connect(self._on_done)
         worker.failed.connect(lambda message, _d: self._on_failed(message))
         worker.finished.connect(self._on_finished)
@@ -132,14 +142,24 @@ class SessionFigures(QLabel):
         if shape:
             tips.append(f"For the session's primary shape {shape} (it tunes several).")
         vendor = self._figures.vendor.baseline if self._figures.vendor is not None else None
-        if vendor and vendor.median_ms:
+        comparison = self._figures.vendor
+        if vendor and vendor.median_ms and comparison is not None:
             x = vendor.median_ms / best_ms
-            color = "#1e8e3e" if x >= 1 else "#202124"
-            parts.append(f"<span style='color:{color}'><b>{x:.2f}× vendor</b></span>")
+            # the same doubt the CLI states, for the ratio shown here (the best may have moved on)
+            doubt = replace(comparison, x_of_vendor=x).doubt
+            if doubt:  # the roofline's warning style: amber, ⚠, and a way to measure it again
+                parts.append(
+                    f"<span style='color:{WARN_COLOUR}'><b>{x:.2f}× vendor ⚠</b></span> "
+                    f"<a href='{REMEASURE}'>re-measure</a>"
+                )
+            else:
+                color = "#1e8e3e" if x >= 1 else "#202124"
+                parts.append(f"<span style='color:{color}'><b>{x:.2f}× vendor</b></span>")
             tips.append(
                 f"Vendor: {vendor.library or '?'} ({vendor.method or ''}) "
                 f"{fmt_ms(vendor.median_ms)} ms = {fmt_gflops(vendor.gflops)} GFLOP/s; "
                 f"the best kernel {fmt_ms(best_ms)} ms. Above 1×: faster than the vendor."
+                + (f" Not to be believed as it stands: {doubt}." if doubt else "")
             )
         elif self._figures.session_id is not None:
             parts.append("<span style='color:#5f6368'>no vendor baseline</span>")
@@ -152,7 +172,7 @@ class SessionFigures(QLabel):
             fraction = (best_gflops or 0.0) / roof.bound_gflops
             if fraction > 1.0:  # above the measured roof: the probes were likely disturbed (see the tooltip)
                 parts.append(
-                    f"<span style='color:#b06000'><b>{fraction:.0%} of roofline ⚠</b></span> "
+                    f"<span style='color:{WARN_COLOUR}'><b>{fraction:.0%} of roofline ⚠</b></span> "
                     f"({roof.bound_by}-bound)"
                 )
             else:

@@ -134,6 +134,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         f"  session  {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s"
         + (f"  -> {x:.2f}x of vendor" if x else "")
     )
+    if result.doubt:
+        print(f"  warning: {result.doubt} (tunelab baseline {record.id} --remeasure)")
     return 0
 
 

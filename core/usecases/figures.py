@@ -30,8 +30,9 @@ class Figures:
     errors: tuple[str, ...] = ()
 
 
-def session_figures(store: Store, session_id: int) -> Figures:
-    """The vendor comparison and the roofline of a session, measured and stored the first time."""
+def session_figures(store: Store, session_id: int, *, remeasure_vendor: bool = False) -> Figures:
+    """The vendor comparison and the roofline of a session, measured and stored the first time
+    (``remeasure_vendor``: the vendor timed again, replacing the stored figure)."""
     from tunelab.core.trust.baselines import baseline_for
     from tunelab.core.trust.roofline import roofline_for
 
@@ -39,7 +40,7 @@ def session_figures(store: Store, session_id: int) -> Figures:
     vendor = roofline = None
     errors = []
     try:
-        vendor = baseline_for(store, record)
+        vendor = baseline_for(store, record, remeasure=remeasure_vendor)
     except TunelabError as exc:
         errors.append(f"vendor: {exc}")
     try:
