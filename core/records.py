@@ -440,6 +440,73 @@ class RoundRecord:
     spearman: float | None  # rank correlation predicted vs measured for this round's batch
     best_ms: float | None
     finished_at: float
+    # Seconds the loop spent on the search for this round: asking the tuner for the batch (its
+    # evolution, its cost model's features and ranking), scheduling the proposals, the session's own
+    # predictions and, after measuring, telling the tuner and refitting its models. None: stored before
+    # rounds were timed.
+    search_s: float | None = None
+    # The round's whole time, from asking for its batch to the record of its results (pauses left out).
+    wall_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SearchTime:
+    """How long a session's search took between its rounds (Store.search_time): the time the budget
+    spent on proposing candidates and learning from them rather than on building and measuring them.
+
+    Round 0 is apart (``first_s``): its population is sampled from nothing, and it has no model yet."""
+
+    rounds: int  # rounds with a timing
+    total_s: float  # the search's seconds over those rounds
+    wall_s: float  # those rounds' whole seconds
+    median_s: float  # per round
+    max_s: float
+    first_s: float | None  # round 0's search, when it was timed
+
+    @property
+    def share(self) -> float:
+        """The search's share of the timed rounds' wall time, 0..1."""
+        return self.total_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    @classmethod
+    def of_rounds(cls, rounds: list[RoundRecord]) -> SearchTime | None:
+        """The summary of ``rounds``' timings; None when none of them was timed."""
+        timed = [r for r in rounds if r.search_s is not None and r.wall_s is not None]
+        if not timed:
+            return None
+        seconds = sorted(float(r.search_s or 0.0) for r in timed)
+        middle = len(seconds) // 2
+        median = seconds[middle] if len(seconds) % 2 else (seconds[middle - 1] + seconds[middle]) / 2
+        first = next((r.search_s for r in timed if r.round == 0), None)
+        return cls(
+            rounds=len(timed),
+            total_s=sum(seconds),
+            wall_s=sum(float(r.wall_s or 0.0) for r in timed),
+            median_s=median,
+            max_s=seconds[-1],
+            first_s=first,
+        )
+
+    def words(self) -> str:
+        """One line: "search 41.2 s, 37% of 111 s over 6 rounds (per round median 6.1 s, max 9.8 s;
+        round 0 12.0 s)"."""
+        first = f"; round 0 {self.first_s:.1f} s" if self.first_s is not None else ""
+        return (
+            f"search {self.total_s:.1f} s, {self.share:.0%} of {self.wall_s:.0f} s over {self.rounds} "
+            f"round{'s' if self.rounds != 1 else ''} (per round median {self.median_s:.1f} s, "
+            f"max {self.max_s:.1f} s{first})"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rounds": self.rounds,
+            "total_s": self.total_s,
+            "wall_s": self.wall_s,
+            "share": self.share,
+            "median_s": self.median_s,
+            "max_s": self.max_s,
+            "first_s": self.first_s,
+        }
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import argparse
 import json
 
 from tunelab.core.cli.common import _fmt, _open_store, _print_table, _session_json, _trial_json
-from tunelab.core.records import MeasureOptions, trial_label
+from tunelab.core.records import MeasureOptions, SearchTime, trial_label
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
@@ -75,10 +75,20 @@ def cmd_show(args: argparse.Namespace) -> int:
             "measure": r.measure,
             "best_trial": _trial_json(store.trial(best.id)) if best else None,
             "rounds": [
-                {"round": x.round, "n": x.n, "spearman": x.spearman, "best_ms": x.best_ms} for x in rounds
+                {
+                    "round": x.round,
+                    "n": x.n,
+                    "spearman": x.spearman,
+                    "best_ms": x.best_ms,
+                    "search_s": x.search_s,
+                    "wall_s": x.wall_s,
+                }
+                for x in rounds
             ],
         }
     )
+    search = SearchTime.of_rounds(rounds)  # what Store.search_time reads, from the rounds read above
+    doc["search_time"] = search.to_json() if search else None
     from tunelab.core.export.pick import export_pick
     from tunelab.core.trust.confirmed import confirmations
 
@@ -170,6 +180,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                 f"  shape {t['shape']}: {t['trials']} trials, best {_fmt(t['best_ms'])} ms "
                 f"({_fmt(t['best_gflops'])} GFLOP/s)"
             )
+    if search is not None:
+        print(f"  {search.words()}")
     rhos = [x.spearman for x in rounds if x.spearman is not None]
     if rhos:
         print(f"  cost model rank correlation per round: {' '.join(f'{x:.2f}' for x in rhos)}")

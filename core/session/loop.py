@@ -182,6 +182,14 @@ def check_schedulable(
     )
 
 
+def search_overlaps_measuring(target: TargetInfo, options: MeasureOptions) -> bool:
+    """Whether the next batch is proposed while this one is measured: where the kernels run on a GPU of
+    this machine. There the search's threads do not share the device the kernels are timed on (on the
+    H200 the search between rounds took 30-45 s of a 90 s session); on a CPU they would disturb every
+    timing, and an RPC server's CPU may be this one."""
+    return target.kind == "cuda" and not options.remote
+
+
 def extra_shapes(workload: Any, shape: dict[str, int], shapes: Any) -> list[dict[str, int]]:
     """The session's other shapes (tasks), parsed; a repeated shape is an error."""
     parsed = [workload.parse_shape(s, complete=True) for s in shapes or ()]
@@ -403,6 +411,7 @@ class TuningSession:
         # dies of SIGILL, every build fails) say the setup is wrong; the rest of the budget would
         # only repeat it. Checked once, when the n-th trial arrives in this run.
         fail_fast = options.fail_fast
+        overlap = search_overlaps_measuring(self.target, options)
         # The sampler thread only reads the hardware; this thread writes its samples between
         # batches, so the session keeps a single writing connection.
         sampler = TelemetrySampler()
@@ -424,6 +433,7 @@ class TuningSession:
                 if self._wait_while_paused():
                     final_status = "cancelled"
                     break
+                round_start = time.monotonic()  # the round's wall time and its search's (RoundRecord)
                 live = [
                     t
                     for t in tasks
@@ -433,7 +443,9 @@ class TuningSession:
                     break
                 task = min(live, key=lambda t: t.priority())
                 want = min(record.batch, record.trials_budget - n_done)
+                search_start = time.monotonic()
                 batch = self._ask_valid(task, want)
+                search_s = time.monotonic() - search_start
                 if not batch:
                     task.exhausted = True
                     continue
@@ -450,9 +462,14 @@ class TuningSession:
                 # This machine's load says nothing about a remote device's (its kernels run there).
                 warning = None if options.remote else self._cool_down(sampler, options.cooldown_s)
                 configs = [c for c, _ in batch]
+                ranking_start = time.monotonic()  # the session's own predictions are the search's too
                 features = task.space.features(configs)
                 predicted = task.cost_model.predict(features) if task.cost_model.trained else None
                 shadow = task.shadow_predict(features)  # {model: predictions}, before anything is measured
+                search_s += time.monotonic() - ranking_start
+                next_want = min(record.batch, record.trials_budget - n_done - len(batch))
+                if overlap and not multi and next_want > 0:
+                    task.tuner.prefetch(next_want)  # waited for (and timed as search) when told
                 # Only the trials measured before a cancel come back: the rest were cut short.
                 results = task.measurer.measure(
                     [sch for _, sch in batch], stop=self._cancel.is_set, best_ms=task.best
@@ -500,7 +517,9 @@ class TuningSession:
                         callback(trial)
                     yield trial
                 if trials:
+                    told_start = time.monotonic()
                     task.tell(trials, best_before)
+                    search_s += time.monotonic() - told_start
                     rho = None
                     if predicted is not None:
                         pairs = [
@@ -509,7 +528,15 @@ class TuningSession:
                             if t.ok and t.predicted_ms is not None
                         ]
                         rho = spearman([p for p, _ in pairs], [m for _, m in pairs]) if pairs else None
-                    self.store.add_round(self.session_id, round_index, len(trials), rho, task.best)
+                    self.store.add_round(
+                        self.session_id,
+                        round_index,
+                        len(trials),
+                        rho,
+                        task.best,
+                        search_s=search_s,
+                        wall_s=time.monotonic() - round_start,
+                    )
                 if not cut_short:
                     # After a cut-short batch the state of the last whole batch stays: its tuner asked
                     # for configs that were never measured, and a resumed session asks for them again.

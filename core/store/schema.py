@@ -285,6 +285,15 @@ def _v8_shadow_predictions(db: Database) -> None:
     )
 
 
+@migration
+def _v9_round_search_time(db: Database) -> None:
+    # How long each round's search took (proposing the batch, ranking it, learning from it) and the
+    # round's whole time, so that `show` and the Live view can say what share of a session the search
+    # ate (on a GPU it was 30-45 s a round). NULL: a round stored before rounds were timed.
+    db.execute("ALTER TABLE rounds ADD COLUMN search_s REAL")
+    db.execute("ALTER TABLE rounds ADD COLUMN wall_s REAL")
+
+
 _BACKFILL_BATCH = 20_000  # trials whose quartiles are written at once while the samples are read
 
 

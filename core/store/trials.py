@@ -15,7 +15,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from tunelab.core.errors import StoreError
-from tunelab.core.records import TRIAL_STATUSES, NewTrial, RoundRecord, TaskRecord, TrialRecord, trial_number
+from tunelab.core.records import (
+    TRIAL_STATUSES,
+    NewTrial,
+    RoundRecord,
+    SearchTime,
+    TaskRecord,
+    TrialRecord,
+    trial_number,
+)
 from tunelab.core.stats import quartiles, summarize
 from tunelab.core.store.connection import StoreConnection, _reader
 from tunelab.core.store.json_text import _dumps, _json_decode, _loads, inserted_id
@@ -148,20 +156,33 @@ class TrialStore(StoreConnection):
         )
 
     def add_round(
-        self, session_id: int, round: int, n: int, spearman: float | None, best_ms: float | None
+        self,
+        session_id: int,
+        round: int,
+        n: int,
+        spearman: float | None,
+        best_ms: float | None,
+        *,
+        search_s: float | None = None,
+        wall_s: float | None = None,
     ) -> None:
-        """Record a finished round (replaces an earlier record of the same round)."""
+        """Record a finished round (replaces an earlier record of the same round). ``search_s``: the
+        seconds its search took; ``wall_s``: the round's whole seconds (RoundRecord)."""
         if spearman is not None and math.isnan(spearman):
             spearman = None
+        for name, value in (("search_s", search_s), ("wall_s", wall_s)):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise StoreError(f"a round's {name} must be a finite number of seconds >= 0, not {value}")
         with self._write() as conn:
             self._require_session(session_id)
             conn.execute(
-                """INSERT INTO rounds (session_id, round, n, spearman, best_ms, finished_at)
-                VALUES (?, ?, ?, ?, ?, ?)
+                """INSERT INTO rounds (session_id, round, n, spearman, best_ms, finished_at, search_s, wall_s)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (session_id, round) DO UPDATE SET
                     n = excluded.n, spearman = excluded.spearman, best_ms = excluded.best_ms,
-                    finished_at = excluded.finished_at""",
-                (session_id, round, n, spearman, best_ms, time.time()),
+                    finished_at = excluded.finished_at, search_s = excluded.search_s,
+                    wall_s = excluded.wall_s""",
+                (session_id, round, n, spearman, best_ms, time.time(), search_s, wall_s),
             )
 
     def save_tuner_state(self, session_id: int, state: dict[str, Any]) -> None:
@@ -306,11 +327,16 @@ class TrialStore(StoreConnection):
         with self._read():
             self._require_session(session_id)
             rows = self._rows(
-                "SELECT session_id, round, n, spearman, best_ms, finished_at FROM rounds "
+                "SELECT session_id, round, n, spearman, best_ms, finished_at, search_s, wall_s FROM rounds "
                 "WHERE session_id = ? ORDER BY round",
                 (session_id,),
             )
         return [RoundRecord(**dict(r)) for r in rows]
+
+    def search_time(self, session_id: int) -> SearchTime | None:
+        """How long the session's search took between its rounds, summed up; None when no round of
+        it was timed (none yet, or all stored before rounds were timed)."""
+        return SearchTime.of_rounds(self.rounds(session_id))
 
     @_reader
     def measured_keys(self, session_id: int) -> set[str]:

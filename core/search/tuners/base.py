@@ -46,6 +46,11 @@ class Tuner(ABC):
     def tell(self, observations: list[Observation]) -> None:  # noqa: B027 - optional hook
         """Learn from measured configs (in measurement order)."""
 
+    def prefetch(self, n: int) -> None:  # noqa: B027 - optional hook
+        """Start proposing the next ``n`` configs in the background (the session calls it while a batch
+        is measured on a device that this machine's CPU does not disturb); the next ``ask`` returns
+        them. Tuners that propose in a moment need not."""
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-serialisable state needed to resume exactly (beyond the replayed observations)."""
         return {"rng": self.rng.bit_generator.state}

@@ -17,6 +17,7 @@ restores that warm-up; on the skinny GEMM (BENCHMARKS.md 1b) it found slower ker
 
 from __future__ import annotations
 
+import threading
 from typing import Any, ClassVar
 
 import numpy as np
@@ -29,16 +30,61 @@ from tunelab.core.search.tuners.registry import resolve_options
 
 _UNMEASURED = 1e10  # seconds: what MetaSchedule itself records for a failed run
 
+# The search's sizes where an option leaves them to the target (0, or -1 for genetic_max_fail_count).
+# Elsewhere MetaSchedule's own defaults (EvolutionarySearch, tune_tir). On CUDA about 95 % of random and of
+# mutated configs fail VerifyGPUCode, and MetaSchedule redraws until it has its minimum of legal ones:
+# with its defaults one batch's search took 30-45 s on the H200's 16 cores (issue 29) and 47-94 s on 2
+# cores here (BENCHMARKS.md, "The search alone on a CUDA target"). Its first population then needs only
+# a few legal random configs (apache/tvm#10163's non-strict minimum), its evolution a smaller population,
+# and a mutant that fails twice gives way to its parent.
+SEARCH_SIZES: dict[str, dict[str, int]] = {
+    "cuda": {
+        "population_size": 256,
+        "init_min_unmeasured": 16,
+        "genetic_num_iters": 3,
+        "genetic_max_fail_count": 2,
+    },
+    "other": {
+        "population_size": 512,
+        "init_min_unmeasured": 50,
+        "genetic_num_iters": 4,
+        "genetic_max_fail_count": 10,
+    },
+}
+_BY_TARGET = {
+    "population_size": 0,
+    "init_min_unmeasured": 0,
+    "genetic_num_iters": 0,
+    "genetic_max_fail_count": -1,
+}
+
+
+def search_sizes(target_kind: str, options: dict[str, Any]) -> dict[str, int]:
+    """The evolutionary search's sizes for a target: each option as given, or the target's default where
+    the option leaves it to the target."""
+    sizes = SEARCH_SIZES["cuda" if target_kind == "cuda" else "other"]
+    return {
+        name: sizes[name] if int(options[name]) == unset else int(options[name])
+        for name, unset in _BY_TARGET.items()
+    }
+
 
 class EvolutionaryTuner(Tuner):
     name = "evolutionary"
     description = "MetaSchedule's evolutionary search guided by its XGBoost cost model (Ansor)."
     default_options: ClassVar[dict[str, Any]] = {
-        # MetaSchedule's own default (EvolutionarySearch, tune_tir). 256 had no measured reason; on the
-        # skinny GEMM 16x1024x1024 at 64 trials, 512 found the faster kernel in 5 of 6 seeds (median
-        # 1.11x, BENCHMARKS.md 1b), for about 30 % more wall time (the search's own share nearly doubles).
-        "population_size": 512,
-        "genetic_num_iters": 4,
+        # 0: by target (SEARCH_SIZES). Elsewhere than CUDA, MetaSchedule's own 512 (EvolutionarySearch,
+        # tune_tir): on the skinny GEMM 16x1024x1024 at 64 trials, 512 found the faster kernel than 256
+        # in 5 of 6 seeds (median 1.11x, BENCHMARKS.md 1b), for about 30 % more wall time.
+        "population_size": 0,
+        # Legal random configs the first population of each batch needs at least (0: by target);
+        # MetaSchedule draws population-size configs at a time until it has them.
+        "init_min_unmeasured": 0,
+        # The share of the first population taken from the best measured configs.
+        "init_measured_ratio": 0.2,
+        "genetic_num_iters": 0,  # 0: by target
+        # Retries of a mutation that gives an illegal schedule before its parent is kept (-1: by target).
+        "genetic_max_fail_count": -1,
         "genetic_mutate_prob": 0.85,
         "eps_greedy": 0.05,
         # Trials before the cost model's predictions are used; below it the search ranks by random
@@ -54,8 +100,17 @@ class EvolutionaryTuner(Tuner):
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
         super().__init__(space, seed=seed, cost_model=cost_model, **options)
         self.options = opts = resolve_options(type(self), options)
-        if int(opts["population_size"]) < 2:
-            raise TunerError("evolutionary: population_size must be at least 2")
+        self.sizes = search_sizes(space.target.kind, opts)
+        if self.sizes["population_size"] < 2:
+            raise TunerError("evolutionary: population_size must be 0 (by target) or at least 2")
+        if self.sizes["init_min_unmeasured"] < 1:
+            raise TunerError("evolutionary: init_min_unmeasured must be 0 (by target) or at least 1")
+        if self.sizes["genetic_num_iters"] < 1:
+            raise TunerError("evolutionary: genetic_num_iters must be 0 (by target) or at least 1")
+        if self.sizes["genetic_max_fail_count"] < 0:
+            raise TunerError("evolutionary: genetic_max_fail_count must be -1 (by target) or at least 0")
+        if not 0 <= float(opts["init_measured_ratio"]) <= 1:
+            raise TunerError("evolutionary: init_measured_ratio must be from 0 to 1")
         if int(opts["search_threads"]) < 0:
             raise TunerError("evolutionary: search_threads must be 0 (every core) or a number of threads")
         # MetaSchedule's XGBModel ranks by np.random's global draws until its first training: drawn from
@@ -71,6 +126,10 @@ class EvolutionaryTuner(Tuner):
         self._out: set[str] = set()  # keys handed out by ask and not told yet
         self._proposed: set[str] = set()
         self._configs: dict[str, Config] = {}
+        # The next generation, proposed in a thread while a batch is measured (prefetch); every other
+        # method waits for it first, so the tuner's state is only ever touched by one thread at a time.
+        self._prefetching: threading.Thread | None = None
+        self._prefetch_error: BaseException | None = None
 
     # ---- MetaSchedule plumbing --------------------------------------------------------------------
     def _start(self, batch: int) -> None:
@@ -84,8 +143,8 @@ class EvolutionaryTuner(Tuner):
         mod = space.ir_module()
         generator = space.design_space_generator()
         strategy = ms.search_strategy.EvolutionarySearch(
-            population_size=int(self.options["population_size"]),
-            genetic_num_iters=int(self.options["genetic_num_iters"]),
+            **self.sizes,
+            init_measured_ratio=float(self.options["init_measured_ratio"]),
             genetic_mutate_prob=float(self.options["genetic_mutate_prob"]),
             eps_greedy=float(self.options["eps_greedy"]),
         )
@@ -202,22 +261,55 @@ class EvolutionaryTuner(Tuner):
                 self._queue.append((config, cand))
         return True
 
-    # ---- ask / tell -------------------------------------------------------------------------------
-    def ask(self, n: int) -> list[Config]:
-        if n <= 0:
-            return []
-        if self._ctx is None:
-            self._start(max(n, 1))
+    def _fill(self, n: int) -> None:
+        """Generate until ``n`` proposals are queued (at most 8 generations: the space may be spent)."""
         tries = 0
         while len(self._queue) < n and tries < 8:
             tries += 1
             if not self._generate():
                 break
+
+    def _wait_for_prefetch(self) -> None:
+        thread, self._prefetching = self._prefetching, None
+        if thread is None:
+            return
+        thread.join()
+        error, self._prefetch_error = self._prefetch_error, None
+        if error is not None:
+            raise error
+
+    # ---- ask / tell -------------------------------------------------------------------------------
+    def prefetch(self, n: int) -> None:
+        """Start the next generation in a thread, with the model as it is now (the batch being measured
+        is not in it yet; its configs stay pending, never reported as failures). MetaSchedule releases
+        the GIL while it evolves. With one search thread the proposals are the same for the same seed
+        and the same calls; the session calls this only where measuring does not use this CPU."""
+        self._wait_for_prefetch()
+        if n <= 0 or self._ctx is None or len(self._queue) >= n:
+            return
+
+        def work() -> None:
+            try:
+                self._fill(n)
+            except BaseException as exc:  # raised again by the next call that waits for it
+                self._prefetch_error = exc
+
+        self._prefetching = threading.Thread(target=work, name="evolutionary-prefetch", daemon=True)
+        self._prefetching.start()
+
+    def ask(self, n: int) -> list[Config]:
+        self._wait_for_prefetch()
+        if n <= 0:
+            return []
+        if self._ctx is None:
+            self._start(max(n, 1))
+        self._fill(n)
         out, self._queue = self._queue[:n], self._queue[n:]
         self._out.update(self.space.key(c) for c, _ in out)
         return [c for c, _ in out]
 
     def tell(self, observations: list[Observation]) -> None:
+        self._wait_for_prefetch()
         for obs in observations:
             key = self.space.key(obs.config)
             self._told[key] = obs.latency_ms
@@ -228,12 +320,20 @@ class EvolutionaryTuner(Tuner):
     def state_dict(self) -> dict[str, Any]:
         # MetaSchedule's population lives in C++; on resume the told history re-seeds the database
         # and the cost model (`_seed_from_history`), which is what its search starts from.
+        self._wait_for_prefetch()
         return {"proposed": sorted(self._proposed)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._wait_for_prefetch()
         self._proposed.update(state.get("proposed", []))
 
     def close(self) -> None:
+        try:
+            # A stop waits for a generation under way (seconds): MetaSchedule's state must not be torn
+            # down under its threads.
+            self._wait_for_prefetch()
+        except Exception:  # closing must never mask the session's own outcome
+            pass
         if self._ctx is not None:
             try:
                 self._finish_batch(everything=True)
