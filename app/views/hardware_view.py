@@ -26,6 +26,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
     QScrollArea,
@@ -39,6 +40,7 @@ from PySide6.QtWidgets import (
 
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, n_rows, rows_after
 from tunelab.app.widgets.log_axis import log_axes
+from tunelab.app.widgets.plot_zoom import ZoomViewBox, reset_button
 from tunelab.app.workers.following import behind_while_hidden
 from tunelab.app.workers.telemetry_source import (
     FIELDS,
@@ -200,13 +202,33 @@ class HardwareView(QWidget):
         splitter.setStretchFactor(0, 4)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([600, 150])
+        self.reset_button = reset_button(self.reset_view)
+        top = QHBoxLayout()
+        top.addWidget(self.status, 1)
+        top.addWidget(self.reset_button, 0, Qt.AlignmentFlag.AlignTop)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.status)
+        layout.addLayout(top)
         layout.addWidget(self.remote_label)
         layout.addWidget(self.disturbed_label)
         layout.addWidget(splitter, 1)
 
+        self._x_min = 0.0  # the time axis' lower limit: the earliest reading, and never below 0 otherwise
+        # The time axis shows every reading and trial until a person zooms or pans (then it stays put).
+        self._follow = True
+        self._make_trial_plot()
+
+        self._stale = False
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setSingleShot(True)
+        self._redraw_timer.setInterval(redraw_ms)
+        self._redraw_timer.timeout.connect(self._on_redraw)
+        self._stamps_timer = QTimer(self)
+        self._stamps_timer.setSingleShot(True)
+        self._stamps_timer.timeout.connect(self._on_redraw)
+        self._update_status()
+
+    def _make_trial_plot(self) -> None:
         self.trial_plot = self._add_plot("trials", "Latency (ms)")
         self.trial_plot.setLogMode(y=True)
         self.trial_curve = self.trial_plot.plot(
@@ -219,15 +241,38 @@ class HardwareView(QWidget):
         self.disturbed_markers.setZValue(5)
         self.trial_plot.addItem(self.disturbed_markers)
 
-        self._stale = False
-        self._redraw_timer = QTimer(self)
-        self._redraw_timer.setSingleShot(True)
-        self._redraw_timer.setInterval(redraw_ms)
-        self._redraw_timer.timeout.connect(self._on_redraw)
-        self._stamps_timer = QTimer(self)
-        self._stamps_timer.setSingleShot(True)
-        self._stamps_timer.timeout.connect(self._on_redraw)
-        self._update_status()
+    def _fresh_plots(self) -> None:
+        """Panels made anew for the session shown: none of the last session's series, shading or zoom."""
+        self.layout_widget.clear()
+        self._plots = {}
+        self._curves = {}
+        self._regions = []
+        self._trial_regions = []
+        self._x_min = 0.0
+        self._follow = True
+        self._make_trial_plot()
+
+    def reset_view(self) -> None:
+        """Show all of the session's readings again, after a zoom or a pan (the button, a double-click)."""
+        self._follow = True
+        for plot in self._plots.values():
+            plot.enableAutoRange(y=True)
+        self._on_redraw()
+
+    def _on_zoomed(self, *_: object) -> None:
+        self._follow = False
+
+    def _fit_time(self, t: np.ndarray) -> None:
+        """While following, the shared time axis spans every reading and trial. (Each panel's own
+        x auto-range would not: the panels are linked, and the last one to range itself wins.)"""
+        if not self._follow:
+            return
+        ends = [float(t[0]), float(t[-1])] if len(t) else []
+        if len(self._trials):
+            ends += [float(np.nanmin(self._trials.col("start"))), float(np.nanmax(self._trials.col("t")))]
+        if ends:
+            lo, hi = max(min(ends), self._x_min), max(ends)
+            self.trial_plot.setXRange(lo, hi if hi > lo else lo + 1.0, padding=0.02)
 
     @property
     def n_samples(self) -> int:
@@ -257,6 +302,7 @@ class HardwareView(QWidget):
         self._note = ((0, 0, ""), "")
         self._stamps_dirty = True
         self._stamps_at = -1e9
+        self._fresh_plots()
         if session_id is not None:
             try:
                 record = self._store.session(session_id)
@@ -317,7 +363,12 @@ class HardwareView(QWidget):
         a title above it and the y axis carries only the unit: stacked panels are too short for a
         vertical "Utilization (%)", which was cut or ran into the next panel's."""
         row = len(self._plots)
-        plot = self.layout_widget.addPlot(row=row, col=0, axisItems=log_axes("left"))
+        # Ctrl+wheel zooms: a plain wheel scrolls the panels (it zoomed them into negative time).
+        plot = self.layout_widget.addPlot(row=row, col=0, axisItems=log_axes("left"), viewBox=ZoomViewBox())
+        plot.vb.reset_requested.connect(self.reset_view)
+        plot.setLimits(xMin=self._x_min)
+        plot.enableAutoRange(x=False)  # the time axis is set from all the data at once (_fit_time)
+        plot.vb.sigRangeChangedManually.connect(self._on_zoomed)
         name, unit = split_title(title)
         plot.setTitle(f"<span style='color:#202124'>{name}</span>", size="9pt", justify="left")
         plot.setLabel("left", unit)
@@ -358,6 +409,8 @@ class HardwareView(QWidget):
             return
         self.stack.setCurrentWidget(self.panels)
         t = self._samples.col("t")
+        self._limit_time(t)
+        self._fit_time(t)
         for key, title, series in PANELS:
             drawn = [(f, name) for f, name in series if np.isfinite(self._samples.col(f)).any()]
             if not drawn:
@@ -381,6 +434,15 @@ class HardwareView(QWidget):
         self.trial_curve.setData(self._trials.col("t"), self._trials.col("latency"))
         self._draw_throttling(t)
         self._draw_disturbed()
+
+    def _limit_time(self, t: np.ndarray) -> None:
+        """No panel pans or zooms to before the session's first reading (or 0, its creation)."""
+        starts = self._trials.col("start")
+        x_min = min(0.0, float(t[0]) if len(t) else 0.0, float(starts.min()) if len(starts) else 0.0)
+        if x_min != self._x_min:
+            self._x_min = x_min
+            for plot in self._plots.values():
+                plot.setLimits(xMin=x_min)
 
     # ---- trials measured on a machine that was not quiet ---------------------------------------
     def _read_stamps(self) -> None:
@@ -577,6 +639,12 @@ class HardwareView(QWidget):
                 plot.addItem(region)
                 self._regions.append(region)
 
+    def _recorded_gpu(self) -> bool:
+        """The session's samples hold GPU readings (any of the GPU columns has a value)."""
+        if not len(self._samples):
+            return False
+        return any(bool(np.isfinite(self._samples.col(f)).any()) for f in FIELDS if f.startswith("gpu_"))
+
     def _update_status(self) -> None:
         note = self.remote_note() if self.session_id is not None else ""
         self.remote_label.setText(note)
@@ -591,7 +659,14 @@ class HardwareView(QWidget):
             cpu_only = "" if has_gpu else "\nNo NVIDIA GPU here: CPU only."
             self.empty.setText(f"No telemetry recorded for session {self.session_id}.{cpu_only}")
         throttled = int(self._samples.col("throttled").sum()) if len(self._samples) else 0
-        text = f"<b>Session {self.session_id}</b> · {len(self._samples)} telemetry samples · {machine}"
+        # What the samples hold, not what this machine can read now: a store tuned on a GPU machine is
+        # often opened on a laptop without one.
+        recorded = "GPU (NVML) and CPU" if self._recorded_gpu() else "the CPU only"
+        text = (
+            f"<b>Session {self.session_id}</b> · {len(self._samples)} telemetry samples of {recorded}"
+            + ("" if has_gpu or not self._recorded_gpu() else " (recorded on the session's machine)")
+            + f" · {machine}"
+        )
         if throttled:
             text += f" · <span style='color:{LIMIT}'>throttled in {throttled} samples (shaded)</span>"
         self.status.setText(text)
