@@ -15,13 +15,14 @@ import tvm
 from tvm import te
 
 from tunelab.core.errors import WorkloadError, shown
-from tunelab.core.workloads.dtypes import MIXED_F16_F32, split_dtype
+from tunelab.core.workloads.dtypes import MIXED_BF16_F32, MIXED_F16_F32, split_dtype
 from tunelab.core.workloads.shape_text import format_shape
 
 FLOAT_DTYPES = ("float32", "float64", "float16")
 # Mixed precision (tunelab.core.workloads.dtypes), offered by the matmul-like workloads (GEMM, batch
-# matmul, the convolutions): what tensor cores compute with MetaSchedule's wmma f16f16f32 intrinsics.
-MATMUL_DTYPES = (*FLOAT_DTYPES, MIXED_F16_F32)
+# matmul, the convolutions): what tensor cores compute with MetaSchedule's wmma f16f16f32 intrinsics, and
+# bfloat16 inputs into float32 (its mma.sync path on sm_80 and later).
+MATMUL_DTYPES = (*FLOAT_DTYPES, MIXED_F16_F32, MIXED_BF16_F32)
 
 
 def mul_acc(a: Any, b: Any, dtype: str) -> Any:
@@ -270,7 +271,7 @@ class Workload:
         rng = np.random.default_rng(seed)
         out = []
         for shp in self._input_shapes(s):
-            if dt.kind == "f":
+            if dt.kind == "f" or dt.name == "bfloat16":  # ml_dtypes' bfloat16 is of kind "V"
                 arr = rng.uniform(-1.0, 1.0, size=shp).astype(dt)
             else:
                 arr = rng.integers(-4, 5, size=shp).astype(dt)
