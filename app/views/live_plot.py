@@ -20,8 +20,10 @@ from PySide6.QtCore import QLineF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
+from tunelab.app.widgets.elided_label import ElidedLabel
 from tunelab.app.widgets.formatting import fmt_fresh_runs, fmt_gflops, fmt_ms, gflops
 from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
+from tunelab.app.widgets.plot_zoom import ZoomViewBox, reset_button
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.pick import ExportPick
@@ -106,6 +108,7 @@ class LivePlot(QWidget):
         pg.setConfigOptions(antialias=True)
         self.plot_widget = pg.PlotWidget(
             background="w",
+            viewBox=ZoomViewBox(),  # Ctrl+wheel zooms; a plain wheel leaves the ranges alone
             axisItems={"left": _LogAxis("left"), "bottom": _TrialAxis("bottom"), "right": _Axis("right")},
         )
         self.plot_item = item = self.plot_widget.getPlotItem()
@@ -138,7 +141,7 @@ class LivePlot(QWidget):
         self.failed_curve.sigPointsClicked.connect(self._on_points_clicked)
 
         # GFLOP/s on its own (linear) axis at the right, sharing the trial axis.
-        self.gflops_view = pg.ViewBox()
+        self.gflops_view = ZoomViewBox()
         item.showAxis("right")
         item.scene().addItem(self.gflops_view)
         right = item.getAxis("right")
@@ -148,6 +151,13 @@ class LivePlot(QWidget):
         right.setGrid(False)  # the latency axis has the grid; a second one (GFLOP/s) only cluttered it
         self.gflops_view.setXLink(item)
         self.gflops_view.setLimits(yMin=0)  # GFLOP/s are never negative: no range below 0 either
+        # Its range is set from 0 with the data (_fit_gflops_axis), never auto-scaled: auto-scaled, a 2 %
+        # gain filled the axis like a cliff.
+        self.gflops_view.enableAutoRange(y=False)
+        self.gflops_view.setMouseEnabled(x=True, y=False)
+        item.setLimits(xMin=0)  # trials are numbered from 1: no zooming into trial -40
+        for box in (item.vb, self.gflops_view):
+            box.reset_requested.connect(self.reset_view)
         self.gflops_curve = pg.PlotDataItem(
             pen=pg.mkPen(GFLOPS_PEN, width=2, style=Qt.PenStyle.DashLine), stepMode="right"
         )
@@ -164,7 +174,7 @@ class LivePlot(QWidget):
         for part in (*(item.getAxis(side) for side in ("left", "bottom", "right")), self.legend):
             part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
-        self.title = QLabel()
+        self.title = ElidedLabel()  # a long header is cut with "…", never widening the window
         self.title.setObjectName("live_title")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.log_check = QCheckBox("Log latency axis")
@@ -173,6 +183,8 @@ class LivePlot(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.title, 1)
         top.addWidget(self.log_check)
+        self.reset_button = reset_button(self.reset_view)
+        top.addWidget(self.reset_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
@@ -251,6 +263,7 @@ class LivePlot(QWidget):
         else:
             self.poll()
         self._redraw_timer.stop()  # exactly one redraw, now
+        self.plot_item.enableAutoRange()  # a session's plot starts from its own data, not the last zoom
         self._on_redraw()
 
     def poll(self) -> int:
@@ -378,10 +391,12 @@ class LivePlot(QWidget):
     def _show_empty(self, empty: bool) -> None:
         self.plot_widget.setVisible(not empty)
         self.log_check.setVisible(not empty)
+        self.reset_button.setVisible(not empty)
         self.empty_label.setVisible(empty)
 
     def _update_title(self) -> None:
         self._show_empty(self.session_id is None)
+        self._fit_gflops_axis()  # the axis shows the header's figure: both change together
         if self.session_id is None:
             self.title.setText("")
             return
@@ -412,6 +427,20 @@ class LivePlot(QWidget):
         elif self.n_trials == 0:
             text += " · waiting for the first trial…"
         self.title.setText(text)
+
+    def reset_view(self) -> None:
+        """Show all of the session's trials again, after a zoom or a pan (the button, a double-click)."""
+        self.plot_item.enableAutoRange()
+        # Drawn again: the curves hold only what the zoom showed (clipped to the view), and the
+        # auto-range would follow that part.
+        self._on_redraw()
+
+    def _fit_gflops_axis(self) -> None:
+        """The GFLOP/s axis from 0 to a little above the best so far."""
+        values = self._best.col("gflops")
+        tops = [float(v) for v in values[np.isfinite(values)][-1:]]
+        top = max(tops, default=0.0)
+        self.gflops_view.setYRange(0.0, top * 1.12 if top > 0 else 1.0, padding=0)
 
     def _sync_views(self) -> None:
         self.gflops_view.setGeometry(self.plot_item.vb.sceneBoundingRect())
