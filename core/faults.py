@@ -6,7 +6,9 @@ signal and what it usually means instead of "Subprocess terminated".
 
 Planted faults: with ``TUNELAB_PLANT_FAULT=<kind>[@<where>]`` in the environment, a child that
 calls :func:`plant` at ``where`` (``selfcheck``, ``run``) commits that fault itself: ``sigill``,
-``sigsegv``, ``sigbus``, ``sigfpe``, ``hang``, ``oom``, ``wrong``; ``kind@where/N`` on every N-th call.
+``sigsegv``, ``sigbus``, ``sigfpe``, ``hang``, ``oom``, ``wrong``, or a CUDA error's name
+(``cuda_error_illegal_address``: raised with the text TVM raises it with, :func:`planted_cuda_error`);
+``kind@where/N`` on every N-th call.
 ``slowlayout@<layout>`` (e.g. ``slowlayout@aligned``) makes a validation worker time that buffer
 layout's kernel with the kernel run four times per timed call, so the layout measures about 4x: a planted
 placement-sensitive kernel (:func:`slow_layout`).
@@ -16,10 +18,13 @@ Tests use it so that a fault is planted on purpose on any machine, not found by 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 PLANT_ENV = "TUNELAB_PLANT_FAULT"
 COUNTER_ENV = "TUNELAB_PLANT_COUNTER"
@@ -33,6 +38,9 @@ SIGNAL_MEANINGS: dict[int, str] = {
     signal.SIGFPE: "an arithmetic fault (integer division by zero or overflow)",
     signal.SIGABRT: "the process aborted itself (a failed check inside TVM or the C runtime)",
     signal.SIGTERM: "asked to stop (SIGTERM from outside)",
+    # The runner's own watchdog (tunelab.core.measure.evaluate): a kernel call that ran past the per-call
+    # wall limit is stopped by the timer signal's default action, which no kernel can hold off.
+    signal.SIGALRM: "stopped: one call of the kernel ran past the per-call wall limit (too slow)",
 }
 
 
@@ -107,6 +115,8 @@ def plant(where: str) -> str | None:
     kind = planted(where)
     if kind is None or not _counted(every):
         return None
+    if kind.startswith("cuda_error_"):  # as TVM raises it from a CUDA kernel (launch or run)
+        raise planted_cuda_error(kind.upper())
     if kind in ("sigill", "sigsegv", "sigbus", "sigfpe", "sigabrt"):
         signum = getattr(signal, kind.upper())
         signal.signal(signum, signal.SIG_DFL)  # Python's faulthandler must not turn it into a traceback
@@ -145,19 +155,30 @@ FAILURE_CLASSES = (
     "SIGABRT",
     "out of memory",
     "hang",
+    "too slow",
     "wrong result",
     "build error",
     "invalid schedule",
     "run error",
-)
+)  # and a CUDA fault's own name ("CUDA_ERROR_ILLEGAL_ADDRESS"): see CUDA_ERRORS
+
+# The start of a trial's error when the runner stopped a kernel at the per-call wall limit
+# (tunelab.core.measure.runner): a kernel too slow to be worth its time, not a crash of its config.
+TOO_SLOW = "too slow"
 
 
 def failure_class(status: str, error: str | None) -> str:
-    """The class a failed trial belongs to, for grouping and fail-fast ('SIGILL', 'hang', ...)."""
+    """The class a failed trial belongs to, for grouping and fail-fast ('SIGILL', 'hang', ...). A CUDA
+    fault is its error's name ('CUDA_ERROR_INVALID_VALUE'), as a CPU crash is its signal's."""
     text = error or ""
+    if text.startswith(TOO_SLOW) or "SIGALRM" in text:
+        return "too slow"
     for name in ("SIGILL", "SIGSEGV", "SIGBUS", "SIGKILL", "SIGFPE", "SIGABRT"):
         if name in text:
             return name
+    fault = cuda_fault(text)
+    if fault is not None:
+        return fault.name
     if "MemoryError" in text or "out of memory" in text.lower():
         return "out of memory"
     if status == "timeout":
@@ -224,3 +245,263 @@ def keep_worker_exit_status() -> None:
 
     worker._child_process_error = _child_process_error
     worker._tunelab_exit_status = True
+
+
+# ---- CUDA faults ------------------------------------------------------------------------------------
+# A CUDA kernel that goes wrong does not kill its process: TVM raises, and the runner's worker reports a
+# Python traceback. These name the fault the way a CPU crash is named by its signal: the CUDA error, the
+# launch shape where TVM says it, and what usually causes it.
+
+
+@dataclass(frozen=True)
+class CudaError:
+    """One CUDA error: the driver API's name (``CUDA_ERROR_...``, the class of a trial that failed with
+    it), the runtime API's name and number, the runtime's own words, and the likely cause."""
+
+    name: str
+    runtime: str
+    code: int
+    words: str
+    cause: str
+    # Found when the kernel ran (at the next synchronisation), not when it was launched: the CUDA context
+    # is broken from then on ("sticky"), so the process that ran it cannot run another kernel.
+    while_running: bool = False
+
+
+CUDA_ERRORS: tuple[CudaError, ...] = (
+    CudaError(
+        "CUDA_ERROR_INVALID_VALUE",
+        "cudaErrorInvalidValue",
+        1,
+        "invalid argument",
+        "a launch shape this GPU refuses: too many threads or too much dynamic shared memory per block, "
+        "or a grid or block dimension over its limit",
+    ),
+    CudaError(
+        "CUDA_ERROR_OUT_OF_MEMORY",
+        "cudaErrorMemoryAllocation",
+        2,
+        "out of memory",
+        "the GPU's memory is full: the buffers or the kernel's workspace did not fit",
+    ),
+    CudaError(
+        "cudaErrorInvalidConfiguration",  # the runtime's only: the driver says CUDA_ERROR_INVALID_VALUE
+        "cudaErrorInvalidConfiguration",
+        9,
+        "invalid configuration argument",
+        "a launch shape this GPU refuses: too many threads or too much shared memory per block",
+    ),
+    CudaError(
+        "CUDA_ERROR_INVALID_IMAGE",
+        "cudaErrorInvalidKernelImage",
+        200,
+        "device kernel image is invalid",
+        "the kernel's binary is not valid for this GPU",
+    ),
+    CudaError(
+        "CUDA_ERROR_NO_BINARY_FOR_GPU",
+        "cudaErrorNoKernelImageForDevice",
+        209,
+        "no kernel image is available for execution on the device",
+        "the kernel was built for another GPU architecture: the target's arch is not this GPU's",
+    ),
+    CudaError(
+        "CUDA_ERROR_INVALID_PTX",
+        "cudaErrorInvalidPtx",
+        218,
+        "a PTX JIT compilation failed",
+        "the driver could not compile the kernel's PTX, made for a newer architecture or toolkit",
+    ),
+    CudaError(
+        "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+        "cudaErrorUnsupportedPtxVersion",
+        222,
+        "the provided PTX was compiled with an unsupported toolchain.",
+        "the kernel's PTX is newer than this driver understands",
+    ),
+    CudaError(
+        "CUDA_ERROR_NOT_FOUND",
+        "cudaErrorSymbolNotFound",
+        500,
+        "named symbol not found",
+        "the kernel function is missing from its module",
+    ),
+    CudaError(
+        "CUDA_ERROR_ILLEGAL_ADDRESS",
+        "cudaErrorIllegalAddress",
+        700,
+        "an illegal memory access was encountered",
+        "an out-of-bounds memory access: an index past a buffer's end",
+        True,
+    ),
+    CudaError(
+        "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+        "cudaErrorLaunchOutOfResources",
+        701,
+        "too many resources requested for launch",
+        "one block needs more registers or shared memory than an SM has: too many threads, registers "
+        "(per thread) or shared memory per block",
+    ),
+    CudaError(
+        "CUDA_ERROR_LAUNCH_TIMEOUT",
+        "cudaErrorLaunchTimeout",
+        702,
+        "the launch timed out and was terminated",
+        "the kernel ran past the driver's watchdog, which stops long kernels on a GPU that drives a display",
+        True,
+    ),
+    CudaError(
+        "CUDA_ERROR_ASSERT",
+        "cudaErrorAssert",
+        710,
+        "device-side assert triggered",
+        "an assertion inside the kernel failed",
+        True,
+    ),
+    CudaError(
+        "CUDA_ERROR_HARDWARE_STACK_ERROR",
+        "cudaErrorHardwareStackError",
+        714,
+        "hardware stack error",
+        "the kernel's call stack overflowed: too much local memory per thread",
+        True,
+    ),
+    CudaError(
+        "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+        "cudaErrorIllegalInstruction",
+        715,
+        "an illegal instruction was encountered",
+        "an instruction this GPU cannot execute: code for another architecture or a malformed "
+        "tensor-core instruction",
+        True,
+    ),
+    CudaError(
+        "CUDA_ERROR_MISALIGNED_ADDRESS",
+        "cudaErrorMisalignedAddress",
+        716,
+        "misaligned address",
+        "a memory access not aligned to its width: a vector load or store such as float4, ldmatrix or "
+        "cp.async at an address that is not a multiple of its size",
+        True,
+    ),
+    CudaError(
+        "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+        "cudaErrorInvalidAddressSpace",
+        717,
+        "operation not supported on global/shared address space",
+        "an instruction used on the wrong memory space, such as a shared-memory one on a global address",
+        True,
+    ),
+    CudaError(
+        "CUDA_ERROR_INVALID_PC",
+        "cudaErrorInvalidPc",
+        718,
+        "invalid program counter",
+        "the kernel jumped to an invalid instruction address",
+        True,
+    ),
+    CudaError(
+        "CUDA_ERROR_LAUNCH_FAILED",
+        "cudaErrorLaunchFailure",
+        719,
+        "unspecified launch failure",
+        "the kernel faulted while it ran, usually a bad memory access the GPU could not name",
+        True,
+    ),
+    CudaError(
+        "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
+        "cudaErrorCooperativeLaunchTooLarge",
+        720,
+        "too many blocks in cooperative launch",
+        "a grid-synchronising launch has more blocks than can run at once",
+    ),
+)
+_BY_NAME = {e.name: e for e in CUDA_ERRORS} | {e.runtime: e for e in CUDA_ERRORS}
+_BY_WORDS = {e.words: e for e in CUDA_ERRORS}
+
+# The texts TVM 0.27 raises them with (cuda_module.cc, cuda_common.h, tvm-ffi's cuda/base.h):
+# "CUDALaunch Error: CUDA_ERROR_INVALID_VALUE\n grid=(2,1,1),  block=(32,1,1)" (cuLaunchKernel refused);
+# "CUDA Runtime Error: cudaErrorIllegalAddress (700): an illegal memory access was encountered" (a
+# runtime call, usually the synchronisation after the kernel); "cuModuleLoadData(...) failed with error:
+# CUDA_ERROR_INVALID_PTX" (a driver call); "CUDA: an illegal memory access was encountered" (older
+# runtime checks); "Failed to set the allowed dynamic shared memory size to 65536" (before a launch).
+_LAUNCH = re.compile(
+    r"CUDALaunch Error:\s*(\w+)(?:\s*grid=\((\d+),\s*(\d+),\s*(\d+)\),\s*block=\((\d+),\s*(\d+),\s*(\d+)\))?"
+)
+_RUNTIME = re.compile(r"CUDA Runtime Error:\s*(\w+)")
+_DRIVER_CALL = re.compile(r"\b(cu[A-Z]\w*)\(.*\) failed with error:\s*(\w+)")
+_OLD_RUNTIME = re.compile(r"CUDA: ([^\n]+)")
+# (the second: the line cuda_fault makes of it, so that a stored trial is classed again the same way)
+_DYNAMIC_SMEM = re.compile(
+    r"(?:Failed to set the allowed dynamic shared memory size to|CUDA dynamic shared memory refused) (\d+)"
+)
+_ANY_NAME = re.compile(r"\b(CUDA_ERROR_[A-Z_]+|cudaError[A-Za-z]+)\b")
+
+
+@dataclass(frozen=True)
+class CudaFault:
+    """A CUDA fault found in an error text: its class name, where it happened, the launch shape when
+    TVM said it, and the likely cause (empty for a name tunelab does not know)."""
+
+    name: str
+    where: str  # "at launch", "while the kernel ran", "in cuModuleLoadData", or ""
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    cause: str = ""
+    while_running: bool = False
+
+    def line(self) -> str:
+        """One line: 'CUDA_ERROR_INVALID_VALUE at launch, grid=(2,1,1) block=(32,1,1) (likely ...)'."""
+        text = " ".join(p for p in (self.name, self.where) if p)
+        if self.grid is not None and self.block is not None:
+            text += f", grid=({','.join(map(str, self.grid))}) block=({','.join(map(str, self.block))})"
+        return f"{text} (likely {self.cause})" if self.cause else text
+
+
+def _known(name: str, where: str, **shape: Any) -> CudaFault:
+    error = _BY_NAME.get(name)
+    if error is None:
+        return CudaFault(name, where, **shape)
+    where = where or ("while the kernel ran" if error.while_running else "")
+    return CudaFault(error.name, where, cause=error.cause, while_running=error.while_running, **shape)
+
+
+def cuda_fault(text: str) -> CudaFault | None:
+    """The CUDA fault an error text (a runner's message, a traceback) reports, or None."""
+    if not text or not any(w in text for w in ("CUDA", "cuda", "shared memory")):
+        return None
+    if m := _LAUNCH.search(text):
+        shape: dict[str, Any] = {}
+        if m.group(2) is not None:
+            dims = [int(g) for g in m.groups()[1:]]
+            shape = {"grid": tuple(dims[:3]), "block": tuple(dims[3:])}
+        return _known(m.group(1), "at launch", **shape)
+    if m := _RUNTIME.search(text):
+        return _known(m.group(1), "")
+    if m := _DRIVER_CALL.search(text):
+        return _known(m.group(2), f"in {m.group(1)}")
+    if m := _DYNAMIC_SMEM.search(text):
+        return CudaFault(
+            "CUDA dynamic shared memory",
+            f"refused {m.group(1)} bytes per block before launch",
+            cause="more dynamic shared memory per block than this GPU allows",
+        )
+    if (m := _OLD_RUNTIME.search(text)) and m.group(1).strip() in _BY_WORDS:
+        return _known(_BY_WORDS[m.group(1).strip()].name, "")
+    if m := _ANY_NAME.search(text):
+        return _known(m.group(1), "")
+    return None
+
+
+def planted_cuda_error(name: str) -> Exception:
+    """A CUDA error as TVM 0.27 raises it, for a planted fault: cuLaunchKernel's refusal with its launch
+    shape (``tvm.error.InternalError``), or the runtime's report of a fault found while the kernel ran
+    (``RuntimeError``)."""
+    from tvm.error import InternalError
+
+    error = _BY_NAME.get(name)
+    if error is None:
+        raise ValueError(f"no planted CUDA fault {name!r}; one of {', '.join(e.name for e in CUDA_ERRORS)}")
+    if error.while_running:
+        return RuntimeError(f"CUDA Runtime Error: {error.runtime} ({error.code}): {error.words}")
+    return InternalError(f"CUDALaunch Error: {error.name}\n grid=(2,1,1),  block=(32,1,1)\n")

@@ -6,7 +6,8 @@
 - :class:`Evaluate` runs ``warmup`` untimed calls, checks the output against the NumPy reference,
   then times with ``time_evaluator`` (``tunelab.core.measure.timing.kernel_timer``; on a GPU its CUDA
   events, after an L2 flush where ``l2_flush`` asks for one), sampling on until the spread is small,
-  with precision spent on the leaders only.
+  with precision spent on the leaders only: a hopeless candidate is timed once. A warm-up call that runs
+  past the per-call wall limit is stopped there (the worker ends itself by SIGALRM).
 
 The inputs and the reference are computed once, by the Measurer, and handed to the workers as
 ``.npy`` files (:func:`_inputs_and_reference` loads them once per worker): a custom workload's code
@@ -22,11 +23,18 @@ import numpy as np
 
 from tunelab.core.stats import coefficient_of_variation
 
-# A candidate whose warm-up call and both samples of a probe took this many times the best so far is
-# clearly slow: it cannot be the leader, so the probe is its figure. Noise only adds time, so the
-# fastest of the probe's samples is the fair one to judge by (one sample alone was seen 6x off here).
+# A candidate whose warm-up call and then one timed sample both took this many times the best so far is
+# hopeless: it cannot be the leader, so that one sample is its figure and it is never repeated. Noise
+# only adds time, and one sample alone was seen 6x off on a busy 2-core machine: two observations that
+# both say "slow" decide it, not one.
 CLEARLY_SLOW = 2.0
-PROBE_SAMPLES = 2
+PROBE_SAMPLES = 1
+# A warm-up call at least this long is itself the hopeless candidate's one sample, and decides alone: the
+# first call's own costs (loading the module onto the GPU, starting the CPU thread pool) are milliseconds,
+# lost in it, and a second call of a kernel this slow would cost as much again (0.75-2.2 s a call on an
+# H200 in round 0, where GPU timings spread by about 1 %). The price: on a CPU busy enough to double one
+# call, a candidate that would have led can be judged hopeless by that call.
+ONE_CALL_S = 0.1
 
 
 _REFERENCE_CACHE: dict[tuple, tuple[list[np.ndarray], np.ndarray | None]] = {}
@@ -78,6 +86,8 @@ class Evaluate:
         leader_band: float = 0.0,
         l2_flush: str = "off",
         data_bytes: float = 0.0,
+        *,
+        call_limit_s: float = 0.0,
     ) -> None:
         self.problem = problem
         self.l2_flush = l2_flush  # GPU only (tunelab.core.measure.l2_flush)
@@ -88,6 +98,9 @@ class Evaluate:
         self.target_cv = target_cv
         self.max_repeat = max_repeat
         self.leader_band = leader_band
+        # A warm-up call longer than this (seconds) is stopped: the worker ends by SIGALRM, which the
+        # runner names "too slow". 0: no limit (the runner's timeout still applies).
+        self.call_limit_s = call_limit_s
         # The task's fastest per-call time so far (seconds), set by the Measurer before each run: the
         # runner pickles this object for every candidate it sends to its worker, so it travels along.
         self.best_s: float | None = None
@@ -102,11 +115,10 @@ class Evaluate:
         args = repeated_args[0]
         func = rt_mod[rt_mod.entry_name]
         n_warm = max(self.warmup, 1 if self.check else 0)
-        warm_started = time.perf_counter()
-        for _ in range(n_warm):
-            func(*args)
-        device.sync()
-        warm_s = (time.perf_counter() - warm_started) / n_warm if n_warm else None
+        # The fastest warm-up call: noise and first-run costs only add to it.
+        warm_s = min(
+            (_watched_call(func, args, device, self.call_limit_s) for _ in range(n_warm)), default=None
+        )
         if fault == "wrong":  # the kernel "computed" garbage
             args[-1].copyfrom(np.full(tuple(args[-1].shape), 7.0, dtype=str(args[-1].dtype)))
         expected = _inputs_and_reference(self.problem)[1] if self.check else None  # None: unchecked
@@ -125,10 +137,14 @@ class Evaluate:
                     f"wrong result: max abs error {err:.3g} exceeds atol {atol:g} + rtol {rtol:g}"
                 )
         focus = self.leader_band > 0 and self.best_s is not None and self.best_s > 0
-        if focus and warm_s is not None and warm_s > CLEARLY_SLOW * (self.best_s or 0.0):
-            # The warm-up call includes first-run costs, so it only raises the suspicion; a short probe
-            # of the timer (number grown to min_repeat_ms, as for any sample) decides.
-            probe = kernel_timer(
+        hopeless_s = CLEARLY_SLOW * (self.best_s or 0.0)
+        if focus and warm_s is not None and warm_s > hopeless_s:
+            # Timed once. The warm-up call raises the suspicion; a call this long is its own figure,
+            # a shorter one (its first-run costs may be most of it) is decided by one timed sample,
+            # ``number`` grown to min_repeat_ms as for any sample.
+            if warm_s >= ONE_CALL_S:
+                return [warm_s]
+            one = kernel_timer(
                 rt_mod,
                 device,
                 number=1,
@@ -136,8 +152,8 @@ class Evaluate:
                 min_repeat_ms=evaluator_config.min_repeat_ms,
                 cache_flush=evaluator_config.enable_cpu_cache_flush,
             )(*args)
-            if min(probe) > CLEARLY_SLOW * (self.best_s or 0.0):
-                return probe
+            if min(one) > hopeless_s:
+                return one
         from tunelab.core.measure.l2_flush import install_flush, wants_flush
 
         if wants_flush(self.l2_flush, device, self.data_bytes):
@@ -174,6 +190,30 @@ class Evaluate:
         while len(samples) < self.max_repeat and _spread(samples) > self.target_cv:
             samples.extend(one_round())
         return samples[: max(self.max_repeat, len(repeated_args) * evaluator_config.repeat)]
+
+
+def _watched_call(func: Any, args: list[Any], device: Any, limit_s: float) -> float:
+    """One call of the kernel, waited for on the device; its wall time in seconds.
+
+    With ``limit_s`` > 0 a call still running after that long ends this process by SIGALRM's default
+    action: a kernel cannot be interrupted from Python (a CUDA synchronisation or a CPU kernel holds the
+    thread), and the signal needs no Python code to run. The runner reads the signal from the exit status
+    and stores the candidate as too slow."""
+    import signal
+    import threading
+
+    watched = limit_s > 0 and threading.current_thread() is threading.main_thread()
+    if watched:
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.setitimer(signal.ITIMER_REAL, limit_s)
+    started = time.perf_counter()
+    try:
+        func(*args)
+        device.sync()
+    finally:
+        if watched:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    return time.perf_counter() - started
 
 
 def _spread(samples: list[float]) -> float:

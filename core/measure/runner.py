@@ -25,19 +25,27 @@ from typing import Any
 
 import numpy as np
 
+from tunelab.core.faults import TOO_SLOW, cuda_fault
 from tunelab.core.measure.evaluate import AllocArguments, Evaluate
 from tunelab.core.records import MeasureOptions
 from tunelab.core.target.info import TargetInfo, cpu_core_count
 
 BUILD_POOL_BATCHES = 25
+# The per-call wall limit, as a share of the run's timeout (``timeout_s``, which covers loading, warm-up,
+# check and timing): a kernel whose one call takes longer could not be warmed up, checked and timed within
+# the timeout anyway, and would end as a hang at four times the cost. It is stopped at its first call and
+# stored as too slow.
+CALL_LIMIT_SHARE = 0.25
 # How often a candidate whose RPC server disappeared under it is sent to another server.
 RELAUNCHES = 3
 
 
 @dataclass(frozen=True)
 class MeasureResult:
-    status: str  # "ok" | "build_error" | "run_error" | "timeout" | "wrong_result"
-    error: str | None
+    # "ok" | "build_error" | "run_error" | "timeout" (a hang, or "too slow: ..." when the per-call wall
+    # limit stopped it) | "wrong_result"
+    status: str
+    error: str | None  # one line
     samples_ms: tuple[float, ...]
     build_s: float | None
     run_s: float | None
@@ -61,24 +69,65 @@ def fast_build(mod: Any, target: Any, _params: Any) -> Any:
 def _classify(message: str) -> str:
     if "Timeout" in message or "timeout" in message.lower().split("\n")[0]:
         return "timeout"
+    if "SIGALRM" in message:  # stopped at the per-call wall limit (Evaluate's watchdog)
+        return "timeout"
     if "wrong result" in message:
         return "wrong_result"
     return "run_error"
 
 
-def _run_error_text(message: str, timeout_s: float) -> str:
-    """MetaSchedule's runner message in words: how the kernel failed, without the runner's preamble."""
+def _exception_text(text: str) -> str:
+    """The exception a worker's traceback ends with, without the frames: 'MemoryError',
+    'tvm.error.InternalError: CUDALaunch Error: ...' (its own lines kept); the text itself when it is
+    not a traceback."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    if not starts:
+        return text
+    # Frames are indented; the exception starts at the first line that is not (its own further lines
+    # may be indented, as TVM's " grid=(...)" is).
+    after = lines[starts[-1] + 1 :]
+    first = next((i for i, line in enumerate(after) if line and not line[0].isspace()), None)
+    return "\n".join(after[first:]).strip() if first is not None else text
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _run_error_text(message: str, timeout_s: float, call_limit_s: float | None = None) -> str:
+    """MetaSchedule's runner message in one line of words: how the kernel failed, without the runner's
+    preamble or the worker's traceback. A CUDA fault is named with its launch shape and likely cause
+    (tunelab.core.faults.cuda_fault), as a CPU crash is by its signal."""
     text = message.strip()
     if text.startswith(("LocalRunner: Timeout", "RPCRunner: Timeout")):
         return f"hang: no result within {timeout_s:g} s (the worker was killed)"
     for runner in ("LocalRunner", "RPCRunner"):
         text = text.removeprefix(f"{runner}: An exception occurred").strip()
-    last = text.splitlines()[-1] if text else ""
-    if "WrongResult: " in last:  # tunelab's own check: its sentence, not the traceback that carried it
-        return last.partition("WrongResult: ")[2]
+    if "SIGALRM" in text:  # Evaluate's watchdog stopped the call
+        limit = f" of {call_limit_s:g} s" if call_limit_s else ""
+        return f"{TOO_SLOW}: one call ran past the per-call wall limit{limit} and was stopped"
+    text = _exception_text(text)
+    if "WrongResult: " in text:  # tunelab's own check: its sentence, not the exception's name
+        return _one_line(text.partition("WrongResult: ")[2])
     if text in ("Subprocess terminated", ""):  # without tunelab.core.faults' patch: the status is unknown
         return "the worker running the kernel died (exit status unknown)"
-    return text
+    fault = cuda_fault(text)
+    if fault is not None:
+        return fault.line()
+    return _one_line(text)
+
+
+def _restart_worker(runner: Any) -> None:
+    """End the runner's worker process; the next candidate starts a fresh one.
+
+    After a fault found while a kernel ran (an illegal address, a misaligned access) the worker's CUDA
+    context is broken for good, and every later kernel in it would fail with the same error: the fault
+    would be charged to configs that never had it. A launch the driver refused leaves the context
+    intact, but a fresh worker costs about a TVM import, far less than a misnamed trial."""
+    pool = getattr(runner, "pool", None)
+    for worker in list(getattr(pool, "_worker_map", {}).values()):  # PopenPoolExecutor's workers
+        worker.kill()
 
 
 def _short(message: str, limit: int = 2000) -> str:
@@ -90,7 +139,12 @@ class Measurer:
     """Builds and runs schedules for one problem (workload, shape, dtype) on one target.
 
     ``custom_source`` is accepted for callers that pass it; the workload object already holds it, and
-    its inputs and reference are computed here, once (the workers only load them)."""
+    its inputs and reference are computed here, once (the workers only load them).
+
+    ``vendor_ms``: the vendor library's time for the problem where it is known. It stands in for the best
+    so far until the task has one, so that a hopeless candidate costs one call from the first one on
+    (``Evaluate``). ``call_limit_s``: the per-call wall limit of a local run (default: a
+    :data:`CALL_LIMIT_SHARE` of ``timeout_s``; 0 turns it off)."""
 
     def __init__(
         self,
@@ -102,6 +156,8 @@ class Measurer:
         *,
         seed: int = 0,
         custom_source: str | None = None,
+        vendor_ms: float | None = None,
+        call_limit_s: float | None = None,
     ) -> None:
         from tvm.s_tir import meta_schedule as ms
 
@@ -110,6 +166,10 @@ class Measurer:
         keep_worker_exit_status()  # a kernel that kills its worker is named by its signal
         self.target = target
         self.options = options
+        self.vendor_s = vendor_ms / 1e3 if vendor_ms and vendor_ms > 0 else None
+        self.call_limit_s = (
+            options.timeout_s * CALL_LIMIT_SHARE if call_limit_s is None else max(0.0, call_limit_s)
+        )
         self._folder = tempfile.mkdtemp(prefix="tunelab-measure-")
         try:
             self.problem = _write_problem(
@@ -158,7 +218,7 @@ class Measurer:
                 timeout_sec=options.timeout_s,
                 evaluator_config=config,
                 f_alloc_argument=AllocArguments(self.problem),
-                f_run_evaluator=Evaluate(*evaluate_args),
+                f_run_evaluator=Evaluate(*evaluate_args, call_limit_s=self.call_limit_s),
                 initializer=stop_on_sigint_like_sigterm,
             )
 
@@ -172,7 +232,9 @@ class Measurer:
         """Build all schedules (in parallel workers), then run each in the runner's worker.
 
         ``best_ms``: the task's best latency before this batch; with the batch's own results it tells
-        the runner which candidates lead, so that precision is spent on them (``leader_band``).
+        the runner which candidates lead, so that precision is spent on them (``leader_band``), and
+        which are hopeless, timed once. Before the task has a best, the vendor's time (``vendor_ms``)
+        stands in for it.
 
         ``stop`` (a cancel flag) is asked before the batch, after the builds and after each run. Once
         it says True the rest is not measured, and what was in flight when it came is dropped: a stop
@@ -187,7 +249,7 @@ class Measurer:
         started = time.time()
         built = self._build([s.mod for s in schedules])
         evaluate = self.runner.f_run_evaluator
-        best_s = best_ms / 1e3 if best_ms else None
+        best_s = best_ms / 1e3 if best_ms else self.vendor_s
         build_s = (time.time() - started) / len(schedules)  # the pool builds them together
         if self.tracker is not None:
             return self._measure_remote(schedules, built, stopped, best_s, build_s, started)
@@ -219,10 +281,12 @@ class Measurer:
                 if stopped():
                     break  # it ran while the stop came (its worker may have died of it): not a measurement
                 if res.error_msg is not None:
-                    error = _short(_run_error_text(res.error_msg, self.options.timeout_s))
+                    error = _short(_run_error_text(res.error_msg, self.options.timeout_s, self.call_limit_s))
                     results.append(
                         MeasureResult(_classify(res.error_msg), error, (), build_s, t1 - t0, started, t1)
                     )
+                    if cuda_fault(res.error_msg) is not None:
+                        _restart_worker(self.runner)
                 else:
                     samples = tuple(float(x) * 1e3 for x in res.run_secs)
                     results.append(MeasureResult("ok", None, samples, build_s, t1 - t0, started, t1))
@@ -376,6 +440,15 @@ class Measurer:
         if pool is not None:
             pool.shutdown()
         shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def stored_vendor_ms(
+    store: Any, workload: str, shape: dict[str, int], dtype: str, target_kind: str
+) -> float | None:
+    """The vendor library's time for a problem on this machine, where the store holds a correct one
+    (tunelab.core.trust.baselines measures them); None otherwise. What a Measurer's ``vendor_ms`` takes."""
+    entry = store.baseline(workload, shape, dtype, target_kind)
+    return float(entry.median_ms) if entry is not None and entry.correct and entry.median_ms > 0 else None
 
 
 def _write_problem(

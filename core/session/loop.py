@@ -358,7 +358,7 @@ class TuningSession:
         most (relatively) in its last batch, ties to the task with the fewest trials, so the
         budget flows to the shapes where tuning still pays (Ansor's task scheduler, simplified).
         """
-        from tunelab.core.measure.runner import Measurer
+        from tunelab.core.measure.runner import Measurer, stored_vendor_ms
         from tunelab.core.telemetry.sampler import TelemetrySampler
 
         record = self.store.session(self.session_id)
@@ -458,6 +458,9 @@ class TuningSession:
                         options,
                         seed=record.seed,
                         custom_source=record.custom_source,
+                        vendor_ms=stored_vendor_ms(
+                            self.store, self.workload.name, task.record.shape, self.dtype, self.target.kind
+                        ),
                     )
                 # This machine's load says nothing about a remote device's (its kernels run there).
                 warning = None if options.remote else self._cool_down(sampler, options.cooldown_s)
