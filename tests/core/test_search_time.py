@@ -292,3 +292,44 @@ def test_a_batch_being_measured_is_never_reported_as_failed_by_the_prefetch(cpu_
     finally:
         tuner.close()  # while a generation may be under way: waits for it, raises nothing
     assert tuner._prefetching is None and tuner._ctx is None
+
+
+def test_a_session_that_prefetches_stops_resumes_and_measures_nothing_twice(
+    store: Store, monkeypatch
+) -> None:
+    """The loop's overlap, run here on the CPU (a GPU session does it; no GPU here): the next batch is
+    asked for while one is measured; a stop in the middle, a resume, the budget spent exactly once."""
+    from tunelab.core.search.space.base import config_key
+    from tunelab.core.session import loop
+    from tunelab.core.session.loop import TuningSession
+
+    monkeypatch.setattr(loop, "search_overlaps_measuring", lambda target, options: True)
+    asked: list[int] = []
+    real_prefetch = EvolutionaryTuner.prefetch
+
+    def prefetch(self: EvolutionaryTuner, n: int) -> None:
+        asked.append(n)
+        real_prefetch(self, n)
+
+    monkeypatch.setattr(EvolutionaryTuner, "prefetch", prefetch)
+    spec = small_spec(
+        tuner="evolutionary",
+        space_kind="auto",
+        trials=12,
+        batch=4,
+        tuner_options={"population_size": 16, "search_threads": 1},
+    )
+    session = create_session(store, spec)
+    runner = session.run()
+    first = [next(runner) for _ in range(6)]  # into round 1, whose successor is being proposed
+    runner.close()
+    assert store.session(session.session_id).status == "cancelled"
+    assert asked == [4, 4]  # while rounds 0 and 1 were measured
+    rest = list(TuningSession(store, session.session_id).run())
+    assert store.session(session.session_id).status == "finished"
+    assert len(first) + len(rest) == 12
+    keys = [config_key(t.config) for t in store.trials(session.session_id)]
+    assert len(set(keys)) == 12
+    # Resumed with 6 left: a batch of 4 measured while the last 2 are proposed, then none past the budget.
+    assert asked == [4, 4, 2]
+    assert all(r.search_s is not None for r in store.rounds(session.session_id))
