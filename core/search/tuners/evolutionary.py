@@ -13,6 +13,9 @@ measure callbacks would.
 Unlike `tune_tir`'s default, the XGBModel has no 100-sample warm-up: below 100 trials the default
 model predicts random numbers and the search is blind (TVM_NOTES 2). The option `warmup_samples`
 restores that warm-up; on the skinny GEMM (BENCHMARKS.md 1b) it found slower kernels.
+
+On CUDA the search's sizes are smaller than MetaSchedule's defaults (SEARCH_SIZES), and a session on a
+local GPU asks for the next batch (`prefetch`) while the current one is measured.
 """
 
 from __future__ import annotations
