@@ -256,6 +256,11 @@ class StoreConnection:
             raise
 
     @property
+    def hostname(self) -> str:
+        """This machine's name, as the store keys machine-specific figures (baselines, profiles)."""
+        return self._hostname
+
+    @property
     def writable(self) -> bool:
         return not self.readonly
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tunelab.core.errors import TunelabError
 from tunelab.core.measure.timing import SPIN_SETTLE_S, time_callable
 from tunelab.core.records import MeasureOptions, SessionRecord, VendorBaseline
 from tunelab.core.stats import median
@@ -610,6 +611,16 @@ def baseline_for(
     if record.custom_source is not None or record.workload not in CPU_WORKLOADS:
         return None
     shape, flops, best_ms = task_figures(store, record, task)
+    if record.hostname is not None and record.hostname != store.hostname:
+        # A store tuned on another machine: its vendor figure is that machine's; timing the vendor here
+        # would compare other hardware.
+        kept = store.baseline(record.workload, shape, record.dtype, record.target_kind, record.hostname)
+        if kept is None:
+            raise TunelabError(
+                f"session {record.id} ran on {record.hostname}, where its vendor was never measured "
+                "(timing it on this machine would compare other hardware)"
+            )
+        return _comparison(record, task, kept, True, flops, best_ms)
     entry = None if remeasure else store.baseline(record.workload, shape, record.dtype, record.target_kind)
     if entry is not None and "settle_s" not in entry.measure:
         entry = None  # timed right after the NumPy reference, among its spinning threads: measured again
@@ -624,6 +635,12 @@ def baseline_for(
         if entry is None:
             return None
         store.put_baseline(entry)
+    return _comparison(record, task, entry, cached, flops, best_ms)
+
+
+def _comparison(
+    record: SessionRecord, task: int, entry: VendorBaseline, cached: bool, flops: float, best_ms: float | None
+) -> VendorComparison:
     return VendorComparison(
         baseline=entry,
         cached=cached,

@@ -483,10 +483,20 @@ def measure_machine_profile(
 
 
 def machine_profile(
-    store: Store, target_kind: str = "llvm", *, dtypes: Sequence[str] = DTYPES, remeasure: bool = False
+    store: Store,
+    target_kind: str = "llvm",
+    *,
+    dtypes: Sequence[str] = DTYPES,
+    remeasure: bool = False,
+    hostname: str | None = None,
 ) -> MachineProfile | None:
     """This machine's profile for ``target_kind`` from the store (``cached``), measured (and stored) the
-    first time, or again for ``remeasure`` or a dtype not yet probed. None where it cannot be measured."""
+    first time, or again for ``remeasure`` or a dtype not yet probed. None where it cannot be measured.
+    ``hostname``: another machine's (a store tuned there, opened here): only what the store holds, since
+    measuring here would describe other hardware."""
+    if hostname is not None and hostname != store.hostname:
+        stored = store.machine_profile(target_kind, hostname)
+        return replace(stored, cached=True) if stored is not None else None
     profile = None if remeasure else store.machine_profile(target_kind)
     wanted = [d for d in dtypes if not (target_kind != "cuda" and d == "float16")]
     if profile is not None and all(d in profile.peak_gflops for d in wanted):
@@ -496,6 +506,13 @@ def machine_profile(
         return None
     store.put_machine_profile(fresh)
     return replace(fresh, cached=False)
+
+
+def compute_dtype(dtype: str, target_kind: str) -> str:
+    """The arithmetic's dtype, whose peak a roofline uses: a mixed dtype (float16:float32) runs float16
+    on a GPU's tensor cores and float32 on a CPU (which widens the inputs)."""
+    inputs_dtype, acc_dtype = split_dtype(dtype)
+    return inputs_dtype if target_kind == "cuda" else acc_dtype
 
 
 def roofline_for(
@@ -535,22 +552,29 @@ def roofline_for(
         cached=None,
         measured_at=None,
     )
-    # The arithmetic's dtype: a mixed dtype (float16:float32) runs float16 on a GPU's tensor cores and
-    # float32 on a CPU (which widens the inputs)
-    inputs_dtype, acc_dtype = split_dtype(record.dtype)
-    compute_dtype = inputs_dtype if record.target_kind == "cuda" else acc_dtype
-    profile = machine_profile(store, record.target_kind, dtypes=(compute_dtype,), remeasure=remeasure)
+    arithmetic = compute_dtype(record.dtype, record.target_kind)
+    profile = machine_profile(
+        store,
+        record.target_kind,
+        dtypes=(arithmetic,),
+        remeasure=remeasure,
+        hostname=record.hostname,  # the machine the session ran on: its roof, not this one's
+    )
+    if profile is None and record.hostname is not None and record.hostname != store.hostname:
+        return replace(
+            report, note=f"the {record.target_kind} roofline of {record.hostname} was never measured"
+        )
     if profile is None:
         return replace(
             report,
             note=f"no way to profile a {record.target_kind} machine here (needs PyTorch or CuPy and a GPU)",
         )
     peaks = profile.peak_gflops
-    peak_dtype = compute_dtype if compute_dtype in peaks else "float32"
+    peak_dtype = arithmetic if arithmetic in peaks else "float32"
     note = None
-    if peak_dtype != compute_dtype:
+    if peak_dtype != arithmetic:
         note = (
-            f"no {compute_dtype} probe on this target (NumPy has no {compute_dtype} BLAS): "
+            f"no {arithmetic} probe on this target (NumPy has no {arithmetic} BLAS): "
             "the float32 peak stands in"
         )
     peak = peaks.get(peak_dtype)

@@ -53,15 +53,19 @@ def session_figures(store: Store, session_id: int, *, remeasure_vendor: bool = F
 def figures_stored(store: Store, record: SessionRecord) -> bool:
     """Both figures are in the store already, so asking for them measures nothing."""
     from tunelab.core.trust.baselines import CPU_WORKLOADS
+    from tunelab.core.trust.roofline import compute_dtype
 
     try:
         vendor = (
             record.custom_source is not None
             or record.workload not in CPU_WORKLOADS
-            or store.baseline(record.workload, record.shape, record.dtype, record.target_kind) is not None
+            or store.baseline(
+                record.workload, record.shape, record.dtype, record.target_kind, record.hostname
+            )
+            is not None
         )
-        profile = store.machine_profile(record.target_kind)
+        profile = store.machine_profile(record.target_kind, record.hostname)  # the session's machine
     except TunelabError:
         return False
-    dtype = record.dtype if not (record.dtype == "float16" and record.target_kind != "cuda") else "float32"
+    dtype = compute_dtype(record.dtype, record.target_kind)  # the peak roofline_for reads
     return vendor and profile is not None and dtype in profile.peak_gflops
