@@ -44,6 +44,7 @@ from tunelab.app.workers.engine import CallWorker, TuningWorker, runner_pid, run
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.pick import export_pick
+from tunelab.core.export.stated import KIND_WORDS
 from tunelab.core.records import SessionRecord, SessionSpec
 from tunelab.core.store import Store
 from tunelab.core.trust.confirmed import confirmations
@@ -469,10 +470,16 @@ class MainWindow(QMainWindow):
         if session_id is not None and self.message_bar.level != "error":
             try:
                 r = self.store.session(session_id)
+                self.browser.stated.refresh([r])
+                stated = self.browser.stated.stated(r.id)  # the one best the list and an export state
+                best = (
+                    f"best {fmt_ms(r.best_ms)} ms ({fmt_gflops(r.best_gflops)} GFLOP/s)"
+                    if stated is None
+                    else f"best {fmt_ms(stated.ms)} ms {stated.mark} ({fmt_gflops(stated.gflops)} GFLOP/s, "
+                    f"{KIND_WORDS[stated.kind]})"
+                )
                 self.message_bar.show_info(
-                    f"Session {r.id} {r.status}: {r.n_trials} trials, best {fmt_ms(r.best_ms)} ms "
-                    f"({fmt_gflops(r.best_gflops)} GFLOP/s).",
-                    about=r.id,
+                    f"Session {r.id} {r.status}: {r.n_trials} trials, {best}.", about=r.id
                 )
             except TunelabError:
                 pass
@@ -541,7 +548,7 @@ class MainWindow(QMainWindow):
         if record is not None:
             self.browser.stated.refresh([record])
         pick = self.browser.stated.pick(self.session_id)
-        self.live.set_stated(pick)
+        self.live.set_stated(self.browser.stated.stated(self.session_id))
         self.validation.set_stated(pick)
         self._update_actions()
 

@@ -26,7 +26,7 @@ from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.widgets.plot_zoom import ZoomViewBox, reset_button
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
-from tunelab.core.export.pick import ExportPick
+from tunelab.core.export.stated import StatedBest
 from tunelab.core.faults import describe_failures, failure_class
 from tunelab.core.records import TRIAL_STATUSES
 from tunelab.core.store import Store
@@ -34,6 +34,7 @@ from tunelab.core.store import Store
 REDRAW_MS = 200
 OK_BRUSH = (42, 111, 219, 170)
 FAILED_PEN = "#d93025"
+UNTRUSTED_PEN = "#b06000"  # a figure shown but not to be held to (the roofline warning's amber)
 BEST_PEN = "#1e8e3e"
 GFLOPS_PEN = "#e37400"
 SCATTER_CAP = 5000  # trial markers drawn at most (plus the kept ones), over the visible trial range
@@ -99,7 +100,7 @@ class LivePlot(QWidget):
         self._best = GrowingColumns("number", "latency", "gflops", "pos")
         self._best_ms: float | None = None
         self._best_number: int | None = None
-        self._stated: ExportPick | None = None  # the session's confirmed pick (set_stated)
+        self._stated: StatedBest | None = None  # the session's one best, with its kind (set_stated)
         self._failure_classes: Counter[str] = Counter()  # failed trials by failure_class
         self._last_number: float | None = None
         self._drawn_key: tuple | None = None
@@ -155,6 +156,16 @@ class LivePlot(QWidget):
         # gain filled the axis like a cliff.
         self.gflops_view.enableAutoRange(y=False)
         self.gflops_view.setMouseEnabled(x=True, y=False)
+        # The stated figure when it is not the session's own (a confirmed one): where the header's figure is.
+        self.stated_line = pg.InfiniteLine(
+            angle=0,
+            movable=False,
+            pen=pg.mkPen(GFLOPS_PEN, width=1.5, style=Qt.PenStyle.DotLine),
+            label="",
+            labelOpts={"position": 0.02, "anchors": [(0, 1), (0, 1)], "color": GFLOPS_PEN},
+        )
+        self.stated_line.hide()
+        self.gflops_view.addItem(self.stated_line, ignoreBounds=True)
         item.setLimits(xMin=0)  # trials are numbered from 1: no zooming into trial -40
         for box in (item.vb, self.gflops_view):
             box.reset_requested.connect(self.reset_view)
@@ -222,13 +233,13 @@ class LivePlot(QWidget):
     def exportable(self):
         return self.plot_widget.scene()
 
-    def set_stated(self, pick: ExportPick | None) -> None:
-        """The shown session's confirmed figure (tunelab.app.views.stated), or None: the header states it
-        and marks the session's own best as superseded."""
-        if pick is not None and pick.trial.session_id != self.session_id:
-            pick = None
-        if pick is not self._stated:
-            self._stated = pick
+    def set_stated(self, stated: StatedBest | None) -> None:
+        """The shown session's one best (tunelab.app.views.stated), or None: the header states it with
+        its kind, and a confirmed figure marks the session's own best as superseded."""
+        if stated is not None and stated.session_id != self.session_id:
+            stated = None
+        if stated != self._stated:
+            self._stated = stated
             self._update_title()
 
     def set_session(self, session, trials: list | None = None, columns: TrialColumns | None = None) -> None:
@@ -408,22 +419,28 @@ class LivePlot(QWidget):
             text += (
                 f", <span style='color:{FAILED_PEN}'>{self.n_failed} failed: {failed} (✕ at the top)</span>"
             )
-        pick = self._stated
-        if pick is not None and self._best_ms is not None:
-            # The confirmed figure is the one to hold to; the session's own best is biased low.
-            c = pick.confirmation
-            runs = f" in {fmt_fresh_runs(c.runs, c.devices)}" if c is not None else ""
+        stated = self._stated
+        if stated is not None and stated.kind != "session" and self._best_ms is not None:
+            # A confirmed figure is the export's; only a trusted one is bold and ✓.
+            runs = f" in {fmt_fresh_runs(stated.runs, stated.devices)}"
+            figure = f"{fmt_ms(stated.ms)} ms {stated.mark}"
+            if stated.trusted:
+                text += f" · <b>{figure} confirmed</b>{runs}"
+            else:
+                text += f" · <span style='color:{UNTRUSTED_PEN}'>{figure} untrusted</span>{runs}"
             text += (
-                f" · <b>{fmt_ms(pick.stated_ms)} ms confirmed</b>{runs} = "
-                f"{fmt_gflops(gflops(self._flops, pick.stated_ms))} GFLOP/s (trial #{pick.trial.number})"
+                f" = {fmt_gflops(gflops(self._flops, stated.ms))} GFLOP/s (trial #{stated.trial_number})"
                 f" · <span style='color:#80868b'>the session's best {fmt_ms(self._best_ms)} ms at trial "
                 f"#{self._best_number}: superseded</span>"
             )
+            self.title.setToolTip(stated.words())
         elif self._best_ms is not None:
+            # Not confirmed: the session's own figure (its export would state it, marked ○).
             text += (
-                f" · best {fmt_ms(self._best_ms)} ms = {fmt_gflops(gflops(self._flops, self._best_ms))} GFLOP/s"
+                f" · best {fmt_ms(self._best_ms)} ms ○ = {fmt_gflops(gflops(self._flops, self._best_ms))} GFLOP/s"
                 f" at trial #{self._best_number}"
             )
+            self.title.setToolTip("○ the session's own figure, not confirmed in fresh processes")
         elif self.n_trials == 0:
             text += " · waiting for the first trial…"
         self.title.setText(text)
@@ -435,10 +452,24 @@ class LivePlot(QWidget):
         # auto-range would follow that part.
         self._on_redraw()
 
+    def stated_gflops(self) -> float | None:
+        """The GFLOP/s of the header's figure when it is not the session's own (a confirmed one)."""
+        stated = self._stated
+        if stated is None or stated.kind == "session" or self._best_ms is None:
+            return None
+        return gflops(self._flops, stated.ms)
+
     def _fit_gflops_axis(self) -> None:
-        """The GFLOP/s axis from 0 to a little above the best so far."""
+        """The GFLOP/s axis from 0 to a little above the best so far and the stated figure."""
         values = self._best.col("gflops")
         tops = [float(v) for v in values[np.isfinite(values)][-1:]]
+        stated = self.stated_gflops()
+        self.stated_line.setVisible(stated is not None)  # first: a hidden label ignores its text
+        if stated is not None and math.isfinite(stated):
+            kind = "confirmed" if self._stated.trusted else "untrusted"
+            self.stated_line.setValue(stated)
+            self.stated_line.label.setFormat(f"{kind}: {fmt_gflops(stated)} GFLOP/s")
+            tops.append(stated)
         top = max(tops, default=0.0)
         self.gflops_view.setYRange(0.0, top * 1.12 if top > 0 else 1.0, padding=0)
 

@@ -6,7 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from tunelab.core.cli.common import _fmt, _open_store, _print_table, _session_json, _trial_json
+from tunelab.core.cli.common import (
+    _best_text,
+    _fmt,
+    _open_store,
+    _print_table,
+    _session_json,
+    _stated_best,
+    _trial_json,
+)
 from tunelab.core.records import MeasureOptions, SearchTime, trial_label
 
 
@@ -27,8 +35,9 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 def cmd_sessions(args: argparse.Namespace) -> int:
     store = _open_store(args.db, create=False)
     records = store.sessions()
+    stated = {r.id: _stated_best(store, r) for r in records}
     if args.json:
-        print(json.dumps([_session_json(r) for r in records]))
+        print(json.dumps([_session_json(r, stated[r.id]) for r in records]))
         return 0
     rows = [
         [
@@ -39,12 +48,15 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             r.space_kind,
             r.tuner,
             f"{r.n_trials}/{r.trials_budget}",
-            _fmt(r.best_ms),
-            _fmt(r.best_gflops),
+            _best_text(stated[r.id]),
+            _fmt(stated[r.id].gflops if stated[r.id] else None),
         ]
         for r in records
     ]
     _print_table(rows, ["id", "status", "name", "target", "space", "tuner", "trials", "best ms", "GFLOP/s"])
+    print(
+        "best: what an export states; confirmed (fresh processes, quiet machine), untrusted, or session's own"
+    )
     return 0
 
 
@@ -53,7 +65,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     r = store.session(args.session)
     best = store.best_trial(args.session)
     rounds = store.rounds(args.session)
-    doc = _session_json(r)
+    stated = _stated_best(store, r)
+    doc = _session_json(r, stated)
     doc["tasks"] = [
         {
             "id": t.id,
@@ -172,6 +185,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"(session {_fmt(c['session_ms'])} ms)"
             + (f"; noisy: {c['disturbance']}" if c["disturbance"] else "")
         )
+    if stated is not None:
+        print(f"  stated best ({stated.kind}): {stated.words()}")
     if pick is not None:
         print(f"  export states {pick.summary()}")
     if len(doc["tasks"]) > 1:
@@ -195,8 +210,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     records = [store.session(i) for i in args.sessions]
     docs = []
     for r in records:
-        best = store.best_trial(r.id)
-        doc = _session_json(r)
+        stated = _stated_best(store, r)
+        # the configuration of the trial whose figure is stated (an export's pick), not of another
+        best = store.trial(stated.trial_id) if stated is not None else None
+        doc = _session_json(r, stated)
         doc["best_config"] = best.config if best else None
         docs.append(doc)
     fastest = min((d["best_ms"] for d in docs if d["best_ms"]), default=None)
@@ -212,7 +229,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             d["tuner"],
             d["space"],
             str(d["trials"]),
-            _fmt(d["best_ms"]),
+            f"{_fmt(d['best_ms'])} {d['best']['kind']}" if d["best"] else "-",
             _fmt(d["best_gflops"]),
             _fmt(d["speedup_vs_fastest"], 3),
         ]
