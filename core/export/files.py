@@ -29,6 +29,7 @@ from typing import Any
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.pick import CI_LEVEL, export_pick
 from tunelab.core.measure.placement import DEFAULT_LAYOUT
+from tunelab.core.measure.threads import tvm_default_threads
 from tunelab.core.store import Store
 from tunelab.core.target.build import build_scope
 
@@ -127,6 +128,18 @@ def export_trial(
         # Whether the stated figure can be held to, and why not (tunelab.core.export.pick)
         stats["untrusted_because"] = pick.untrusted_because
         stats["trusted"] = stats["untrusted_because"] is None
+        # The threads the figure needs: plain TVM's pool takes half the CPUs on x86, so a library loaded
+        # in a process that sets nothing ran 2x slower than the figure (tunelab.core.measure.threads)
+        stats["threads"] = (
+            {
+                "threads": pick.kernel_threads,
+                "variable": "TVM_NUM_THREADS",
+                "how": pick.threads_note(),
+                "tvm_default_on_export_machine": tvm_default_threads(),
+            }
+            if pick.kernel_threads is not None
+            else None
+        )
         doc = {
             "tunelab_schedule": SCHEDULE_FORMAT,
             "workload": record.workload,

@@ -25,6 +25,7 @@ from tunelab.core.measure.placement import (
     placement_ratio,
     worst_layout,
 )
+from tunelab.core.measure.threads import tvm_default_threads
 from tunelab.core.records import TaskRecord, TrialRecord
 from tunelab.core.stats import bootstrap_median_ci
 from tunelab.core.store import Store
@@ -118,6 +119,9 @@ class ExportPick:
     confirmation: Confirmation | None
     robust: bool  # picked for its worst placement, not its stated figure
     placement: PlacementFigures | None  # None: never confirmed with several layouts (or not a CPU)
+    # CPU kernels: the threads TVM's pool ran them on when measured (the target's cores; tunelab sets
+    # TVM_NUM_THREADS to them). Plain TVM takes half the CPUs on x86: a person's process must set it too.
+    kernel_threads: int | None = None
 
     @property
     def stated_ms(self) -> float:
@@ -154,7 +158,23 @@ class ExportPick:
         why = self.untrusted_because
         text += f". Not a figure to hold to: {why}." if why else "."
         note = self.placement.note() if self.placement else None
-        return f"{text} {note[0].upper()}{note[1:]}" if note else text
+        text = f"{text} {note[0].upper()}{note[1:]}" if note else text
+        threads = self.threads_note()
+        return f"{text} {threads}" if threads else text
+
+    def threads_note(self) -> str | None:
+        """How a person's process gets the threads the stated figure was measured with (CPU kernels)."""
+        if self.kernel_threads is None:
+            return None
+        default = tvm_default_threads()
+        n = self.kernel_threads
+        text = (
+            f"Measured on {n} kernel thread{'s' * (n != 1)}: set TVM_NUM_THREADS={n} in the process "
+            "that loads the library"
+        )
+        if default != self.kernel_threads:
+            text += f" (plain TVM would use {default} here, and the kernel would run slower)"
+        return text + "."
 
 
 def _worst_ms(c: Confirmation) -> float | None:
@@ -247,10 +267,13 @@ def export_pick(
             )
         robust = False
     task = next((t for t in tasks if t.id == trial.task_id), tasks[0] if tasks else None)
+    target = store.session(session_id).target
+    cores = target.get("num-cores") if target.get("kind") == "llvm" else None
     return ExportPick(
         trial=trial,
         task=task,
         confirmation=confirmed.get(trial.id),
         robust=robust,
         placement=_placement(store, trial.id, task, confirmed),
+        kernel_threads=int(cores) if isinstance(cores, int) and cores > 0 else None,
     )
