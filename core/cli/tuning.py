@@ -192,6 +192,9 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
         events.stage(text)
 
     session.on_stage.append(on_stage)
+    from tunelab.core.usecases.tuning import vendor_before_round_zero
+
+    vendor_before_round_zero(session)  # on a GPU: the measurer's yardstick from the first batch
     done, failed, best = record.n_trials, record.n_failed, record.best_ms
     interrupted = False
     runner = session.run()
