@@ -28,12 +28,13 @@ from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.stated import StatedBest
 from tunelab.core.faults import describe_failures, failure_class
-from tunelab.core.records import TRIAL_STATUSES
+from tunelab.core.records import TRIAL_STATUSES, SearchTime
 from tunelab.core.store import Store
 
 REDRAW_MS = 200
 OK_BRUSH = (42, 111, 219, 170)
 FAILED_PEN = "#d93025"
+SEARCH_SHARE_WARN = 0.2  # more of a session's time in the search than this is the budget being eaten
 UNTRUSTED_PEN = "#b06000"  # a figure shown but not to be held to (the roofline warning's amber)
 BEST_PEN = "#1e8e3e"
 GFLOPS_PEN = "#e37400"
@@ -101,6 +102,7 @@ class LivePlot(QWidget):
         self._best_ms: float | None = None
         self._best_number: int | None = None
         self._stated: StatedBest | None = None  # the session's one best, with its kind (set_stated)
+        self._search: SearchTime | None = None  # how long the search took between rounds
         self._failure_classes: Counter[str] = Counter()  # failed trials by failure_class
         self._last_number: float | None = None
         self._drawn_key: tuple | None = None
@@ -254,6 +256,7 @@ class LivePlot(QWidget):
             buffer.clear()
         self._best_ms = self._best_number = self._last_number = None
         self._stated = None
+        self._search = None
         self._failure_classes = Counter()
         self._drawn_key = None
         self._flops = 0.0
@@ -325,7 +328,15 @@ class LivePlot(QWidget):
                 self._best_ms, self._best_number = float(best[-1]), int(index[new[-1]])
         self._last_number = float(c["number"][-1])
         self._last_id = int(c["id"][-1])
+        self._read_search_time()  # a batch stored: its round's search time may be stored with it
         return n
+
+    def _read_search_time(self) -> None:
+        """The session's search time between rounds (Store.search_time), for the header."""
+        try:
+            self._search = self._store.search_time(self.session_id) if self.session_id is not None else None
+        except TunelabError:
+            self._search = None
 
     # ---- drawing -------------------------------------------------------------------------------
     def showEvent(self, event) -> None:  # noqa: N802
@@ -412,6 +423,7 @@ class LivePlot(QWidget):
             self.title.setText("")
             return
         text = f"<b>Session {self.session_id}</b> · {self.n_trials} trials"
+        tips: list[str] = []
         if self.n_failed:
             # By class ("19 SIGILL, 2 build error"): which failure dominates is what to act on.
             failed = describe_failures(self._failure_classes.elements(), self.n_trials)
@@ -433,17 +445,27 @@ class LivePlot(QWidget):
                 f" · <span style='color:#80868b'>the session's best {fmt_ms(self._best_ms)} ms at trial "
                 f"#{self._best_number}: superseded</span>"
             )
-            self.title.setToolTip(stated.words())
+            tips = [stated.words()]
         elif self._best_ms is not None:
             # Not confirmed: the session's own figure (its export would state it, marked ○).
             text += (
                 f" · best {fmt_ms(self._best_ms)} ms ○ = {fmt_gflops(gflops(self._flops, self._best_ms))} GFLOP/s"
                 f" at trial #{self._best_number}"
             )
-            self.title.setToolTip("○ the session's own figure, not confirmed in fresh processes")
+            tips = ["○ the session's own figure, not confirmed in fresh processes"]
         elif self.n_trials == 0:
             text += " · waiting for the first trial…"
+        search = self._search
+        if search is not None:
+            # Where the budget goes besides building and measuring: proposing and learning
+            colour = f" style='color:{UNTRUSTED_PEN}'" if search.share > SEARCH_SHARE_WARN else ""
+            text += (
+                f" · <span{colour}>search {search.total_s:.{1 if search.total_s < 10 else 0}f} s = "
+                f"{search.share:.0%} of the rounds</span>"
+            )
+            tips.append(search.words())
         self.title.setText(text)
+        self.title.setToolTip("\n".join(tips))
 
     def reset_view(self) -> None:
         """Show all of the session's trials again, after a zoom or a pan (the button, a double-click)."""
