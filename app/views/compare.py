@@ -179,7 +179,8 @@ class CompareView(QWidget):
         self.by_time = self.curves_widget.addPlot(
             row=1, col=1, title="Best so far vs wall time", axisItems={"left": LogAxis("left")}
         )
-        for plot, xlabel in ((self.by_trial, "Trial"), (self.by_time, "Seconds since the first trial")):
+        by_time = "Seconds since the first trial began (a curve starts at its first result)"
+        for plot, xlabel in ((self.by_trial, "Trial"), (self.by_time, by_time)):
             plot.setLabel("bottom", xlabel)
             plot.setLabel("left", "Best latency (ms)")
             plot.getAxis("left").enableAutoSIPrefix(False)
@@ -374,8 +375,12 @@ class CompareView(QWidget):
                     item.setBackground(DIFF_BRUSH)
                 self.diff_table.setItem(row, col, item)
         n_diff = sum(d for _, _, d in rows)
-        if len(records) < 2:
-            self.diff_label.setText("Tick two or more sessions to compare their best configs.")
+        if not records:
+            self.diff_label.setText("Tick a session to see its best config, two or more to compare them.")
+        elif len(records) < 2:
+            self.diff_label.setText(
+                f"Session #{records[0].id}'s best config ({len(rows)} knobs); tick another session to compare."
+            )
         else:
             self.diff_label.setText(
                 f"{n_diff} of {len(rows)} knobs differ between the best configs (highlighted)."
