@@ -31,6 +31,17 @@ _DEFAULT_CUDA = {
 
 # `--target remote` with `--rpc`: the CPU of a server under the key (tunelab.core.measure.remote.remote_target).
 REMOTE_TARGET = "remote"
+# What tunelab resolves an NVIDIA H200 (sm_90) to there, with the limits VerifyGPUCode checks: the CUDA
+# schedules that GPU runs are built and checked against it on machines without one (tests, benchmarks,
+# the GPU check's CPU path).
+H200_TARGET: dict[str, Any] = {
+    "kind": "cuda",
+    "arch": "sm_90",
+    "max_threads_per_block": 1024,
+    "max_shared_memory_per_block": 49152,
+    "thread_warp_size": 32,
+    "registers_per_block": 65536,
+}
 
 
 @dataclass(frozen=True)

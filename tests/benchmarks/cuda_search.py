@@ -33,17 +33,10 @@ from tunelab.core.search.space.factory import make_space
 from tunelab.core.search.space.tvm_context import InvalidSchedule
 from tunelab.core.search.tuners.base import Observation
 from tunelab.core.search.tuners.evolutionary import EvolutionaryTuner
-from tunelab.core.target.info import resolve_target
+from tunelab.core.target.info import H200_TARGET, resolve_target
 from tunelab.core.workloads.catalog import get_workload
 
-H200 = {
-    "kind": "cuda",
-    "arch": "sm_90",
-    "max_threads_per_block": 1024,
-    "max_shared_memory_per_block": 49152,
-    "thread_warp_size": 32,
-    "registers_per_block": 65536,
-}
+H200 = H200_TARGET
 
 
 def stand_in_ms(key: str) -> float:

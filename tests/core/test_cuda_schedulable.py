@@ -17,18 +17,11 @@ from tunelab.core.errors import SpaceError
 from tunelab.core.records import SessionSpec
 from tunelab.core.search.space.factory import make_space
 from tunelab.core.session.loop import check_schedulable, check_spec
-from tunelab.core.target.info import resolve_target
+from tunelab.core.target.info import H200_TARGET, resolve_target
 from tunelab.core.workloads.catalog import get_workload
 
 # The target the H200 run resolved to (issue 29's reproduction), with the limits VerifyGPUCode checks.
-H200 = {
-    "kind": "cuda",
-    "arch": "sm_90",
-    "max_threads_per_block": 1024,
-    "max_shared_memory_per_block": 49152,
-    "thread_warp_size": 32,
-    "registers_per_block": 65536,
-}
+H200 = H200_TARGET
 GEMM_4096 = {"M": 4096, "N": 4096, "K": 4096}
 RESNET_CONV = dict(N=1, C=64, H=56, W=56, K=64, R=3, S=3, stride=1, pad=1, dilation=1)
 

@@ -29,7 +29,7 @@ from tunelab.core.search.tuners.random_search import RandomTuner
 from tunelab.core.session.loop import create_session, search_overlaps_measuring
 from tunelab.core.store import Store
 from tunelab.core.store import schema as store_schema
-from tunelab.core.target.info import llvm_target, resolve_target
+from tunelab.core.target.info import H200_TARGET, llvm_target, resolve_target
 from tunelab.core.workloads.catalog import get_workload
 
 ASK_S = 0.3  # planted: what the slow tuner takes to propose a batch
@@ -159,14 +159,7 @@ def test_an_older_store_gains_the_columns_and_keeps_its_rounds(tmp_path, monkeyp
 
 # ---- bringing it down: the search's sizes on CUDA, and the next batch proposed while one is measured ----
 
-H200 = {
-    "kind": "cuda",
-    "arch": "sm_90",
-    "max_threads_per_block": 1024,
-    "max_shared_memory_per_block": 49152,
-    "thread_warp_size": 32,
-    "registers_per_block": 65536,
-}
+H200 = H200_TARGET
 
 
 def _strategy_sizes(tuner: EvolutionaryTuner) -> dict[str, int]:
