@@ -69,7 +69,9 @@ def test_every_cli_measurement_option_is_in_the_dialog_and_remembered(qtbot, set
     dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
     dialog._on_tuner_chosen()
     dialog.start_button.click()
-    qtbot.waitUntil(lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000)  # checked in a worker
+    qtbot.waitUntil(
+        lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000
+    )  # checked in a worker
     assert _dialog(qtbot, settings).spec().measure == MeasureOptions(**CHANGED)
 
 

@@ -163,7 +163,9 @@ def test_the_trackers_keys_fill_the_key_box_and_the_spec_measures_there(qtbot, s
     # the rest of the measurement options are the box's as before
     assert spec.measure.number == dialog.number_spin.value()
     dialog.start_button.click()
-    qtbot.waitUntil(lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000)  # checked in a worker
+    qtbot.waitUntil(
+        lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000
+    )  # checked in a worker
 
     # Remembered: the next dialog measures there again, once the tracker has answered anew.
     again = NewSessionDialog(settings)
@@ -216,7 +218,9 @@ def test_a_session_started_from_the_dialog_is_measured_on_the_trackers_servers(
     dialog.remote_options.workers_spin.setValue(2)
     assert dialog.can_start(), dialog.error_label.text()
     dialog.start_button.click()
-    qtbot.waitUntil(lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000)  # checked in a worker
+    qtbot.waitUntil(
+        lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000
+    )  # checked in a worker
     try:
         assert window.start_session(dialog.spec()) is not None
         qtbot.waitUntil(lambda: window.worker is None, timeout=180_000)
@@ -279,7 +283,9 @@ def test_the_servers_cpu_is_a_target_the_dialog_asks_a_server_for(qtbot, setting
     assert spec.target == "remote" and spec.measure.rpc_key == cluster.key
     assert check_spec(spec)[3].json == expected.json  # the session builds for the same target
     dialog.start_button.click()  # checked with the server's answer, not by asking the network again
-    qtbot.waitUntil(lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000)  # checked in a worker
+    qtbot.waitUntil(
+        lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000
+    )  # checked in a worker
     # Where to measure changed back to this machine: the server's CPU has no server, Start is off
     dialog.remote_options.local_radio.setChecked(True)
     assert not dialog.can_start()

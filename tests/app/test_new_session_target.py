@@ -110,7 +110,9 @@ def test_a_valid_mcpu_passes_the_self_check_and_is_the_spec_target_and_remembere
     dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
     dialog._on_tuner_chosen()
     dialog.start_button.click()
-    qtbot.waitUntil(lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000)  # checked in a worker
+    qtbot.waitUntil(
+        lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000
+    )  # checked in a worker
     again = _dialog(qtbot, settings)  # the fields come back, and their target with them
     assert again.target_combo.currentData() == "llvm"
     assert again.target_options.mcpu_combo.currentText() == mcpu
