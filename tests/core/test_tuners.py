@@ -5,10 +5,11 @@ tested with the auto space instead."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
-from tests.core.replay import gemm_replay, tiny_replay
+from tests.core.replay import ToySpace, gemm_replay, tiny_replay
 from tunelab.core.errors import TunerError
 from tunelab.core.records import Config
 from tunelab.core.search.costmodel import CostModel
@@ -20,11 +21,15 @@ from tunelab.core.search.tuners.registry import (
     get_tuner_class,
     make_tuner,
     recommend_tuner,
+    tuner_description,
     tuner_names,
+    tuner_space_kinds,
+    tuner_unavailable,
 )
 from tunelab.core.session.replay import ReplayRunner, replay_tune
 
 CONTRACT_TUNERS = [name for name in tuner_names() if name != "evolutionary"]
+ALL_TUNERS = "grid, random, genetic, xgb, evolutionary, tpe, cmaes, gp"
 
 
 def new_tuner(name: str, space: SearchSpace, seed: int = 0, **options) -> Tuner:
@@ -53,6 +58,11 @@ def gemm():
 
 @pytest.fixture(params=CONTRACT_TUNERS)
 def name(request) -> str:
+    # gp needs PyTorch, an optional dependency: where it is missing the suite runs without it (and
+    # test_gp_without_torch_is_one_line checks what choosing it says).
+    why = tuner_unavailable(request.param)
+    if why is not None:
+        pytest.skip(why)
     return request.param
 
 
@@ -60,7 +70,7 @@ def name(request) -> str:
 
 
 def test_registry_lists_every_strategy():
-    assert tuner_names() == ["grid", "random", "genetic", "xgb", "evolutionary"]
+    assert ", ".join(tuner_names()) == ALL_TUNERS
     assert TUNERS["evolutionary"] == "tunelab.core.search.tuners.evolutionary:EvolutionaryTuner"
 
 
@@ -69,13 +79,15 @@ def test_registered_class_matches_its_name(name):
     assert issubclass(cls, Tuner)
     assert cls.name == name
     assert cls.description
+    assert cls.description == tuner_description(name)  # what `tunelab tuners` and the dialog say
+    assert "\n" not in cls.description
     assert isinstance(cls.default_options, dict)
 
 
 def test_unknown_tuner_names_the_choices():
     with pytest.raises(TunerError) as err:
         get_tuner_class("x")
-    assert str(err.value) == "unknown tuner 'x'; choose one of grid, random, genetic, xgb, evolutionary"
+    assert str(err.value) == f"unknown tuner 'x'; choose one of {ALL_TUNERS}"
     with pytest.raises(TunerError, match="unknown tuner 'annealing'"):
         make_tuner("annealing", tiny_replay()[0], seed=0)
 
@@ -107,6 +119,9 @@ def test_options_default_and_override():
         ("genetic", {"selection": "rank"}),
         ("xgb", {"epsilon": -0.1}),
         ("xgb", {"pool_size": 0}),
+        ("tpe", {"n_startup_trials": -1}),
+        ("cmaes", {"popsize": 1}),
+        ("cmaes", {"n_startup_trials": -2}),
     ],
 )
 def test_bad_option_values(name, options):
@@ -245,7 +260,7 @@ def random_hits(gemm) -> int:
     return hits_within_10pct("random", *gemm)
 
 
-@pytest.mark.parametrize("name", ["genetic", "xgb"])
+@pytest.mark.parametrize("name", ["genetic", "xgb", "tpe", "cmaes"])
 def test_guided_search_beats_random(name, gemm, random_hits):
     # Deterministic (fixed seeds); the margin keeps it robust to small xgboost/numpy differences.
     # Measured when written: random 1 of 12 runs, genetic 10, xgb 12 (the table has 3 such configs
@@ -312,3 +327,71 @@ def test_genetic_roulette_selection(gemm):
     history = replay_tune(tuner, runner, budget=40, batch=8)
     assert len({space.key(o.config) for o in history}) == 40
     assert tuner.generation >= 5
+
+
+# --- Optuna's samplers ------------------------------------------------------------------------
+
+
+def test_every_tuner_is_described_without_importing_it():
+    for tuner in tuner_names():
+        assert tuner_description(tuner) and "\n" not in tuner_description(tuner)
+        assert set(tuner_space_kinds(tuner)) <= {"template", "auto"} and tuner_space_kinds(tuner)
+
+
+def test_gp_without_torch_is_one_line():
+    """GPSampler fits with PyTorch; without it gp fails when chosen, and only then."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("PyTorch is installed here: gp runs the contract suite")
+    with pytest.raises(TunerError) as err:
+        make_tuner("gp", tiny_replay()[0], seed=0)
+    assert str(err.value) == "tuner 'gp' is not available here: No module named 'torch'"
+    make_tuner("tpe", tiny_replay()[0], seed=0)  # the other samplers of the same library load
+
+
+class AutoToySpace(ToySpace):
+    kind = "auto"
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "cmaes"])
+def test_samplers_refuse_an_auto_space_in_one_line(sampler):
+    space = AutoToySpace({"tile": [1, 2]})
+    with pytest.raises(TunerError) as err:
+        make_tuner(sampler, space, seed=0)
+    assert str(err.value) == (
+        f"tuner {sampler!r} drives a template space's knobs; for an auto space "
+        "choose evolutionary, xgb, genetic or random"
+    )
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "cmaes"])
+def test_sampler_repeats_are_told_not_measured(sampler):
+    """On a 12-config space the sampler proposes measured configs again: each is told to the study at
+    once with its recorded value, and the session only ever gets new configs."""
+    space, runner = tiny_replay()
+    tuner = new_tuner(sampler, space, seed=2)
+    history = replay_tune(tuner, runner, budget=12, batch=3)
+    assert len({space.key(o.config) for o in history}) == 12
+    trials = tuner.study.trials
+    assert len(trials) > 12  # repeats went to the study...
+    assert runner.n_measured == 12  # ...not to the runner
+    told = {space.key(o.config): o.latency_ms for o in history}
+    completed = [t for t in trials if t.value is not None]
+    assert len(completed) > 12  # repeats of measured configs carry their recorded value
+    for trial in completed:
+        assert trial.value == pytest.approx(math.log(told[space.key(tuner._config(trial.params))]))
+    # The rest repeated a config of the same batch, not measured yet: told as failures.
+    assert all(t.state.name == "FAIL" for t in trials if t.value is None)
+
+
+def test_cmaes_keeps_only_its_newest_optimizer_in_the_state(gemm):
+    space, runner = gemm
+    tuner = new_tuner("cmaes", space, seed=0)
+    replay_tune(tuner, runner, budget=96, batch=8)
+    rows = tuner.state_dict()["trials"]
+    with_optimizer = [r for r in rows if any(a.startswith("cma:optimizer:") for a in r[3])]
+    assert len(with_optimizer) == 1
+    assert any("cma:generation" in r[3] for r in rows[40:])  # CMA-ES itself proposed, past its start

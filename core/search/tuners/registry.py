@@ -20,6 +20,33 @@ TUNERS: dict[str, str] = {
     "genetic": "tunelab.core.search.tuners.genetic:GeneticTuner",
     "xgb": "tunelab.core.search.tuners.xgb:XGBTuner",
     "evolutionary": "tunelab.core.search.tuners.evolutionary:EvolutionaryTuner",
+    "tpe": "tunelab.core.search.tuners.optuna_samplers:TPETuner",
+    "cmaes": "tunelab.core.search.tuners.optuna_samplers:CmaEsTuner",
+    "gp": "tunelab.core.search.tuners.optuna_gp:GPTuner",
+}
+
+# What `tunelab tuners` and the New-session dialog say about each tuner without importing it (a tuner
+# whose dependency is missing is still described): the space kinds it drives and one line. Each class's
+# `description` is the same line (tests check).
+TUNER_SPACES: dict[str, tuple[str, ...]] = {
+    "grid": ("template", "auto"),
+    "random": ("template", "auto"),
+    "genetic": ("template", "auto"),
+    "xgb": ("template", "auto"),
+    "evolutionary": ("template", "auto"),
+    "tpe": ("template",),
+    "cmaes": ("template",),
+    "gp": ("template",),
+}
+TUNER_WORDS: dict[str, str] = {
+    "grid": "Every config once, in grid order (shuffle=True: a seeded random order).",
+    "random": "Uniformly random configs, never the same one twice.",
+    "genetic": "Genetic algorithm (AutoTVM GATuner): elites, selection, crossover and mutation.",
+    "xgb": "XGBoost cost model ranks a candidate pool; epsilon share of random exploration.",
+    "evolutionary": "MetaSchedule's evolutionary search guided by its XGBoost cost model (Ansor).",
+    "tpe": "Optuna's TPE sampler (Bayesian, tree-structured Parzen estimators) over the template knobs.",
+    "cmaes": "Optuna's CMA-ES sampler (an evolution strategy) over the template knobs' indices.",
+    "gp": "Optuna's Gaussian-process sampler (Bayesian optimisation; needs PyTorch) over the template knobs.",
 }
 
 # Above this many configs a template space is too big for the XGBoost tuner's random pools to
@@ -30,6 +57,16 @@ _GRID_MAX_SIZE = 2000
 
 def tuner_names() -> list[str]:
     return list(TUNERS)
+
+
+def tuner_description(name: str) -> str:
+    """The tuner's one-line description (no import)."""
+    return TUNER_WORDS.get(name, "")
+
+
+def tuner_space_kinds(name: str) -> tuple[str, ...]:
+    """The space kinds the tuner drives (no import)."""
+    return TUNER_SPACES.get(name, ())
 
 
 def get_tuner_class(name: str) -> type[Tuner]:
@@ -43,6 +80,15 @@ def get_tuner_class(name: str) -> type[Tuner]:
     except ImportError as exc:
         raise TunerError(f"tuner {name!r} is not available here: {exc}") from exc
     return getattr(module, class_name)
+
+
+def tuner_unavailable(name: str) -> str | None:
+    """None when the tuner loads here, else the one line why not (gp without PyTorch)."""
+    try:
+        get_tuner_class(name)
+    except TunerError as exc:
+        return str(exc)
+    return None
 
 
 def resolve_options(cls: type[Tuner], options: dict[str, Any]) -> dict[str, Any]:
