@@ -1,5 +1,8 @@
 """Planted busy neighbours: CPU-bound processes outside the test's process tree, as another user's
-jobs on a shared machine are (each started by a shell that exits at once, so it is re-parented)."""
+jobs on a shared machine are (each started by a shell that exits at once, so it is re-parented), each in
+a session of its own as another user's job is: where the kernel groups CPU time by session (Linux's
+autogroup), a loop left in the test's session shares the test's slice, and on a machine busy with other
+sessions got under 20 % of a core, too little for the telemetry to call it busy (issue 26)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ def start_neighbour() -> int:
         text=True,
         check=True,
         timeout=30,
+        start_new_session=True,
     )
     return int(out.stdout.strip())
 

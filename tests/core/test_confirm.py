@@ -4,6 +4,7 @@ confirmed figure. Real TVM sessions, real worker processes, a real store."""
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from dataclasses import replace
@@ -230,10 +231,14 @@ def test_cancel_during_confirmation_keeps_the_session_finished(tmp_path):
 
 def test_a_confirmation_beside_a_busy_neighbour_is_not_evidence_and_is_measured_again(tmp_path):
     """Issue 15 part 1: a confirmation taken while another process is busy says so and picks or states
-    nothing to hold to; given time, it is measured again until the machine is quiet."""
+    nothing to hold to; given time, it is measured again until the machine is quiet.
+
+    The machine may run other people's work too (issue 26): the planted neighbours are asserted among the
+    busy processes named, never as the only ones or the first, and the settled end is asserted only when
+    the machine did settle once they left."""
     store = Store(tmp_path / "t.sqlite")
     # a kernel long enough (128^3, 10 ms samples) that its samples agree on a quiet machine; the run-CV
-    # target is loose here so that only the neighbour decides
+    # target is loose here so that only the neighbours decide
     measure = replace(CONFIRMING, min_repeat_ms=10, repeat=5, confirm_top=1, target_cv=1.0, confirm_max_s=0)
     session = create_session(
         store, small_spec(shape={"M": 128, "N": 128, "K": 128}, trials=3, measure=measure)
@@ -250,7 +255,8 @@ def test_a_confirmation_beside_a_busy_neighbour_is_not_evidence_and_is_measured_
         (entry,) = noisy.schedules
         assert set(pids) & set(entry.other_busy_pids) and entry.busy_fraction >= 0.5
         (confirmation,) = confirmations(store, sid).values()
-        assert confirmation.disturbance and any(f"pid {p}" in confirmation.disturbance for p in pids)
+        named = {int(p) for p in re.findall(r"pid (\d+)", confirmation.disturbance or "")}
+        assert named and named <= set(entry.other_busy_pids) and "busy" in confirmation.disturbance
         pick = export_pick(store, sid)
         assert pick.confirmation == confirmation
         assert pick.untrusted_because == f"confirmed while {confirmation.disturbance}"
@@ -263,17 +269,23 @@ def test_a_confirmation_beside_a_busy_neighbour_is_not_evidence_and_is_measured_
                 stop_neighbours(pids)
 
         stages.clear()
-        (quiet,) = confirm_session(store, sid, max_s=600, on_stage=on_stage)
+        (later,) = confirm_session(store, sid, max_s=120, on_stage=on_stage)
     finally:
         stop_neighbours(pids)
     again = [s for s in stages if "measuring again" in s]
     assert len(again) >= 1 and "busy" in again[0] and "attempt 2" in again[0], stages
-    (entry,) = quiet.schedules
-    assert not set(pids) & set(entry.other_busy_pids)
+    (entry,) = later.schedules
     latest = confirmations(store, sid)[entry.trial_id]
-    assert latest.validation_id == quiet.id and latest.disturbance is None
-    assert export_pick(store, sid).untrusted_because is None
-    # only the settled attempt is stored (beside the earlier noisy confirmation)
-    assert [v["id"] for v in store.validations(sid)] == [quiet.id, noisy.id]
+    assert latest.validation_id == later.id
+    if latest.disturbance is None:
+        # settled once the planted neighbours left: an attempt without them, the figure to hold to
+        assert not set(pids) & set(entry.other_busy_pids)
+        assert export_pick(store, sid).untrusted_because is None
+    else:
+        # other work kept the machine busy for the whole time: stored as noisy, said so, not trusted
+        assert any("did not settle" in s for s in stages), stages
+        assert export_pick(store, sid).untrusted_because == f"confirmed while {latest.disturbance}"
+    # only the last confirmation's chosen attempt is stored (beside the earlier noisy confirmation)
+    assert [v["id"] for v in store.validations(sid)] == [later.id, noisy.id]
     assert not worker_processes()
     store.close()
