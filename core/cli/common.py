@@ -14,6 +14,7 @@ EXIT_BAD_INPUT = 2
 EXIT_CRASHED = 1
 EXIT_STORE_FAILURE = 3  # the store or its disk failed (not the input)
 EXIT_NOTHING_MEASURED = 4  # a session ended with 0 trials: every config it tried was rejected
+EXIT_GATE_FAILED = 5  # `validate --gate`: the kernel runs slower than its file states, beyond the gate
 EXIT_INTERRUPTED = 130
 
 

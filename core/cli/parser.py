@@ -271,6 +271,15 @@ def _parser() -> argparse.ArgumentParser:
         help="run the workload code a schedule file carries (custom_source); without it such a "
         "file is refused, since its code would run in this process",
     )
+    v.add_argument(
+        "--gate",
+        type=float,
+        default=None,
+        metavar="PCT",
+        help="a deployment gate for a schedule file: exit 0 when the kernel runs within PCT percent of the "
+        "figure its file states, 5 when slower (the line says by how much and the likely cause), 2 when "
+        "the file cannot be judged here",
+    )
     v.add_argument("--json", action="store_true")
     with_db(v)
     j = sub.add_parser(

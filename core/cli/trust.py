@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
-from tunelab.core.cli.common import _fmt, _open_store, _print_table
+from tunelab.core.cli.common import EXIT_GATE_FAILED, _fmt, _open_store, _print_table
 from tunelab.core.errors import TunelabError
 
 
@@ -57,6 +58,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         _progress_line(args.repeats, args.repeats, f"measuring the best schedule on the shapes {args.shapes}")
 
     source = parse_source(args.source)
+    if args.gate is not None:
+        return _validate_gate(args, source)
     if isinstance(source, int):
         store = _open_store(args.db, create=False, write=True)
         report = validate_and_store(
@@ -85,6 +88,35 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         print(format_report(report))
     return 0
+
+
+def _validate_gate(args: argparse.Namespace, source: int | Path) -> int:
+    """`validate SCHEDULE_FILE --gate PCT`: 0 within PCT of the file's figure, 5 slower, 2 not judged here
+    (a session, a file whose figure cannot be held to or whose target cannot run here: one line, before
+    the store is opened). The re-measurement is stored as any file's validation."""
+    from dataclasses import replace
+
+    from tunelab.core.export.files import load_schedule_file
+    from tunelab.core.trust.remeasure.api import validate_schedule_file
+    from tunelab.core.trust.remeasure.gate import check_gate_pct, judge_gate, stated_figure
+
+    check_gate_pct(args.gate)
+    if isinstance(source, int) or args.shapes is not None or args.task:
+        raise TunelabError(
+            "--gate judges a schedule file (the figure it states), not a session", option="gate"
+        )
+    stated_ms = stated_figure(load_schedule_file(source, trust_custom=args.trust_custom), str(source))
+    report = validate_schedule_file(
+        source, runs=args.repeats, on_progress=_progress_line, trust_custom=args.trust_custom
+    )
+    gate = judge_gate(report, stated_ms, args.gate)
+    store = _open_store(args.db, create=True, write=True)
+    report = replace(report, id=store.add_validation(report.to_json()))
+    if args.json:
+        print(json.dumps({**report.to_json(), "gate": gate.to_json()}))
+    else:
+        print(gate.line())
+    return 0 if gate.passed else EXIT_GATE_FAILED
 
 
 def cmd_jitter(args: argparse.Namespace) -> int:

@@ -1,0 +1,127 @@
+"""The deployment gate: does an exported kernel still run within a tolerance of the figure its file states?
+
+``tunelab validate SCHEDULE_FILE --gate PCT`` re-measures the file's schedule in fresh processes
+(:func:`tunelab.core.trust.remeasure.api.validate_schedule_file`) and compares the median with the file's
+``stats.median_ms``. :func:`stated_figure` refuses, before anything is measured, a file whose figure cannot
+be held to (missing, not a positive number, never confirmed, a noisy confirmation); :func:`judge_gate` is
+the comparison, a pure function of the report. A figure confirmed beside busy processes is judged: noise
+only adds time, so it is pessimistic and the gate is lenient with it, which the gate's line says.
+
+TVM-free: the CLI imports this before it measures."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tunelab.core.errors import TunelabError
+from tunelab.core.trust.remeasure.report import ScheduleResult, ValidationReport, ms_text, pct_text
+from tunelab.core.trust.remeasure.verdict import recording_disturbance
+
+
+@dataclass(frozen=True, slots=True)
+class GateResult:
+    """The gate's finding: the stated and measured figures, how much slower, and the likeliest cause."""
+
+    pct: float  # the tolerance, percent of the stated figure
+    stated_ms: float
+    measured_ms: float
+    passed: bool
+    cause: str | None  # why it is slower, in words; None when it passed
+    note: str | None  # what to keep in mind about the stated figure (recorded beside busy processes)
+
+    @property
+    def slower(self) -> float:
+        """Measured over stated, minus 1: 0.25 is 25 % slower, negative is faster."""
+        return self.measured_ms / self.stated_ms - 1
+
+    def line(self) -> str:
+        how = f"{pct_text(abs(self.slower))} {'slower' if self.slower > 0 else 'faster'}"
+        figures = f"{ms_text(self.measured_ms)} against the {ms_text(self.stated_ms)} its file states ({how})"
+        if self.passed:
+            text = f"gate passed: {figures}, within {self.pct:g}%"
+        else:
+            text = f"gate failed: {figures}, beyond {self.pct:g}%; likely cause: {self.cause}"
+        return text + (f" ({self.note})" if self.note else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pct": self.pct,
+            "stated_ms": self.stated_ms,
+            "measured_ms": self.measured_ms,
+            "slower": self.slower,
+            "passed": self.passed,
+            "cause": self.cause,
+            "note": self.note,
+        }
+
+
+def check_gate_pct(pct: float) -> None:
+    if not math.isfinite(pct) or pct < 0:
+        raise TunelabError(f"the gate is a percentage of 0 or more, not {pct:g}", option="gate")
+
+
+def stated_figure(doc: dict[str, Any], what: str) -> float:
+    """The figure a schedule file states (``stats.median_ms``), when the gate can hold a kernel to it;
+    else TunelabError, one line saying why the file cannot be judged."""
+    raw = doc.get("stats")
+    stats: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    figure = stats.get("median_ms")
+    if (
+        isinstance(figure, bool)
+        or not isinstance(figure, (int, float))
+        or not math.isfinite(figure)
+        or figure <= 0
+    ):
+        raise TunelabError(
+            f"{what} cannot be gated: it states no figure to hold to (stats.median_ms is {figure!r})"
+        )
+    why = stats.get("untrusted_because")
+    if why is None and stats.get("source") == "session" and "trusted" not in stats:
+        why = "never confirmed in fresh processes: the session's own figure of its winner is biased low"
+    # A figure taken beside busy processes is pessimistic and can be gated (leniently); one biased low or
+    # scattered would fail a kernel that did not change.
+    if isinstance(why, str) and not why.startswith("confirmed while"):
+        raise TunelabError(
+            f"{what} cannot be gated: its figure is not one to hold to ({why}); confirm the session "
+            "(tunelab validate SESSION) and export it again"
+        )
+    return float(figure)
+
+
+def judge_gate(report: ValidationReport, stated_ms: float, pct: float) -> GateResult:
+    """Compare the re-measured median with the stated figure; TunelabError when no run gave a timing."""
+    (s,) = report.schedules
+    if s.remeasured_ms is None:
+        errors = "; ".join(dict.fromkeys(s.errors)) or "no run gave a timing"
+        raise TunelabError(f"{s.label} cannot be gated here: its kernel did not run ({errors})")
+    passed = s.remeasured_ms <= stated_ms * (1 + pct / 100)
+    note = f"the stated figure was {s.recorded_disturbance}" if s.recorded_disturbance else None
+    return GateResult(pct, stated_ms, s.remeasured_ms, passed, None if passed else likely_cause(s), note)
+
+
+def likely_cause(s: ScheduleResult) -> str:
+    """Why a kernel runs slower than stated, the strongest evidence first: the machine itself slower (the
+    reference kernel), other processes busy or throttling now, the runs' own scatter, else the kernel."""
+    drift = s.drift_note()
+    if drift is not None and s.machine_drift is not None and s.machine_drift > 1:
+        return drift
+    now = recording_disturbance(
+        what="the gate's runs",
+        busy_pids=s.other_busy_pids,
+        names=s.process_names,
+        busy_fraction=s.busy_fraction,
+        throttled=s.throttled,
+    )
+    if now is not None:
+        return f"{now} (measure again on a quiet machine)"
+    if s.verdict == "noisy" and s.cause:
+        return s.cause
+    placement = s.placement_note()
+    if placement is not None:
+        return placement
+    return (
+        "nothing measured disturbed the runs: the kernel itself runs slower on this machine (other "
+        "hardware, TVM or its settings; `tunelab jitter` on the file tells its spread apart)"
+    )
