@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
@@ -114,6 +115,62 @@ class MeasureOptions:
     def from_json(cls, data: dict[str, Any] | None) -> MeasureOptions:
         known = {k: v for k, v in (data or {}).items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+# The numbers a session takes, as (field, the command line's option, what it is, lowest, highest): a
+# value outside is bad input named by its option. The upper bounds keep every number inside what the
+# store (SQLite's 64-bit integers), NumPy's seed (32 bits) and TVM's evaluator (32-bit ints) hold;
+# none is a value a person tunes with.
+_Range = tuple[str, str, str, float, float]
+_MEASURE_RANGES: tuple[_Range, ...] = (
+    ("number", "number", "the runs per sample", 1, 1_000_000),
+    ("repeat", "repeat", "the samples per trial", 1, 10_000),
+    ("min_repeat_ms", "min-repeat-ms", "the shortest sample (ms)", 0, 3_600_000),
+    ("warmup", "warmup", "the untimed runs", 0, 10_000),
+    ("timeout_s", "timeout", "the timeout (s)", 1e-3, 86_400),
+    ("target_cv", "target-cv", "the target spread (CV)", 0, 100),
+    ("max_repeat", "max-repeat", "the cap on samples per trial", 1, 10_000),
+    ("cooldown_s", "cooldown", "the cool-down (s)", 0, 86_400),
+    ("confirm_runs", "confirm-runs", "the confirmation's fresh processes", 0, 32),
+    ("confirm_top", "confirm-top", "the schedules confirmed", 0, 32),
+    ("confirm_max_s", "confirm-max-s", "the confirmation's time cap (s)", 0, 86_400),
+    ("fail_fast", "fail-fast", "fail-fast", 0, 1_000_000),
+    ("rpc_workers", "rpc-workers", "the candidates in flight on the servers", 1, 256),
+)
+_SPEC_RANGES: tuple[_Range, ...] = (
+    ("trials", "trials", "the trial budget", 1, 1_000_000),
+    ("batch", "batch", "the batch size", 1, 4096),
+    ("early_stop", "early-stop", "early stopping", 1, 1_000_000),
+    ("seed", "seed", "the seed", 0, 2**32 - 1),
+)
+
+
+def _check_range(value: Any, option: str, what: str, low: float, high: float) -> None:
+    """A finite number in [low, high], or a TunelabError naming ``option`` (NaN and infinity too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TunelabError(f"{what} must be a number, not {_type_name(value)}", option=option)
+    if math.isfinite(value) and low <= value <= high:
+        return
+    text = str(value) if len(str(value)) <= 24 else f"{value:.3g}"
+    if math.isfinite(value) and value < low:
+        raise TunelabError(f"{what} must be at least {_bound(low)}, not {text}", option=option)
+    raise TunelabError(f"{what} must be {_bound(low)}..{_bound(high)}, not {text}", option=option)
+
+
+def _bound(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def check_numbers(spec: SessionSpec) -> None:
+    """Every number of a spec and of its measurement options in range, an out-of-range one named by its
+    option ("--cooldown: the cool-down (s) must be at least 0, not -1"), before anything is built or
+    stored; the rest of a spec is check_spec's (tunelab.core.session.loop)."""
+    for name, option, what, low, high in _SPEC_RANGES:
+        value = getattr(spec, name)
+        if value is not None:
+            _check_range(value, option, what, low, high)
+    for name, option, what, low, high in _MEASURE_RANGES:
+        _check_range(getattr(spec.measure, name), option, what, low, high)
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,8 @@ class _StopSignals:
     from workers the same signal had killed, the pool's shutdown raced them and hung the process. A
     stop that comes before the session exists is remembered and applied once it does."""
 
-    SIGNALS = ("SIGINT", "SIGTERM")
+    # SIGHUP: the terminal the session ran in was closed; it stops like SIGTERM (resumable), not dead.
+    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
     def __init__(self) -> None:
         import signal
@@ -132,6 +133,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
+    from tunelab.core.records import check_numbers
     from tunelab.core.search.tuners.registry import get_tuner_class, recommend_tuner, resolve_options
     from tunelab.core.session.loop import TuningSession, check_spec, create_session
 
@@ -139,7 +141,9 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
     if args.spec is not None:
         _check_spec_alone(args)
     if args.resume is not None:
+        _check_resume_alone(args)
         store = _open_store(args.db, create=False, write=True)
+        _patient(store)
         # Refused before anything is built: a second runner would measure the same configs again.
         # (TuningSession.run claims the session atomically too, for two resumes started together.)
         store.refuse_if_running(args.resume)
@@ -149,18 +153,31 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
         session = TuningSession(store, args.resume)
     else:
         spec = _load_spec(args.spec) if args.spec is not None else _spec_from_args(args)
+        check_numbers(spec)  # each number named by its option, before anything is built
+        recommended = args.spec is None and args.tuner is None and not (args.warm_start or args.cost_model)
+        # --tuner-option without --tuner is for the tuner recommended for the space, known once it is built
+        options, spec = (spec.tuner_options, _replace(spec, tuner_options={})) if recommended else ({}, spec)
         validated = check_spec(spec)  # all input checked before the store is opened or created
         workload, shape, space = validated[0], validated[1], validated[-1]
-        if args.spec is None and args.tuner is None and not (args.warm_start or args.cost_model):
-            spec = _replace(spec, tuner=recommend_tuner(space.kind, space.size))
-            resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)  # options checked for that tuner
+        if recommended:
+            spec = _replace(spec, tuner=recommend_tuner(space.kind, space.size), tuner_options=options)
+            try:
+                resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)
+            except TunelabError as exc:
+                raise TunelabError(
+                    f"{exc} ({spec.tuner} is the tuner recommended for this space; --tuner picks another)"
+                ) from None
         if stops.signum is not None:
             print(f"tunelab: stopped by {stops.name()} before the session was stored", file=sys.stderr)
             return stops.exit_code
+        new_file = not _store_exists(args.db)
         store = _open_store(args.db, create=True, write=True)
+        _patient(store)
         try:
             session = create_session(store, spec, validated=validated)
-        except TunelabError:
+        except TunelabError as exc:
+            if new_file and not isinstance(exc, StoreFailure):
+                _remove_new_store(store)  # a refused start leaves no empty database behind
             if stops.signum is None:
                 raise
             # e.g. the target self-check's child got the group's signal too: not the target's fault
@@ -275,6 +292,10 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             print(format_confirmations(session.confirmations))
         if stated is not None:
             print(f"stated best ({stated.kind}): {stated.words()}")
+    if stops.signum is None and not interrupted:
+        wrong = _all_wrong(store, record, args.custom)
+        if wrong:
+            return say_error(events, wrong, EXIT_NOTHING_MEASURED)
     if record.status == "failed":
         print(f"tunelab: session {record.id} failed: {record.error}", file=sys.stderr)
         events.error(f"session {record.id} failed: {record.error}", EXIT_CRASHED)
@@ -291,6 +312,60 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             EXIT_NOTHING_MEASURED,
         )
     return 0
+
+
+def _all_wrong(store: Any, record: Any, custom: str | None) -> str:
+    """Why a session with trials measured nothing right ("": it did): when every trial computed other
+    values than the reference, the reference is the likelier culprit (a custom file's above all), and
+    the session must not read as finished."""
+    if record.n_trials == 0 or record.n_trials != record.n_failed:
+        return ""
+    trials = store.trials(record.id)
+    if not trials or any(t.status != "wrong_result" for t in trials):
+        return ""
+    if record.workload == "custom":
+        where = f"the custom file {custom}" if custom else "the session's custom file"
+        culprit = f"its reference() is likely wrong: check reference() in {where} against compute()"
+    else:
+        culprit = f"the {record.workload} reference disagrees with every kernel"
+    return (
+        f"session {record.id} measured nothing right: all {len(trials)} trials computed other values than "
+        f"the reference (wrong_result); {culprit}"
+    )
+
+
+def _store_exists(path: str | None) -> bool:
+    import os
+
+    from tunelab.core.store import default_db_path
+
+    return os.path.exists(path or os.environ.get("TUNELAB_DB") or str(default_db_path()))
+
+
+def _remove_new_store(store: Any) -> None:
+    """Remove the database this start created, when nothing was stored in it (another process could have
+    written a session meanwhile: then it stays)."""
+    import os
+
+    try:
+        empty = not store.sessions()
+    except Exception:  # noqa: BLE001 - unreadable: not ours to remove
+        empty = False
+    store.close()
+    if empty:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                os.unlink(f"{store.path}{suffix}")
+            except OSError:
+                pass
+
+
+def _patient(store: Any) -> None:
+    """A session's writes, its first included, wait for another process's write lock as long as the README
+    promises (TUNELAB_WRITE_PATIENCE_S, 120 s by default), not the busy timeout alone."""
+    from tunelab.core.store import session_write_patience
+
+    store.write_patience_s = session_write_patience()
 
 
 def _count_trials(store: Any, session_id: int) -> int | str:
@@ -348,7 +423,7 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
         workload="custom" if custom_source else args.workload,
         shape=shapes[0],
         shapes=tuple(shapes[1:]),
-        dtype=args.dtype or "",
+        dtype=_dtype_arg(args.dtype),
         target=args.target,
         space_kind=args.space,
         space=space_data,
@@ -371,6 +446,15 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
     return spec
 
 
+def _dtype_arg(text: str | None) -> str:
+    """--dtype as given ("": the workload's first); an empty or blank value is a mistake, not the default."""
+    if text is None:
+        return ""
+    if not text.strip():
+        raise TunelabError("--dtype is empty: name a dtype (see tunelab workloads) or leave the option out")
+    return text
+
+
 def _check_spec_alone(args: argparse.Namespace) -> None:
     """--spec holds the whole session: a workload, --resume or another session option beside it would be
     silently ignored, so it is an error."""
@@ -384,6 +468,23 @@ def _check_spec_alone(args: argparse.Namespace) -> None:
         names = ["a workload argument" if k == "workload" else "--" + k.replace("_", "-") for k in given]
         raise TunelabError(
             f"--spec FILE holds the whole session; it cannot be combined with {', '.join(names)}"
+        )
+
+
+# What a resume may be given besides the session: how to report, not what to tune.
+_RESUME_KEEPS = ("command", "resume", "db", "json", "events_fd", "events")
+
+
+def _check_resume_alone(args: argparse.Namespace) -> None:
+    """--resume continues a session as it was created (its budget, measurement, confirmation): an option
+    that would change it is refused rather than silently ignored."""
+    defaults = vars(_parser().parse_args(["tune"]))
+    given = [k for k, v in vars(args).items() if k not in _RESUME_KEEPS and v != defaults.get(k)]
+    if given:
+        names = ["a workload argument" if k == "workload" else "--" + k.replace("_", "-") for k in given]
+        raise TunelabError(
+            f"--resume {args.resume} continues the session as it was created (its budget, measurement and "
+            f"confirmation); it cannot be combined with {', '.join(names)}"
         )
 
 

@@ -20,13 +20,14 @@ trusts it (``trust_custom``), since a file can come from anyone.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from tunelab.core.errors import TunelabError
+from tunelab.core.errors import TunelabError, shown
 from tunelab.core.export.pick import CI_LEVEL, export_pick
 from tunelab.core.measure.placement import DEFAULT_LAYOUT
 from tunelab.core.measure.threads import tvm_default_threads
@@ -264,12 +265,47 @@ def load_schedule_file(path: str | os.PathLike[str], *, trust_custom: bool = Fal
     problem = _trace_problem(doc["trace"])
     if problem:
         raise TunelabError(f"schedule file {path}: {problem}")
+    problem = _stats_problem(doc.get("stats"))
+    if problem:
+        raise TunelabError(f"schedule file {path}: {problem}")
     if doc.get("custom_source") is not None and not trust_custom:
         raise TunelabError(
             f"schedule file {path} carries the code of a custom workload (custom_source), which "
             f"would run in this process; read it, then pass --trust-custom to run it"
         )
     return doc
+
+
+# The figures a schedule file states, which validate and jitter compare a re-measurement with: each a
+# finite number above 0 (a spread at least 0), or null where the export had none.
+_POSITIVE_STATS = ("median_ms", "session_median_ms", "mean_ms", "min_ms", "max_ms", "gflops", "reference_ms")
+
+
+def _stats_problem(stats: Any) -> str:
+    """Why a file's ``stats`` cannot be a measurement, or "": a median of -5 or NaN read as a figure
+    gave 'busy neighbours -102 %'."""
+    if stats is None:
+        return ""
+    for key in (*_POSITIVE_STATS, "std_ms"):
+        value = stats.get(key)
+        if value is None:
+            continue
+        low_ok = value >= 0 if key == "std_ms" else value > 0
+        if not (_is_number(value) and math.isfinite(value) and low_ok):
+            return f"stats.{key} must be a finite number {'>= 0' if key == 'std_ms' else 'above 0'}, not {shown(value)}"
+    for key in ("samples_ms", "session_samples_ms"):
+        samples = stats.get(key)
+        if samples is None:
+            continue
+        if not isinstance(samples, list) or not all(
+            _is_number(x) and math.isfinite(x) and x > 0 for x in samples
+        ):
+            return f"stats.{key} must be a list of finite times above 0"
+    return ""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _is_int(value: Any) -> bool:
@@ -343,6 +379,7 @@ def schedule_from_file(
 
     doc = load_schedule_file(path, trust_custom=trust_custom)
     workload = get_workload(doc["workload"], doc.get("custom_source"))
+    _check_config(path, doc, workload)
     mod = tvm.IRModule({"main": workload.prim_func(doc["shape"], doc["dtype"])})
     sch = Schedule(mod)
     try:
@@ -352,6 +389,37 @@ def schedule_from_file(
             f"the schedule in {path} does not apply to {doc['workload']}: {str(exc).splitlines()[-1]}"
         ) from None
     return doc, sch
+
+
+def _check_config(path: str | os.PathLike[str], doc: dict[str, Any], workload: Any) -> None:
+    """The file's ``config`` must be a point of the space it names for its own workload and shape (a tile
+    of 10^9, or of 3 on an axis of 64, is none): the trace is what runs, and a config that no trace
+    of that space could have would be stated beside it as if it were."""
+    from tunelab.core.errors import SpaceError
+    from tunelab.core.search.space.factory import _space_data, make_space
+    from tunelab.core.target.info import target_from_json
+
+    kind, config = doc.get("space_kind"), doc.get("config")
+    if config is None or kind not in ("template", "auto"):
+        return
+    data = doc.get("space") if isinstance(doc.get("space"), dict) else None
+    try:
+        space = make_space(
+            workload,
+            doc["shape"],
+            doc["dtype"],
+            target_from_json(doc["target"]),
+            kind,
+            _space_data(kind, data) if data else None,
+        )
+    except TunelabError as exc:
+        raise TunelabError(f"schedule file {path}: its {kind} space cannot be rebuilt here: {exc}") from None
+    try:
+        space.check_config(config)
+    except SpaceError as exc:
+        raise TunelabError(
+            f"schedule file {path}: its config is not a point of its {kind} space for {doc['workload']}: {exc}"
+        ) from None
 
 
 def build_schedule_file(

@@ -65,6 +65,9 @@ def _prod(values) -> int:
     return out
 
 
+INT32_MAX = 2**31 - 1
+
+
 def _int_value(wl_name: str, key: str, value: Any) -> int:
     """One parameter value as an int, or WorkloadError."""
     if isinstance(value, bool):
@@ -257,6 +260,13 @@ class Workload:
                 f"{self.name}: the shape {format_shape(s)} needs {format_bytes(need)} ({need:,.0f} bytes) for its "
                 f"tensors, more than this machine's {format_bytes(total)} of memory"
             )
+        # A shape that fits but names a size past int32: TVM's loop extents are int32 and wrap negative
+        # ("the factor at position 0 is -2147483648"), so it is named here, after the memory it needs.
+        for name, value in s.items():
+            if value > INT32_MAX:
+                raise WorkloadError(
+                    f"{self.name}: {name}={value} is past the largest size TVM indexes (2^31-1 = {INT32_MAX})"
+                )
 
     def arithmetic_intensity(self, shape, dtype: str | None = None) -> float:
         """FLOP per byte moved."""
