@@ -422,7 +422,17 @@ def tune_tir_child(case: dict[str, Any], target_json: str, work_dir: Path) -> No
         space = ms.space_generator.PostOrderApply(
             sch_rules="cuda-tensorcore", postprocs="cuda-tensorcore", mutator_probs="cuda-tensorcore"
         )
-    ms.tune_tir(mod, target.tvm_target(), str(work_dir), max_trials_global=1_000_000, space=space)
+    batch = int(
+        case.get("tune_tir_batch", 64)
+    )  # MetaSchedule's default; smaller only to see records on 2 cores
+    ms.tune_tir(
+        mod,
+        target.tvm_target(),
+        str(work_dir),
+        max_trials_global=1_000_000,
+        num_trials_per_iter=batch,
+        space=space,
+    )
 
 
 def raw_tune_tir(case: dict[str, Any], target_json: str, seconds: float, work_dir: Path) -> dict[str, Any]:
@@ -571,6 +581,9 @@ def _parser() -> argparse.ArgumentParser:
         "--budget-s", type=float, default=570.0, help="the whole run's time; cases past it are skipped"
     )
     parser.add_argument(
+        "--tune-tir-batch", type=int, default=64, help="raw tune_tir's candidates a round (64, its default)"
+    )
+    parser.add_argument(
         "--cpu", action="store_true", help="the CPU (LLVM) path, small shapes, even with a GPU"
     )
     parser.add_argument(
@@ -668,7 +681,9 @@ def _depth(args: argparse.Namespace, summary: dict[str, Any], gpu: bool, started
     target = "cuda" if gpu else "llvm"
     summary["tune_tir"] = {
         "case": case["name"],
-        **raw_tune_tir(case, target, args.depth_s, args.out / "tune_tir"),
+        **raw_tune_tir(
+            {**case, "tune_tir_batch": args.tune_tir_batch}, target, args.depth_s, args.out / "tune_tir"
+        ),
     }
     ours, theirs = summary["cases"][0].get("best_ms"), summary["tune_tir"].get("best_ms")
     if ours and theirs:

@@ -145,3 +145,26 @@ def test_the_renderer_prints_a_summary_as_a_markdown_table(tmp_path):
     raw = next(line for line in lines if line.startswith("| raw tune_tir"))
     assert "| 256 | 61.4 | 0.4100 |" in raw and "3 failed" in raw
     assert "NVML: 570 samples" in done.stdout
+
+
+def test_raw_tune_tirs_trials_and_best_are_read_from_its_json_database(tmp_path):
+    """The depth run reads raw tune_tir's work folder after stopping it: a database MetaSchedule itself
+    wrote, with one measured record and one failed (MetaSchedule stores a failure as 1e10 s)."""
+    import tvm
+    from tvm.s_tir import Schedule
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunelab.core.workloads.catalog import get_workload
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    import gpu_check
+
+    mod = get_workload("gemm").ir_module({"M": 64, "N": 64, "K": 64}, "float32")
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    workload = database.commit_workload(mod)
+    target = tvm.target.Target({"kind": "llvm"})
+    args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    for secs in ([0.002, 0.003, 0.004], [1e10]):
+        trace = Schedule(mod).trace
+        database.commit_tuning_record(ms.database.TuningRecord(trace, workload, secs, target, args))
+    assert gpu_check._tune_tir_records(tmp_path) == {"trials": 2, "failed": 1, "best_ms": 3.0}
