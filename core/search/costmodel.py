@@ -36,6 +36,20 @@ DEFAULT_PARAMS: dict[str, Any] = {
 
 _FORMAT = "tunelab-costmodel-1"
 
+# The training loss (the xgb tuner's option `loss`). "reg": squared error on log latency, a regressor.
+# "rank": XGBoost's pairwise ranking loss (AutoTVM's GBDT tuner with loss_type="rank"), which only learns
+# which of two configs is faster; pairs drawn per row at random ("mean"), as AutoTVM's were. Its scores
+# are mapped back to milliseconds by a straight line fit on the training rows (`_calibration`), so
+# predictions stay latencies and rank as the scores do.
+LOSSES: dict[str, dict[str, Any]] = {
+    "reg": {"objective": "reg:squarederror"},
+    "rank": {
+        "objective": "rank:pairwise",
+        "lambdarank_pair_method": "mean",
+        "lambdarank_num_pair_per_sample": 8,
+    },
+}
+
 
 class TrainingRows:
     """What every cost model keeps to learn from (tunelab.core.search.models): the session's own
@@ -131,7 +145,12 @@ class CostModel(TrainingRows):
         num_boost_round: int = 50,
         nthread: int = 2,
         params: dict[str, Any] | None = None,
+        loss: str = "reg",
     ) -> None:
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {', '.join(LOSSES)}; got {loss!r}")
+        self.loss = loss
+        self._calibration = (1.0, 0.0)  # rank loss: log label = slope * score + intercept
         self.seed = int(seed)
         # More threads do not pay at these data sizes, and OpenMP threads that spin while the
         # CPU is busy (builds, CPU measurements) make a fit orders of magnitude slower.
@@ -147,7 +166,7 @@ class CostModel(TrainingRows):
         return self._booster is not None
 
     def _train_params(self) -> dict[str, Any]:
-        return {**self.params, "seed": self.seed, "nthread": self.nthread}
+        return {**self.params, **LOSSES[self.loss], "seed": self.seed, "nthread": self.nthread}
 
     def fit(self, X: np.ndarray, latency_ms: np.ndarray | Sequence[float | None]) -> None:
         """Refit from scratch on these rows. Failed trials (None, NaN, <= 0) are left out."""
@@ -156,10 +175,26 @@ class CostModel(TrainingRows):
             self._booster = None
             return
         rows, labels, weights = data
-        dtrain = xgb.DMatrix(
-            rows, label=labels, weight=None if not self.n_prior else weights, nthread=self.nthread
-        )
+        if self.loss == "rank":
+            dtrain = self._ranking_matrix(rows, labels)
+        else:
+            dtrain = xgb.DMatrix(
+                rows, label=labels, weight=None if not self.n_prior else weights, nthread=self.nthread
+            )
         self._booster = xgb.train(self._train_params(), dtrain, num_boost_round=self.num_boost_round)
+        if self.loss == "rank":
+            self._calibration = _line(self._booster.predict(dtrain), labels)
+
+    def _ranking_matrix(self, rows: np.ndarray, labels: np.ndarray) -> xgb.DMatrix:
+        """Ranking data: the faster the more relevant (a higher label). The session's own rows are one
+        query and a warm start's prior rows another (XGBoost weighs a ranking query, not a row), so pairs
+        are only ever drawn within one of them and the prior's weigh `prior_weight`."""
+        groups = [(n, w) for n, w in ((self.n_samples, 1.0), (self.n_prior, self.prior_weight)) if n]
+        dtrain = xgb.DMatrix(rows, label=-labels, nthread=self.nthread)
+        dtrain.set_group([n for n, _ in groups])
+        if self.n_prior:
+            dtrain.set_weight(np.array([w for _, w in groups]))
+        return dtrain
 
     def predict(self, X: np.ndarray) -> np.ndarray | None:
         """Predicted latency in ms for each row, or None while the model has too few samples."""
@@ -168,7 +203,11 @@ class CostModel(TrainingRows):
         X = self._checked_rows(X)
         if len(X) == 0:
             return np.zeros(0)
-        return self._in_ms(self._booster.predict(xgb.DMatrix(X, nthread=self.nthread)))
+        raw = self._booster.predict(xgb.DMatrix(X, nthread=self.nthread))
+        if self.loss == "rank":
+            slope, intercept = self._calibration
+            raw = slope * raw + intercept
+        return self._in_ms(raw)
 
     def to_bytes(self) -> bytes:
         """The raw XGBoost model plus its training data, so a resumed session keeps the model."""
@@ -179,6 +218,8 @@ class CostModel(TrainingRows):
             "num_boost_round": self.num_boost_round,
             "nthread": self.nthread,
             "params": self.params,
+            "loss": self.loss,
+            "calibration": list(self._calibration),
             "prior_weight": self.prior_weight,
             "gflop": self.gflop,
         }
@@ -207,7 +248,10 @@ class CostModel(TrainingRows):
                 num_boost_round=meta["num_boost_round"],
                 nthread=meta.get("nthread", 2),
                 params=meta["params"],
+                loss=meta.get("loss", "reg"),  # a model saved before the loss was chosen regressed
             )
+            slope, intercept = meta.get("calibration", (1.0, 0.0))
+            model._calibration = (float(slope), float(intercept))
             model._X = npz["X"].astype(np.float64)
             model._latency_ms = npz["latency_ms"].astype(np.float64)
             if "prior_X" in npz.files:  # a model saved before warm starts has none
@@ -221,6 +265,16 @@ class CostModel(TrainingRows):
             booster.load_model(bytearray(raw))
             model._booster = booster
         return model
+
+
+def _line(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope and intercept of labels on ranking scores; a flat line at the mean where the
+    scores do not vary (every row alike, or a model of one leaf)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if len(scores) < 2 or float(np.ptp(scores)) == 0.0:
+        return 0.0, float(np.mean(labels))
+    slope, intercept = np.polyfit(scores, labels, 1)
+    return float(slope), float(intercept)
 
 
 def _average_ranks(x: np.ndarray) -> np.ndarray:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from tests.core.replay import ToySpace, gemm_replay, tiny_replay
 from tunelab.core.errors import TunerError
 from tunelab.core.records import Config
-from tunelab.core.search.costmodel import CostModel
+from tunelab.core.search.costmodel import CostModel, spearman
 from tunelab.core.search.space.base import SearchSpace
 from tunelab.core.search.tuners.base import Observation, Tuner
 from tunelab.core.search.tuners.grid import GridTuner, IndexPermutation
@@ -119,6 +120,7 @@ def test_options_default_and_override():
         ("genetic", {"selection": "rank"}),
         ("xgb", {"epsilon": -0.1}),
         ("xgb", {"pool_size": 0}),
+        ("xgb", {"loss": "pairwise"}),
         ("tpe", {"n_startup_trials": -1}),
         ("cmaes", {"popsize": 1}),
         ("cmaes", {"n_startup_trials": -2}),
@@ -395,3 +397,37 @@ def test_cmaes_keeps_only_its_newest_optimizer_in_the_state(gemm):
     with_optimizer = [r for r in rows if any(a.startswith("cma:optimizer:") for a in r[3])]
     assert len(with_optimizer) == 1
     assert any("cma:generation" in r[3] for r in rows[40:])  # CMA-ES itself proposed, past its start
+
+
+# --- the xgb tuner's loss ---------------------------------------------------------------------
+
+
+def test_xgb_rank_loss_trains_a_pairwise_model(gemm):
+    """loss=rank: XGBoost's rank:pairwise; its scores come back as milliseconds that rank as they do."""
+    space, runner = gemm
+    tuner = new_tuner("xgb", space, seed=0, loss="rank")
+    history = replay_tune(tuner, runner, budget=48, batch=8)
+    tuner.ask(8)  # fits on everything told
+    model = tuner.cost_model
+    assert model.loss == "rank"
+    assert model._train_params()["objective"] == "rank:pairwise"
+    ok = [o for o in history if o.latency_ms is not None]
+    pred = model.predict(space.features([o.config for o in ok]))
+    assert np.all(pred > 0)
+    assert spearman(pred, [o.latency_ms for o in ok]) > 0.8
+    again = CostModel.from_bytes(model.to_bytes())  # a resumed session keeps the loss and the scale
+    assert again.loss == "rank"
+    assert np.allclose(again.predict(space.features([o.config for o in ok])), pred)
+
+
+def test_xgb_rank_loss_needs_the_xgb_model(gemm):
+    space, _ = gemm
+    with pytest.raises(TunerError) as err:
+        make_tuner("xgb", space, seed=0, loss="rank", model="mlp")
+    assert str(err.value) == "xgb: loss 'rank' trains the xgb model; model 'mlp' has no loss"
+
+
+def test_xgb_rank_loss_searches_without_repeats(gemm):
+    space, runner = gemm
+    history = replay_tune(new_tuner("xgb", space, seed=4, loss="rank"), runner, budget=80, batch=16)
+    assert len({space.key(o.config) for o in history}) == 80
