@@ -1,4 +1,4 @@
-"""`tunelab workloads`, `sessions`, `show` and `compare`: what the catalog and the store hold, as tables
+"""`tunelab workloads`, `tuners`, `sessions`, `show` and `compare`: what the catalog and the store hold, as tables
 or JSON."""
 
 from __future__ import annotations
@@ -29,6 +29,39 @@ def cmd_workloads(args: argparse.Namespace) -> int:
         params = ", ".join(f"{p.name}={p.default}" for p in w.params)
         print(f"{w.name:18s} {w.title}\n{'':18s} params: {params}; dtypes: {', '.join(w.dtypes)}")
     print("custom             your own TE compute: tunelab tune custom --custom my_op.py")
+    return 0
+
+
+def cmd_tuners(args: argparse.Namespace) -> int:
+    """Every registered tuner: its one line, the space kinds it drives, and whether it loads here (a
+    tuner whose optional dependency is missing says which)."""
+    from tunelab.core.search.tuners.registry import (
+        tuner_description,
+        tuner_names,
+        tuner_space_kinds,
+        tuner_unavailable,
+    )
+
+    items = [
+        {
+            "name": name,
+            "description": tuner_description(name),
+            "spaces": list(tuner_space_kinds(name)),
+            "unavailable": tuner_unavailable(name),  # None: it loads here
+        }
+        for name in tuner_names()
+    ]
+    if args.json:
+        print(json.dumps(items))
+        return 0
+    rows = [
+        [t["name"], ", ".join(t["spaces"]), "yes" if t["unavailable"] is None else "no", t["description"]]
+        for t in items
+    ]
+    _print_table(rows, ["tuner", "spaces", "loads", "what it does"])
+    for t in items:
+        if t["unavailable"] is not None:
+            print(f"{t['name']}: {t['unavailable']}")
     return 0
 
 

@@ -31,7 +31,14 @@ import sys
 from tunelab.core.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STORE_FAILURE, say_error
 from tunelab.core.cli.compiling import cmd_compile
 from tunelab.core.cli.export import cmd_export, cmd_import
-from tunelab.core.cli.inspection import cmd_compare, cmd_devices, cmd_sessions, cmd_show, cmd_workloads
+from tunelab.core.cli.inspection import (
+    cmd_compare,
+    cmd_devices,
+    cmd_sessions,
+    cmd_show,
+    cmd_tuners,
+    cmd_workloads,
+)
 from tunelab.core.cli.parser import _parser
 from tunelab.core.cli.protocol import NO_EVENTS, open_events
 from tunelab.core.cli.trust import cmd_baseline, cmd_bias, cmd_jitter, cmd_models, cmd_roofline, cmd_validate
@@ -49,6 +56,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "workloads": cmd_workloads,
+    "tuners": cmd_tuners,
     "tune": cmd_tune,
     "sessions": cmd_sessions,
     "show": cmd_show,

@@ -38,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     with_db(g)
     w = sub.add_parser("workloads", help="the catalog of operators with their parameters")
     w.add_argument("--json", action="store_true")
+    tu = sub.add_parser(
+        "tuners", help="the search strategies: what each does, its spaces, whether it loads here"
+    )
+    tu.add_argument("--json", action="store_true")
 
     t = sub.add_parser("tune", help="run a tuning session")
     t.add_argument(
@@ -58,9 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--space", default="template", help="template | auto")
     t.add_argument("--space-file", help="an edited search space (JSON), as the GUI's editor saves it")
-    t.add_argument(
-        "--tuner", default=None, help="grid | random | genetic | xgb | evolutionary (default: recommended)"
-    )
+    t.add_argument("--tuner", default=None, help="a name from `tunelab tuners` (default: recommended)")
     t.add_argument("--tuner-option", action="append", default=[], metavar="K=V", help="e.g. pop_size=16")
     t.add_argument(
         "--cost-model",
