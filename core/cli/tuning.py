@@ -23,7 +23,7 @@ from tunelab.core.cli.common import (
 )
 from tunelab.core.cli.parser import _parser
 from tunelab.core.cli.protocol import EventWriter
-from tunelab.core.errors import SessionBusyError, StoreFailure, TunelabError
+from tunelab.core.errors import SessionBusyError, StoreFailure, TunelabError, shown
 from tunelab.core.records import trial_label
 
 CONTROL_READY = "control signals ready (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop)"
@@ -397,6 +397,7 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
     from tunelab.core.records import MeasureOptions, SessionSpec
 
     custom_source, space_data = _custom_and_space(args, "tune")
+    _check_space_kind(args.space_file, space_data, args.space)
     measure = MeasureOptions(
         number=args.number,
         repeat=args.repeat,
@@ -444,6 +445,18 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
         shadow_models=tuple(m.strip() for m in args.shadow_models.split(",") if m.strip()),
     )
     return spec
+
+
+def _check_space_kind(path: str | None, data: Any, space: str) -> None:
+    """A space file says what it is ("kind"); tuning it as the other kind read its knobs as if they were
+    that kind's (a file saying auto, with template knobs, was tuned as a template)."""
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind is not None and kind != space:
+        named = kind if isinstance(kind, str) and kind.isidentifier() and len(kind) <= 20 else shown(kind)
+        raise TunelabError(
+            f"space file {path} says its kind is {named}, but the session tunes the {space} space: pass "
+            f'--space {named} or fix the file\'s "kind"'
+        )
 
 
 def _dtype_arg(text: str | None) -> str:

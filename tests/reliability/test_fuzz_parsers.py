@@ -807,3 +807,75 @@ def test_messages_stay_short_for_long_input():
         with pytest.raises(TunelabError) as info:
             fn(arg)
         assert_one_line(info.value)
+
+
+# ---- the command line's numbers (issue 26) -------------------------------------------------------------
+
+
+def _tune_numeric_options() -> list[str]:
+    """Every option of `tunelab tune` that takes an int or a float, read from the parser itself, so that
+    an option added later is fuzzed too."""
+    from tunelab.core.cli.parser import _parser
+
+    sub = next(a for a in _parser()._actions if a.dest == "command")
+    return sorted(
+        a.option_strings[-1]
+        for a in sub.choices["tune"]._actions
+        if a.type in (int, float) and a.option_strings and a.dest not in ("resume", "events_fd")
+    )
+
+
+NUMERIC_OPTIONS = _tune_numeric_options()
+NUMBER_TEXT = st.one_of(
+    st.integers(-(10**30), 10**30).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["", " ", "nan", "-nan", "inf", "-inf", "1e400", "-0", "0x10", "1_000", "٣", "2**31"]),
+    st.text(max_size=12),
+)
+
+
+def test_every_numeric_option_is_fuzzed():
+    # the ones issue 26 found tracebacks or silent acceptance in are among them
+    assert {"--seed", "--cooldown", "--warmup", "--target-cv", "--min-repeat-ms", "--trials"} <= set(
+        NUMERIC_OPTIONS
+    )
+
+
+@settings(FUZZ, max_examples=150)
+@given(option=st.sampled_from(NUMERIC_OPTIONS), value=NUMBER_TEXT)
+@example(option="--seed", value="-1")
+@example(option="--seed", value="99999999999999999999999")
+@example(option="--timeout", value="nan")
+@example(option="--cooldown", value="inf")
+def test_tune_numeric_options(option, value):
+    """`tunelab tune`'s parse and every check made before a store is opened: a value in range, or one
+    TunelabError naming the option; never a traceback (the CLI turns the TunelabError into exit 2)."""
+    from tunelab.core.cli.parser import _parser
+    from tunelab.core.cli.tuning import _spec_from_args
+    from tunelab.core.records import check_numbers
+    from tunelab.core.session.loop import check_spec
+
+    argv = ["tune", "gemm", "--target", "llvm", "--shape", "M=16,N=16,K=16", f"{option}={value}"]
+    try:
+        spec = _spec_from_args(_parser().parse_args(argv))
+    except TunelabError as exc:  # argparse's "invalid int value", said in one line
+        assert_one_line(exc)
+        return
+    try:
+        check_numbers(spec)
+    except TunelabError as exc:
+        assert_one_line(exc)
+        assert exc.option == option.removeprefix("--"), (option, str(exc))
+        return
+    try:
+        check_spec(spec)
+    except TunelabError as exc:  # e.g. a leader band of 0.5: check_spec's own rules
+        assert_one_line(exc)
+        return
+    import math
+
+    for name in ("trials", "batch", "seed"):
+        assert 0 <= getattr(spec, name) < 2**63  # what SQLite stores without OverflowError
+    for name, number in spec.measure.to_json().items():
+        if isinstance(number, float):
+            assert math.isfinite(number), (name, number)

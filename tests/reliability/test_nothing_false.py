@@ -201,3 +201,26 @@ def test_sighup_stops_a_session_cleanly_and_it_resumes(tmp_path):
     resumed = tunelab("tune", "--resume", "1", "--json", db=db)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads(resumed.stdout)["trials"] == 6
+
+
+# ---- 13: a space file is tuned as the kind it says, or refused -----------------------------------------
+
+
+def test_a_space_file_whose_kind_is_not_the_tuned_space_is_refused(tmp_path):
+    from tunelab.core.records import SessionSpec
+    from tunelab.core.search.space.factory import make_space
+    from tunelab.core.session.loop import session_target
+    from tunelab.core.workloads.catalog import get_workload
+
+    shape = {"M": 16, "N": 16, "K": 16}
+    target = session_target(SessionSpec(workload="gemm", shape=shape, target="llvm"))
+    data = make_space(get_workload("gemm"), shape, "float32", target, "template").to_json()
+    assert data["kind"] == "template" and "knobs" in data
+    space = tmp_path / "space.json"
+    space.write_text(json.dumps({**data, "kind": "auto"}))  # template knobs, said to be an auto space
+    db = tmp_path / "kind.sqlite"
+    shape_arg = ["--shape", "M=16,N=16,K=16", "--space-file", str(space)]
+    line = leaves_nothing(tunelab("tune", "gemm", *shape_arg, *QUICK, db=db), db, "says its kind is auto")
+    assert "--space auto" in line
+    # asked for as what it says, its template knobs are no auto space: refused too, nothing stored
+    leaves_nothing(tunelab("tune", "gemm", *shape_arg, "--space", "auto", *QUICK, db=db), db, "auto space")
