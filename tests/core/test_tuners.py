@@ -30,7 +30,7 @@ from tunelab.core.search.tuners.registry import (
 from tunelab.core.session.replay import ReplayRunner, replay_tune
 
 CONTRACT_TUNERS = [name for name in tuner_names() if name != "evolutionary"]
-ALL_TUNERS = "grid, random, genetic, xgb, evolutionary, tpe, cmaes, gp"
+ALL_TUNERS = "grid, random, genetic, xgb, evolutionary, tpe, cmaes, gp, ucb"
 
 
 def new_tuner(name: str, space: SearchSpace, seed: int = 0, **options) -> Tuner:
@@ -124,6 +124,11 @@ def test_options_default_and_override():
         ("tpe", {"n_startup_trials": -1}),
         ("cmaes", {"popsize": 1}),
         ("cmaes", {"n_startup_trials": -2}),
+        ("ucb", {"arms": "random,annealing"}),
+        ("ucb", {"arms": "random,random"}),
+        ("ucb", {"arms": ""}),
+        ("ucb", {"c": -1}),
+        ("ucb", {"window": 0}),
     ],
 )
 def test_bad_option_values(name, options):
@@ -262,7 +267,7 @@ def random_hits(gemm) -> int:
     return hits_within_10pct("random", *gemm)
 
 
-@pytest.mark.parametrize("name", ["genetic", "xgb", "tpe", "cmaes"])
+@pytest.mark.parametrize("name", ["genetic", "xgb", "tpe", "cmaes", "ucb"])
 def test_guided_search_beats_random(name, gemm, random_hits):
     # Deterministic (fixed seeds); the margin keeps it robust to small xgboost/numpy differences.
     # Measured when written: random 1 of 12 runs, genetic 10, xgb 12 (the table has 3 such configs
@@ -431,3 +436,34 @@ def test_xgb_rank_loss_searches_without_repeats(gemm):
     space, runner = gemm
     history = replay_tune(new_tuner("xgb", space, seed=4, loss="rank"), runner, budget=80, batch=16)
     assert len({space.key(o.config) for o in history}) == 80
+
+
+# --- ucb: a bandit over policies --------------------------------------------------------------
+
+
+def test_ucb_gives_the_budget_to_the_arm_that_improves_and_says_why(gemm):
+    """grid walks the toy GEMM's slow corner and never improves on xgb's best: while xgb keeps finding
+    faster configs it gets the batches, and each pick is one sentence naming the bounds."""
+    space, runner = gemm
+    tuner = new_tuner("ucb", space, seed=0, arms="grid,xgb")
+    said: list[str] = []
+    tuner.report = said.append
+    replay_tune(tuner, runner, budget=12 * 8, batch=8)
+    assert said[:2] == ["ucb: batch to grid, not tried yet", "ucb: batch to xgb, not tried yet"]
+    assert tuner.pulls[1] >= 9 and tuner.pulls[0] <= 3  # xgb improved in most of its batches, grid in none
+    assert not any(r > 0 for r in tuner.rewards[0])
+    pick = next(line for line in said if line.startswith("ucb: batch to xgb: bound"))
+    assert "batches improved the best) against grid " in pick
+    assert tuner.last_pick == said[-1]
+    assert all("\n" not in line for line in said)
+
+
+def test_ucb_every_arm_learns_from_every_measurement(gemm):
+    space, runner = gemm
+    tuner = new_tuner("ucb", space, seed=1)
+    history = replay_tune(tuner, runner, budget=64, batch=8)
+    told = {space.key(o.config) for o in history}
+    genetic = tuner.arms[tuner.arm_names.index("genetic")]
+    assert len(genetic._fitness) == 64  # told the other arms' configs too
+    xgb = tuner.arms[tuner.arm_names.index("xgb")]
+    assert set(xgb._measured) <= told and len(xgb._measured) == sum(o.latency_ms is not None for o in history)

@@ -23,6 +23,7 @@ TUNERS: dict[str, str] = {
     "tpe": "tunelab.core.search.tuners.optuna_samplers:TPETuner",
     "cmaes": "tunelab.core.search.tuners.optuna_samplers:CmaEsTuner",
     "gp": "tunelab.core.search.tuners.optuna_gp:GPTuner",
+    "ucb": "tunelab.core.search.tuners.ucb:UCBTuner",
 }
 
 # What `tunelab tuners` and the New-session dialog say about each tuner without importing it (a tuner
@@ -37,6 +38,7 @@ TUNER_SPACES: dict[str, tuple[str, ...]] = {
     "tpe": ("template",),
     "cmaes": ("template",),
     "gp": ("template",),
+    "ucb": ("template", "auto"),
 }
 TUNER_WORDS: dict[str, str] = {
     "grid": "Every config once, in grid order (shuffle=True: a seeded random order).",
@@ -47,6 +49,7 @@ TUNER_WORDS: dict[str, str] = {
     "tpe": "Optuna's TPE sampler (Bayesian, tree-structured Parzen estimators) over the template knobs.",
     "cmaes": "Optuna's CMA-ES sampler (an evolution strategy) over the template knobs' indices.",
     "gp": "Optuna's Gaussian-process sampler (Bayesian optimisation; needs PyTorch) over the template knobs.",
+    "ucb": "A bandit giving each batch to the policy (random, genetic, xgb) with the best UCB on recent gains.",
 }
 
 # Above this many configs a template space is too big for the XGBoost tuner's random pools to
