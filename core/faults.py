@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from tunelab.core.errors import StoreFailure
+
 PLANT_ENV = "TUNELAB_PLANT_FAULT"
 COUNTER_ENV = "TUNELAB_PLANT_COUNTER"
 
@@ -190,6 +192,26 @@ def failure_class(status: str, error: str | None) -> str:
     if status == "invalid":
         return "invalid schedule"
     return "run error"
+
+
+# A full disk in the words a build, a link or a write says it with: the compiler's and ld's
+# "No space left on device", Python's "[Errno 28]", NumPy's short write ("4096 requested and 992
+# written") and a quota's "Disk quota exceeded".
+_OUT_OF_SPACE = re.compile(
+    r"No space left on device|\bENOSPC\b|\[Errno 28\]|Disk quota exceeded|\bEDQUOT\b"
+    r"|\d+ requested and \d+ written"
+)
+
+
+class OutOfSpace(StoreFailure):
+    """A disk or the temporary folder filled while tunelab wrote to it: the machine's fault, not the input's
+    (exit 3, as a store failure); its message names the folder."""
+
+
+def out_of_space(text: str | None) -> bool:
+    """Whether a failure's text says a disk (or the temporary folder) was full: the machine's fault, never
+    the config's, so a build or run that says it must not be stored as the config's error."""
+    return bool(text) and _OUT_OF_SPACE.search(text) is not None
 
 
 def describe_failures(classes: Iterable[str], total: int) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from tunelab.core.cli.common import _fmt, _open_store, _session_json
+from tunelab.core.cli.common import EXIT_STORE_FAILURE, _fmt, _open_store, _session_json, say_error
+from tunelab.core.faults import OutOfSpace
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -15,9 +16,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     store = _open_store(args.db, create=False)
     # --trial is the number people see (#N within the session); --trial-id the id scripts read.
     trial_id = args.trial_id if args.trial is None else store.trial_id_of(args.session, args.trial)
-    written = export_trial(
-        store, args.session, trial_id, out_dir=args.out, force=args.force, robust=args.robust
-    )
+    try:
+        written = export_trial(
+            store, args.session, trial_id, out_dir=args.out, force=args.force, robust=args.robust
+        )
+    except OutOfSpace as exc:  # the export's disk filled, not the store's: said as it is, exit 3
+        return say_error(args.events, str(exc), EXIT_STORE_FAILURE)
     if args.json:
         print(json.dumps(written))
     else:

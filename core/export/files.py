@@ -12,23 +12,29 @@ Files written into the output folder (NAME = workload and shape, e.g. ``gemm_M51
   JSON database that plain TVM loads with ``JSONDatabase`` and ``compile_tir``.
 
 An export never overwrites one already in the folder unless asked (``force``), and a folder that cannot
-be written is one line (TunelabError) before anything is built. A schedule file of a custom workload
-carries that workload's code (``custom_source``): loading such a file runs the code only when the caller
-trusts it (``trust_custom``), since a file can come from anyone.
+be written is one line (TunelabError) before anything is built. The files are written into a hidden
+temporary folder beside them and moved into place only once every one is whole (read back and checked):
+a disk that fills leaves no part of an export, and is an OutOfSpace (the disk's fault, not the input's).
+A schedule file of a custom workload carries that workload's code (``custom_source``): loading such a file
+runs the code only when the caller trusts it (``trust_custom``), since a file can come from anyone.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from tunelab.core.errors import TunelabError, shown
 from tunelab.core.export.pick import CI_LEVEL, export_pick
+from tunelab.core.faults import OutOfSpace, out_of_space
 from tunelab.core.measure.placement import DEFAULT_LAYOUT
 from tunelab.core.measure.threads import tvm_default_threads
 from tunelab.core.store import Store
@@ -36,6 +42,9 @@ from tunelab.core.target.build import build_scope
 
 SCHEDULE_FORMAT = 1
 FORMATS = ("schedule", "tvmscript", "library", "database")
+# The root-block annotation by which a template schedule in an exported MetaSchedule database names its
+# config (see _database_trace; tunelab.core.usecases.ms_import reads it).
+CONFIG_ANNOTATION = "tunelab.config"
 
 
 def _name(workload: str, shape: dict[str, int]) -> str:
@@ -63,28 +72,47 @@ def export_trial(
 
     A file of an earlier export at one of those paths is a TunelabError unless ``force``; so is an
     ``out_dir`` that is a file or cannot be written (checked before anything is built)."""
-    import tvm
-    from tvm.s_tir import meta_schedule as ms
-
     from tunelab.core.search.space.factory import space_for_task
-    from tunelab.core.target.info import target_from_json
 
     unknown = set(formats) - set(FORMATS)
     if unknown:
         raise TunelabError(f"unknown export format(s) {sorted(unknown)}; formats are {list(FORMATS)}")
     record = store.session(session_id)
     pick = export_pick(store, session_id, trial_id, robust=robust)
-    trial, confirmation = pick.trial, pick.confirmation
     task = pick.task if pick.task is not None else store.tasks(session_id)[0]
     space = space_for_task(record, task)
-    sch = space.schedule(trial.config)
-    shape = task.shape
-    flops = task.flops
-    target = target_from_json(record.target)
+    sch = space.schedule(pick.trial.config)
     out = Path(out_dir)
-    name = _name(record.workload, shape)
+    name = _name(record.workload, task.shape)
     _check_out_dir(out, [_paths(out, name)[f] for f in formats], force)
-    written: dict[str, str] = {}
+    staging = _staging_folder(out, name)
+    try:
+        _write_formats(staging, name, formats, store, record, pick, task, space, sch)
+        return _move_into_place(staging, out, name, formats)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_formats(
+    out: Path,
+    name: str,
+    formats: tuple[str, ...],
+    store: Store,
+    record: Any,
+    pick: Any,
+    task: Any,
+    space: Any,
+    sch: Any,
+) -> None:
+    """Every format asked for, written into ``out`` (the staging folder)."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunelab.core.target.info import target_from_json
+
+    trial, confirmation = pick.trial, pick.confirmation
+    shape, flops = task.shape, task.flops
+    target = target_from_json(record.target)
     # The figure an export states: the confirmed one where there is one (the session's own figure of
     # its winner is biased low, see tunelab.core.trust.confirm), and the session's beside it.
     latency_ms = pick.stated_ms
@@ -157,37 +185,51 @@ def export_trial(
             "tvm_version": tvm.__version__,
             "exported_at": time.time(),
         }
-        path = out / f"{name}.schedule.json"
-        _write(path, json.dumps(doc, indent=1))
-        written["schedule"] = str(path)
+        _write(out / f"{name}.schedule.json", json.dumps(doc, indent=1))
     if "tvmscript" in formats:
-        path = out / f"{name}.tvmscript.py"
-        _write(path, sch.mod.script())
-        written["tvmscript"] = str(path)
+        _write(out / f"{name}.tvmscript.py", sch.mod.script())
     if "library" in formats:
         path = out / f"{name}.so"
         try:
             with build_scope(sch.mod, target.tvm_target()):
                 tvm.compile(sch.mod, target.tvm_target()).export_library(str(path))
-        except OSError as exc:
-            raise TunelabError(f"cannot write {path}: {exc.strerror or exc}") from None
-        written["library"] = str(path)
+        except Exception as exc:  # noqa: BLE001 - the linker's failure is a RuntimeError, a write's an OSError
+            if _disk_full(exc):  # ld: "final link failed: No space left on device"
+                raise OutOfSpace(
+                    f"no space left to write the library {path.name} into {out.parent} (or the temporary "
+                    f"folder {tempfile.gettempdir()} it is linked in); nothing was exported"
+                ) from None
+            if isinstance(exc, OSError):
+                raise TunelabError(f"cannot write {path}: {exc.strerror or exc}") from None
+            raise
     if "database" in formats:
         folder = out / "database"
-        try:
-            folder.mkdir(exist_ok=True)  # JSONDatabase does not create it (TVM_NOTES 5)
-        except OSError as exc:
-            raise TunelabError(f"cannot write {folder}: {exc.strerror or exc}") from None
-        for stale in ("database_workload.json", "database_tuning_record.json"):
-            (folder / stale).unlink(missing_ok=True)
+        _guard(folder, folder.mkdir)  # JSONDatabase does not create it (TVM_NOTES 5)
         db = ms.database.JSONDatabase(work_dir=str(folder))
         workload = db.commit_workload(space.ir_module())
         args = ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"])
         db.commit_tuning_record(
-            ms.database.TuningRecord(sch.trace, workload, [latency_ms * 1e-3], target.tvm_target(), args)
+            ms.database.TuningRecord(
+                _database_trace(sch, trial.config, record.space_kind),
+                workload,
+                [latency_ms * 1e-3],
+                target.tvm_target(),
+                args,
+            )
         )
-        written["database"] = str(folder)
-    return written
+        _check_database(folder, ms)
+
+
+def _database_trace(sch: Any, config: dict[str, Any], space_kind: str) -> Any:
+    """The trace the MetaSchedule database holds. A template schedule's trace (fixed splits) does not say
+    which point of the template it is, so it carries its config as an annotation of the root block
+    (:data:`CONFIG_ANNOTATION`, a no-op for TVM's build): ``tunelab import`` reads the config from it
+    and accepts it only when the template rebuilds that very schedule."""
+    if space_kind != "template":
+        return sch.trace
+    marked = sch.copy()
+    marked.annotate(marked.get_sblock("root"), CONFIG_ANNOTATION, json.dumps(config, sort_keys=True))
+    return marked.trace
 
 
 def _paths(out: Path, name: str) -> dict[str, Path]:
@@ -220,11 +262,82 @@ def _check_out_dir(out: Path, paths: list[Path], force: bool) -> None:
         )
 
 
-def _write(path: Path, text: str) -> None:
+def _disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return out_of_space(str(exc))
+
+
+def _guard(path: Path, write: Any) -> None:
+    """``write()``; a full disk is an OutOfSpace (exit 3), any other failure to write a TunelabError,
+    each one line naming the export's folder."""
     try:
-        path.write_text(text, encoding="utf-8")
+        write()
     except OSError as exc:
-        raise TunelabError(f"cannot write {path}: {exc.strerror or exc}") from None
+        where = path.parent.parent if path.parent.name.startswith(".") else path.parent
+        if _disk_full(exc):
+            raise OutOfSpace(
+                f"no space left to write the export into {where} ({exc.strerror or exc}); nothing was exported"
+            ) from None
+        raise TunelabError(f"cannot write the export into {where}: {exc.strerror or exc}") from None
+
+
+def _write(path: Path, text: str) -> None:
+    _guard(path, lambda: path.write_text(text, encoding="utf-8"))
+
+
+def _staging_folder(out: Path, name: str) -> Path:
+    """A hidden folder inside ``out`` (the same disk: moving from it is a rename) for one export."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=f".{name}.exporting-", dir=out))
+    except OSError as exc:
+        if _disk_full(exc):
+            raise OutOfSpace(f"no space left to write the export into {out}: {exc.strerror or exc}") from None
+        raise TunelabError(f"cannot export into {out}: {exc.strerror or exc}") from None
+
+
+def _check_database(folder: Path, ms: Any) -> None:
+    """The database files as MetaSchedule wrote them must read back whole: its writer does not report a
+    full disk (a workload file cut at 4096 bytes, an empty records file were left, and the export said
+    it succeeded)."""
+    try:
+        db = ms.database.JSONDatabase(
+            str(folder / "database_workload.json"),
+            str(folder / "database_tuning_record.json"),
+            allow_missing=False,
+        )
+        whole = len(db) == 1
+    except Exception:  # noqa: BLE001 - a cut line is TVM's parse error
+        whole = False
+    if not whole:
+        free = shutil.disk_usage(folder).free
+        raise OutOfSpace(
+            f"the MetaSchedule database written into {folder.parent.parent} came out cut short (its disk "
+            f"has {free:,} bytes free); nothing was exported"
+        )
+
+
+def _move_into_place(staging: Path, out: Path, name: str, formats: tuple[str, ...]) -> dict[str, str]:
+    """Move the whole export from ``staging`` into ``out`` (renames on one disk); the schedule file, which
+    makes a folder read as an export, last."""
+    written: dict[str, str] = {}
+    paths = _paths(out, name)
+    for kind in sorted(formats, key=lambda f: f == "schedule"):
+        final = paths[kind]
+        if kind == "database":
+            folder = out / "database"
+            if not folder.is_dir():
+                _guard(folder, lambda d=folder: os.replace(staging / "database", d))
+            else:  # an earlier export's (force): its two files replaced, anything else there kept
+                for file in ("database_workload.json", "database_tuning_record.json"):
+                    _guard(
+                        folder / file, lambda f=file, d=folder: os.replace(staging / "database" / f, d / f)
+                    )
+            written[kind] = str(folder)
+        else:
+            _guard(final, lambda k=kind, f=final: os.replace(staging / f.name, f))
+            written[kind] = str(final)
+    return {kind: written[kind] for kind in formats if kind in written}
 
 
 def load_schedule_file(path: str | os.PathLike[str], *, trust_custom: bool = False) -> dict[str, Any]:

@@ -11,10 +11,15 @@ with an RPC tracker in the options, its RPCRunner: ``tunelab.core.measure.remote
   nothing here raises for a bad kernel.
 - Build folders are removed as soon as their candidate has run (or the batch has stopped).
 - A stop (the session's cancel flag) ends a batch early; what it cut short is dropped, not failed.
+- A full disk under the temporary folder (a build or link that says "No space left on device") is the
+  machine's fault, not the config's: the batch ends before that candidate, which is not returned, and
+  ``disk_full`` says which folder filled; the session stops on it (OutOfSpace) and a resume
+  measures the candidate again.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -25,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from tunelab.core.faults import TOO_SLOW, cuda_fault
+from tunelab.core.errors import StoreFailure
+from tunelab.core.faults import TOO_SLOW, OutOfSpace, cuda_fault, out_of_space
 from tunelab.core.measure.evaluate import AllocArguments, Evaluate
 from tunelab.core.records import MeasureOptions
 from tunelab.core.target.info import TargetInfo, cpu_core_count
@@ -38,6 +44,9 @@ BUILD_POOL_BATCHES = 25
 CALL_LIMIT_SHARE = 0.25
 # How often a candidate whose RPC server disappeared under it is sent to another server.
 RELAUNCHES = 3
+# A build or run that fails while the temporary folder has less than this left failed for want of space
+# (a build's objects and library are tens of KB to a few MB), not because of its config.
+TEMP_FREE_FLOOR = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -170,7 +179,12 @@ class Measurer:
         self.call_limit_s = (
             options.timeout_s * CALL_LIMIT_SHARE if call_limit_s is None else max(0.0, call_limit_s)
         )
-        self._folder = tempfile.mkdtemp(prefix="tunelab-measure-")
+        try:
+            self._folder = tempfile.mkdtemp(prefix="tunelab-measure-")
+        except OSError as exc:
+            raise StoreFailure(
+                f"cannot make a folder in the temporary folder {tempfile.gettempdir()}: {exc.strerror or exc}"
+            ) from None
         try:
             self.problem = _write_problem(
                 self._folder, workload, shape, dtype, seed, options.check_correctness
@@ -182,6 +196,8 @@ class Measurer:
         self._build_pool: Any = None
         self._build_pool_uses = 0
         self.lost_servers: list[str] = []  # RPC servers lost while they ran a candidate (re-sent elsewhere)
+        # set when a batch ended at a candidate whose build or run found the disk full (one line)
+        self.disk_full: str | None = None
         config = ms.runner.EvaluatorConfig(
             number=options.number,
             repeat=options.repeat,
@@ -244,13 +260,17 @@ class Measurer:
         from tvm.s_tir import meta_schedule as ms
 
         stopped = stop if stop is not None else (lambda: False)
+        self.disk_full = None
         if not schedules or stopped():
             return []
         started = time.time()
         built = self._build([s.mod for s in schedules])
+        build_s = (time.time() - started) / len(schedules)  # the pool builds them together
+        schedules, built = self._until_disk_full(schedules, built)
+        if not schedules:
+            return []
         evaluate = self.runner.f_run_evaluator
         best_s = best_ms / 1e3 if best_ms else self.vendor_s
-        build_s = (time.time() - started) / len(schedules)  # the pool builds them together
         if self.tracker is not None:
             return self._measure_remote(schedules, built, stopped, best_s, build_s, started)
         results: list[MeasureResult] = []
@@ -261,7 +281,7 @@ class Measurer:
                 if stopped():
                     break
                 t0 = time.time()
-                if b.error_msg is not None:
+                if b.error_msg is not None:  # (a full disk's build error ended the batch above)
                     results.append(
                         MeasureResult(
                             "build_error", _short(b.error_msg), (), build_s, None, started, time.time()
@@ -280,6 +300,9 @@ class Measurer:
                 t1 = time.time()
                 if stopped():
                     break  # it ran while the stop came (its worker may have died of it): not a measurement
+                if res.error_msg is not None and _temp_folder_full(res.error_msg):
+                    self.disk_full = _disk_full_line("loading a built kernel", res.error_msg)
+                    break  # the machine's fault: not stored as the config's, measured again on resume
                 if res.error_msg is not None:
                     error = _short(_run_error_text(res.error_msg, self.options.timeout_s, self.call_limit_s))
                     results.append(
@@ -297,6 +320,18 @@ class Measurer:
                 if b.artifact_path is not None:
                     shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
         return results
+
+    def _until_disk_full(self, schedules: list[Any], built: list[Any]) -> tuple[list[Any], list[Any]]:
+        """The batch up to the first candidate whose build found the disk full (``disk_full`` set then);
+        the build folders of those dropped are removed."""
+        for i, b in enumerate(built):
+            if b.error_msg is not None and _temp_folder_full(b.error_msg):
+                self.disk_full = _disk_full_line("a build", b.error_msg)
+                for dropped in built[i:]:
+                    if dropped.artifact_path is not None:
+                        shutil.rmtree(os.path.dirname(dropped.artifact_path), ignore_errors=True)
+                return schedules[:i], built[:i]
+        return schedules, built
 
     def _measure_remote(
         self,
@@ -451,17 +486,54 @@ def stored_vendor_ms(
     return float(entry.median_ms) if entry is not None and entry.correct and entry.median_ms > 0 else None
 
 
+def _temp_free_bytes() -> int | None:
+    try:
+        return shutil.disk_usage(tempfile.gettempdir()).free
+    except OSError:
+        return None
+
+
+def _temp_folder_full(message: str) -> bool:
+    """Whether a build's or run's failure is the temporary folder's: its words say so, or it has less than
+    :data:`TEMP_FREE_FLOOR` left. A worker that LLVM ends on a full disk ("LLVM ERROR: IO failure on
+    output stream") says only that it exited with status 1, on its own stderr."""
+    if out_of_space(message):
+        return True
+    free = _temp_free_bytes()
+    return free is not None and free < TEMP_FREE_FLOOR
+
+
+def _disk_full_line(what: str, message: str) -> str:
+    """One line naming the full folder and the words that said so ('ld: final link failed: No space ...')."""
+    said = next((line.strip() for line in message.splitlines() if out_of_space(line)), _one_line(message))
+    free = _temp_free_bytes()
+    left = "" if free is None else f", {free:,} bytes free"
+    return (
+        f"the temporary folder {tempfile.gettempdir()} is full{left}: {what} failed "
+        f"({said[:200]}); free space there or point TMPDIR at a larger folder."
+    )
+
+
 def _write_problem(
     folder: str, workload: Any, shape: dict[str, int], dtype: str, seed: int, check: bool
 ) -> tuple[tuple[str, ...], str | None]:
-    """The deterministic inputs (and, when checked, the NumPy reference) as .npy files in ``folder``."""
+    """The deterministic inputs (and, when checked, the NumPy reference) as .npy files in ``folder``; a
+    folder that cannot hold them (a full disk: NumPy's "4096 requested and 992 written") is a StoreFailure
+    naming it."""
     inputs = workload.make_inputs(shape, dtype, seed)
     paths = []
-    for j, x in enumerate(inputs):
-        paths.append(os.path.join(folder, f"input{j}.npy"))
-        np.save(paths[-1], x)
-    expected = None
-    if check:
-        expected = os.path.join(folder, "expected.npy")
-        np.save(expected, workload.reference(inputs, shape, dtype))
+    try:
+        for j, x in enumerate(inputs):
+            paths.append(os.path.join(folder, f"input{j}.npy"))
+            np.save(paths[-1], x)
+        expected = None
+        if check:
+            expected = os.path.join(folder, "expected.npy")
+            np.save(expected, workload.reference(inputs, shape, dtype))
+    except OSError as exc:
+        if out_of_space(str(exc)) or exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise OutOfSpace(_disk_full_line("writing the problem's inputs", str(exc))) from None
+        raise StoreFailure(
+            f"cannot write the problem's inputs into the temporary folder {folder}: {exc.strerror or exc}"
+        ) from None
     return tuple(paths), expected

@@ -540,6 +540,10 @@ class TuningSession:
                         search_s=search_s,
                         wall_s=time.monotonic() - round_start,
                     )
+                if task.measurer.disk_full:  # the machine's fault: the candidate it hit is measured on resume
+                    from tunelab.core.faults import OutOfSpace
+
+                    raise OutOfSpace(task.measurer.disk_full)
                 if not cut_short:
                     # After a cut-short batch the state of the last whole batch stays: its tuner asked
                     # for configs that were never measured, and a resumed session asks for them again.
