@@ -24,6 +24,7 @@ TUNERS: dict[str, str] = {
     "cmaes": "tunelab.core.search.tuners.optuna_samplers:CmaEsTuner",
     "gp": "tunelab.core.search.tuners.optuna_gp:GPTuner",
     "ucb": "tunelab.core.search.tuners.ucb:UCBTuner",
+    "rl": "tunelab.core.search.tuners.rl:RLTuner",
 }
 
 # What `tunelab tuners` and the New-session dialog say about each tuner without importing it (a tuner
@@ -39,6 +40,7 @@ TUNER_SPACES: dict[str, tuple[str, ...]] = {
     "cmaes": ("template",),
     "gp": ("template",),
     "ucb": ("template", "auto"),
+    "rl": ("template",),
 }
 TUNER_WORDS: dict[str, str] = {
     "grid": "Every config once, in grid order (shuffle=True: a seeded random order).",
@@ -50,6 +52,7 @@ TUNER_WORDS: dict[str, str] = {
     "cmaes": "Optuna's CMA-ES sampler (an evolution strategy) over the template knobs' indices.",
     "gp": "Optuna's Gaussian-process sampler (Bayesian optimisation; needs PyTorch) over the template knobs.",
     "ucb": "A bandit giving each batch to the policy (random, genetic, xgb) with the best UCB on recent gains.",
+    "rl": "Policy-gradient agents (REINFORCE, one softmax per knob) propose; the XGBoost model picks.",
 }
 
 # Above this many configs a template space is too big for the XGBoost tuner's random pools to

@@ -63,7 +63,7 @@ class UCBTuner(Tuner):
         self._owner: dict[str, int] = {}  # key of a config handed out, not told yet -> its arm
 
     def _check(self) -> None:
-        allowed = [n for n in tuner_names() if n not in ("ucb", "rl", "evolutionary")]
+        allowed = [n for n in tuner_names() if n not in ("ucb", "evolutionary")]
         if not self.arm_names:
             raise TunerError("ucb: arms must name at least one tuner, e.g. random,genetic,xgb")
         bad = [a for a in self.arm_names if a not in allowed]

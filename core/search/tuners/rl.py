@@ -1,0 +1,242 @@
+"""Policy-gradient agents proposing configs that a cost model filters (the idea of Chameleon, ICLR 2020;
+the tutorial's RL tuner with its `num_agents`), over a template space's knobs.
+
+Each of `num_agents` agents is a softmax policy per knob (logits over the knob's candidates), learnt by
+REINFORCE with a baseline, in NumPy: the policies are a few hundred numbers, so a deep-learning library
+would add a large dependency for nothing. Each ask:
+
+1. every agent samples its share of a `pool_size` pool of unmeasured configs from its policy;
+2. once the cost model (the xgb tuner's XGBoost model, pairwise-ranking loss) has enough measurements,
+   it predicts the pool; each agent takes one policy-gradient step on those predictions (a reward nothing
+   had to be measured for), and the predicted-fastest configs are proposed, with an `epsilon` share of
+   random ones so the model keeps seeing the rest of the space. Before that, the agents' samples are
+   proposed as drawn (their policies start uniform: a random search);
+3. when a proposed config is measured, the agent that proposed it takes a step on the measured reward.
+
+Rewards are standardised log latencies (-(log t - mean) / std over the measured configs; a failure
+counts as 2 standard deviations slow); each agent's baseline is a running mean of its rewards. An auto
+space has no knobs to put a policy on; this tuner refuses it in one line.
+
+Resume: the logits and baselines are state; measurements told after a restore only feed the cost model
+(no agent proposed them in this process), so a resumed tuner's agents are those that were saved.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tunelab.core.errors import TunerError
+from tunelab.core.records import Config
+from tunelab.core.search.costmodel import CostModel
+from tunelab.core.search.space.base import SearchSpace
+from tunelab.core.search.tuners.base import Observation, Tuner
+from tunelab.core.search.tuners.knobs import KnobCodec, template_knobs
+from tunelab.core.search.tuners.random_search import AnyOf, SeenSet, draw_unseen
+from tunelab.core.search.tuners.registry import resolve_options
+
+_LOGIT_LIMIT = 6.0  # a knob's candidates stay within e**12 of each other: no policy stops exploring
+_FAILED = -2.0  # a failed trial's reward, in standard deviations
+_BASELINE_DECAY = 0.9
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits - logits.max())
+    return e / e.sum()
+
+
+class Agent:
+    """Softmax policies, one per knob, and the baseline of REINFORCE."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.logits = [np.zeros(n) for n in sizes]
+        self.baseline = 0.0
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """n index vectors, shape (n, knobs): a Gumbel-max draw per knob."""
+        cols = [np.argmax(lg + rng.gumbel(size=(n, len(lg))), axis=1) for lg in self.logits]
+        return np.stack(cols, axis=1) if cols else np.zeros((n, 0), dtype=int)
+
+    def step(self, samples: np.ndarray, advantages: np.ndarray, lr: float) -> None:
+        """One REINFORCE step: logits += lr * mean(advantage * (onehot - softmax)) per knob."""
+        if len(samples) == 0:
+            return
+        for k, lg in enumerate(self.logits):
+            probs = _softmax(lg)
+            counts = np.zeros_like(lg)
+            np.add.at(counts, samples[:, k], advantages)
+            grad = (counts - advantages.sum() * probs) / len(samples)
+            self.logits[k] = np.clip(lg + lr * grad, -_LOGIT_LIMIT, _LOGIT_LIMIT)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"logits": [lg.tolist() for lg in self.logits], "baseline": self.baseline}
+
+    def load(self, state: dict[str, Any]) -> None:
+        logits = [np.asarray(lg, dtype=np.float64) for lg in state["logits"]]
+        if [len(lg) for lg in logits] != [len(lg) for lg in self.logits]:
+            return  # saved for another space: start afresh
+        self.logits, self.baseline = logits, float(state["baseline"])
+
+
+class RLTuner(Tuner):
+    name = "rl"
+    description = "Policy-gradient agents (REINFORCE, one softmax per knob) propose; the XGBoost model picks."
+    default_options: ClassVar[dict[str, Any]] = {"num_agents": 4, "pool_size": 128, "epsilon": 0.1, "lr": 0.5}
+
+    def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
+        super().__init__(space, seed=seed, cost_model=cost_model, **options)
+        self.options = opts = resolve_options(type(self), options)
+        self.num_agents, self.pool_size = int(opts["num_agents"]), int(opts["pool_size"])
+        self.epsilon, self.lr = float(opts["epsilon"]), float(opts["lr"])
+        if self.num_agents < 1:
+            raise TunerError(f"rl: num_agents must be at least 1; got {self.num_agents}")
+        if self.pool_size < self.num_agents:
+            raise TunerError(
+                f"rl: pool_size must be at least num_agents ({self.num_agents}); got {self.pool_size}"
+            )
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise TunerError(f"rl: epsilon must be in [0, 1]; got {self.epsilon}")
+        if not 0.0 < self.lr <= 10.0:
+            raise TunerError(f"rl: lr must be in (0, 10]; got {self.lr}")
+        self.codec = KnobCodec(template_knobs(space, self.name))
+        sizes = [len(k.candidates) for k in self.codec.knobs]
+        self.agents = [Agent(sizes) for _ in range(self.num_agents)]
+        if self.cost_model is None:
+            self.cost_model = CostModel(seed=seed, nthread=2, loss="rank")
+        self._seen = SeenSet()
+        self._owner: dict[str, tuple[int, list[int]]] = {}  # proposed, not told: key -> (agent, indices)
+        self._measured: dict[str, tuple[float, np.ndarray]] = {}  # key -> (latency, feature row)
+        self._log_ms: list[float] = []  # every successful measurement's log latency: the reward scale
+        self._dirty = False
+
+    # ---- rewards ----------------------------------------------------------------------------------
+    def _rewards(self, latency_ms: np.ndarray) -> np.ndarray:
+        """Standardised rewards: higher is faster; NaN (a failure) is _FAILED."""
+        if len(self._log_ms) < 2:
+            return np.zeros(len(latency_ms))
+        mean, std = float(np.mean(self._log_ms)), float(np.std(self._log_ms)) or 1.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = -(np.log(latency_ms) - mean) / std
+        return np.where(np.isfinite(r), r, _FAILED)
+
+    # ---- ask --------------------------------------------------------------------------------------
+    def ask(self, n: int) -> list[Config]:
+        if n <= 0:
+            return []
+        self._fit()
+        pool = self._pool()  # (config, agent, indices), unmeasured and distinct
+        out: list[Config] = []
+        if pool and self._model_ready():
+            pred = self._predict([c for c, _, _ in pool])
+            if pred is not None:
+                self._learn_from_model(pool, pred)
+                n_exploit = math.ceil(n * (1.0 - self.epsilon))
+                pool = [pool[i] for i in np.argsort(pred, kind="stable")[:n_exploit]]
+            else:
+                pool = pool[:n]
+        for config, agent, indices in pool[:n]:
+            self._owner[self.space.key(config)] = (agent, indices)
+            out.append(config)
+        exclude = AnyOf(self._seen, self._owner)
+        out += draw_unseen(self.space, self.rng, n - len(out), exclude)
+        for config in out:
+            self._seen.add(self.space.key(config))
+        return out
+
+    def _pool(self) -> list[tuple[Config, int, list[int]]]:
+        """The agents' samples, interleaved agent by agent so a short take is shared among them."""
+        per_agent = max(1, self.pool_size // self.num_agents)
+        drawn = [agent.sample(self.rng, per_agent) for agent in self.agents]
+        pool: list[tuple[Config, int, list[int]]] = []
+        taken: set[str] = set()
+        for row in range(per_agent):
+            for a, samples in enumerate(drawn):
+                indices = [int(i) for i in samples[row]]
+                config = self.codec.decode(indices)
+                key = self.space.key(config)
+                if key in self._seen or key in self._owner or key in taken:
+                    continue
+                taken.add(key)
+                pool.append((config, a, indices))
+        return pool
+
+    def _learn_from_model(self, pool: list[tuple[Config, int, list[int]]], pred: np.ndarray) -> None:
+        """Each agent's step on its own samples' predicted rewards (baseline: their mean)."""
+        rewards = self._rewards(np.asarray(pred, dtype=np.float64))
+        for a, agent in enumerate(self.agents):
+            mine = [i for i, (_, owner, _) in enumerate(pool) if owner == a]
+            if len(mine) < 2:
+                continue
+            r = rewards[mine]
+            agent.step(np.array([pool[i][2] for i in mine]), r - r.mean(), self.lr * 0.5)
+
+    # ---- tell -------------------------------------------------------------------------------------
+    def tell(self, observations: list[Observation]) -> None:
+        ok: list[tuple[Config, float]] = []
+        by_agent: dict[int, list[tuple[list[int], float]]] = {}
+        for obs in observations:
+            key = self.space.key(obs.config)
+            self._seen.add(key)
+            lat = obs.latency_ms
+            good = lat is not None and math.isfinite(lat) and lat > 0
+            if good:
+                ok.append((obs.config, float(lat)))  # type: ignore[arg-type]
+                self._log_ms.append(math.log(lat))  # type: ignore[arg-type]
+            owner = self._owner.pop(key, None)
+            if owner is not None:
+                by_agent.setdefault(owner[0], []).append((owner[1], float(lat) if good else math.nan))  # type: ignore[arg-type]
+        if ok:
+            rows = _features(self.space, [c for c, _ in ok])
+            for (config, lat), row in zip(ok, rows, strict=True):
+                if row is not None:
+                    self._measured[self.space.key(config)] = (lat, row)
+            self._dirty = True
+        for a, items in sorted(by_agent.items()):
+            agent = self.agents[a]
+            r = self._rewards(np.array([lat for _, lat in items]))
+            agent.step(np.array([ind for ind, _ in items]), r - agent.baseline, self.lr)
+            for x in r:
+                agent.baseline = _BASELINE_DECAY * agent.baseline + (1 - _BASELINE_DECAY) * float(x)
+
+    # ---- the cost model ---------------------------------------------------------------------------
+    def _model_ready(self) -> bool:
+        return self.cost_model.trained and len(self._measured) >= self.cost_model.min_samples
+
+    def _fit(self) -> None:
+        if self._dirty and self._measured:
+            X = np.stack([row for _, row in self._measured.values()])
+            self.cost_model.fit(X, np.array([lat for lat, _ in self._measured.values()]))
+            self._dirty = False
+
+    def _predict(self, configs: list[Config]) -> np.ndarray | None:
+        rows = _features(self.space, configs)
+        if any(r is None for r in rows):
+            return None  # a config without features: propose as drawn this time
+        return self.cost_model.predict(np.stack(rows))  # type: ignore[arg-type]
+
+    # ---- resume -----------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "agents": [agent.to_json() for agent in self.agents]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        for agent, saved in zip(self.agents, state.get("agents", []), strict=False):
+            agent.load(saved)
+
+
+def _features(space: SearchSpace, configs: list[Config]) -> list[np.ndarray | None]:
+    """Feature rows; None for a config whose features cannot be computed."""
+    if not configs:
+        return []
+    try:
+        return list(np.asarray(space.features(configs), dtype=np.float64))
+    except Exception:
+        rows: list[np.ndarray | None] = []
+        for config in configs:  # one bad config must not sink the others
+            try:
+                rows.append(np.asarray(space.features([config]), dtype=np.float64)[0])
+            except Exception:
+                rows.append(None)
+        return rows
