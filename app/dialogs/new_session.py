@@ -306,12 +306,14 @@ class NewSessionDialog(QDialog):
         tuner_box = QGroupBox("Tuner")
         tuner_form = QFormLayout(tuner_box)
         self.tuner_combo = QComboBox()
+        from tunelab.core.search.tuners.registry import tuner_description
+
         for name, why in tuner_availability().items():
             self.tuner_combo.addItem(name, name)
+            item = self.tuner_combo.model().item(self.tuner_combo.count() - 1)
+            item.setToolTip(why or tuner_description(name))  # the registry's one line, or why it cannot load
             if why:
-                item = self.tuner_combo.model().item(self.tuner_combo.count() - 1)
                 item.setEnabled(False)
-                item.setToolTip(why)
         self.tuner_combo.activated.connect(self._on_tuner_chosen)
         self.tuner_hint = QLabel()
         self.tuner_hint.setProperty("role", "hint")

@@ -26,7 +26,7 @@ import numpy as np
 from recorded_spaces import load_recorded, recording_names
 
 from tunelab.core.search.scoring import TunerScore, aggregate, exhaustive_baseline, score_runs
-from tunelab.core.search.tuners.registry import make_tuner, tuner_names
+from tunelab.core.search.tuners.registry import make_tuner, tuner_names, tuner_unavailable
 from tunelab.core.session.replay import ReplayRunner, replay_tune
 
 SEEDS = 10
@@ -169,6 +169,8 @@ def test_tuner_scores(qapp, record):  # qapp: the ImageExporter paints through Q
             "tuners": {},
         }
         for tuner in tuner_names():
+            if (why := tuner_unavailable(tuner)) is not None:  # gp without PyTorch
+                SKIPPED[space_name, tuner] = why
             if (space_name, tuner) in SKIPPED:
                 results[space_name][tuner] = None
                 space_doc["tuners"][tuner] = {"skipped": SKIPPED[space_name, tuner]}
