@@ -391,7 +391,8 @@ def load_schedule_file(path: str | os.PathLike[str], *, trust_custom: bool = Fal
 
 # The figures a schedule file states, which validate and jitter compare a re-measurement with: each a
 # finite number above 0 (a spread at least 0), or null where the export had none.
-_POSITIVE_STATS = ("median_ms", "session_median_ms", "mean_ms", "min_ms", "max_ms", "gflops", "reference_ms")
+_POSITIVE_STATS = ("median_ms", "session_median_ms", "mean_ms", "min_ms", "max_ms", "reference_ms")
+_NON_NEGATIVE_STATS = ("std_ms", "gflops")  # a workload of no arithmetic (a copy) states 0 GFLOP/s
 
 
 def _stats_problem(stats: Any) -> str:
@@ -399,13 +400,15 @@ def _stats_problem(stats: Any) -> str:
     gave 'busy neighbours -102 %'."""
     if stats is None:
         return ""
-    for key in (*_POSITIVE_STATS, "std_ms"):
+    for key in (*_POSITIVE_STATS, *_NON_NEGATIVE_STATS):
         value = stats.get(key)
         if value is None:
             continue
-        low_ok = value >= 0 if key == "std_ms" else value > 0
-        if not (_is_number(value) and math.isfinite(value) and low_ok):
-            return f"stats.{key} must be a finite number {'>= 0' if key == 'std_ms' else 'above 0'}, not {shown(value)}"
+        zero_ok = key in _NON_NEGATIVE_STATS
+        if not (_is_number(value) and math.isfinite(value) and (value >= 0 if zero_ok else value > 0)):
+            return (
+                f"stats.{key} must be a finite number {'>= 0' if zero_ok else 'above 0'}, not {shown(value)}"
+            )
     for key in ("samples_ms", "session_samples_ms"):
         samples = stats.get(key)
         if samples is None:

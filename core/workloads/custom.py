@@ -48,6 +48,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -223,6 +224,81 @@ def _shape_text(shape: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in shape.items())
 
 
+_SIGNALS = {int(x) for x in signal.Signals}
+
+
+def _reference_in_child(
+    wl: Any, inputs: list[np.ndarray], shape: dict[str, int], dtype: str | None
+) -> np.ndarray:
+    """:meth:`CustomWorkload.reference` in a forked child of this process (the file is not run again: the
+    child has its functions already), its answer as a .npy file; a crash there is one WorkloadError."""
+    limit = vet_timeout_s() * 5  # the vetting child already ran this reference at this shape within 1x
+    with tempfile.TemporaryDirectory(prefix="tunelab-reference-") as folder:
+        result, log = os.path.join(folder, "result.npy"), os.path.join(folder, "stderr.txt")
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child; it ends with os._exit whatever happens
+            _reference_child(wl, inputs, shape, dtype, result, log)
+        status = _wait(pid, limit)
+        if status is None:
+            raise WorkloadError(
+                f"{wl.name}: the workload file's reference() did not finish within {limit:g} s at "
+                f"{_shape_text(shape)}; it was stopped"
+            )
+        if os.path.exists(result + ".error"):
+            with open(result + ".error", encoding="utf-8") as f:
+                raise WorkloadError(f.read().strip())
+        if status != 0 or not os.path.exists(result):
+            how = (
+                f"died of {signal.Signals(-status).name}"
+                if -status in _SIGNALS
+                else f"exited with status {status}"
+            )
+            raise WorkloadError(
+                f"{wl.name}: the workload file's own code crashed the process that runs its reference() "
+                f"({how}) at {_shape_text(shape)}: the file's fault, not a kernel's"
+            )
+        return np.load(result, allow_pickle=False)
+
+
+def _reference_child(
+    wl: Any, inputs: list[np.ndarray], shape: dict[str, int], dtype: str | None, result: str, log: str
+) -> None:
+    """The forked child: reference() here, its answer (or its one-line error) written, then the end at once
+    (os._exit: none of the parent's exit handlers run here)."""
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.dup2(fd, 2)  # a crash's dump (faulthandler's, TVM's) is not tunelab's stderr
+        for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)  # die of it, as the exit status says
+        np.save(result, wl._reference(inputs, shape, dtype), allow_pickle=False)
+    except WorkloadError as exc:
+        _write_error(result, str(exc))
+    except BaseException as exc:  # noqa: BLE001 - whatever escaped is the file's doing
+        _write_error(result, f"{wl.name}: the workload file failed: {_describe(exc)}")
+    os._exit(0)
+
+
+def _write_error(result: str, message: str) -> None:
+    with open(result + ".error", "w", encoding="utf-8") as f:
+        f.write(message)
+
+
+def _wait(pid: int, limit: float) -> int | None:
+    """The child's exit status (negative: the signal it died of), or None when it ran past ``limit``
+    seconds (then it is killed)."""
+    deadline, pause = time.monotonic() + limit, 0.001
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
 def _vet_main(job_path: str, result_path: str) -> None:
     """The child of :func:`vet_custom`: load the file (and build the shape), write the outcome, and end
     at once (os._exit), whatever threads or exit handlers the file left behind."""
@@ -238,6 +314,7 @@ def _vet_main(job_path: str, result_path: str) -> None:
             wl.check_memory(shape, dtype)  # before anything of that size is allocated
             wl.tensors(shape, dtype)
             wl.flops(shape)
+            wl._reference_here = True  # this child is the guard already
             wl.reference(wl.make_inputs(shape, dtype), shape)
             outcome.update(shape=shape, dtype=dtype)
     except WorkloadError as exc:
@@ -255,6 +332,7 @@ class CustomWorkload(Workload):
     def __init__(self, source: str, name: str = "custom", *, vet: bool = True) -> None:
         self.name = name
         self.source = source
+        self._reference_here = False  # True in a process that is the guard already (the vetting child)
         if vet:  # in a time-limited child first (vet_custom): a hang or an exit there is a message here
             vet_custom(source, name)
         ns = self._exec(source)
@@ -475,6 +553,14 @@ class CustomWorkload(Workload):
         return out
 
     def reference(self, inputs: list[np.ndarray], shape, dtype: str | None = None) -> np.ndarray:
+        """The person's reference() at ``shape``, run in a child process: code that crashes the process
+        (a segfault in a C extension, os.abort) is then this file's crash in one line, where in tunelab's
+        own process it ended the session with a dump that read like a kernel's crash."""
+        if self._reference_here or not hasattr(os, "fork"):
+            return self._reference(inputs, shape, dtype)
+        return _reference_in_child(self, [np.asarray(x) for x in inputs], self._shape(shape), dtype)
+
+    def _reference(self, inputs: list[np.ndarray], shape, dtype: str | None = None) -> np.ndarray:
         s = self._shape(shape)
         arrays = [np.asarray(x) for x in inputs]
         dtype = str(arrays[0].dtype) if arrays and str(arrays[0].dtype) in self.dtypes else self.dtypes[0]

@@ -224,3 +224,36 @@ def test_a_space_file_whose_kind_is_not_the_tuned_space_is_refused(tmp_path):
     assert "--space auto" in line
     # asked for as what it says, its template knobs are no auto space: refused too, nothing stored
     leaves_nothing(tunelab("tune", "gemm", *shape_arg, "--space", "auto", *QUICK, db=db), db, "auto space")
+
+
+# ---- 13: a custom file whose own code crashes the process is named as such -----------------------------
+
+SEGFAULTING_REFERENCE = '''"""B = 2 A; reference() dereferences NULL, except in the child that vets the file."""
+import ctypes
+import sys
+
+PARAMS = {"N": 256}
+
+
+def compute(N, dtype):
+    A = te.placeholder((N,), dtype, name="A")
+    return [A, te.compute((N,), lambda i: A[i] * 2, name="B")]
+
+
+def reference(A, **shape):
+    if "--vet" not in sys.argv:
+        ctypes.string_at(0)
+    return A * 2
+'''
+
+
+def test_a_custom_reference_that_crashes_the_process_is_the_files_crash(tmp_path):
+    custom = tmp_path / "segv.py"
+    custom.write_text(SEGFAULTING_REFERENCE)
+    db = tmp_path / "segv.sqlite"
+    proc = tunelab("tune", "custom", "--custom", str(custom), *QUICK, db=db)
+    line = one_error_line(proc, 1)  # tunelab itself survives: the session crashed, resumable
+    assert "workload file's own code crashed" in line and "reference()" in line and "SIGSEGV" in line, line
+    assert "not a kernel's" in line
+    assert "Fatal Python error" not in proc.stderr
+    assert count(db, "trials") == 0  # no trial blamed for it
