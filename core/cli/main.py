@@ -3,16 +3,19 @@
 `--json` prints one JSON document on stdout and nothing else there; progress goes to stderr.
 Bad input exits 2 with one line on stderr and no traceback, and changes nothing stored. Other exit codes:
 3 when the store or its disk fails underneath (disk full, I/O error: :class:`tunelab.core.errors.StoreFailure`),
-4 when a session ends without a single measured trial because every config was rejected, 130 on Ctrl-C.
+4 when a session ends without a single measured trial because every config was rejected, or with every
+trial's values other than the reference's (the line names the reference), 130 on Ctrl-C.
 
 
 `tunelab tune` exits 0 when the session ends (finished, or stopped by its budget or early
 stopping); 2 for bad input, including `--resume` of a session another live process is tuning
 (the line names its pid); 1 with one line when the session crashed (`--resume` continues it).
-SIGINT (Ctrl-C) and SIGTERM (`kill`, `timeout`, systemd, the desktop app's Stop) stop it cleanly,
-whether sent to the process or to its whole process group: the session ends `cancelled`, a trial
-the stop cut short is not stored (a resumed session measures it again), no traceback, and the exit
-status is 128 + the signal's number as a shell reports a signal: 130 for SIGINT, 143 for SIGTERM.
+SIGINT (Ctrl-C), SIGTERM (`kill`, `timeout`, systemd, the desktop app's Stop) and SIGHUP (its terminal
+closed) stop it cleanly, whether sent to the process or to its whole process group: the session ends
+`cancelled`, a trial the stop cut short is not stored (a resumed session measures it again), no
+traceback, and the exit status is 128 + the signal's number as a shell reports a signal: 130 for
+SIGINT, 143 for SIGTERM, 129 for SIGHUP. `--resume N` takes no option that would change the session
+(its budget, measurement, confirmation): one is refused in one line, never ignored.
 
 Given ``--events-fd N`` (`tune`, `bias`), a command also reports its progress, its error and its end as
 JSON lines on that descriptor, for the process that started it (tunelab.core.cli.protocol).
