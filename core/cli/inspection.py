@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from tunelab.core.cli.common import (
     _best_text,
@@ -42,7 +43,7 @@ def cmd_tuners(args: argparse.Namespace) -> int:
         tuner_unavailable,
     )
 
-    items = [
+    items: list[dict[str, Any]] = [
         {
             "name": name,
             "description": tuner_description(name),

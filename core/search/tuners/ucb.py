@@ -141,28 +141,27 @@ class UCBTuner(Tuner):
         return out
 
     def tell(self, observations: list[Observation]) -> None:
-        for arm in self.arms:
-            arm.tell(observations)
-        by_arm: dict[int, list[float | None]] = {}
+        for tuner in self.arms:
+            tuner.tell(observations)
+        by_arm: dict[int, list[float]] = {}  # arm -> its told configs' latencies (NaN: failed)
         for obs in observations:
             key = self.space.key(obs.config)
             self._seen.add(key)
-            arm = self._owner.pop(key, None)
-            if arm is not None:
-                by_arm.setdefault(arm, []).append(obs.latency_ms)
-            elif _ok(obs.latency_ms) and (self.best is None or obs.latency_ms < self.best):  # type: ignore[operator]
-                self.best = obs.latency_ms  # another session's, or a resumed one's: no arm earned it
+            owner = self._owner.pop(key, None)
+            lat = float(obs.latency_ms) if obs.latency_ms is not None and _ok(obs.latency_ms) else math.nan
+            if owner is not None:
+                by_arm.setdefault(owner, []).append(lat)
+            elif not math.isnan(lat) and (self.best is None or lat < self.best):
+                self.best = lat  # another session's, or a resumed one's: no arm earned it
         for arm, latencies in by_arm.items():
-            ok = [lat for lat in latencies if _ok(lat)]
+            ok = [lat for lat in latencies if not math.isnan(lat)]
             batch_best = min(ok) if ok else None
             if self.best is None:
                 self.best = batch_best  # the first batch sets the bar: nothing to improve on yet
                 continue
-            gain = (
-                0.0 if batch_best is None or batch_best >= self.best else (self.best - batch_best) / self.best
-            )
-            self.rewards[arm].append(gain)
-            if batch_best is not None and batch_best < self.best:
+            improved = batch_best is not None and batch_best < self.best
+            self.rewards[arm].append((self.best - batch_best) / self.best if improved else 0.0)  # type: ignore[operator]
+            if improved:
                 self.best = batch_best
 
     # ---- resume -----------------------------------------------------------------------------------
