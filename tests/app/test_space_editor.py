@@ -121,7 +121,9 @@ def test_last_options_are_remembered(qtbot, settings):
     first.tuner_combo.setCurrentIndex(first.tuner_combo.findData("random"))
     first._on_tuner_chosen()
     first.start_button.click()
-    assert first.result() == first.DialogCode.Accepted
+    qtbot.waitUntil(
+        lambda: first.result() == first.DialogCode.Accepted, timeout=60_000
+    )  # checked in a worker
     second = _dialog(qtbot, settings)
     assert second.shape() == {"M": 64, "N": 32, "K": 16}
     assert second.trials_spin.value() == 12
