@@ -211,7 +211,7 @@ class OutOfSpace(StoreFailure):
 def out_of_space(text: str | None) -> bool:
     """Whether a failure's text says a disk (or the temporary folder) was full: the machine's fault, never
     the config's, so a build or run that says it must not be stored as the config's error."""
-    return bool(text) and _OUT_OF_SPACE.search(text) is not None
+    return text is not None and _OUT_OF_SPACE.search(text) is not None
 
 
 def describe_failures(classes: Iterable[str], total: int) -> str:

@@ -206,10 +206,11 @@ def _space(group: _Group, target_json: dict[str, Any]) -> None:
 
     known = group.known
     target = target_from_json(target_json)
+    kind = group.kind or "template"  # records read as no space's points are opaque: never asked here
     try:
-        group.space = make_space(get_workload(known.workload), known.shape, known.dtype, target, group.kind)
+        group.space = make_space(get_workload(known.workload), known.shape, known.dtype, target, kind)
     except TunelabError:
-        if group.kind != "auto":
+        if kind != "auto":
             raise
         group.kind = "template"
         group.space = make_space(get_workload(known.workload), known.shape, known.dtype, target, "template")
