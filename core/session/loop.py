@@ -402,6 +402,9 @@ class TuningSession:
                     state.get(str(task_record.index)) if multi else state,
                 )
             )
+        for task in tasks:
+            if hasattr(task.tuner, "report"):  # a tuner that says why it chose (ucb): on the stage line
+                task.tuner.report = self._stage
         self._warm_start(record, tasks)
         rounds = self.store.rounds(self.session_id)
         round_index = (rounds[-1].round + 1) if rounds else (max((t.round for t in history), default=-1) + 1)
