@@ -24,6 +24,7 @@ from tunelab.core.cli.common import (
 from tunelab.core.cli.parser import _parser
 from tunelab.core.cli.protocol import EventWriter
 from tunelab.core.errors import SessionBusyError, StoreFailure, TunelabError, shown
+from tunelab.core.faults import OutOfSpace
 from tunelab.core.records import trial_label
 
 CONTROL_READY = "control signals ready (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop)"
@@ -244,7 +245,9 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             kept = _count_trials(store, session.session_id)
             return say_error(
                 events,
-                f"session {session.session_id} crashed: the store failed: {exc} The {kept} trial(s) "
+                f"session {session.session_id} crashed: "
+                + ("" if isinstance(exc, OutOfSpace) else "the store failed: ")  # a full disk names itself
+                + f"{exc} The {kept} trial(s) "
                 f"stored before are kept; tunelab tune --resume {session.session_id} continues once the cause is "
                 f"fixed.",
                 EXIT_STORE_FAILURE,

@@ -136,6 +136,7 @@ def test_a_full_temporary_folder_for_the_inputs_stops_the_session_and_blames_no_
         args = [*TUNE, "--shape", "M=128,N=128,K=128", "--trials", "4", "--batch", "4", *FAST_MEASURE_ARGS]
         line = one_error_line(tunelab(*args, db=db, env={"TMPDIR": str(small)}), code=3)
         assert f"the temporary folder {small} is full" in line and "written" in line, line
+        assert "the store failed" not in line  # the disk is named for what it is, not as the store
     assert _trials(db) == []
     assert _session_row(db)[0] == "crashed"
     proc = tunelab("tune", "--resume", "1", db=db)
