@@ -512,3 +512,19 @@ def test_rl_state_holds_the_agents(gemm):
         assert all(np.array_equal(x, y) for x, y in zip(a.logits, b.logits, strict=True))
         assert a.baseline == b.baseline
     assert any(np.any(lg != 0) for lg in fresh.agents[0].logits)
+
+
+def test_xgb_loss_is_the_xgb_models_alone(gemm):
+    """The default loss (rank) does not stop another cost model (`--tuner-option model=mlp` broke when the
+    loss became selectable); a loss asked of a model that has none is one line."""
+    from tunelab.core.search.tuners.registry import make_tuner
+
+    space, _runner = gemm
+    tuner = make_tuner("xgb", space, seed=0, model="mlp")
+    assert type(tuner.cost_model) is not CostModel
+    tuner.close()
+    with pytest.raises(TunerError, match="loss 'reg' trains the xgb model; model 'mlp' has no loss"):
+        make_tuner("xgb", space, seed=0, model="mlp", loss="reg")
+    ranked = make_tuner("xgb", space, seed=0)
+    assert ranked.cost_model.loss == "rank"
+    ranked.close()

@@ -71,11 +71,14 @@ class XGBTuner(Tuner):
             raise TunerError(f"xgb: loss must be one of {', '.join(LOSSES)}; got {shown(self.loss)}")
         if self.cost_model is None:
             self.cost_model = make_cost_model(str(opts["model"]), seed=seed, nthread=2, space=space)
-        if self.loss != "reg":
-            if type(self.cost_model) is not CostModel:
+        if type(self.cost_model) is not CostModel:
+            # The loss is the xgb model's alone: the default does not apply to another model (stored
+            # options carry it, so `--tuner-option model=mlp` must work as it did); another value is an error.
+            if self.loss != type(self).default_options["loss"]:
                 raise TunerError(
                     f"xgb: loss {self.loss!r} trains the xgb model; model {opts['model']!r} has no loss"
                 )
+        elif self.loss != "reg":
             self.cost_model.loss = self.loss
         self.warm_start_sessions: list[int] = []  # the sessions use_prior's trials came from
         self._seen = SeenSet()
