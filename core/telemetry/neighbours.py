@@ -34,7 +34,9 @@ class NeighbourLoad:
         return f"other processes took {self.share:.0%} of the cores" + (f" ({named})" if named else "")
 
     def to_json(self) -> dict[str, Any]:
-        return {"share": round(self.share, 3), "busy_pids": list(self.busy_pids), "names": self.names}
+        # JSON keys are strings: named so here, a stored baseline reads back equal to the one measured
+        names = {str(p): n for p, n in self.names.items()}
+        return {"share": round(self.share, 3), "busy_pids": list(self.busy_pids), "names": names}
 
 
 def _own_pids(psutil: Any) -> set[int]:
