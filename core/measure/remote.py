@@ -322,7 +322,8 @@ def remote_target(tracker: TrackerAddress, key: str, timeout_s: float = 60.0) ->
 
     from tunelab.core.target.info import resolve_target
 
-    session, address = server_session(tracker, key, timeout_s)
+    # Bounded: TVM's own request waits for a free server forever (a hung start, not a message)
+    session, address = server_session(tracker, key, timeout_s, wait_s=timeout_s)
     try:
         triple = str(session.get_function("target.llvm_get_system_triple")())
         cpu = str(session.get_function("target.llvm_get_system_cpu")())
@@ -359,7 +360,7 @@ def remote_self_check(target: Any, tracker: TrackerAddress, key: str, timeout_s:
             build_check_kernel(target, lib)
         except Exception as exc:
             raise TargetError(f"kernels for {mcpu} cannot be built here: {first_line(exc)}") from None
-        session, address = server_session(tracker, key, timeout_s)
+        session, address = server_session(tracker, key, timeout_s, wait_s=timeout_s)
         a, b = check_inputs()
         try:
             session.upload(str(lib), "selfcheck.tar")
