@@ -430,13 +430,6 @@ def test_xgb_rank_loss_trains_a_pairwise_model(gemm):
     assert np.allclose(again.predict(space.features([o.config for o in ok])), pred)
 
 
-def test_xgb_rank_loss_needs_the_xgb_model(gemm):
-    space, _ = gemm
-    with pytest.raises(TunerError) as err:
-        make_tuner("xgb", space, seed=0, loss="rank", model="mlp")
-    assert str(err.value) == "xgb: loss 'rank' trains the xgb model; model 'mlp' has no loss"
-
-
 def test_xgb_rank_loss_searches_without_repeats(gemm):
     space, runner = gemm
     history = replay_tune(new_tuner("xgb", space, seed=4, loss="rank"), runner, budget=80, batch=16)
