@@ -80,6 +80,31 @@ def tunelab(
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full, cwd=cwd)
 
 
+def tuned_template_export(folder: Path, out_name: str) -> tuple[Path, int, Path]:
+    """A finished real template-space session (GEMM 32^3, random tuner, 4 trials) in ``folder``, exported
+    by the CLI with its defaults (every format) to ``folder / out_name``: (database, session id, export)."""
+    from tunelab.core.session.loop import create_session
+
+    db = folder / "tuned.sqlite"
+    with Store(db) as store:
+        spec = SessionSpec(
+            workload="gemm",
+            shape={"M": 32, "N": 32, "K": 32},
+            target="llvm",
+            space_kind="template",
+            tuner="random",
+            trials=4,
+            batch=4,
+            measure=FAST,
+        )
+        session = create_session(store, spec)
+        assert len(list(session.run())) == 4
+    out = folder / out_name
+    proc = tunelab("export", str(session.session_id), "--out", str(out), db=db)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return db, session.session_id, out
+
+
 def one_error_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
     """The single 'tunelab: error:' line of a run that failed with ``code``, with no traceback."""
     assert proc.returncode == code, (proc.returncode, proc.stderr[-3000:])

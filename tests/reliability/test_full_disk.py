@@ -16,10 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_bad_input import FAST, FAST_MEASURE_ARGS, mounted_tmpfs, one_error_line, tunelab  # noqa: E402
-
-from tunelab.core.records import SessionSpec  # noqa: E402
-from tunelab.core.store import Store  # noqa: E402
+from test_bad_input import FAST_MEASURE_ARGS, mounted_tmpfs, one_error_line, tuned_template_export, tunelab  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -35,27 +32,7 @@ def _pages(path: Path) -> int:
 @pytest.fixture(scope="module")
 def template_session(tmp_path_factory):
     """A finished real session (GEMM 32^3, template space, 4 trials) and its export onto a roomy disk."""
-    from tunelab.core.session.loop import create_session
-
-    folder = tmp_path_factory.mktemp("full_disk")
-    db = folder / "tuned.sqlite"
-    with Store(db) as store:
-        spec = SessionSpec(
-            workload="gemm",
-            shape={"M": 32, "N": 32, "K": 32},
-            target="llvm",
-            space_kind="template",
-            tuner="random",
-            trials=4,
-            batch=4,
-            measure=FAST,
-        )
-        session = create_session(store, spec)
-        assert len(list(session.run())) == 4
-    reference = folder / "reference"
-    proc = tunelab("export", str(session.session_id), "--out", str(reference), db=db)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return db, session.session_id, reference
+    return tuned_template_export(tmp_path_factory.mktemp("full_disk"), "reference")
 
 
 def _export(template_session, out: Path, *extra: str) -> subprocess.CompletedProcess:

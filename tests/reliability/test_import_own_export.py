@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_bad_input import FAST, one_error_line, tunelab  # noqa: E402
+from test_bad_input import one_error_line, tuned_template_export, tunelab  # noqa: E402
 
-from tunelab.core.records import SessionSpec  # noqa: E402
 from tunelab.core.store import Store  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -29,27 +28,7 @@ DB_FILES = ("database_workload.json", "database_tuning_record.json")
 def exported(tmp_path_factory):
     """A finished real template-space session (GEMM 32^3, random tuner, 4 trials) exported by the CLI with
     its defaults (every format)."""
-    from tunelab.core.session.loop import create_session
-
-    folder = tmp_path_factory.mktemp("own_export")
-    db = folder / "tuned.sqlite"
-    with Store(db) as store:
-        spec = SessionSpec(
-            workload="gemm",
-            shape={"M": 32, "N": 32, "K": 32},
-            target="llvm",
-            space_kind="template",
-            tuner="random",
-            trials=4,
-            batch=4,
-            measure=FAST,
-        )
-        session = create_session(store, spec)
-        assert len(list(session.run())) == 4
-    out = folder / "export"
-    proc = tunelab("export", str(session.session_id), "--out", str(out), db=db)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return db, session.session_id, out
+    return tuned_template_export(tmp_path_factory.mktemp("own_export"), "export")
 
 
 def test_tunelab_imports_its_own_template_export(exported, tmp_path):
