@@ -5,7 +5,6 @@ Exit codes (``tunelab`` on the command line): :class:`TunelabError` is bad input
 a database locked for longer than the busy timeout), exits 3: the input was fine.
 """
 
-
 QUOTE_LIMIT = 60  # characters of the user's own text a message repeats (it stays one readable line)
 
 

@@ -74,7 +74,9 @@ def _values(wl_name: str, name: str, text: str) -> list[int]:
     if ":" in text:
         parts = [p.strip() for p in text.split(":")]
         if len(parts) not in (2, 3) or not all(_INT.match(p) for p in parts):
-            raise WorkloadError(f"{wl_name}: cannot read {name}={quoted(text)}; a stepped range is A:B or A:B:STEP")
+            raise WorkloadError(
+                f"{wl_name}: cannot read {name}={quoted(text)}; a stepped range is A:B or A:B:STEP"
+            )
         lo, hi = int(parts[0]), int(parts[1])
         step = int(parts[2]) if len(parts) == 3 else 1
         if step < 1 or hi < lo:
@@ -124,14 +126,18 @@ def parse_shapes(workload: Any, text: str, base: Mapping[str, Any] | None = None
                         f"{wl.name}: shape parameter '{name}' is unknown; parameters are {', '.join(wl.param_names)}"
                     )
                 if name in varied:
-                    raise WorkloadError(f"{wl.name}: shape parameter '{name}' is given twice in {quoted(group)}")
+                    raise WorkloadError(
+                        f"{wl.name}: shape parameter '{name}' is given twice in {quoted(group)}"
+                    )
                 current = name
                 varied[name] = _values(wl.name, name, value)
             else:
                 if current is None:
                     hint = f" or a preset ({', '.join(wl.presets)})" if wl.presets else ""
                     where = "" if item == group else f" in {quoted(group)}"
-                    raise WorkloadError(f"{wl.name}: cannot read {quoted(item)}{where}; start with NAME=VALUE{hint}")
+                    raise WorkloadError(
+                        f"{wl.name}: cannot read {quoted(item)}{where}; start with NAME=VALUE{hint}"
+                    )
                 varied[current].extend(_values(wl.name, current, item))
         names = list(varied)
         count = math.prod(len(v) for v in varied.values())
