@@ -5,14 +5,6 @@ Exit codes (``tunelab`` on the command line): :class:`TunelabError` is bad input
 a database locked for longer than the busy timeout), exits 3: the input was fine.
 """
 
-QUOTE_LIMIT = 60  # characters of the user's own text a message repeats (it stays one readable line)
-
-
-def quoted(text: str, limit: int = QUOTE_LIMIT) -> str:
-    """The user's text as a message repeats it: repr'd, and clipped with … past `limit` characters."""
-    shown = repr(text)
-    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
-
 
 class TunelabError(Exception):
     """Base for every error with a message for the user (bad input, unless it is a StoreFailure).

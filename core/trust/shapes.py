@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tunelab.core.errors import SpaceError, StoreError, TargetError, TunelabError, WorkloadError, quoted
+from tunelab.core.errors import SpaceError, StoreError, TargetError, TunelabError, WorkloadError, shown
 from tunelab.core.records import Config, MeasureOptions
 from tunelab.core.stats import median
 from tunelab.core.trust.shape_report import AcrossShapes, FallsOffRule, ShapeRow, SourceFigures
@@ -61,7 +61,7 @@ def _values(wl_name: str, name: str, text: str) -> list[int]:
         a, _, b = text.partition("..")
         if not (_INT.match(a.strip()) and _INT.match(b.strip())):
             raise WorkloadError(
-                f"{wl_name}: cannot read {name}={quoted(text)}; a doubling range is A..B, e.g. 16..128"
+                f"{wl_name}: cannot read {name}={shown(text)}; a doubling range is A..B, e.g. 16..128"
             )
         lo, hi = int(a), int(b)
         if lo < 1 or hi < lo:
@@ -75,7 +75,7 @@ def _values(wl_name: str, name: str, text: str) -> list[int]:
         parts = [p.strip() for p in text.split(":")]
         if len(parts) not in (2, 3) or not all(_INT.match(p) for p in parts):
             raise WorkloadError(
-                f"{wl_name}: cannot read {name}={quoted(text)}; a stepped range is A:B or A:B:STEP"
+                f"{wl_name}: cannot read {name}={shown(text)}; a stepped range is A:B or A:B:STEP"
             )
         lo, hi = int(parts[0]), int(parts[1])
         step = int(parts[2]) if len(parts) == 3 else 1
@@ -85,7 +85,7 @@ def _values(wl_name: str, name: str, text: str) -> list[int]:
             raise WorkloadError(f"{wl_name}: range {name}={text} gives more than {MAX_SHAPES} values")
         return list(range(lo, hi + 1, step))
     raise WorkloadError(
-        f"{wl_name}: cannot read the value {quoted(text)} of {name}; write an integer, A..B or A:B:STEP"
+        f"{wl_name}: cannot read the value {shown(text)} of {name}; write an integer, A..B or A:B:STEP"
     )
 
 
@@ -115,28 +115,28 @@ def parse_shapes(workload: Any, text: str, base: Mapping[str, Any] | None = None
         for item in group.split(","):
             item = item.strip()
             if not item:
-                raise WorkloadError(f"{wl.name}: empty item in shape list {quoted(group)}")
+                raise WorkloadError(f"{wl.name}: empty item in shape list {shown(group)}")
             if "=" in item:
                 name, _, value = item.partition("=")
                 name = name.strip()
                 if not _NAME.match(name):
-                    raise WorkloadError(f"{wl.name}: cannot read shape item {quoted(item)}; write NAME=VALUE")
+                    raise WorkloadError(f"{wl.name}: cannot read shape item {shown(item)}; write NAME=VALUE")
                 if name not in base_shape:
                     raise WorkloadError(
                         f"{wl.name}: shape parameter '{name}' is unknown; parameters are {', '.join(wl.param_names)}"
                     )
                 if name in varied:
                     raise WorkloadError(
-                        f"{wl.name}: shape parameter '{name}' is given twice in {quoted(group)}"
+                        f"{wl.name}: shape parameter '{name}' is given twice in {shown(group)}"
                     )
                 current = name
                 varied[name] = _values(wl.name, name, value)
             else:
                 if current is None:
                     hint = f" or a preset ({', '.join(wl.presets)})" if wl.presets else ""
-                    where = "" if item == group else f" in {quoted(group)}"
+                    where = "" if item == group else f" in {shown(group)}"
                     raise WorkloadError(
-                        f"{wl.name}: cannot read {quoted(item)}{where}; start with NAME=VALUE{hint}"
+                        f"{wl.name}: cannot read {shown(item)}{where}; start with NAME=VALUE{hint}"
                     )
                 varied[current].extend(_values(wl.name, current, item))
         names = list(varied)
