@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> dict:
         "workload": args.workload,
         "shape": shape,
         "dtype": args.dtype,
-        "target": json.loads(args.target),
+        "target": json.loads(args.target) if args.target.lstrip().startswith("{") else args.target,
         "options": dict(tuner.options),
         "sizes": dict(tuner.sizes),  # what MetaSchedule's EvolutionarySearch was given
         "batch": args.batch,

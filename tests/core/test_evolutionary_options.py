@@ -54,26 +54,63 @@ def test_the_cost_models_features_are_those_of_one_thread(space):
 
 
 def test_proposals_still_queued_are_not_reported_as_failures(space):
-    """A batch asked for while proposals of the one before wait in the queue: those are reported to
+    """A batch asked for while proposals of the generation before still wait: those are reported to
     MetaSchedule once measured, not as failures when the next generation is made."""
-    tuner = EvolutionaryTuner(space, seed=0, population_size=16)
+    tuner = EvolutionaryTuner(space, seed=0, population_size=16, generation=4)
     try:
-        first = tuner.ask(4)  # MetaSchedule proposes 4 per generation from here on
+        first = tuner.ask(4)  # MetaSchedule proposes 4 per generation
         tuner.tell([Observation(c, 1.0 + i) for i, c in enumerate(first)])
-        second = tuner.ask(3)  # a new generation of 4: one stays queued
-        assert len(second) == 3 and len(tuner._queue) == 1
-        left = space.key(tuner._queue[0][0])
+        second = tuner.ask(3)  # a new generation of 4: one waits, not decoded yet
+        assert len(second) == 3 and not tuner._queue and len(tuner._raw) == 1
         tuner.tell([Observation(c, 2.0 + i) for i, c in enumerate(second)])
-        third = tuner.ask(3)  # the queued one and two of a new generation
-        assert left in {space.key(c) for c in third}
-        assert tuner._model.data_size == 7  # the 4 + 3 measured; the queued one is still pending
+        third = tuner.ask(3)  # the one left over (best first) and two of a new generation
+        left = space.key(third[0])
+        assert tuner._model.data_size == 7  # the 4 + 3 measured; the left-over one is still pending
         assert left in {k for k, _ in tuner._pending}
         tuner.tell([Observation(c, 3.0) for c in third])
-        tuner.ask(3)  # two are queued: a new generation, which reports the measured ones
+        tuner.ask(3)  # two are left: a new generation, which reports the measured ones
         assert left not in {k for k, _ in tuner._pending}
         assert tuner._told[left] == 3.0
+        assert tuner._model.data_size == 10
     finally:
         tuner.close()
+
+
+def test_one_search_proposes_for_several_batches(space):
+    """A search costs about the same whatever it proposes: by default it proposes 64 (tune_tir's
+    num_trials_per_iter), and batches of 16 take from it four times before the next search."""
+    tuner = EvolutionaryTuner(space, seed=0, population_size=16)
+    searches = 0
+    generate = tuner._generate
+
+    def counted() -> bool:
+        nonlocal searches
+        searches += 1
+        return generate()
+
+    tuner._generate = counted
+    try:
+        seen: set[str] = set()
+        for _ in range(5):
+            batch = tuner.ask(16)
+            assert len(batch) == 16
+            seen.update(space.key(c) for c in batch)
+            tuner.tell([Observation(c, 1.0) for c in batch])
+        assert tuner._batch == 64
+        assert len(seen) == 80  # no proposal handed out twice
+        # a generation's proposals may repeat earlier ones (dropped): the fifth batch needed a second
+        # search, and five batches took fewer than five
+        assert 2 <= searches < 5, searches
+    finally:
+        tuner.close()
+    big = EvolutionaryTuner(space, seed=0, population_size=16, generation=8)
+    try:
+        big.ask(20)  # a batch larger than the generation: the search proposes the batch
+        assert big._batch == 20
+    finally:
+        big.close()
+    with pytest.raises(TunerError, match="generation"):
+        EvolutionaryTuner(space, seed=0, generation=-1)
 
 
 def test_the_search_runs_on_every_core_unless_told_otherwise(space):

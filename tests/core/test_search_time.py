@@ -233,7 +233,8 @@ def test_a_cuda_session_proposes_while_it_measures_and_a_cpu_session_does_not() 
 def _rounds(space: AutoSpace, *, prefetch: bool, seed: int = 7) -> list[list[str]]:
     """Three batches of 4 with stand-in latencies; with ``prefetch``, each next batch is proposed while
     the one before is 'measured' (between ask and tell), as the session does on a GPU."""
-    tuner = EvolutionaryTuner(space, seed=seed, population_size=32, search_threads=1)
+    # a generation per batch (generation=4): each next batch is a search, the one prefetched
+    tuner = EvolutionaryTuner(space, seed=seed, population_size=32, search_threads=1, generation=4)
     batches: list[list[str]] = []
     try:
         for index in range(3):
@@ -243,7 +244,7 @@ def _rounds(space: AutoSpace, *, prefetch: bool, seed: int = 7) -> list[list[str
             if prefetch:
                 tuner.prefetch(4)
                 time.sleep(0.05)  # the 'measuring': the generation runs meanwhile
-                assert tuner._prefetching is not None or len(tuner._queue) >= 4
+                assert tuner._prefetching is not None or len(tuner._queue) + len(tuner._raw) >= 4
             tuner.tell(
                 [
                     Observation(c, 1.0 + sum(map(ord, k)) % 7 + index)
@@ -264,12 +265,12 @@ def test_the_next_batch_proposed_while_measuring_repeats_for_a_seed(cpu_space) -
 
 
 def test_a_batch_being_measured_is_never_reported_as_failed_by_the_prefetch(cpu_space) -> None:
-    tuner = EvolutionaryTuner(cpu_space, seed=0, population_size=32, search_threads=1)
+    tuner = EvolutionaryTuner(cpu_space, seed=0, population_size=32, search_threads=1, generation=4)
     try:
         configs = tuner.ask(4)
         tuner.prefetch(4)
         state = tuner.state_dict()  # waits for the generation: then one thread again
-        assert tuner._prefetching is None and len(tuner._queue) >= 4
+        assert tuner._prefetching is None and len(tuner._queue) + len(tuner._raw) >= 4
         measuring = {cpu_space.key(c) for c in configs}
         assert measuring <= set(state["proposed"])
         assert measuring <= {k for k, _ in tuner._pending}  # still pending: not told as failures

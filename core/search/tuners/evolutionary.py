@@ -54,6 +54,8 @@ SEARCH_SIZES: dict[str, dict[str, int]] = {
         "genetic_max_fail_count": 10,
     },
 }
+DEFAULT_GENERATION = 64  # proposals per search, as tune_tir's num_trials_per_iter
+
 _BY_TARGET = {
     "population_size": 0,
     "init_min_unmeasured": 0,
@@ -98,6 +100,12 @@ class EvolutionaryTuner(Tuner):
         # time on one thread. 1: the same proposals for the same seed on every run (with more, threads
         # take candidates in whatever order they finish).
         "search_threads": 0,
+        # Proposals one search makes (MetaSchedule's num_trials_per_iter); the session measures them
+        # batch by batch and the next search starts when they are spent. A search costs about the same
+        # whatever it proposes (its population's mutation and ranking), so 64, as tune_tir proposes,
+        # costs a quarter per trial of a search per batch of 16: on the ResNet conv on 2 cores that
+        # search was 84 % of a session's wall time (BENCHMARKS.md). 0: 64, or the batch if larger.
+        "generation": 0,
     }
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
@@ -114,6 +122,8 @@ class EvolutionaryTuner(Tuner):
             raise TunerError("evolutionary: genetic_max_fail_count must be -1 (by target) or at least 0")
         if not 0 <= float(opts["init_measured_ratio"]) <= 1:
             raise TunerError("evolutionary: init_measured_ratio must be from 0 to 1")
+        if int(opts["generation"]) < 0:
+            raise TunerError("evolutionary: generation must be 0 (64) or a number of proposals")
         if int(opts["search_threads"]) < 0:
             raise TunerError("evolutionary: search_threads must be 0 (every core) or a number of threads")
         # MetaSchedule's XGBModel ranks by np.random's global draws until its first training: drawn from
@@ -121,7 +131,8 @@ class EvolutionaryTuner(Tuner):
         self._np_state = np.random.RandomState(seed).get_state()
         self._ctx: Any = None
         self._batch = 0
-        self._queue: list[tuple[Config, Any]] = []  # proposals not handed out yet
+        self._raw: list[Any] = []  # MeasureCandidates proposed and not decoded yet (decoded as needed)
+        self._queue: list[tuple[Config, Any]] = []  # proposals decoded, not handed out yet
         self._pending: list[
             tuple[str | None, Any]
         ] = []  # (config key or None, MeasureCandidate) proposed, not reported back yet
@@ -173,10 +184,10 @@ class EvolutionaryTuner(Tuner):
             num_warmup_samples=int(self.options["warmup_samples"]),
             config=XGBConfig(nthread=2, seed=self.seed),
         )
-        self._batch = batch
+        self._batch = max(batch, int(self.options["generation"]) or DEFAULT_GENERATION)
         self._ctx.pre_tuning(
             max_trials=1 << 30,
-            num_trials_per_iter=batch,
+            num_trials_per_iter=self._batch,
             design_spaces=spaces,
             database=self._db,
             cost_model=self._model,
@@ -223,6 +234,9 @@ class EvolutionaryTuner(Tuner):
         results, so they may come in any grouping. ``everything``: at close, the rest as unmeasured."""
         from tvm.s_tir import meta_schedule as ms
 
+        if everything:
+            self._pending.extend((None, cand) for cand in self._raw)
+            self._raw = []
         waiting = set() if everything else {self.space.key(c) for c, _ in self._queue} | self._out
         ready = [(k, c) for k, c in self._pending if k is None or k not in waiting]
         self._pending = [(k, c) for k, c in self._pending if k is not None and k in waiting]
@@ -255,22 +269,31 @@ class EvolutionaryTuner(Tuner):
             np.random.set_state(outside)
         if cands is None:
             return False
-        for cand in cands:
+        self._raw.extend(cands)
+        return True
+
+    def _decode(self, n: int) -> None:
+        """Decode proposals, best first, until ``n`` are queued. Only decoded ones are pending: the rest
+        wait undecoded (a generation's tail costs nothing if the session ends first)."""
+        while len(self._queue) < n and self._raw:
+            cand = self._raw.pop(0)
             config = self.space.decode(cand.sch.trace, cand.sch.mod)  # type: ignore[attr-defined]
             key = self.space.key(config) if config is not None else None
             self._pending.append((key, cand))
             if key is not None and key not in self._proposed:
                 self._proposed.add(key)
                 self._queue.append((config, cand))
-        return True
 
     def _fill(self, n: int) -> None:
-        """Generate until ``n`` proposals are queued (at most 8 generations: the space may be spent)."""
+        """Queue ``n`` proposals: from the last generation while it lasts, then from new ones (at most
+        8 generations: the space may be spent)."""
+        self._decode(n)
         tries = 0
         while len(self._queue) < n and tries < 8:
             tries += 1
             if not self._generate():
                 break
+            self._decode(n)
 
     def _wait_for_prefetch(self) -> None:
         thread, self._prefetching = self._prefetching, None
@@ -288,8 +311,8 @@ class EvolutionaryTuner(Tuner):
         the GIL while it evolves. With one search thread the proposals are the same for the same seed
         and the same calls; the session calls this only where measuring does not use this CPU."""
         self._wait_for_prefetch()
-        if n <= 0 or self._ctx is None or len(self._queue) >= n:
-            return
+        if n <= 0 or self._ctx is None or len(self._queue) + len(self._raw) >= n:
+            return  # the last generation still holds the next batch: decoding it is quick
 
         def work() -> None:
             try:
