@@ -308,13 +308,15 @@ class NewSessionDialog(QDialog):
         self.tuner_combo = QComboBox()
         from tunelab.core.search.tuners.registry import tuner_description
 
-        for name, why in tuner_availability().items():
+        self._tuner_availability = tuner_availability()
+        for name, why in self._tuner_availability.items():
             self.tuner_combo.addItem(name, name)
             item = self.tuner_combo.model().item(self.tuner_combo.count() - 1)
             item.setToolTip(why or tuner_description(name))  # the registry's one line, or why it cannot load
             if why:
                 item.setEnabled(False)
         self.tuner_combo.activated.connect(self._on_tuner_chosen)
+        self.space_kind_combo.currentIndexChanged.connect(self._offer_tuners)
         self.tuner_hint = QLabel()
         self.tuner_hint.setProperty("role", "hint")
         self.tuner_hint.setWordWrap(True)
@@ -700,7 +702,7 @@ class NewSessionDialog(QDialog):
 
         kind = self.space_kind_combo.currentData()
         recommended = recommend_tuner(kind, size)
-        available = tuner_availability()
+        available = self._tuner_availability
         usable = (
             recommended
             if available.get(recommended) is None
@@ -721,6 +723,30 @@ class NewSessionDialog(QDialog):
             )
         if not self._tuner_chosen:
             self.tuner_combo.setCurrentIndex(self.tuner_combo.findData(usable))
+
+    def _offer_tuners(self) -> None:
+        """Offer the tuners that drive the chosen space kind; the others are greyed, saying why (the
+        Optuna samplers and the RL agents search a template's knobs, an auto space has none). A chosen
+        tuner the new kind cannot drive gives way to the first one that can."""
+        from tunelab.core.search.tuners.registry import tuner_description, tuner_space_kinds
+
+        kind = self.space_kind_combo.currentData()
+        model = self.tuner_combo.model()
+        for i in range(self.tuner_combo.count()):
+            name = self.tuner_combo.itemData(i)
+            why = self._tuner_availability.get(name)
+            fits = kind in tuner_space_kinds(name)
+            item = model.item(i)
+            item.setEnabled(why is None and fits)
+            if why is None:
+                item.setToolTip(
+                    tuner_description(name)
+                    if fits
+                    else f"{name} searches a template's knobs; an {kind} space has none"
+                )
+        if not model.item(self.tuner_combo.currentIndex()).isEnabled():
+            first = next(i for i in range(self.tuner_combo.count()) if model.item(i).isEnabled())
+            self.tuner_combo.setCurrentIndex(first)
 
     def _on_tuner_chosen(self) -> None:
         self._tuner_chosen = True
