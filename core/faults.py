@@ -252,7 +252,7 @@ def keep_worker_exit_status() -> None:
     if getattr(worker, "_tunelab_exit_status", False):
         return
 
-    def _child_process_error(self):  # noqa: ANN001, ANN202 - TVM's signature
+    def _child_process_error(self):  # TVM's signature
         code = None
         proc = getattr(self, "_proc", None)
         if proc is not None:

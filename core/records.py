@@ -9,7 +9,7 @@ import copy
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
 from tunelab.core.errors import TunelabError
@@ -236,6 +236,11 @@ class SessionSpec:
             else:
                 values[name] = _checked(where, value, _SPEC_TYPES[name])
         return cls(**values)
+
+
+# The defaults of a session's plain options, written once: the command line's parser and the New-session
+# dialog show these (an option with a factory default, such as `measure`, is not listed).
+SPEC_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(SessionSpec) if f.default is not MISSING}
 
 
 # The JSON types of SessionSpec's and MeasureOptions' fields, for `SessionSpec.from_json`.

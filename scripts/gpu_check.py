@@ -136,7 +136,7 @@ def import_checkout() -> str:
     into a folder put first on ``sys.path`` and on ``PYTHONPATH``: the processes tunelab starts (the
     kernel runners, the builders) import it too."""
     try:
-        import tunelab.core  # noqa: F401
+        import tunelab.core
 
         return "installed"
     except ImportError:
@@ -154,7 +154,7 @@ def import_checkout() -> str:
     (package / "app").symlink_to(ROOT / "app", target_is_directory=True)
     sys.path.insert(0, str(linked))
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(linked), os.environ.get("PYTHONPATH")) if p)
-    import tunelab.core  # noqa: F401, F811
+    import tunelab.core  # noqa: F401
 
     return f"from the checkout at {ROOT} (linked as a package in {linked})"
 

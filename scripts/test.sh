@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # Set up a virtual environment with tunelab and its test tools, then run lint and the test suite.
 # This is the README's test command; .ci/run calls it on a clean clone.
+#   bash scripts/test.sh            the whole suite (CI)
+#   bash scripts/test.sh --fast     lint, contracts, mypy and the tests not marked slow: for every change
+# Other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tier=()
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  tier=(-m "not slow")
+fi
 # Qt (even offscreen) links against a few system libraries a slim Debian may lack.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=""
@@ -30,7 +38,7 @@ fi
 .venv/bin/python scripts/typecheck.py    # mypy on tunelab.core ([tool.mypy] in pyproject.toml)
 export QT_QPA_PLATFORM=offscreen
 set +e
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q ${tier[@]+"${tier[@]}"} "$@"
 rc=$?
 set -e
 # pytest's "no tests collected" (5) is not a failure of the project.

@@ -10,6 +10,6 @@ os.environ.setdefault("TUNELAB_CACHE_DIR", tempfile.mkdtemp(prefix="tunelab-test
 
 # TVM's default thread pool is half the CPUs on x86; tunelab's processes use every core, and so do the
 # tests that run kernels in this process (tunelab.core.measure.threads).
-from tunelab.core.measure.threads import use_every_core  # noqa: E402
+from tunelab.core.measure.threads import use_every_core
 
 use_every_core()

@@ -30,11 +30,11 @@ def recording_names() -> list[str]:
 def load_recorded(name: str) -> RecordedSpace:
     doc = json.loads((DATA / f"{name}_grid_llvm.json").read_text())
     spec = SessionSpec(workload=doc["workload"], shape=doc["shape"], target="llvm", space_kind="template")
-    *_, space = check_spec(spec)
+    space = check_spec(spec).space
     data = space.to_json()
     for knob in data["knobs"]:
         knob["candidates"] = doc["knobs"][knob["name"]]
-    *_, space = check_spec(SessionSpec(**{**spec.__dict__, "space": data}))
+    space = check_spec(SessionSpec(**{**spec.__dict__, "space": data})).space
     table = {
         space.key(t["config"]): (t["latency_ms"] if t["status"] == "ok" else None) for t in doc["trials"]
     }

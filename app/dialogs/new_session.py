@@ -50,7 +50,7 @@ from tunelab.app.dialogs.target_options import TargetOptions
 from tunelab.app.workers import tvm_loader
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
-from tunelab.core.records import SessionSpec
+from tunelab.core.records import SPEC_DEFAULTS, SessionSpec
 from tunelab.core.target.info import REMOTE_TARGET, TargetInfo
 from tunelab.core.workloads.shape_text import format_shape
 
@@ -340,11 +340,13 @@ class NewSessionDialog(QDialog):
 
         budget_box = QGroupBox("Budget")
         budget = QFormLayout(budget_box)
-        self.trials_spin = _spin(1, 1_000_000, 64, "Trials to measure in all")
-        self.batch_spin = _spin(1, 4096, 8, "Candidates built and measured together per round")
+        self.trials_spin = _spin(1, 1_000_000, SPEC_DEFAULTS["trials"], "Trials to measure in all")
+        self.batch_spin = _spin(
+            1, 4096, SPEC_DEFAULTS["batch"], "Candidates built and measured together per round"
+        )
         self.early_stop = EarlyStopRow(self.trials_spin)
         self.early_check, self.early_spin = self.early_stop.check, self.early_stop.spin
-        self.seed_spin = _spin(0, 2**31 - 1, 0, "Random seed of the tuner and the inputs")
+        self.seed_spin = _spin(0, 2**31 - 1, SPEC_DEFAULTS["seed"], "Random seed of the tuner and the inputs")
         self.name_edit = QLineEdit()
         self.name_edit.setPlaceholderText("automatic: workload and shape")
         budget.addRow("Trials", self.trials_spin)

@@ -65,7 +65,7 @@ def read_samples(store: Store, session_id: int, since_t: float = 0.0) -> list[Te
         return list(store.telemetry(session_id, since_t=since_t))
     except TunelabError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a store that fails to read (locked, vanished): say so, don't crash
+    except Exception as exc:  # a store that fails to read (locked, vanished): say so, don't crash
         raise TunelabError(f"cannot read telemetry: {type(exc).__name__}: {exc}") from exc
 
 
@@ -80,7 +80,7 @@ def read_trial_stamps(store: Store, session_id: int) -> dict[int, dict[str, Any]
         return dict(store.trial_telemetry(session_id))
     except TunelabError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a store that fails to read (locked, vanished): say so, don't crash
+    except Exception as exc:  # a store that fails to read (locked, vanished): say so, don't crash
         raise TunelabError(f"cannot read the trials' telemetry stamps: {type(exc).__name__}: {exc}") from exc
 
 

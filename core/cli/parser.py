@@ -6,6 +6,10 @@ import argparse
 from typing import NoReturn
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.records import SPEC_DEFAULTS as _SPEC
+from tunelab.core.records import MeasureOptions
+
+_MEASURE = MeasureOptions()  # the defaults of the measurement options live in the record
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,19 +89,19 @@ def _parser() -> argparse.ArgumentParser:
         help="start the xgb tuner's cost model from earlier sessions of this workload, target and space "
         "(auto: all of them; or their ids); the same as --tuner-option warm_start=...",
     )
-    t.add_argument("--trials", type=int, default=64)
-    t.add_argument("--batch", type=int, default=8)
+    t.add_argument("--trials", type=int, default=_SPEC["trials"])
+    t.add_argument("--batch", type=int, default=_SPEC["batch"])
     t.add_argument("--early-stop", type=int, default=None, help="stop after N trials without improvement")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--number", type=int, default=3, help="runs averaged into one sample")
-    t.add_argument("--repeat", type=int, default=3, help="samples kept per trial")
-    t.add_argument("--min-repeat-ms", type=int, default=20)
-    t.add_argument("--warmup", type=int, default=1)
-    t.add_argument("--timeout", type=float, default=30.0, help="seconds per build and per run")
+    t.add_argument("--seed", type=int, default=_SPEC["seed"])
+    t.add_argument("--number", type=int, default=_MEASURE.number, help="runs averaged into one sample")
+    t.add_argument("--repeat", type=int, default=_MEASURE.repeat, help="samples kept per trial")
+    t.add_argument("--min-repeat-ms", type=int, default=_MEASURE.min_repeat_ms)
+    t.add_argument("--warmup", type=int, default=_MEASURE.warmup)
+    t.add_argument("--timeout", type=float, default=_MEASURE.timeout_s, help="seconds per build and per run")
     t.add_argument("--cache-flush", action="store_true", help="flush CPU caches between samples")
     t.add_argument(
         "--l2-flush",
-        default="auto",
+        default=_MEASURE.l2_flush,
         choices=("auto", "on", "off"),
         help="GPU: flush the L2 cache before each timed sample (auto: where the data fits in L2)",
     )
@@ -108,43 +112,53 @@ def _parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--no-check", action="store_true", help="skip the NumPy correctness check")
     t.add_argument(
-        "--target-cv", type=float, default=0.05, help="sample on until the spread (CV) is this small"
+        "--target-cv",
+        type=float,
+        default=_MEASURE.target_cv,
+        help="sample on until the spread (CV) is this small",
     )
-    t.add_argument("--max-repeat", type=int, default=12, help="cap on samples per trial")
+    t.add_argument("--max-repeat", type=int, default=_MEASURE.max_repeat, help="cap on samples per trial")
     t.add_argument(
         "--leader-band",
         type=float,
-        default=1.25,
+        default=_MEASURE.leader_band,
         metavar="FACTOR",
         help="no repeats for candidates this many times slower than the best so far "
-        "(default 1.25; 0: time every candidate fully)",
+        f"(default {_MEASURE.leader_band}; 0: time every candidate fully)",
     )
     t.add_argument(
-        "--cooldown", type=float, default=5.0, help="seconds to wait while the machine is hot or busy"
+        "--cooldown",
+        type=float,
+        default=_MEASURE.cooldown_s,
+        help="seconds to wait while the machine is hot or busy",
     )
     t.add_argument(
         "--confirm-runs",
         type=int,
-        default=3,
+        default=_MEASURE.confirm_runs,
         metavar="N",
         help="when finished, re-measure the fastest trials in N fresh processes (0: off); with --rpc, "
         "in N fresh sessions on the servers under the key",
     )
     t.add_argument(
-        "--confirm-top", type=int, default=3, metavar="K", help="how many of the fastest to confirm"
+        "--confirm-top",
+        type=int,
+        default=_MEASURE.confirm_top,
+        metavar="K",
+        help="how many of the fastest to confirm",
     )
     t.add_argument(
         "--confirm-max-s",
         type=float,
-        default=120.0,
+        default=_MEASURE.confirm_max_s,
         metavar="SECONDS",
         help="measure the confirmation again while the machine is busy or its processes disagree, "
-        "for up to this long in all (default 120; 0: one attempt)",
+        f"for up to this long in all (default {_MEASURE.confirm_max_s:g}; 0: one attempt)",
     )
     t.add_argument(
         "--fail-fast",
         type=int,
-        default=16,
+        default=_MEASURE.fail_fast,
         metavar="N",
         help="stop (status failed, exit 1) when the first N trials all fail the same way (0: off)",
     )
@@ -155,9 +169,15 @@ def _parser() -> argparse.ArgumentParser:
         help="measure on the servers of this TVM RPC tracker (with --rpc-key: also TVM_TRACKER_HOST "
         "and TVM_TRACKER_PORT), and confirm the winners there; kernels are built here",
     )
-    t.add_argument("--rpc-key", default="", metavar="KEY", help="the key the servers registered under")
     t.add_argument(
-        "--rpc-workers", type=int, default=1, metavar="N", help="candidates measured at once on the servers"
+        "--rpc-key", default=_MEASURE.rpc_key, metavar="KEY", help="the key the servers registered under"
+    )
+    t.add_argument(
+        "--rpc-workers",
+        type=int,
+        default=_MEASURE.rpc_workers,
+        metavar="N",
+        help="candidates measured at once on the servers",
     )
     t.add_argument("--custom", help="a Python file with a TE compute (workload custom)")
     t.add_argument("--name", default="")

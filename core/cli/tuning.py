@@ -159,7 +159,7 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
         # --tuner-option without --tuner is for the tuner recommended for the space, known once it is built
         options, spec = (spec.tuner_options, _replace(spec, tuner_options={})) if recommended else ({}, spec)
         validated = check_spec(spec)  # all input checked before the store is opened or created
-        workload, shape, space = validated[0], validated[1], validated[-1]
+        workload, shape, space = validated.workload, validated.shape, validated.space
         if recommended:
             spec = _replace(spec, tuner=recommend_tuner(space.kind, space.size), tuner_options=options)
             try:

@@ -193,7 +193,7 @@ def _write_formats(
         try:
             with build_scope(sch.mod, target.tvm_target()):
                 tvm.compile(sch.mod, target.tvm_target()).export_library(str(path))
-        except Exception as exc:  # noqa: BLE001 - the linker's failure is a RuntimeError, a write's an OSError
+        except Exception as exc:  # the linker's failure is a RuntimeError, a write's an OSError
             if _disk_full(exc):  # ld: "final link failed: No space left on device"
                 raise OutOfSpace(
                     f"no space left to write the library {path.name} into {out.parent} (or the temporary "
@@ -500,7 +500,7 @@ def schedule_from_file(
     sch = Schedule(mod)
     try:
         Trace.apply_json_to_schedule(doc["trace"], sch)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - TVM's trace replay raises many kinds; each means the file's schedule does not fit
         raise TunelabError(
             f"the schedule in {path} does not apply to {doc['workload']}: {str(exc).splitlines()[-1]}"
         ) from None

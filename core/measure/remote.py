@@ -307,7 +307,7 @@ def server_session(
     )
     try:
         session = CreateSession(wait_s=wait_s)(config)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the RPC layer raises TVMError, OSError or a timeout; all mean no session
         raise RemoteError(
             f"cannot open a session on a server under key {key!r} at {tracker}: {first_line(exc)}"
         ) from None
@@ -328,7 +328,7 @@ def remote_target(tracker: TrackerAddress, key: str, timeout_s: float = 60.0) ->
         triple = str(session.get_function("target.llvm_get_system_triple")())
         cpu = str(session.get_function("target.llvm_get_system_cpu")())
         threads = int(session.get_function("runtime.NumThreads")())
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the server's TVM raises, it cannot say its CPU
         raise RemoteError(
             f"server {address} (key {key!r}) cannot say its CPU ({first_line(exc)}): its TVM has no LLVM; "
             "give --target as a JSON target with its mtriple and mcpu"
@@ -358,7 +358,7 @@ def remote_self_check(target: Any, tracker: TrackerAddress, key: str, timeout_s:
         lib = Path(folder) / "selfcheck.tar"
         try:
             build_check_kernel(target, lib)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - LLVM and TVM raise many kinds; all mean this target does not build here
             raise TargetError(f"kernels for {mcpu} cannot be built here: {first_line(exc)}") from None
         session, address = server_session(tracker, key, timeout_s, wait_s=timeout_s)
         a, b = check_inputs()
@@ -372,7 +372,7 @@ def remote_self_check(target: Any, tracker: TrackerAddress, key: str, timeout_s:
             ok = check_outputs_ok(a, b, tc.numpy(), td.numpy())
         except PlacementError as exc:
             raise RemoteError(f"server {address} (key {key!r}): {exc}") from None
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - an RPC error from the server's run of the kernel, whatever its kind
             raise TargetError(
                 f"a kernel built for {target.description} fails on server {address} (key {key!r}): "
                 f"{rpc_error_line(exc)}; give --target with an mcpu that server's CPU runs (or --target remote)",

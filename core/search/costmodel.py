@@ -18,7 +18,7 @@ import numpy as np
 # XGBoost's OpenMP workers spin while they wait; on a CPU busy measuring kernels that turns a
 # millisecond fit into seconds. Passive waiting must be set before the library loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import xgboost as xgb  # noqa: E402
+import xgboost as xgb
 
 DEFAULT_PARAMS: dict[str, Any] = {
     "objective": "reg:squarederror",

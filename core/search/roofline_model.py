@@ -64,7 +64,7 @@ def _last_level_cache_bytes() -> float:
     sizes = []
     for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
         try:
-            text = open(path).read().strip().upper()  # noqa: SIM115 - one short read
+            text = open(path).read().strip().upper()  # one short read
         except OSError:
             continue
         scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)

@@ -22,7 +22,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Generator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -47,9 +47,18 @@ PAUSED_HEARTBEAT_S = 30.0  # a paused session still marks itself alive (tunelab.
 MAX_REJECTED_ASKS = 20  # ask rounds in a row that yield only invalid or known configs: the space is spent
 
 
-def check_spec(
-    spec: SessionSpec, target: TargetInfo | None = None
-) -> tuple[Any, dict[str, int], str, TargetInfo, SearchSpace]:
+@dataclass(frozen=True, slots=True)
+class CheckedSpec:
+    """What :func:`check_spec` built while it checked a spec: the parts a session is made of."""
+
+    workload: Any  # tunelab.core.workloads.base.Workload
+    shape: dict[str, int]  # complete: every parameter named
+    dtype: str  # the workload's first where the spec named none
+    target: TargetInfo
+    space: SearchSpace  # of the first shape
+
+
+def check_spec(spec: SessionSpec, target: TargetInfo | None = None) -> CheckedSpec:
     """Check every part of a spec before anything is stored; bad input raises a TunelabError.
 
     ``target``: the spec's target as the caller already resolved it (the New-session dialog asked a
@@ -139,7 +148,7 @@ def check_spec(
     # The tuner checks its options' ranges when it is made: made once here, a bad value is refused
     # before the session is stored (not when its run begins).
     make_tuner(spec.tuner, space, seed=spec.seed, **spec.tuner_options).close()
-    return workload, shape, dtype, target, space
+    return CheckedSpec(workload, shape, dtype, target, space)
 
 
 # The probe draws as MetaSchedule's evolutionary search samples its first population on CUDA: many random
@@ -201,13 +210,20 @@ def extra_shapes(workload: Any, shape: dict[str, int], shapes: Any) -> list[dict
     return parsed
 
 
-def create_session(store: Store, spec: SessionSpec, *, validated: tuple | None = None) -> TuningSession:
+def create_session(store: Store, spec: SessionSpec, *, validated: CheckedSpec | None = None) -> TuningSession:
     """Validate a spec, store a new session and return it ready to run. ``validated`` is what
     :func:`check_spec` already returned for this very spec (the CLI checks input before it opens
     the store), so the space is not built twice."""
     import tvm
 
-    workload, shape, dtype, target, space = validated if validated is not None else check_spec(spec)
+    checked = validated if validated is not None else check_spec(spec)
+    workload, shape, dtype, target, space = (
+        checked.workload,
+        checked.shape,
+        checked.dtype,
+        checked.target,
+        checked.space,
+    )
     store.check_intact()  # nothing is written to a damaged file
     if not target.can_run and not spec.measure.remote:
         raise TargetError(
@@ -594,7 +610,7 @@ class TuningSession:
                     self.store.add_telemetry(
                         self.session_id, sampler.samples_between(telemetry_until, time.time())
                     )
-                except Exception:  # telemetry never decides a session's outcome
+                except Exception:  # noqa: BLE001 - telemetry never decides a session's outcome
                     pass
                 for task in tasks:
                     task.close()
@@ -661,7 +677,7 @@ class TuningSession:
                 step(self)
             except Cancelled:
                 self._stage("confirmation stopped; the session's own figures stand")
-            except Exception as exc:  # a failed step is reported, the tuned results are kept
+            except Exception as exc:  # noqa: BLE001 - a failed step is reported, the tuned results are kept
                 self._stage(
                     f"confirmation failed ({type(exc).__name__}: {exc}); the session's own figures stand"
                 )

@@ -166,7 +166,7 @@ def host_cpu() -> HostCPU:
             import archspec.cpu
 
             flags = frozenset(archspec.cpu.host().features)
-        except Exception:  # an unknown platform: no feature is known, so none is assumed
+        except Exception:  # noqa: BLE001 - an unknown platform: no feature is known, so none is assumed
             flags = frozenset()
     arch = platform.machine().lower()
     arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
@@ -280,7 +280,7 @@ def _llvm_spelling(uarch, arch: str) -> tuple[str, tuple[str, ...]] | None:
     """archspec's clang flags for a microarchitecture as (mcpu, mattr), or None."""
     try:
         flags = uarch.optimization_flags("clang", "17.0")
-    except Exception:  # archspec knows no clang spelling for it
+    except Exception:  # noqa: BLE001 - archspec knows no clang spelling for it
         return None
     values = dict(re.findall(r"-m(cpu|arch|tune)=(\S+)", flags))
     if "cpu" in values:

@@ -66,7 +66,7 @@ def cpu_core_count() -> int:
         import psutil
 
         physical = psutil.cpu_count(logical=False)
-    except Exception:  # psutil missing or unsupported platform
+    except Exception:  # noqa: BLE001 - psutil missing or unsupported platform
         physical = None
     try:
         allowed = len(os.sched_getaffinity(0))
@@ -80,7 +80,7 @@ def cuda_available() -> bool:
 
     try:
         return bool(tvm.runtime.enabled("cuda") and tvm.cuda(0).exist)
-    except Exception:  # a broken driver counts as no GPU
+    except Exception:  # noqa: BLE001 - a broken driver counts as no GPU
         return False
 
 
@@ -136,7 +136,7 @@ def _llvm_runnable(data: dict[str, Any]) -> tuple[str, str]:
     try:
         missing = missing_features(mcpu, mattr, host)
         isa = isa_level(llvm_features(mcpu, mattr, host.arch), host.arch)
-    except Exception as exc:  # TVM rejected the mcpu or mattr
+    except Exception as exc:  # noqa: BLE001 - TVM rejected the mcpu or mattr
         return f"LLVM rejects mcpu {shown(mcpu)}: {first_line(exc)}", "?"
     if missing:
         needed = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
@@ -205,7 +205,7 @@ def resolve_target(spec: str | dict | None, *, elsewhere: bool = False) -> Targe
         import tvm
 
         tvm.target.Target(merged)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - TVM's target parser raises TVMError, ValueError or TypeError alike
         typed = json.dumps(spec)
         typed = typed if len(typed) <= 120 else typed[:116] + " ..."
         raise TargetError(f"TVM rejects target {typed}: {first_line(exc)}") from None
@@ -248,7 +248,7 @@ def _foreign_llvm(merged: dict[str, Any], mcpu: str) -> TargetInfo:
         raise TargetError(f"LLVM knows no CPU {shown(mcpu)} for {arch}")
     try:
         isa = isa_level(llvm_features(mcpu, _mattr(merged), arch), arch)
-    except Exception:  # LLVM lists no features for this arch: name the arch
+    except Exception:  # noqa: BLE001 - LLVM lists no features for this arch: name the arch
         isa = arch
     why_not, _ = _llvm_runnable(merged)
     cores = merged.get("num-cores")
@@ -272,7 +272,7 @@ def describe_target_json(data: dict[str, Any]) -> str:
     """A stored target in words, with its ISA level ("CPU znver2 · AVX2+FMA, 2 cores"); cached."""
     try:
         return _describe(json.dumps(data, sort_keys=True))
-    except Exception:  # a target this TVM cannot even parse is still shown by name
+    except Exception:  # noqa: BLE001 - a target this TVM cannot even parse is still shown by name
         return f"{data.get('kind', '?')} {data.get('mcpu') or data.get('arch') or ''}".strip()
 
 

@@ -93,7 +93,7 @@ class ClockLock:
         for fn in ("nvmlDeviceResetGpuLockedClocks", "nvmlDeviceResetMemoryLockedClocks"):
             try:
                 getattr(self._nvml, fn)(self._handle)
-            except Exception:  # noqa: BLE001, S110 - reset what can be reset
+            except Exception:  # noqa: BLE001 - reset what can be reset
                 pass
 
     def _reset_stale(self) -> None:
@@ -111,6 +111,6 @@ class ClockLock:
         if self._nvml is not None:
             try:
                 self._nvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001, S110
+            except Exception:  # noqa: BLE001
                 pass
             self._nvml = None

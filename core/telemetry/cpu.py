@@ -63,7 +63,7 @@ class PsutilSource:
     def _guard(self, fn: Callable[[], Any], default: Any) -> Any:
         try:
             return fn()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - psutil's errors vary by platform; telemetry counts them, never fails
             self.errors += 1
             self.last_error = f"psutil: {type(exc).__name__}: {exc}"
             return default

@@ -49,7 +49,7 @@ class NvmlSource:
             return
         try:
             pynvml.nvmlInit()
-        except Exception as exc:  # NVMLError: no library, no driver; anything else: still no GPU
+        except Exception as exc:  # noqa: BLE001 - NVMLError: no library, no driver; anything else: still no GPU
             self.status = f"{NO_GPU} (NVML: {exc})"
             return
         try:
@@ -59,7 +59,7 @@ class NvmlSource:
             self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             name = pynvml.nvmlDeviceGetName(self._handle)
             self.name = name.decode() if isinstance(name, bytes) else str(name)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - NVMLError or a driver's own: no GPU to read, whatever the kind
             self.status = f"{NO_GPU} ({exc})"
             _quietly(pynvml.nvmlShutdown)
             return

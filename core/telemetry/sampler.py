@@ -152,7 +152,7 @@ class TelemetrySampler:
                 if next_at <= now:  # fell behind (slow sink, suspended machine): skip the missed ticks
                     next_at = now + self.interval_s
                 self._stop.wait(next_at - now)
-        except Exception as exc:  # a bug here must not go unseen, but it must not reach the session
+        except Exception as exc:  # noqa: BLE001 - a bug here must not go unseen, but it must not reach the session
             self._count_error(exc)
         finally:
             self._flush()
@@ -164,7 +164,7 @@ class TelemetrySampler:
         if close is not None:
             try:
                 close()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a source's close failing must not stop the sampler's own
                 self._count_error(exc)
 
     def _close_sources(self) -> None:
@@ -187,12 +187,12 @@ class TelemetrySampler:
         gpu: GpuReading | None = None
         try:
             cpu = self._cpu.read()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - telemetry counts a failed read, never passes it on to the session
             self._count_error(exc)
         if self._gpu.available:
             try:
                 gpu = self._gpu.read()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - telemetry counts a failed read, never passes it on to the session
                 self._count_error(exc)
         sample = _compose(t, cpu, gpu)
         with self._lock:
@@ -210,7 +210,7 @@ class TelemetrySampler:
             return
         try:
             self._sink(batch)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a store that fails to write keeps the batch for the next flush
             self._count_error(exc)
             with self._lock:
                 self._pending = (batch + self._pending)[-self.buffer_size :]

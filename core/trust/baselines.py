@@ -452,7 +452,7 @@ def _cupy_kernel(
 
         if cp.cuda.runtime.getDeviceCount() < 1:
             return None
-    except Exception:  # ImportError, or a CUDA runtime without a usable device
+    except Exception:  # noqa: BLE001 - ImportError, or a CUDA runtime without a usable device
         return None
     g = [cp.asarray(x) for x in inputs]
     c = cp.empty(out_shape, dtype=g[0].dtype)

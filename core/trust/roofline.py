@@ -248,7 +248,7 @@ def _fma_kernel(target_text: str, dtype: str) -> tuple[Any, int, int, bool]:
     try:
         asm = (lib.mod if hasattr(lib, "mod") else lib).inspect_source("asm")
         has_fma = any(op in asm for op in ("vfmadd", "fmla", "vfma"))
-    except Exception:  # no asm to read: the figure still stands, unchecked
+    except Exception:  # noqa: BLE001 - no asm to read: the figure still stands, unchecked
         has_fma = False
     return lib["main"], threads, lanes, has_fma
 
@@ -374,7 +374,7 @@ def _gpu_probes(
 
         if cp.cuda.runtime.getDeviceCount() < 1:
             return None
-    except Exception:  # ImportError, or no usable CUDA device
+    except Exception:  # noqa: BLE001 - ImportError, or no usable CUDA device
         return None
     peaks = {}
     per = budget_s / (len(dtypes) + 1)
@@ -448,7 +448,7 @@ def measure_machine_profile(
             share = (fma_deadline - time.perf_counter()) / (len(cpu_dtypes) - i)
             try:
                 fma[d] = fma_peak_gflops(d, max(share, 0.05))
-            except Exception as exc:  # TVM missing or unable to build for this host: the BLAS alone
+            except Exception as exc:  # noqa: BLE001 - TVM missing or unable to build for this host: the BLAS alone
                 why = str(exc).splitlines()[0][:200] if str(exc) else ""
                 fma_error = (
                     f"FMA probe failed ({type(exc).__name__}: {why}); the peak is the BLAS probe alone"

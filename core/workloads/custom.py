@@ -357,7 +357,7 @@ class CustomWorkload(Workload):
         self.main_block = str(tensors[-1].op.name)
         try:
             te.create_prim_func(tensors)
-        except Exception as exc:  # noqa: BLE001 - TVM raises many kinds; all mean the same to the user
+        except Exception as exc:  # TVM raises many kinds; all mean the same to the user
             raise WorkloadError(
                 f"{name}: TVM cannot turn compute()'s tensors into a PrimFunc: {exc}"
             ) from exc
@@ -386,8 +386,8 @@ class CustomWorkload(Workload):
             "numpy": np,
         }
         try:
-            exec(code, ns)  # noqa: S102 - running the person's own workload file is the point
-        except USER_ERRORS as exc:  # noqa: BLE001
+            exec(code, ns)  # running the person's own workload file is the point
+        except USER_ERRORS as exc:
             raise WorkloadError(
                 f"{self.name}: the workload file failed while loading: {_describe(exc)}"
             ) from exc
@@ -467,7 +467,7 @@ class CustomWorkload(Workload):
             result = self._compute(**s, dtype=dtype)
         except WorkloadError:
             raise
-        except USER_ERRORS as exc:  # noqa: BLE001
+        except USER_ERRORS as exc:
             raise WorkloadError(f"{self.name}: compute() raised {_describe(exc)}") from exc
         if not isinstance(result, (list, tuple)) or not all(isinstance(t, te.Tensor) for t in result):
             raise WorkloadError(
@@ -520,7 +520,7 @@ class CustomWorkload(Workload):
         try:
             value = self._user_flops(**s)
             return float(value)
-        except USER_ERRORS as exc:  # noqa: BLE001
+        except USER_ERRORS as exc:
             raise WorkloadError(f"{self.name}: flops() failed: {_describe(exc)}") from exc
 
     def _reduction_length(self, s):
@@ -572,7 +572,7 @@ class CustomWorkload(Workload):
         wide = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
         try:
             result = self._ref(*wide, **s)
-        except USER_ERRORS as exc:  # noqa: BLE001
+        except USER_ERRORS as exc:
             raise WorkloadError(f"{self.name}: reference() raised {_describe(exc)}") from exc
         result = np.asarray(result)
         if result.shape != out_shape:

@@ -7,17 +7,17 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import shutil  # noqa: E402
-import sqlite3  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import shutil
+import sqlite3
+import threading
+import time
+from pathlib import Path
 
-import pytest  # noqa: E402
-from PySide6.QtCore import QSettings, QThreadPool  # noqa: E402
+import pytest
+from PySide6.QtCore import QSettings, QThreadPool
 
-from tunelab.core.records import MeasureOptions, SessionSpec  # noqa: E402
-from tunelab.core.store import Store  # noqa: E402
+from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.store import Store
 
 # No cool-down wait before a batch: on a shared test machine another process is nearly always busy, and
 # waiting up to 5 s per batch would only slow the suite (the trials are stamped either way).

@@ -78,7 +78,7 @@ def add_auto_session(store: Store) -> int:
 def scored_db(tmp_path_factory):
     from tunelab.core.session.loop import check_spec, create_session
 
-    *_, space = check_spec(small_spec())
+    space = check_spec(small_spec()).space
     data = space.to_json()
     for knob in data["knobs"]:
         knob["candidates"] = KNOBS[knob["name"]]

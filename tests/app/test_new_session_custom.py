@@ -106,7 +106,7 @@ def test_custom_file_runs_a_real_session_from_start_to_finish(qtbot, store_copy,
             assert dialog.can_start()
             seen["spec"] = dialog.spec()
             dialog.start_button.click()
-        except BaseException as exc:  # never leave the modal dialog open: fail after exec() returns
+        except BaseException as exc:  # noqa: BLE001 - never leave the modal dialog open: fail after exec() returns
             errors.append(exc)
             if isinstance(dialog, NewSessionDialog):
                 dialog.reject()

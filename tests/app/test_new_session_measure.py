@@ -113,3 +113,16 @@ def test_the_cost_model_is_a_choice_of_the_xgb_tuner_and_remembered(qtbot, setti
     assert again.cost_model_combo.currentData() == "hybrid" and again.spec().tuner_options == {
         "model": "hybrid"
     }
+
+
+def test_a_fresh_dialog_starts_from_the_records_defaults(qtbot, settings):
+    """Option defaults live once, in the records: the dialog's budget, batch and seed are those."""
+    from tunelab.core.records import SPEC_DEFAULTS
+
+    dialog = NewSessionDialog(settings)
+    qtbot.addWidget(dialog)
+    shown = (dialog.trials_spin.value(), dialog.batch_spin.value(), dialog.seed_spin.value())
+    assert shown == (SPEC_DEFAULTS["trials"], SPEC_DEFAULTS["batch"], SPEC_DEFAULTS["seed"])
+    spec = dialog.spec()
+    assert (spec.trials, spec.batch, spec.seed) == shown
+    assert spec.measure == MeasureOptions()

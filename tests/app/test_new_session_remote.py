@@ -281,7 +281,7 @@ def test_the_servers_cpu_is_a_target_the_dialog_asks_a_server_for(qtbot, setting
     assert dialog.can_start(), dialog.error_label.text()
     spec = dialog.spec()
     assert spec.target == "remote" and spec.measure.rpc_key == cluster.key
-    assert check_spec(spec)[3].json == expected.json  # the session builds for the same target
+    assert check_spec(spec).target.json == expected.json  # the session builds for the same target
     dialog.start_button.click()  # checked with the server's answer, not by asking the network again
     qtbot.waitUntil(
         lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000

@@ -15,17 +15,17 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import json  # noqa: E402
-import shutil  # noqa: E402
-import sqlite3  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import json
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
-from tunelab.core.store import Store, schema_version  # noqa: E402
+from tunelab.core.store import Store, schema_version
 
 HERE = Path(__file__).resolve().parent
 

@@ -28,13 +28,13 @@ from pathlib import Path
 os.environ["TVM_NUM_THREADS"] = "1"  # before TVM starts its pool: the servers' share of the cores
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the cluster helper
 
-from benchmarks.run_suite import MEASURE  # noqa: E402  (the kernel suite's timing options)
-from rpc_cluster import start_cluster  # noqa: E402
+from benchmarks.run_suite import MEASURE  # the kernel suite's timing options
+from rpc_cluster import start_cluster
 
-from tunelab.core.records import MeasureOptions, SessionSpec  # noqa: E402
-from tunelab.core.search.space.auto import default_auto_space  # noqa: E402
-from tunelab.core.session.loop import create_session  # noqa: E402
-from tunelab.core.store import Store  # noqa: E402
+from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.search.space.auto import default_auto_space
+from tunelab.core.session.loop import create_session
+from tunelab.core.store import Store
 
 ROUNDS = 7
 

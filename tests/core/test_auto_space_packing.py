@@ -85,7 +85,7 @@ def test_packed_sketches_build_and_compute_the_reference():
             try:
                 schedules.append(space.schedule(config))
                 break
-            except Exception:  # an invalid point of this sketch: sample another
+            except Exception:  # noqa: BLE001 - an invalid point of this sketch: sample another
                 continue
     options = MeasureOptions(number=1, repeat=1, min_repeat_ms=1, cooldown_s=0)  # checked against NumPy
     measurer = Measurer(get_workload("gemm"), SHAPE, "float32", llvm_target(), options)

@@ -18,16 +18,16 @@ from dataclasses import replace
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from specs import FAST_MEASURE, small_spec  # noqa: E402
+from specs import FAST_MEASURE, small_spec
 
-from tunelab.core.faults import (  # noqa: E402
+from tunelab.core.faults import (
     COUNTER_ENV,
     CUDA_ERRORS,
     PLANT_ENV,
     cuda_fault,
     failure_class,
 )
-from tunelab.core.measure.runner import _run_error_text  # noqa: E402
+from tunelab.core.measure.runner import _run_error_text
 
 # The error of trial #9 of the fp32 GEMM 4096^3 auto session on an H200, as it was stored.
 H200_INVALID_VALUE = (
@@ -218,7 +218,7 @@ def test_the_worker_is_replaced_after_a_cuda_fault_and_kept_after_a_wrong_result
     while len(schedules) < 3:
         try:
             schedules.append(space.schedule(space.sample(rng)))
-        except Exception:  # an invalid point of the template: sample another
+        except Exception:  # noqa: BLE001 - an invalid point of the template: sample another
             continue
 
     def worker_pid(measurer):

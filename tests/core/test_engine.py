@@ -129,7 +129,7 @@ def test_timeout_is_a_failed_trial(store):
 def test_bad_space_is_rejected_before_anything_is_stored(store):
     from tunelab.core.session.loop import check_spec
 
-    *_, space = check_spec(small_spec())
+    space = check_spec(small_spec()).space
     data = space.to_json()
     data["knobs"][0]["candidates"] = [[5]]  # 5 does not divide 32
     with pytest.raises(SpaceError, match="do not divide"):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from gpu_bundle import MANIFEST, install_bundle, pack_wheel, write_runs  # noqa: E402
+from gpu_bundle import MANIFEST, install_bundle, pack_wheel, write_runs
 
 
 def _record_line(name: str, data: bytes) -> str:

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import tvm
-from specs import small_spec  # noqa: I001 - the tests' helpers
+from specs import small_spec  # the tests' helpers
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.measure.l2_flush import FALLBACK_L2_BYTES, flush_module, wants_flush

@@ -44,7 +44,7 @@ def _tiled(workload, shape, target):
     while True:
         try:
             return space.schedule(space.sample(rng))
-        except Exception:  # an invalid point of the template: sample another
+        except Exception:  # noqa: BLE001 - an invalid point of the template: sample another
             continue
 
 

@@ -33,7 +33,7 @@ def kernel():
     while True:
         try:
             return workload, target, space.schedule(space.sample(rng))
-        except Exception:  # an invalid point of the template: sample another
+        except Exception:  # noqa: BLE001 - an invalid point of the template: sample another
             continue
 
 

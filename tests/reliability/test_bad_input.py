@@ -24,7 +24,7 @@ from tunelab.core.records import MeasureOptions, SessionSpec
 from tunelab.core.store import Store, is_store_failure
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
-from specs import FAST_MEASURE_ARGS  # noqa: E402
+from specs import FAST_MEASURE_ARGS
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_bad_input import FAST_MEASURE_ARGS, mounted_tmpfs, one_error_line, tuned_template_export, tunelab  # noqa: E402
+from test_bad_input import FAST_MEASURE_ARGS, mounted_tmpfs, one_error_line, tuned_template_export, tunelab
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
 
-from tunelab.core.errors import TunelabError  # noqa: E402
+from tunelab.core.errors import TunelabError
 from tunelab.core.workloads.catalog import get_workload, list_workloads
 
 pytestmark = pytest.mark.slow  # real TVM (targets, spaces, trace replay); about a minute on two cores

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_bad_input import one_error_line, tuned_template_export, tunelab  # noqa: E402
+from test_bad_input import one_error_line, tuned_template_export, tunelab
 
-from tunelab.core.store import Store  # noqa: E402
+from tunelab.core.store import Store
 
 pytestmark = pytest.mark.slow
 

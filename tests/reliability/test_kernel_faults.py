@@ -15,11 +15,11 @@ from dataclasses import replace
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
-from specs import FAST_MEASURE, FAST_MEASURE_ARGS, small_spec  # noqa: E402
+from specs import FAST_MEASURE, FAST_MEASURE_ARGS, small_spec
 
-from tunelab.core.faults import COUNTER_ENV, PLANT_ENV, failure_class  # noqa: E402
-from tunelab.core.session.loop import create_session  # noqa: E402
-from tunelab.core.store import Store  # noqa: E402
+from tunelab.core.faults import COUNTER_ENV, PLANT_ENV, failure_class
+from tunelab.core.session.loop import create_session
+from tunelab.core.store import Store
 
 pytestmark = pytest.mark.slow
 
@@ -156,7 +156,7 @@ def test_a_real_illegal_instruction_in_the_runner_is_named(store):
     while len(schedules) < 3:
         try:
             schedules.append(space.schedule(space.sample(rng)))
-        except Exception:  # an invalid point; sample another
+        except Exception:  # noqa: BLE001 - an invalid point; sample another
             continue
     measurer = Measurer(workload, shape, "float32", target, FAST_MEASURE)
     try:

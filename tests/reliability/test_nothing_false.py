@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_bad_input import ONE_D, QUICK, copy_db, count, one_error_line, tunelab  # noqa: E402
-from test_bad_input import tuned as tuned_fixture  # noqa: E402
+from test_bad_input import ONE_D, QUICK, copy_db, count, one_error_line, tunelab
+from test_bad_input import tuned as tuned_fixture
 
 tuned = pytest.fixture(scope="module", name="tuned")(tuned_fixture.__wrapped__)
 from test_signals import hold_write_lock  # noqa: E402

@@ -23,13 +23,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
-from specs import FAST_MEASURE, small_spec  # noqa: E402
+from specs import FAST_MEASURE, small_spec
 
-import tunelab.core.store.connection as store_module  # noqa: E402
-from tunelab.core.errors import StoreError  # noqa: E402
-from tunelab.core.records import NewTrial  # noqa: E402
-from tunelab.core.session.loop import TuningSession, create_session  # noqa: E402
-from tunelab.core.store import Store, schema_version  # noqa: E402
+import tunelab.core.store.connection as store_module
+from tunelab.core.errors import StoreError
+from tunelab.core.records import NewTrial
+from tunelab.core.session.loop import TuningSession, create_session
+from tunelab.core.store import Store, schema_version
 
 pytestmark = pytest.mark.slow
 

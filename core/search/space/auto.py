@@ -585,7 +585,7 @@ class AutoSpace(SearchSpace):
         self.context = light_tune_context(self.mod, target.tvm_target(), space_generator=self.space_generator)
         try:
             spaces = self.context.generate_design_space()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - MetaSchedule's rules raise TVMError or Python errors alike
             raise SpaceError(
                 f"MetaSchedule could not derive sketches with these rules: {_last_line(exc)}"
             ) from None
@@ -739,7 +739,7 @@ class AutoSpace(SearchSpace):
                     raise InvalidSchedule(f"postprocessor {_postproc_name(postproc)} rejected the schedule")
         except InvalidSchedule:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a postprocessor or trace replay failing in any way: an invalid schedule
             raise InvalidSchedule(str(exc).strip().splitlines()[-1][:300]) from None
         return sch
 

@@ -306,7 +306,7 @@ class TemplateSpace(SearchSpace):
                     apply_template_to(
                         s, self.block_name, self.axes, combo, self.target, self._by_name, self.dtype
                     )
-                except Exception:  # an illegal static combination has no sketch
+                except Exception:  # noqa: BLE001 - an illegal static combination has no sketch
                     continue
                 s.annotate(s.get_sblock("root"), SKETCH_ANNOTATION, index)
                 sketches.append(s)
@@ -487,7 +487,7 @@ def apply_template(
         return sch
     except InvalidSchedule:
         raise
-    except Exception as exc:  # TVM's ScheduleError: this knob combination is not a legal schedule
+    except Exception as exc:  # noqa: BLE001 - TVM's ScheduleError: this knob combination is not a legal schedule
         raise InvalidSchedule(str(exc).strip().splitlines()[-1][:300]) from None
 
 
@@ -561,7 +561,7 @@ def _inline_others(sch: Any, block_name: str) -> list[Any]:
             continue
         try:
             sch.compute_inline(block)
-        except Exception:  # an output block cannot be inlined into its consumers: it's the epilogue
+        except Exception:  # noqa: BLE001 - an output block cannot be inlined into its consumers: it's the epilogue
             left.append(block)
     return left
 

@@ -14,8 +14,9 @@ Unlike `tune_tir`'s default, the XGBModel has no 100-sample warm-up: below 100 t
 model predicts random numbers and the search is blind (TVM_NOTES 2). The option `warmup_samples`
 restores that warm-up; on the skinny GEMM (BENCHMARKS.md 1b) it found slower kernels.
 
-On CUDA the search's sizes are smaller than MetaSchedule's defaults (SEARCH_SIZES), and a session on a
-local GPU asks for the next batch (`prefetch`) while the current one is measured.
+The search's sizes are smaller than MetaSchedule's defaults (SEARCH_SIZES), one search proposes 64
+configs that the session measures batch by batch (option `generation`), and a session on a local GPU
+asks for the next batch (`prefetch`) while the current one is measured.
 """
 
 from __future__ import annotations
@@ -34,7 +35,11 @@ from tunelab.core.search.tuners.registry import resolve_options
 _UNMEASURED = 1e10  # seconds: what MetaSchedule itself records for a failed run
 
 # The search's sizes where an option leaves them to the target (0, or -1 for genetic_max_fail_count).
-# Elsewhere MetaSchedule's own defaults (EvolutionarySearch, tune_tir). On CUDA about 95 % of random and of
+# On a CPU a search's time is its population's mutation (about half: each mutant's trace replayed with
+# the postprocessors) and its cost model's ranking (a third), so it scales with population x iterations:
+# 384 x 3 instead of MetaSchedule's 512 x 4 took the ResNet conv's search from 21 s to 11.5 s a
+# generation on 2 cores, and its session's measuring share at 1000 trials past one half (BENCHMARKS.md,
+# "Overhead"; it was 16 % with MetaSchedule's sizes and a search per batch of 16). On CUDA about 95 % of random and of
 # mutated configs fail VerifyGPUCode, and MetaSchedule redraws until it has its minimum of legal ones:
 # with its defaults one batch's search took 30-45 s on the H200's 16 cores (issue 29) and 47-94 s on 2
 # cores here (BENCHMARKS.md, "The search alone on a CUDA target"). Its first population then needs only
@@ -48,9 +53,9 @@ SEARCH_SIZES: dict[str, dict[str, int]] = {
         "genetic_max_fail_count": 2,
     },
     "other": {
-        "population_size": 512,
+        "population_size": 384,
         "init_min_unmeasured": 50,
-        "genetic_num_iters": 4,
+        "genetic_num_iters": 3,
         "genetic_max_fail_count": 10,
     },
 }
@@ -78,9 +83,9 @@ class EvolutionaryTuner(Tuner):
     name = "evolutionary"
     description = "MetaSchedule's evolutionary search guided by its XGBoost cost model (Ansor)."
     default_options: ClassVar[dict[str, Any]] = {
-        # 0: by target (SEARCH_SIZES). Elsewhere than CUDA, MetaSchedule's own 512 (EvolutionarySearch,
-        # tune_tir): on the skinny GEMM 16x1024x1024 at 64 trials, 512 found the faster kernel than 256
-        # in 5 of 6 seeds (median 1.11x, BENCHMARKS.md 1b), for about 30 % more wall time.
+        # 0: by target (SEARCH_SIZES). On the skinny GEMM 16x1024x1024 at 64 trials with a search per
+        # batch, 512 found the faster kernel than 256 in 5 of 6 seeds (median 1.11x, BENCHMARKS.md 1b),
+        # for about 30 % more wall time: a CPU's 384 lies between.
         "population_size": 0,
         # Legal random configs the first population of each batch needs at least (0: by target);
         # MetaSchedule draws population-size configs at a time until it has them.
@@ -209,7 +214,7 @@ class EvolutionaryTuner(Tuner):
         for config, latency in done[-512:]:
             try:
                 sch = self.space.schedule(config)
-            except Exception:  # the space changed under a stored config: skip it
+            except Exception:  # noqa: BLE001 - the space changed under a stored config: skip it
                 continue
             cand = ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]))
             cands.append(cand)
@@ -317,7 +322,7 @@ class EvolutionaryTuner(Tuner):
         def work() -> None:
             try:
                 self._fill(n)
-            except BaseException as exc:  # raised again by the next call that waits for it
+            except BaseException as exc:  # noqa: BLE001 - raised again by the next call that waits for it
                 self._prefetch_error = exc
 
         self._prefetching = threading.Thread(target=work, name="evolutionary-prefetch", daemon=True)
@@ -358,12 +363,12 @@ class EvolutionaryTuner(Tuner):
             # A stop waits for a generation under way (seconds): MetaSchedule's state must not be torn
             # down under its threads.
             self._wait_for_prefetch()
-        except Exception:  # closing must never mask the session's own outcome
+        except Exception:  # noqa: BLE001 - closing must never mask the session's own outcome
             pass
         if self._ctx is not None:
             try:
                 self._finish_batch(everything=True)
                 self._ctx.post_tuning()
-            except Exception:  # closing must never mask the session's own outcome
+            except Exception:  # noqa: BLE001 - closing must never mask the session's own outcome
                 pass
             self._ctx = None

@@ -232,11 +232,11 @@ def _features(space: SearchSpace, configs: list[Config]) -> list[np.ndarray | No
         return []
     try:
         return list(np.asarray(space.features(configs), dtype=np.float64))
-    except Exception:
+    except Exception:  # noqa: BLE001 - TVM's feature extraction fails on an odd config: retried one by one
         rows: list[np.ndarray | None] = []
         for config in configs:  # one bad config must not sink the others
             try:
                 rows.append(np.asarray(space.features([config]), dtype=np.float64)[0])
-            except Exception:
+            except Exception:  # noqa: BLE001 - a config whose features fail is dropped, whatever the failure
                 rows.append(None)
         return rows

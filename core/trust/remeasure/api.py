@@ -483,7 +483,7 @@ def _prepare(
                 build().export_library(str(lib))
             else:
                 builds.export(item.schedule.mod, tvm_target, lib, build)
-        except Exception as exc:  # a schedule that no longer builds is a result, not a crash
+        except Exception as exc:  # noqa: BLE001 - a schedule that no longer builds is a result, not a crash
             errors[i] = f"build error: {error_text(exc)}"
         infos = [info.as_json() for info in ms.arg_info.ArgInfo.from_prim_func(item.schedule.mod["main"])]
         job_items.append(

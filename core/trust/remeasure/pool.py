@@ -311,7 +311,7 @@ def _process_name(pid: int) -> str:
         import psutil
 
         return psutil.Process(pid).name()
-    except Exception:  # gone already, or not ours to look at
+    except Exception:  # noqa: BLE001 - gone already, or not ours to look at
         return "exited"
 
 

@@ -198,7 +198,7 @@ def _measure_in(
         check_cancelled(is_cancelled)
         try:
             result = _measure_one(session, placer, job, i, inputs, expected)
-        except Exception as exc:  # a kernel that breaks its session is a result, unless the server left
+        except Exception as exc:  # noqa: BLE001 - a kernel that breaks its session is a result, unless the server left
             if servers_lost(tracker, {address}, address):
                 raise _ServerLost(address) from None
             result = {"ok": False, "error": f"run error: {rpc_error_line(exc)}"}

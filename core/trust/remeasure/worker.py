@@ -177,7 +177,7 @@ def _worker_measure(
             "t0": t0,
             "t1": t1,
         }
-    except Exception as exc:  # a crash of one kernel is reported, the others still run
+    except Exception as exc:  # noqa: BLE001 - a crash of one kernel is reported, the others still run
         return {"ok": False, "error": f"run error: {error_text(exc)}"}
 
 

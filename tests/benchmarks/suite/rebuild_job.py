@@ -17,8 +17,8 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: the suite is importable from its parent folder
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.describe import replayed  # noqa: E402
-from suite.tune_job import _problem, build_library  # noqa: E402
+from suite.describe import replayed
+from suite.tune_job import _problem, build_library
 
 
 def rebuild(job: dict[str, Any], folder: Path) -> dict[str, str]:

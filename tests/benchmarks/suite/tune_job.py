@@ -19,7 +19,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: the suite is importable from its parent folder
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.describe import describe_schedule, replayed  # noqa: E402
+from suite.describe import describe_schedule, replayed
 
 
 def _plain_trace(sch: Any) -> Any:

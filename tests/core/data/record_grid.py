@@ -107,12 +107,12 @@ def record(name: str) -> Path:
         batch=16,
         measure=MeasureOptions(number=5, repeat=5, min_repeat_ms=2),
     )
-    *_, space = check_spec(spec)
+    space = check_spec(spec).space
     data = space.to_json()
     for knob in data["knobs"]:
         knob["candidates"] = knobs.get(knob["name"], knob["candidates"])
     spec = SessionSpec(**{**spec.__dict__, "space": data})
-    *_, space = check_spec(spec)
+    space = check_spec(spec).space
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "record.sqlite") as store:
         session = create_session(store, SessionSpec(**{**spec.__dict__, "trials": space.size}))
