@@ -27,10 +27,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app import theme
 from tunelab.core.records import BiasGroup, BiasReport
 
-FLAGGED_BRUSH = QBrush(QColor("#fde3e0"))
-SAME_AS_COLOR = QColor("#80868b")
+FLAGGED_BRUSH = QBrush(QColor(theme.FLAGGED_BG))
+SAME_AS_COLOR = QColor(theme.TEXT_FAINT)
 COLUMNS = (
     "Group",
     "n",

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app import theme
 from tunelab.app.resources import icon
 from tunelab.app.views.stated import MARK_LEGEND, StatedFigures, stated_words
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape, gflops
@@ -41,12 +42,12 @@ COLUMNS = ("ID", "Name", "Status", "Workload", "Target", "Tuner", "Trials", "Bes
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 RESUMABLE = ("crashed", "cancelled", "paused", "created", "failed")
 STATUS_COLOURS = {
-    "running": "#1e8e3e",
-    "paused": "#e37400",
-    "crashed": "#d93025",
-    "failed": "#d93025",
-    "cancelled": "#80868b",
-    "created": "#80868b",
+    "running": theme.GOOD,
+    "paused": theme.WARN,
+    "crashed": theme.ERROR,
+    "failed": theme.ERROR,
+    "cancelled": theme.TEXT_FAINT,
+    "created": theme.TEXT_FAINT,
 }
 _HOST = socket.gethostname()
 

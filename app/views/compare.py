@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app import theme
 from tunelab.app.widgets.formatting import flatten_config, fmt_gflops, fmt_ms, fmt_shape
 from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.workers.following import behind_while_hidden
@@ -33,8 +34,8 @@ from tunelab.core.records import SessionRecord, TrialRecord
 from tunelab.core.store import Store
 from tunelab.core.usecases.compare_scores import CompareScores, compare_scores
 
-PALETTE = ("#2a6fdb", "#e37400", "#1e8e3e", "#9334e6", "#d93025", "#12a4af", "#795548", "#f538a0")
-DIFF_BRUSH = QBrush(QColor("#fff4d6"))
+PALETTE = theme.PALETTE
+DIFF_BRUSH = QBrush(QColor(theme.CHANGED_BG))
 
 
 def best_so_far(store: Store, session_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -168,7 +169,7 @@ class CompareView(QWidget):
         self.curves_widget.setBackground("w")
         # The legend is a row of its own above both plots (the sessions are the same in each), where it
         # can never cover a curve.
-        self.legend = pg.LegendItem(colCount=2, labelTextColor="#202124")
+        self.legend = pg.LegendItem(colCount=2, labelTextColor=theme.TEXT)
         self.curves_widget.addItem(self.legend, row=0, col=0, colspan=2)
         self.by_trial = self.curves_widget.addPlot(
             row=1,

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app import theme
 from tunelab.app.views.bias_table import BiasTable, ratio_words
 from tunelab.app.views.model_table import ModelCompareSection
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
@@ -51,9 +52,9 @@ from tunelab.core.store import Store
 
 REDRAW_MS = 300
 BIAS_MS = 2000  # while trials arrive, the bias table is recomputed at most this often
-POINT_BRUSH = (42, 111, 219, 170)
-CONTEXT_BRUSH = (128, 134, 139, 90)
-HIGHLIGHT_PEN = "#e37400"
+POINT_BRUSH = theme.rgba(theme.ACCENT, 170)
+CONTEXT_BRUSH = theme.rgba(theme.TEXT_FAINT, 90)
+HIGHLIGHT_PEN = theme.WARN
 SCATTER_CAP = 5000  # above this many pairs: a density image instead of the scatter; markers thinned
 DENSITY_BINS = 160  # per axis of the density image
 RECENT = 256  # the latest trials' residual markers are always drawn
@@ -143,7 +144,7 @@ class CostModelView(QWidget):
         self.scatter_plot.addItem(self.density)
         # In log-log coordinates y = x is still the 45-degree line through the origin.
         self.identity = pg.InfiniteLine(
-            pos=(0, 0), angle=45, pen=pg.mkPen("#3c4043", width=1.5, style=Qt.PenStyle.DashLine)
+            pos=(0, 0), angle=45, pen=pg.mkPen(theme.TEXT_SECONDARY, width=1.5, style=Qt.PenStyle.DashLine)
         )
         self.identity.setZValue(5)  # above the density image
         self.scatter_plot.addItem(self.identity, ignoreBounds=True)
@@ -171,12 +172,12 @@ class CostModelView(QWidget):
         self.residual_plot.getAxis("left").enableAutoSIPrefix(False)
         self.residual_plot.showGrid(x=True, y=True, alpha=0.25)
         self.residual_plot.addItem(
-            pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#5f6368")), ignoreBounds=True
+            pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen(theme.TEXT_MUTED)), ignoreBounds=True
         )
         self.residual_plot.setDownsampling(auto=True, mode="peak")
         self.residual_plot.setClipToView(True)
         self.residuals = self.residual_plot.plot(
-            pen=pg.mkPen((42, 111, 219, 90)),
+            pen=pg.mkPen(theme.rgba(theme.ACCENT, 90)),
             symbol="o",
             symbolSize=5,
             symbolPen=None,
@@ -204,8 +205,10 @@ class CostModelView(QWidget):
         # Fixed ticks: a short panel otherwise gets only "0" and reads as one squashed tick.
         self.rank_plot.getAxis("left").setTicks([[(v, f"{v:g}") for v in (-1, -0.5, 0, 0.5, 1)], []])
         self.rank_plot.showGrid(x=False, y=True, alpha=0.25)
-        self.rank_plot.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#5f6368")), ignoreBounds=True)
-        self.rank_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush="#1e8e3e")
+        self.rank_plot.addItem(
+            pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen(theme.TEXT_MUTED)), ignoreBounds=True
+        )
+        self.rank_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=theme.GOOD)
         self.rank_plot.addItem(self.rank_bars)
 
         self.scatter_note = PlotNote(self.scatter_plot)

@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app import theme
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, n_rows, rows_after
 from tunelab.app.widgets.log_axis import log_axes
 from tunelab.app.widgets.plot_zoom import ZoomViewBox, reset_button
@@ -56,22 +57,25 @@ from tunelab.core.store import Store
 
 REDRAW_MS = 500
 PANEL_MIN_H = 120  # px per stacked panel: its title, unit and a few numbers fit
-LIMIT = "#d93025"
-THROTTLE_BRUSH = (217, 48, 37, 50)
-SERIES_PENS = ("#2a6fdb", "#e37400", "#1e8e3e")
+LIMIT = theme.ERROR
+THROTTLE_BRUSH = theme.rgba(theme.ERROR, 50)
+SERIES_PENS = theme.PALETTE[:3]
 # Trials measured on a machine that was not quiet: span colour, ring colour, words for the list.
 DISTURBED = {
-    "throttled": ((217, 48, 37, 60), "#d93025", "while the GPU was throttled"),
-    "gpu": ((147, 52, 230, 45), "#9334e6", "while another process used the GPU"),
-    "busy": ((227, 116, 0, 45), "#e37400", "while another process was busy on the CPU"),
-    "warning": ((227, 116, 0, 30), "#e37400", "after a cool-down warning"),
+    "throttled": (theme.rgba(theme.ERROR, 60), theme.ERROR, "while the GPU was throttled"),
+    "gpu": (theme.rgba(theme.VIOLET, 45), theme.VIOLET, "while another process used the GPU"),
+    "busy": (theme.rgba(theme.WARN, 45), theme.WARN, "while another process was busy on the CPU"),
+    "warning": (theme.rgba(theme.WARN, 30), theme.WARN, "after a cool-down warning"),
 }
 STAMPS_MS = 3000  # while trials arrive, the per-trial stamps are re-read at most this often
 MAX_LISTED = 1000  # rows of the disturbed-trials table
 MAX_SPANS = 300
 MAX_NAMED_SERVERS = 6  # servers named in the remote note; the rest are counted
 LOCAL_DEVICE = "this machine"
-REMOTE_NOTE_STYLE = "color: #b06000; background: #fef7e0; border: 1px solid #f9ab00; padding: 4px;"
+REMOTE_NOTE_STYLE = (
+    f"color: {theme.WARN_DARK}; background: {theme.WARN_BG}; "
+    f"border: 1px solid {theme.WARN_BORDER}; padding: 4px;"
+)
 
 
 def _pid_text(pids: list[int], limit: int = 8) -> str:
@@ -164,7 +168,7 @@ class HardwareView(QWidget):
         self.empty.setObjectName("hardware_empty")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty.setWordWrap(True)
-        self.empty.setStyleSheet("font-size: 15px; color: #5f6368; padding: 40px;")
+        self.empty.setStyleSheet(f"font-size: 15px; color: {theme.TEXT_MUTED}; padding: 40px;")
         self.layout_widget = pg.GraphicsLayoutWidget()
         self.layout_widget.setBackground("w")
         # The panels scroll rather than shrink: below PANEL_MIN_H a panel has no room for its numbers
@@ -232,7 +236,7 @@ class HardwareView(QWidget):
         self.trial_plot = self._add_plot("trials", "Latency (ms)")
         self.trial_plot.setLogMode(y=True)
         self.trial_curve = self.trial_plot.plot(
-            pen=None, symbol="o", symbolSize=5, symbolPen=None, symbolBrush=(42, 111, 219, 170)
+            pen=None, symbol="o", symbolSize=5, symbolPen=None, symbolBrush=theme.rgba(theme.ACCENT, 170)
         )
         # Rings around the trials measured while the machine was not quiet (hover: cause and pids).
         self.disturbed_markers = pg.ScatterPlotItem(
@@ -370,7 +374,7 @@ class HardwareView(QWidget):
         plot.enableAutoRange(x=False)  # the time axis is set from all the data at once (_fit_time)
         plot.vb.sigRangeChangedManually.connect(self._on_zoomed)
         name, unit = split_title(title)
-        plot.setTitle(f"<span style='color:#202124'>{name}</span>", size="9pt", justify="left")
+        plot.setTitle(f"<span style='color:{theme.TEXT}'>{name}</span>", size="9pt", justify="left")
         plot.setLabel("left", unit)
         plot.getAxis("left").setWidth(70)
         plot.showGrid(x=True, y=True, alpha=0.25)
@@ -418,7 +422,7 @@ class HardwareView(QWidget):
             if key not in self._plots:
                 plot = self._add_plot(key, title)
                 if len(series) > 1:
-                    plot.addLegend(offset=(-10, 5), labelTextColor="#202124", brush=(255, 255, 255, 200))
+                    plot.addLegend(offset=(-10, 5), labelTextColor=theme.TEXT, brush=(255, 255, 255, 200))
             plot = self._plots[key]
             for i, (field, name) in enumerate(drawn):
                 if field not in self._curves:

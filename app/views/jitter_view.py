@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app import theme
 from tunelab.app.views.validation.drawing import make_table, titled
 from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.app.workers.engine import StreamWorker, keep_alive
@@ -44,10 +45,10 @@ from tunelab.core.trust.remeasure.api import ValidationCancelled
 from tunelab.core.usecases.jitter import jitter_report
 
 CAUSE_COLUMNS = ("Cause", "Share", "Tolerance", "Explains", "The numbers")
-EXPLAINS_BRUSH = (217, 48, 37, 210)
-QUIET_BRUSH = (128, 134, 139, 170)
-TOLERANCE_PEN = "#202124"
-EXPLAINS_ROW = QBrush(QColor("#fce8e6"))
+EXPLAINS_BRUSH = theme.rgba(theme.ERROR, 210)
+QUIET_BRUSH = theme.rgba(theme.TEXT_FAINT, 170)
+TOLERANCE_PEN = theme.TEXT
+EXPLAINS_ROW = QBrush(QColor(theme.ERROR_BG))
 NOT_RUN = (
     "Re-measure the best schedule across fresh processes, buffer layouts and shapes, and see which of "
     "busy neighbours, throttling or clocks, first-run cost, placement, input shape or the cost model "
@@ -79,13 +80,12 @@ class CausesPlot(QWidget):
         self.plot_widget = pg.PlotWidget(background="w")
         self.plot_widget.setMinimumHeight(100)
         self.plot = self.plot_widget.getPlotItem()
-        square = "<span style='color:{}'>&#9632;</span>"
         self.caption = QLabel(
-            f"<b>Share of the spread per cause</b>: {square.format('#d93025')} explains it · "
-            f"{square.format('#80868b')} within its tolerance · <b>|</b> the tolerance"
+            f"<b>Share of the spread per cause</b>: {theme.legend_square(theme.ERROR)} explains it · "
+            f"{theme.legend_square(theme.TEXT_FAINT)} within its tolerance · <b>|</b> the tolerance"
         )
         self.caption.setWordWrap(True)
-        self.caption.setStyleSheet("color: #3c4043;")
+        self.caption.setStyleSheet(theme.CAPTION_STYLE)
         self.plot.setLabel("bottom", "share of the spread (%)")
         self.plot.getAxis("bottom").enableAutoSIPrefix(False)
         self.plot.getAxis("left").setWidth(150)
@@ -122,7 +122,7 @@ class CausesPlot(QWidget):
         self.plot.getAxis("left").setTicks([[(y, c.title) for y, c in zip(ys, causes, strict=True)], []])
         top = max([*widths, *(100 * c.tolerance for c in causes), 1.0])
         for y, c, w in zip(ys, causes, widths, strict=True):
-            text = pg.TextItem(signed(c.share), color="#202124", anchor=(0, 0.5))
+            text = pg.TextItem(signed(c.share), color=theme.TEXT, anchor=(0, 0.5))
             text.setPos(max(w, 100 * c.tolerance) + top * 0.015, y)  # clear of the bar and its tolerance tick
             self.plot.addItem(text)
             self.labels.append(text)
@@ -196,7 +196,8 @@ class JitterView(QWidget):
         self.headline.setWordWrap(True)
         self.headline.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.headline.setStyleSheet(
-            "font-size: 15px; padding: 8px 12px; background: #f1f3f4; border-radius: 4px; color: #202124;"
+            f"font-size: 15px; padding: 8px 12px; background: {theme.NEUTRAL_BG}; border-radius: 4px; "
+            f"color: {theme.TEXT};"
         )
         self.spread_label = QLabel()
         self.spread_label.setObjectName("jitter_spread")

@@ -19,6 +19,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QLineF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from tunelab.app import theme
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
 from tunelab.app.widgets.elided_label import ElidedLabel
 from tunelab.app.widgets.formatting import fmt_fresh_runs, fmt_gflops, fmt_ms, gflops
@@ -32,12 +33,12 @@ from tunelab.core.records import TRIAL_STATUSES, SearchTime
 from tunelab.core.store import Store
 
 REDRAW_MS = 200
-OK_BRUSH = (42, 111, 219, 170)
-FAILED_PEN = "#d93025"
+OK_BRUSH = theme.rgba(theme.ACCENT, 170)
+FAILED_PEN = theme.ERROR
 SEARCH_SHARE_WARN = 0.2  # more of a session's time in the search than this is the budget being eaten
-UNTRUSTED_PEN = "#b06000"  # a figure shown but not to be held to (the roofline warning's amber)
-BEST_PEN = "#1e8e3e"
-GFLOPS_PEN = "#e37400"
+UNTRUSTED_PEN = theme.WARN_DARK  # a figure shown but not to be held to (the roofline warning's amber)
+BEST_PEN = theme.GOOD
+GFLOPS_PEN = theme.WARN
 SCATTER_CAP = 5000  # trial markers drawn at most (plus the kept ones), over the visible trial range
 FAILED_CAP = 1000  # failed-trial markers drawn at most
 RECENT = 256  # the latest trials are always drawn
@@ -121,7 +122,7 @@ class LivePlot(QWidget):
         item.setLabel("bottom", "Trial #")
         item.setLabel("left", "Latency (ms)")
         item.getAxis("left").enableAutoSIPrefix(False)
-        self.legend = item.addLegend(offset=(-10, 10), labelTextColor="#202124", brush=(255, 255, 255, 210))
+        self.legend = item.addLegend(offset=(-10, 10), labelTextColor=theme.TEXT, brush=(255, 255, 255, 210))
 
         self.ok_curve = item.plot(
             pen=None, symbol="o", symbolSize=7, symbolPen=None, symbolBrush=OK_BRUSH, name="trial latency"
@@ -442,7 +443,7 @@ class LivePlot(QWidget):
                 text += f" · <span style='color:{UNTRUSTED_PEN}'>{figure} untrusted</span>{runs}"
             text += (
                 f" = {fmt_gflops(gflops(self._flops, stated.ms))} GFLOP/s (trial #{stated.trial_number})"
-                f" · <span style='color:#80868b'>the session's best {fmt_ms(self._best_ms)} ms at trial "
+                f" · <span style='color:{theme.TEXT_FAINT}'>the session's best {fmt_ms(self._best_ms)} ms at trial "
                 f"#{self._best_number}: superseded</span>"
             )
             tips = [stated.words()]

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app import theme
 from tunelab.app.widgets.table_model import HeaderedTableModel
 from tunelab.app.workers.engine import CallWorker, ChildFailed, keep_alive
 from tunelab.core.errors import TunelabError
@@ -37,7 +38,7 @@ from tunelab.core.store import Store
 from tunelab.core.usecases.model_compare import ModelScore
 
 TITLE = "<b>Compare cost models</b>"
-STEERING_BRUSH = QBrush(QColor("#e6f4ea"))
+STEERING_BRUSH = QBrush(QColor(theme.GOOD_BG))
 CHILD_TIMEOUT_S = 600
 DETAIL_LINES = 40
 COLUMNS = (

@@ -14,6 +14,7 @@ from dataclasses import replace
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
+from tunelab.app import theme
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
@@ -24,7 +25,7 @@ from tunelab.core.workloads.shape_text import format_shape
 
 MEASURE_LINK = "<a href='measure'>vendor &amp; roofline…</a>"
 REMEASURE = "remeasure"  # the link that times the vendor again
-WARN_COLOUR = "#b06000"  # the roofline's warning amber
+WARN_COLOUR = theme.WARN_DARK  # the roofline's warning amber
 
 
 class SessionFigures(QLabel):
@@ -124,7 +125,7 @@ class SessionFigures(QLabel):
             return
         self.show()
         if self._worker is not None:
-            self.setText("<span style='color:#5f6368'>measuring vendor &amp; roofline…</span>")
+            self.setText(f"<span style='color:{theme.TEXT_MUTED}'>measuring vendor &amp; roofline…</span>")
             self.setToolTip("")
             return
         if self._figures is None:
@@ -136,7 +137,7 @@ class SessionFigures(QLabel):
             return
         best_ms, best_gflops, shape = self._best
         if best_ms is None:
-            self.setText("<span style='color:#5f6368'>no result for the primary shape yet</span>")
+            self.setText(f"<span style='color:{theme.TEXT_MUTED}'>no result for the primary shape yet</span>")
             return
         parts, tips = [], []
         if shape:
@@ -153,7 +154,7 @@ class SessionFigures(QLabel):
                     f"<a href='{REMEASURE}'>re-measure</a>"
                 )
             else:
-                color = "#1e8e3e" if x >= 1 else "#202124"
+                color = theme.GOOD if x >= 1 else theme.TEXT
                 parts.append(f"<span style='color:{color}'><b>{x:.2f}× vendor</b></span>")
             tips.append(
                 f"Vendor: {vendor.library or '?'} ({vendor.method or ''}) "
@@ -162,7 +163,7 @@ class SessionFigures(QLabel):
                 + (f" Not to be believed as it stands: {doubt}." if doubt else "")
             )
         elif self._figures.session_id is not None:
-            parts.append("<span style='color:#5f6368'>no vendor baseline</span>")
+            parts.append(f"<span style='color:{theme.TEXT_MUTED}'>no vendor baseline</span>")
             tips.append(
                 "No vendor library computes this workload here (a custom workload, or a GPU without "
                 "PyTorch or CuPy)."
@@ -188,10 +189,10 @@ class SessionFigures(QLabel):
             if roof.schedule_sentence():
                 tips.append(f"The best schedule under the roofline cost model: {roof.schedule_sentence()}.")
         elif roof and roof.note:
-            parts.append("<span style='color:#5f6368'>no roofline</span>")
+            parts.append(f"<span style='color:{theme.TEXT_MUTED}'>no roofline</span>")
             tips.append(roof.note)
         errors = self._figures.errors
         if errors:
-            parts.append(f"<span style='color:#d93025'>{'; '.join(errors)}</span>")
+            parts.append(f"<span style='color:{theme.ERROR}'>{'; '.join(errors)}</span>")
         self.setText(" · ".join(parts) if parts else MEASURE_LINK)
         self.setToolTip("\n".join(tips))

@@ -12,6 +12,8 @@ from PySide6.QtGui import QColor, QFont, QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGraphicsScene
 
+from tunelab.app import theme
+
 PLOT_FILTER = "PNG image (*.png);;SVG drawing (*.svg)"
 TITLE_PT = 11  # the title's size at a 1200 px wide image
 
@@ -69,7 +71,7 @@ def _draw_title(painter: QPainter, title: str, width: int, band: int) -> None:
     font.setPixelSize(round(band * 0.55))
     font.setBold(True)
     painter.setFont(font)
-    painter.setPen(QColor("#202124"))
+    painter.setPen(QColor(theme.TEXT))
     painter.drawText(
         QRect(round(band * 0.4), 0, width - round(band * 0.8), band),
         int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),

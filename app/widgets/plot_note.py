@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 
-NOTE_COLOR = "#5f6368"
+from tunelab.app import theme
+
+NOTE_COLOR = theme.TEXT_MUTED
 
 
 class PlotNote:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tunelab.app import theme
 from tunelab.app.views.session_figures import REMEASURE, SessionFigures
 from tunelab.core.trust.baselines import baseline_for
 from tunelab.core.trust.roofline import roofline_for
@@ -23,7 +24,8 @@ def test_an_implausible_vendor_ratio_is_a_warning_and_is_measured_again_when_ask
     label.set_record(record)
     qtbot.waitUntil(lambda: not label.running and label.figures is not None, timeout=60_000)
     text = label.text()
-    assert "1000.00× vendor ⚠" in text and f"href='{REMEASURE}'" in text and "#b06000" in text
+    assert "1000.00× vendor ⚠" in text and f"href='{REMEASURE}'" in text
+    assert f"color:{theme.WARN_DARK}" in text and theme.GOOD not in text  # the warning amber, not green
     tip = label.toolTip()
     assert "Not to be believed as it stands: " in tip and "1000.00x is outside 0.02-50x" in tip
 

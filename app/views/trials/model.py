@@ -10,6 +10,7 @@ import numpy as np
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush, QColor
 
+from tunelab.app import theme
 from tunelab.app.widgets.buffers import TrialColumns, columns_of, concat_columns, n_rows
 from tunelab.app.widgets.formatting import config_summary, first_line, fmt_ms
 from tunelab.app.widgets.table_model import HeaderedTableModel
@@ -65,7 +66,7 @@ _INT_FIELDS = {0: "number", 1: "id", 2: "round"}
 _FLOAT_FIELDS = {4: "latency_ms", 5: "mean_ms", 6: "std_ms", 7: "predicted_ms"}
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 _FILTER_SEP = "\x1f"  # between the columns of a row's filter text: no typed filter contains it
-_RED = QBrush(QColor("#d93025"))
+_RED = QBrush(QColor(theme.ERROR))
 
 
 def header_data(section: int, orientation: Qt.Orientation, role: int):

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app import theme
 from tunelab.app.views.trials.model import (
     COLUMNS,
     CONFIG_COL,
@@ -143,7 +144,7 @@ class TrialsTable(QWidget):
         # column to see each class together.
         self.failures_label = QLabel()
         self.failures_label.setObjectName("failures_label")
-        self.failures_label.setStyleSheet("color: #d93025;")
+        self.failures_label.setStyleSheet(f"color: {theme.ERROR};")
         self.failures_label.setToolTip("Sort by the Failure column to group the failed trials by class")
         copy_button = QPushButton("Copy rows")
         copy_button.clicked.connect(self.copy_selection)

@@ -23,17 +23,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app import theme
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape
 from tunelab.core.trust.remeasure.report import ScheduleResult, ValidationReport
 from tunelab.core.trust.shape_report import ShapeRow
 
 VERDICT_STYLE = {  # verdict -> (headline, text colour, background)
-    "stable": ("Stable", "#1e8e3e", "#e6f4ea"),
-    "noisy": ("Noisy", "#b06000", "#fef7e0"),
-    "regressed": ("Regressed", "#d93025", "#fce8e6"),
+    "stable": ("Stable", theme.GOOD, theme.GOOD_BG),
+    "noisy": ("Noisy", theme.WARN_DARK, theme.WARN_BG),
+    "regressed": ("Regressed", theme.ERROR, theme.ERROR_BG),
 }
-ROW_BRUSH = {"noisy": QBrush(QColor("#fef7e0")), "regressed": QBrush(QColor("#fce8e6"))}
-FALLS_OFF_BRUSH = QBrush(QColor("#fce8e6"))
+ROW_BRUSH = {"noisy": QBrush(QColor(theme.WARN_BG)), "regressed": QBrush(QColor(theme.ERROR_BG))}
+FALLS_OFF_BRUSH = QBrush(QColor(theme.ERROR_BG))
 SCHEDULE_COLUMNS = (
     "Schedule",
     "Recorded ms",
@@ -50,10 +51,10 @@ SCHEDULE_COLUMNS = (
 )
 SHAPE_COLUMNS = ("Shape", "Status", "Latency ms", "GFLOP/s", "Tuned ms", "× tuned", "Falls off", "Why")
 PAST_COLUMNS = ("When", "Verdict", "Runs", "Summary")
-BAR_BRUSH = (42, 111, 219, 200)
-BAR_OFF_BRUSH = (217, 48, 37, 200)
-TUNED_BRUSH = (128, 134, 139, 150)
-RATIO_PEN = "#e37400"
+BAR_BRUSH = theme.rgba(theme.ACCENT, 200)
+BAR_OFF_BRUSH = theme.rgba(theme.ERROR, 200)
+TUNED_BRUSH = theme.rgba(theme.TEXT_FAINT, 150)
+RATIO_PEN = theme.WARN
 _RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 
 
@@ -124,7 +125,7 @@ def verdict_words(report: ValidationReport) -> tuple[str, str, str]:
 
 def verdict_styles(verdict: str | None) -> tuple[str, str, str]:
     """Style sheets (box, headline, cause) for a verdict; None: not validated (grey)."""
-    _, color, background = VERDICT_STYLE.get(verdict or "", ("", "#5f6368", "#f1f3f4"))
+    _, color, background = VERDICT_STYLE.get(verdict or "", ("", theme.TEXT_MUTED, theme.NEUTRAL_BG))
     return (
         f"QFrame#verdict_box {{ background: {background}; border-radius: 6px; }}",
         f"font-size: 26px; font-weight: 700; color: {color};",
@@ -251,7 +252,7 @@ def fill_past(
             item = QTableWidgetItem(text)
             item.setToolTip(summary)
             if col == 1:
-                color = VERDICT_STYLE.get(str(run.get("verdict")), ("", "#202124", ""))[1]
+                color = VERDICT_STYLE.get(str(run.get("verdict")), ("", theme.TEXT, ""))[1]
                 item.setForeground(QColor(color))
             table.setItem(row, col, item)
     table.blockSignals(False)
@@ -269,15 +270,14 @@ class ShapesPlot(QWidget):
         self.plot_widget.setMinimumHeight(36)
         self.plot = self.plot_widget.getPlotItem()
         # The legend is a caption above the plot (a legend inside a short plot hides the bars).
-        square = "<span style='color:{}'>&#9632;</span>"
         self.caption = QLabel(
-            f"<b>GFLOP/s per shape</b>: {square.format('#2a6fdb')} this schedule "
-            f"({square.format('#d93025')} falls off) · "
-            f"{square.format('#80868b')} the schedule tuned for that shape · "
+            f"<b>GFLOP/s per shape</b>: {theme.legend_square(theme.ACCENT)} this schedule "
+            f"({theme.legend_square(theme.ERROR)} falls off) · "
+            f"{theme.legend_square(theme.TEXT_FAINT)} the schedule tuned for that shape · "
             f"<span style='color:{RATIO_PEN}'>&#9670; × the tuned time</span> (right axis; dashed: the fall-off limit)"
         )
         self.caption.setWordWrap(True)
-        self.caption.setStyleSheet("color: #3c4043;")
+        self.caption.setStyleSheet(theme.CAPTION_STYLE)
         self.plot.setLabel("left", "GFLOP/s")
         self.plot.getAxis("left").enableAutoSIPrefix(False)
         self.plot.showGrid(x=False, y=True, alpha=0.25)

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app import theme
 from tunelab.app.views.stated import superseded_words
 from tunelab.app.views.validation.drawing import (
     PAST_COLUMNS,
@@ -503,7 +504,7 @@ class ValidationView(QWidget):
 
     def _on_failed(self, message: str, _details: str) -> None:
         self.last_error = message
-        self._set_stage(f"<span style='color:#d93025'>Validation failed: {message}</span>")
+        self._set_stage(f"<span style='color:{theme.ERROR}'>Validation failed: {message}</span>")
         if self.report is None:
             self.verdict_label.setText("Not validated")
             self.cause_label.setText(message)
@@ -537,7 +538,7 @@ class ValidationView(QWidget):
         self.verdict_box.setStyleSheet(box)
         self.verdict_label.setStyleSheet(headline)
         self.cause_label.setStyleSheet(cause)
-        self.figures_label.setStyleSheet("font-size: 13px; color: #202124;")
+        self.figures_label.setStyleSheet(f"font-size: 13px; color: {theme.TEXT};")
 
     def _show_report(self, report: ValidationReport) -> None:
         self.report = report
