@@ -91,6 +91,7 @@ def test_a_session_left_running_outlives_the_app_and_the_next_window_steers_it(
     try:
         assert child.is_running() and child.status() != psutil.STATUS_ZOMBIE
         store = Store(db)
+        window: MainWindow | None = None
         try:
             # The app is gone (its end of the events pipe closed): the child goes on storing trials.
             after_app = store.session(session_id).n_trials
@@ -130,6 +131,10 @@ def test_a_session_left_running_outlives_the_app_and_the_next_window_steers_it(
             assert record.status == "cancelled" and record.n_trials < 400
             qtbot.waitUntil(lambda: not window.stop_action.isEnabled(), timeout=5000)
         finally:
+            if window is not None:
+                # closed before its store: a poll of the store after store.close() fails in a Qt slot
+                # (sqlite3.ProgrammingError: Cannot operate on a closed database), as the app never does
+                assert window.close()
             store.close()
     finally:
         if child.is_running():

@@ -158,7 +158,7 @@ def test_a_tracker_down_or_a_key_without_servers_stores_nothing(cluster, tmp_pat
         proc = tunelab("tune", "gemm", "--shape", "M=32,N=32,K=32", "--trials", "2", *args, db=db)
         assert proc.returncode == 2, (args, proc.stderr)
         assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert not db.exists() or Store(db).sessions() == []
+    assert not db.exists()  # a refused start leaves no (empty) database behind either
 
 
 def test_target_remote_is_a_servers_cpu_and_a_kernel_it_cannot_run_stores_nothing(cluster, tmp_path):
