@@ -76,31 +76,33 @@ def test_proposals_still_queued_are_not_reported_as_failures(space):
         tuner.close()
 
 
-def test_one_search_proposes_for_several_batches(space):
-    """A search costs about the same whatever it proposes: by default it proposes 64 (tune_tir's
-    num_trials_per_iter), and batches of 16 take from it four times before the next search."""
+def test_one_search_proposes_for_several_batches_once_the_model_has_a_generations_data(space):
+    """A search costs about the same whatever it proposes: it proposes 64 (tune_tir's
+    num_trials_per_iter). While fewer than 64 trials are measured each batch of 16 still comes from a
+    search that knows every measurement (the young model learns most per batch); after that, batches
+    of 16 take from one search four times."""
     tuner = EvolutionaryTuner(space, seed=0, population_size=16)
-    searches = 0
+    searches: list[int] = []  # the measurements each search knew
     generate = tuner._generate
 
-    def counted() -> bool:
-        nonlocal searches
-        searches += 1
-        return generate()
+    def counted(**kwargs) -> bool:
+        searches.append(len(tuner._told))
+        return generate(**kwargs)
 
     tuner._generate = counted
     try:
         seen: set[str] = set()
-        for _ in range(5):
+        for _ in range(8):
             batch = tuner.ask(16)
             assert len(batch) == 16
             seen.update(space.key(c) for c in batch)
-            tuner.tell([Observation(c, 1.0) for c in batch])
+            tuner.tell([Observation(c, 1.0 + len(seen) % 7) for c in batch])
         assert tuner._batch == 64
-        assert len(seen) == 80  # no proposal handed out twice
-        # a generation's proposals may repeat earlier ones (dropped): the fifth batch needed a second
-        # search, and five batches took fewer than five
-        assert 2 <= searches < 5, searches
+        assert len(seen) == 128  # no proposal handed out twice
+        # one search for each of the first four batches (a generation may repeat earlier proposals,
+        # which are dropped: then one more), then one for the next four
+        assert {0, 16, 32, 48} <= set(searches), searches
+        assert len([told for told in searches if told >= 64]) <= 2, searches
     finally:
         tuner.close()
     big = EvolutionaryTuner(space, seed=0, population_size=16, generation=8)

@@ -137,6 +137,8 @@ class EvolutionaryTuner(Tuner):
         self._ctx: Any = None
         self._batch = 0
         self._raw: list[Any] = []  # MeasureCandidates proposed and not decoded yet (decoded as needed)
+        self._raw_told = 0  # measurements the search that proposed them knew
+        self._raw_prefetched = False  # proposed while a batch was measured: one batch behind by design
         self._queue: list[tuple[Config, Any]] = []  # proposals decoded, not handed out yet
         self._pending: list[
             tuple[str | None, Any]
@@ -263,7 +265,7 @@ class EvolutionaryTuner(Tuner):
         self._ctx.notify_runner_results(cands, results)
         self._model.update(self._ctx, cands, results)
 
-    def _generate(self) -> bool:
+    def _generate(self, *, prefetched: bool = False) -> bool:
         self._finish_batch()
         outside = np.random.get_state()
         np.random.set_state(self._np_state)
@@ -275,6 +277,7 @@ class EvolutionaryTuner(Tuner):
         if cands is None:
             return False
         self._raw.extend(cands)
+        self._raw_told, self._raw_prefetched = len(self._told), prefetched
         return True
 
     def _decode(self, n: int) -> None:
@@ -289,16 +292,32 @@ class EvolutionaryTuner(Tuner):
                 self._proposed.add(key)
                 self._queue.append((config, cand))
 
-    def _fill(self, n: int) -> None:
+    def _fill(self, n: int, *, prefetched: bool = False) -> None:
         """Queue ``n`` proposals: from the last generation while it lasts, then from new ones (at most
         8 generations: the space may be spent)."""
         self._decode(n)
         tries = 0
         while len(self._queue) < n and tries < 8:
             tries += 1
-            if not self._generate():
+            if not self._generate(prefetched=prefetched):
                 break
             self._decode(n)
+
+    def _drop_a_young_models_tail(self) -> None:
+        """While fewer trials are measured than one generation holds, the cost model learns most from
+        each batch: the rest of a generation it proposed before the last batch was told is dropped, and
+        the next batch comes from a search that knows every measurement (the first 64 trials cost a
+        search per batch, as before generations; after that one search serves four batches of 16). A
+        tail proposed while the last batch was measured (a GPU's prefetch) is kept: that overlap is
+        its point. The dropped proposals were never decoded nor reported: MetaSchedule only counts
+        the results it is told."""
+        if (
+            self._raw
+            and not self._raw_prefetched
+            and len(self._told) < self._batch
+            and len(self._told) > self._raw_told
+        ):
+            self._raw = []
 
     def _wait_for_prefetch(self) -> None:
         thread, self._prefetching = self._prefetching, None
@@ -321,7 +340,7 @@ class EvolutionaryTuner(Tuner):
 
         def work() -> None:
             try:
-                self._fill(n)
+                self._fill(n, prefetched=True)
             except BaseException as exc:  # noqa: BLE001 - raised again by the next call that waits for it
                 self._prefetch_error = exc
 
@@ -334,6 +353,7 @@ class EvolutionaryTuner(Tuner):
             return []
         if self._ctx is None:
             self._start(max(n, 1))
+        self._drop_a_young_models_tail()
         self._fill(n)
         out, self._queue = self._queue[:n], self._queue[n:]
         self._out.update(self.space.key(c) for c, _ in out)
