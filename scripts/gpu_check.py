@@ -505,7 +505,7 @@ def cuda_build_checks(folder: Path, samples: int = 2) -> list[dict[str, Any]]:
         started = time.time()
         out: dict[str, Any] = {"case": case["name"], "dtype": case["dtype"], "space": case["space"]}
         try:
-            *_, space = check_spec(_spec(case, json.dumps(SM90), gpu=True), target)
+            space = check_spec(_spec(case, json.dumps(SM90), gpu=True), target).space
         except Exception as exc:  # noqa: BLE001 - the refusal is the finding
             out.update(
                 checked=False, error=f"{type(exc).__name__}: {exc}", wall_s=round(time.time() - started, 1)
