@@ -30,6 +30,7 @@ from tunelab.core.records import TaskRecord, TrialRecord
 from tunelab.core.stats import bootstrap_median_ci
 from tunelab.core.store import Store
 from tunelab.core.trust.confirmed import Confirmation, clearly_faster, confirmations
+from tunelab.core.trust.remeasure.verdict import NOISY_CV
 
 CI_LEVEL = 0.95
 
@@ -43,9 +44,13 @@ def untrusted_because(confirmation: Confirmation | None) -> str | None:
     if confirmation.disturbance:
         return f"confirmed while {confirmation.disturbance}"
     if confirmation.verdict == "noisy":
+        # Noisy by its own runs' spread: no figure to hold to. A verdict noisy only because the session's
+        # own figure was off (the winner's curse, a disturbed recording) with runs that agree leaves the
+        # confirmed figure, the one stated, as the figure to trust.
         cv = max((c for c in (confirmation.cv, confirmation.run_cv) if c is not None), default=None)
-        spread = f" (CV {cv * 100:.0f} %)" if cv is not None else ""
-        return f"its confirmation was noisy{spread}"
+        if cv is None or cv > NOISY_CV:
+            spread = f" (CV {cv * 100:.0f} %)" if cv is not None else ""
+            return f"its confirmation was noisy{spread}"
     return None
 
 

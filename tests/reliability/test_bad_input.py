@@ -416,7 +416,7 @@ def test_a_space_that_rejects_every_config_is_refused_before_storing(tmp_path):
 
 def test_a_stored_session_whose_configs_are_all_rejected_exits_non_zero(tmp_path):
     from tunelab.core.search.space.factory import make_space
-    from tunelab.core.session.loop import create_session
+    from tunelab.core.session.loop import CheckedSpec, create_session
     from tunelab.core.target.info import resolve_target
     from tunelab.core.workloads.catalog import get_workload
 
@@ -435,7 +435,9 @@ def test_a_stored_session_whose_configs_are_all_rejected_exits_non_zero(tmp_path
         measure=FAST,
     )
     with Store(db) as store:  # stored as an older tunelab (without the check before storing) would have
-        sid = create_session(store, spec, validated=(workload, shape, "float32", target, space)).session_id
+        sid = create_session(
+            store, spec, validated=CheckedSpec(workload, shape, "float32", target, space)
+        ).session_id
     proc = tunelab("tune", "--resume", str(sid), "--json", db=db)
     line = one_error_line(proc, code=4)
     assert "measured nothing" in line and "InvalidSchedule: list index out of range" in line
