@@ -97,7 +97,7 @@ def test_one_search_proposes_for_several_batches_once_the_model_has_a_generation
             assert len(batch) == 16
             seen.update(space.key(c) for c in batch)
             tuner.tell([Observation(c, 1.0 + len(seen) % 7) for c in batch])
-        assert tuner._batch == 64
+        assert tuner._generation == 64
         assert len(seen) == 128  # no proposal handed out twice
         # one search for each of the first four batches (a generation may repeat earlier proposals,
         # which are dropped: then one more), then one for the next four
@@ -108,7 +108,7 @@ def test_one_search_proposes_for_several_batches_once_the_model_has_a_generation
     big = EvolutionaryTuner(space, seed=0, population_size=16, generation=8)
     try:
         big.ask(20)  # a batch larger than the generation: the search proposes the batch
-        assert big._batch == 20
+        assert big._generation == 20
     finally:
         big.close()
     with pytest.raises(TunerError, match="generation"):

@@ -135,7 +135,7 @@ class EvolutionaryTuner(Tuner):
         # this state (and the caller's restored), the same seed proposes the same first candidates.
         self._np_state = np.random.RandomState(seed).get_state()
         self._ctx: Any = None
-        self._batch = 0
+        self._generation = 0  # proposals one search makes (set when the search starts)
         self._raw: list[Any] = []  # MeasureCandidates proposed and not decoded yet (decoded as needed)
         self._raw_told = 0  # measurements the search that proposed them knew
         self._raw_prefetched = False  # proposed while a batch was measured: one batch behind by design
@@ -191,10 +191,10 @@ class EvolutionaryTuner(Tuner):
             num_warmup_samples=int(self.options["warmup_samples"]),
             config=XGBConfig(nthread=2, seed=self.seed),
         )
-        self._batch = max(batch, int(self.options["generation"]) or DEFAULT_GENERATION)
+        self._generation = max(batch, int(self.options["generation"]) or DEFAULT_GENERATION)
         self._ctx.pre_tuning(
             max_trials=1 << 30,
-            num_trials_per_iter=self._batch,
+            num_trials_per_iter=self._generation,
             design_spaces=spaces,
             database=self._db,
             cost_model=self._model,
@@ -314,7 +314,7 @@ class EvolutionaryTuner(Tuner):
         if (
             self._raw
             and not self._raw_prefetched
-            and len(self._told) < self._batch
+            and len(self._told) < self._generation
             and len(self._told) > self._raw_told
         ):
             self._raw = []
