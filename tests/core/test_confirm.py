@@ -19,11 +19,18 @@ from tunelab.core.export.pick import export_pick, untrusted_because
 from tunelab.core.records import MeasureOptions
 from tunelab.core.session.loop import create_session
 from tunelab.core.store import Store
-from tunelab.core.trust.confirm import confirm_session
-from tunelab.core.trust.confirmed import CONFIRM_PURPOSE, Confirmation, clearly_faster, confirmations
+from tunelab.core.trust.confirm import _measure_until_settled, confirm_session
+from tunelab.core.trust.confirmed import (
+    CONFIRM_PURPOSE,
+    Confirmation,
+    clearly_faster,
+    confirmations,
+    disturbance_of,
+)
 from tunelab.core.trust.remeasure.api import validate_session
 from tunelab.core.trust.remeasure.pool import worker_processes
 from tunelab.core.trust.remeasure.report import ValidationReport
+from tunelab.core.trust.remeasure.verdict import DISTURBED_FRACTION
 from tunelab.core.usecases.tuning import confirm_when_finished
 
 pytestmark = pytest.mark.slow
@@ -273,8 +280,16 @@ def test_a_confirmation_beside_a_busy_neighbour_is_not_evidence_and_is_measured_
     finally:
         stop_neighbours(pids)
     again = [s for s in stages if "measuring again" in s]
-    assert len(again) >= 1 and "busy" in again[0] and "attempt 2" in again[0], stages
     (entry,) = later.schedules
+    if not again:
+        # Its first attempt settled: on a machine whose other tenants starved the planted loops below the
+        # busy threshold through that attempt, the telemetry saw none of them busy (seen once in CI). The
+        # measure-again loop itself is pinned by test_an_unsettled_confirmation_is_measured_again_until_*.
+        assert entry.busy_fraction < DISTURBED_FRACTION and disturbance_of(entry) is None, stages
+        assert [v["id"] for v in store.validations(sid)] == [later.id, noisy.id]
+        store.close()
+        return
+    assert "busy" in again[0] and "attempt 2" in again[0], stages
     latest = confirmations(store, sid)[entry.trial_id]
     assert latest.validation_id == later.id
     if latest.disturbance is None:
@@ -292,3 +307,61 @@ def test_a_confirmation_beside_a_busy_neighbour_is_not_evidence_and_is_measured_
     assert [v["id"] for v in store.validations(sid)] == [later.id, noisy.id]
     assert not worker_processes()
     store.close()
+
+
+def test_an_unsettled_confirmation_is_measured_again_until_settled_or_out_of_time(tmp_path):
+    """The loop behind a confirmation's time cap, on a real disturbed report (a busy neighbour planted
+    through one real confirmation) and that report with the neighbour gone: measured again while
+    unsettled and another attempt fits, the first settled attempt kept; out of time, the least disturbed."""
+    store = Store(tmp_path / "t.sqlite")
+    measure = replace(CONFIRMING, min_repeat_ms=10, repeat=5, confirm_top=1, target_cv=1.0)
+    session = create_session(
+        store, small_spec(shape={"M": 128, "N": 128, "K": 128}, trials=2, measure=measure)
+    )
+    list(session.run())
+    pids = start_neighbours()
+    try:
+        time.sleep(0.5)
+        (busy,) = confirm_session(store, session.session_id)
+    finally:
+        stop_neighbours(pids)
+    store.close()
+    (entry,) = busy.schedules
+    if disturbance_of(entry) is None:
+        pytest.skip("the planted neighbours were starved below the busy threshold through the confirmation")
+    quiet = replace(
+        busy, schedules=(replace(entry, other_busy_pids=(), busy_fraction=0.0, cv=0.0, run_cv=0.0),)
+    )
+    assert disturbance_of(quiet.schedules[0]) is None
+
+    def scripted(*reports: ValidationReport):
+        left = list(reports)
+        return lambda: left.pop(0)
+
+    ticks = iter(range(1000))  # each clock reading one second later: an attempt takes 1 to 2 s
+    stages: list[str] = []
+    kept = _measure_until_settled(
+        scripted(busy, busy, quiet, busy),
+        max_s=60,
+        target_cv=1.0,
+        on_stage=stages.append,
+        clock=lambda: float(next(ticks)),
+    )
+    assert kept is quiet
+    assert len(stages) == 2 and all("busy" in s for s in stages)
+    assert "attempt 2" in stages[0] and "attempt 3" in stages[1]
+
+    # out of time after two attempts: the least disturbed one (busy through half its runs, not all)
+    busier = replace(busy, schedules=(replace(entry, busy_fraction=1.0),))
+    less = replace(busy, schedules=(replace(entry, busy_fraction=DISTURBED_FRACTION, run_cv=0.0),))
+    assert disturbance_of(less.schedules[0]) is not None
+    stages.clear()
+    kept = _measure_until_settled(
+        scripted(busier, less, quiet),
+        max_s=6,
+        target_cv=1.0,
+        on_stage=stages.append,
+        clock=lambda: float(next(ticks)),
+    )
+    assert kept is less
+    assert "did not settle in 6 s" in stages[-1] and sum("measuring again" in s for s in stages) == 1
