@@ -368,7 +368,7 @@ class AutoToySpace(ToySpace):
     kind = "auto"
 
 
-@pytest.mark.parametrize("sampler", ["tpe", "cmaes", "rl"])
+@pytest.mark.parametrize("sampler", ["tpe", "cmaes"])
 def test_samplers_refuse_an_auto_space_in_one_line(sampler):
     space = AutoToySpace({"tile": [1, 2]})
     with pytest.raises(TunerError) as err:

@@ -1,8 +1,11 @@
-"""A template space's knobs as index choices, for tuners that model each knob on its own (Optuna's
-samplers, the RL agents).
+"""A space's choices as index vectors, for tuners that model each choice on its own (Optuna's samplers,
+the RL agents).
 
-A config is a vector of candidate indices, one per knob. Only template spaces have knobs a tuner can
-name; an auto space's decisions are MetaSchedule's sketch traces, which these tuners do not drive.
+A template config is a vector of candidate indices, one per knob (:class:`KnobCodec`). An auto space's
+config is a sketch and that sketch's sampling decisions (tile sizes, unroll steps, ...), each from a
+finite candidate list: :class:`SketchCodec` lays them out as knobs too (the sketch first, then every
+sketch's free decisions), and marks those of the sketches not chosen as unused (-1). Optuna's samplers
+need one fixed set of named parameters and drive template knobs only.
 """
 
 from __future__ import annotations
@@ -64,3 +67,74 @@ class KnobCodec:
 
     def decode(self, indices: list[int]) -> Config:
         return {k.name: k.candidates[int(i)] for k, i in zip(self.knobs, indices, strict=True)}
+
+    def used(self, indices: list[int]) -> list[int]:
+        """Every knob of a template config is used."""
+        return [int(i) for i in indices]
+
+
+UNUSED = -1  # a knob the config does not use (another sketch's decision)
+
+
+class SketchCodec:
+    """An auto space's configs <-> index vectors: knob 0 chooses the sketch, then each sketch's free
+    decisions (those with more than one candidate) in order; a vector's knobs of other sketches are
+    :data:`UNUSED`. Fixed decisions (a compute location MetaSchedule chose, a single candidate) keep
+    the sketch's own value."""
+
+    def __init__(self, space: SearchSpace) -> None:
+        sketches = getattr(space, "sketches", None)
+        if space.kind != "auto" or not sketches:
+            raise TunerError(f"a sketch codec needs an auto space, not a {space.kind} one")
+        self.space = space
+        self.knobs = [Knob("sketch", tuple(range(len(sketches))), False)]
+        self._free: list[list[tuple[int, int]]] = []  # per sketch: (decision position, knob index)
+        for s, sketch in enumerate(sketches):
+            free = []
+            for pos, cands in enumerate(sketch.candidates):
+                if cands is not None and len(cands) > 1:
+                    free.append((pos, len(self.knobs)))
+                    self.knobs.append(Knob(f"sketch{s}.d{pos}", tuple(cands), _ordered(list(cands))))
+            self._free.append(free)
+
+    def used(self, indices: list[int]) -> list[int]:
+        """``indices`` with the knobs of the sketches not chosen set to :data:`UNUSED`."""
+        sketch = int(indices[0])
+        keep = {0} | {k for _, k in self._free[sketch]}
+        return [int(i) if k in keep else UNUSED for k, i in enumerate(indices)]
+
+    def decode(self, indices: list[int]) -> Config:
+        s = int(indices[0])
+        sketch = self.space.sketches[s]  # type: ignore[attr-defined]
+        decisions = list(sketch.base_decisions)
+        for pos, k in self._free[s]:
+            decisions[pos] = self.knobs[k].candidates[int(indices[k])]
+        return {"sketch": s, "decisions": decisions}
+
+    def encode(self, config: Config) -> list[int] | None:
+        """The indices of a config's choices (other sketches' knobs :data:`UNUSED`); None when a decision
+        is not a candidate (a stale config)."""
+        s = config.get("sketch")
+        if not isinstance(s, int) or not 0 <= s < len(self._free):
+            return None
+        out = [UNUSED] * len(self.knobs)
+        out[0] = s
+        decisions = config.get("decisions") or []
+        for pos, k in self._free[s]:
+            if pos >= len(decisions):
+                return None
+            wanted = config_key({"v": decisions[pos]})
+            i = next(
+                (j for j, c in enumerate(self.knobs[k].candidates) if config_key({"v": c}) == wanted), None
+            )
+            if i is None:
+                return None
+            out[k] = i
+        return out
+
+
+def index_codec(space: SearchSpace, tuner: str) -> KnobCodec | SketchCodec:
+    """The codec of a template space's knobs or an auto space's sketch decisions."""
+    if space.kind == "auto" and getattr(space, "sketches", None):
+        return SketchCodec(space)
+    return KnobCodec(template_knobs(space, tuner))

@@ -40,7 +40,7 @@ TUNER_SPACES: dict[str, tuple[str, ...]] = {
     "cmaes": ("template",),
     "gp": ("template",),
     "ucb": ("template", "auto"),
-    "rl": ("template",),
+    "rl": ("template", "auto"),
 }
 TUNER_WORDS: dict[str, str] = {
     "grid": "Every config once, in grid order (shuffle=True: a seeded random order).",
@@ -52,7 +52,7 @@ TUNER_WORDS: dict[str, str] = {
     "cmaes": "Optuna's CMA-ES sampler (an evolution strategy) over the template knobs' indices.",
     "gp": "Optuna's Gaussian-process sampler (Bayesian optimisation; needs PyTorch) over the template knobs.",
     "ucb": "A bandit giving each batch to the policy (random, genetic, xgb) with the best UCB on recent gains.",
-    "rl": "Policy-gradient agents (REINFORCE, one softmax per knob) propose; the XGBoost model picks.",
+    "rl": "Policy-gradient agents (REINFORCE, a softmax per knob or sketch decision) propose; XGBoost picks.",
 }
 
 # Above this many configs a template space is too big for the XGBoost tuner's random pools to

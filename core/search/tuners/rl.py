@@ -1,5 +1,6 @@
 """Policy-gradient agents proposing configs that a cost model filters (the idea of Chameleon, ICLR 2020;
-the tutorial's RL tuner with its `num_agents`), over a template space's knobs.
+the tutorial's RL tuner with its `num_agents`), over a template space's knobs or an auto space's sketch
+decisions.
 
 Each of `num_agents` agents is a softmax policy per knob (logits over the knob's candidates), learnt by
 REINFORCE with a baseline, in NumPy: the policies are a few hundred numbers, so a deep-learning library
@@ -14,8 +15,11 @@ would add a large dependency for nothing. Each ask:
 3. when a proposed config is measured, the agent that proposed it takes a step on the measured reward.
 
 Rewards are standardised log latencies (-(log t - mean) / std over the measured configs; a failure
-counts as 2 standard deviations slow); each agent's baseline is a running mean of its rewards. An auto
-space has no knobs to put a policy on; this tuner refuses it in one line.
+counts as 2 standard deviations slow); each agent's baseline is a running mean of its rewards.
+
+An auto space's knobs are its sketch and each sketch's sampling decisions (tile sizes, unroll steps,
+tunelab.core.search.tuners.knobs.SketchCodec): a policy picks the sketch, then that sketch's decisions;
+a step moves only the knobs a sample used (another sketch's decisions had no part in its reward).
 
 Resume: the logits and baselines are state; measurements told after a restore only feed the cost model
 (no agent proposed them in this process), so a resumed tuner's agents are those that were saved.
@@ -33,7 +37,7 @@ from tunelab.core.records import Config
 from tunelab.core.search.costmodel import CostModel
 from tunelab.core.search.space.base import SearchSpace
 from tunelab.core.search.tuners.base import Observation, Tuner
-from tunelab.core.search.tuners.knobs import KnobCodec, template_knobs
+from tunelab.core.search.tuners.knobs import UNUSED, index_codec
 from tunelab.core.search.tuners.random_search import AnyOf, SeenSet, draw_unseen
 from tunelab.core.search.tuners.registry import resolve_options
 
@@ -60,14 +64,19 @@ class Agent:
         return np.stack(cols, axis=1) if cols else np.zeros((n, 0), dtype=int)
 
     def step(self, samples: np.ndarray, advantages: np.ndarray, lr: float) -> None:
-        """One REINFORCE step: logits += lr * mean(advantage * (onehot - softmax)) per knob."""
+        """One REINFORCE step: logits += lr * mean(advantage * (onehot - softmax)) per knob, over the
+        samples that used the knob (an UNUSED index: its log-probability had no part in the sample)."""
         if len(samples) == 0:
             return
         for k, lg in enumerate(self.logits):
+            col = samples[:, k]
+            used = col != UNUSED
+            if not used.any():
+                continue
             probs = _softmax(lg)
             counts = np.zeros_like(lg)
-            np.add.at(counts, samples[:, k], advantages)
-            grad = (counts - advantages.sum() * probs) / len(samples)
+            np.add.at(counts, col[used], advantages[used])
+            grad = (counts - advantages[used].sum() * probs) / len(samples)
             self.logits[k] = np.clip(lg + lr * grad, -_LOGIT_LIMIT, _LOGIT_LIMIT)
 
     def to_json(self) -> dict[str, Any]:
@@ -82,7 +91,9 @@ class Agent:
 
 class RLTuner(Tuner):
     name = "rl"
-    description = "Policy-gradient agents (REINFORCE, one softmax per knob) propose; the XGBoost model picks."
+    description = (
+        "Policy-gradient agents (REINFORCE, a softmax per knob or sketch decision) propose; XGBoost picks."
+    )
     default_options: ClassVar[dict[str, Any]] = {"num_agents": 4, "pool_size": 128, "epsilon": 0.1, "lr": 0.5}
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
@@ -100,7 +111,7 @@ class RLTuner(Tuner):
             raise TunerError(f"rl: epsilon must be in [0, 1]; got {self.epsilon}")
         if not 0.0 < self.lr <= 10.0:
             raise TunerError(f"rl: lr must be in (0, 10]; got {self.lr}")
-        self.codec = KnobCodec(template_knobs(space, self.name))
+        self.codec = index_codec(space, self.name)
         sizes = [len(k.candidates) for k in self.codec.knobs]
         self.agents = [Agent(sizes) for _ in range(self.num_agents)]
         if self.cost_model is None:
@@ -153,7 +164,7 @@ class RLTuner(Tuner):
         taken: set[str] = set()
         for row in range(per_agent):
             for a, samples in enumerate(drawn):
-                indices = [int(i) for i in samples[row]]
+                indices = self.codec.used([int(i) for i in samples[row]])
                 config = self.codec.decode(indices)
                 key = self.space.key(config)
                 if key in self._seen or key in self._owner or key in taken:
