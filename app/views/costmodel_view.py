@@ -49,6 +49,7 @@ from tunelab.core.records import BiasReport
 from tunelab.core.search.costmodel import spearman
 from tunelab.core.search.models import COST_MODEL_WORDS, cost_model_names
 from tunelab.core.store import Store
+from tunelab.core.trust.bias_stats import group_stats
 
 REDRAW_MS = 300
 BIAS_MS = 2000  # while trials arrive, the bias table is recomputed at most this often
@@ -542,13 +543,12 @@ class CostModelView(QWidget):
             return
         key = (self.session_id, n, self._last_id, self.model)
         if key != self._summary_key:  # Spearman and the medians only when the data changed
-            predicted, measured = pairs.col("predicted"), pairs.col("measured")
-            rho = spearman(predicted, measured)
-            rho_text = "—" if rho is None else f"{rho:.2f}"
-            # The bias as the table's "overall" row says it (geometric mean of predicted ÷ measured,
-            # tunelab.core.trust.bias), in words: a signed "+3 %" beside "1.06× too fast" read as a
-            # contradiction.
-            typical = math.exp(float(np.mean(np.log(predicted / measured))))
+            # Spearman and the bias as the table's "overall" row says them (the geometric mean of
+            # predicted ÷ measured), computed where the bias report computes them; the bias in words:
+            # a signed "+3 %" beside "1.06× too fast" read as a contradiction.
+            overall = group_stats(pairs.col("predicted"), pairs.col("measured"))
+            rho_text = "—" if overall.spearman is None else f"{overall.spearman:.2f}"
+            typical = overall.ratio
             self._summary_text = (
                 f"<b>Session {self.session_id}</b>{whose} · {n} trials predicted before they were measured · "
                 f"Spearman ρ overall {rho_text} · typical miss {float(np.median(np.abs(residual))):.0f}% "

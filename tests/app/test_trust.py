@@ -22,6 +22,9 @@ from tunelab.core.records import MeasureOptions
 from tunelab.core.store import Store
 from tunelab.core.trust.remeasure.pool import worker_processes
 
+# a child process imports TVM and fits the model: seconds on a quiet machine, minutes on a loaded one
+BIAS_CHILD_MS = 180_000
+
 
 @pytest.fixture
 def xgb_store(xgb_db):
@@ -45,7 +48,7 @@ def test_bias_table_shows_shapes_and_highlights_flagged_groups(qtbot, xgb_store)
     # computed in a child process; meanwhile the sentence says so (not a stale "No session selected.")
     qtbot.waitUntil(lambda: view.bias_running, timeout=5_000)
     assert view.bias.summary.text() == "Working out where the cost model is wrong…"
-    qtbot.waitUntil(lambda: not view.bias_running and view.bias.report is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: not view.bias_running and view.bias.report is not None, timeout=BIAS_CHILD_MS)
 
     report = view.bias.report
     assert report.n == view.n_pairs > 0  # the trials predicted before they were measured
@@ -79,7 +82,9 @@ def test_bias_table_shows_shapes_and_highlights_flagged_groups(qtbot, xgb_store)
     # Pooling: every gemm session of the store (the random and genetic ones have no predictions).
     view.bias.set_scope("workload")
     assert sorted(view.bias_session_ids()) == sorted(r.id for r in store.sessions())
-    qtbot.waitUntil(lambda: not view.bias_running and len(view.bias.report.session_ids) == 3, timeout=30_000)
+    qtbot.waitUntil(
+        lambda: not view.bias_running and len(view.bias.report.session_ids) == 3, timeout=BIAS_CHILD_MS
+    )
     assert view.bias.report.counts.no_prediction > 0
     view.set_compare_sessions([sid, _random_session(store)])
     view.bias.set_scope("compare")
@@ -228,7 +233,7 @@ def test_session_header_shows_x_of_vendor_and_roofline(qtbot, store_copy):
     qtbot.addWidget(again)
     again.set_record(record)
     assert again.running
-    qtbot.waitUntil(lambda: not again.running, timeout=30_000)
+    qtbot.waitUntil(lambda: not again.running, timeout=BIAS_CHILD_MS)
     assert "× vendor" in again.text()
 
 
@@ -260,7 +265,7 @@ def test_validation_panel_picks_a_shape_of_a_multi_shape_session(qtbot, xgb_stor
     view.task_combo.setCurrentIndex(1)
     assert view.task == 1
     view.shapes_edit.setText("M=8,16")
-    with qtbot.waitSignal(view.failed, timeout=30_000) as blocker:
+    with qtbot.waitSignal(view.failed, timeout=BIAS_CHILD_MS) as blocker:
         view.start(remeasure=False)
     assert "primary shape" in blocker.args[0]
     qtbot.waitUntil(lambda: not view.running, timeout=10_000)

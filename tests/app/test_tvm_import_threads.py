@@ -74,3 +74,35 @@ def test_the_loader_imports_on_its_own_thread_once():
     assert tvm_loader._thread is not None and tvm_loader._thread.name == tvm_loader.THREAD_NAME
     names = [t.name for t in threading.enumerate()]
     assert names.count(tvm_loader.THREAD_NAME) <= 1
+
+
+def test_no_app_module_imports_tvm_when_it_is_imported():
+    """TVM is imported once, on the loader's thread (tunelab.app.workers.tvm_loader): a module of the app
+    that pulled it in at import would import it on the GUI thread at launch, racing the loader (the
+    cost-model view did, through the bias report's module, until its statistics moved to
+    tunelab.core.trust.bias_stats). Every app module is imported in a fresh interpreter."""
+    import pkgutil
+    import subprocess
+    import sys
+
+    import tunelab.app
+
+    names = [m.name for m in pkgutil.walk_packages(tunelab.app.__path__, "tunelab.app.")]
+    names = [n for n in names if not n.endswith("__main__")]
+    assert "tunelab.app.views.costmodel_view" in names and "tunelab.app.main_window" in names
+    code = (
+        "import importlib, sys\n"
+        f"for name in {names!r}:\n"
+        "    importlib.import_module(name)\n"
+        "    if 'tvm' in sys.modules:\n"
+        "        print(name); break\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "", f"importing {out.stdout.strip()} imported TVM"

@@ -16,15 +16,8 @@ from tunelab.core.records import BiasCounts, BiasReport, NewTrial, SessionSpec
 from tunelab.core.search.costmodel import spearman, topk_recall
 from tunelab.core.search.space.base import config_key
 from tunelab.core.store import Store
-from tunelab.core.trust.bias import (
-    BIAS_LIMIT,
-    RANK_MIN_N,
-    analyze,
-    bias_report,
-    group_stats,
-    regions,
-    tile_bucket,
-)
+from tunelab.core.trust.bias import analyze, bias_report, regions, tile_bucket
+from tunelab.core.trust.bias_stats import BIAS_LIMIT, RANK_MIN_N, group_stats
 
 
 def trial(config, measured, predicted, status="ok", rnd=1) -> NewTrial:
