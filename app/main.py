@@ -52,7 +52,12 @@ def main(db_path: str | None = None, argv: list[str] | None = None) -> int:
 
     QCoreApplication.setOrganizationName(APP_NAME)
     QCoreApplication.setApplicationName(APP_NAME)
-    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME, *argv])
+    existing = QApplication.instance()
+    app = (
+        existing
+        if isinstance(existing, QApplication)
+        else QApplication([sys.argv[0] if sys.argv else APP_NAME, *argv])
+    )
     app.setApplicationDisplayName("tunelab")
     app.setDesktopFileName("tunelab")
     app.setWindowIcon(icon("tunelab"))

@@ -291,8 +291,15 @@ class MainWindow(QMainWindow):
             session_menu.addAction(a)
 
     def _update_actions(self) -> None:
-        running = self.worker is not None
-        ours = running and self.worker.session_id == self.session_id and self.session_id is not None
+        worker = self.worker
+        running = worker is not None
+        # this window's own child tunes the session shown
+        ours = (
+            worker
+            if worker is not None and self.session_id is not None and worker.session_id == self.session_id
+            else None
+        )
+        steerable = ours is not None and not ours.cancelled
         self.new_action.setEnabled(not running)
         record = self.browser.record(self.session_id) if self.session_id is not None else None
         self.resume_action.setEnabled(not running and record is not None and is_resumable(record))
@@ -302,12 +309,10 @@ class MainWindow(QMainWindow):
         # Pause takes effect between batches: offered only while one is ahead (not while the winners are
         # confirmed after the last one), and always to resume a paused session.
         can_pause = self._batch_ahead() or self.pause_action.text() != "Pause"
-        self.pause_action.setEnabled(
-            ((bool(ours) and not self.worker.cancelled) or other is not None) and can_pause
-        )
-        self.stop_action.setEnabled((bool(ours) and not self.worker.cancelled) or other is not None)
-        if ours:
-            paused = bool(self.worker.paused)
+        self.pause_action.setEnabled((steerable or other is not None) and can_pause)
+        self.stop_action.setEnabled(steerable or other is not None)
+        if ours is not None:
+            paused = bool(ours.paused)
         else:
             paused = other is not None and other.status == "paused"
         if paused != self._shown_paused:  # (a new icon each time would repaint the toolbar each time)
@@ -703,10 +708,9 @@ class MainWindow(QMainWindow):
         state = self.settings.value("window/state")
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.restoreState(state)
-        try:
-            self.tabs.setCurrentIndex(int(self.settings.value("window/tab", 0)))
-        except (TypeError, ValueError):
-            pass
+        tab = self.settings.value("window/tab", 0)
+        if isinstance(tab, int | str) and str(tab).isdigit():  # QSettings' INI files give it back as text
+            self.tabs.setCurrentIndex(int(tab))
 
     def _save_settings(self) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())

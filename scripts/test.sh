@@ -35,7 +35,7 @@ fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/python scripts/import_graph.py  # import-linter contracts and zero import cycles
-.venv/bin/python scripts/typecheck.py    # mypy on tunelab.core ([tool.mypy] in pyproject.toml)
+.venv/bin/python scripts/typecheck.py    # mypy on tunelab.core and tunelab.app ([tool.mypy] in pyproject.toml)
 export QT_QPA_PLATFORM=offscreen
 set +e
 .venv/bin/python -m pytest -q ${tier[@]+"${tier[@]}"} "$@"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""mypy on the engine (`tunelab.core`), at the strictness `[tool.mypy]` in pyproject.toml keeps green.
+"""mypy on the engine (`tunelab.core`) and the desktop app (`tunelab.app`), at the strictness
+`[tool.mypy]` in pyproject.toml keeps green.
 
     python scripts/typecheck.py            # exit 1 on any error
 
@@ -29,6 +30,8 @@ def main() -> int:
             str(ROOT / "pyproject.toml"),
             "-p",
             "tunelab.core",
+            "-p",
+            "tunelab.app",
         ]
         return subprocess.run(command, cwd=view).returncode
 

@@ -251,7 +251,10 @@ class MeasureOptionsBox(QGroupBox):
                 self.target_cv_spin.setValue(100 * float(value))
             elif key in spins and isinstance(value, int | float) and not isinstance(value, bool):
                 spin = spins[key]
-                spin.setValue(float(value) if isinstance(spin, QDoubleSpinBox) else int(value))
+                if isinstance(spin, QDoubleSpinBox):
+                    spin.setValue(float(value))
+                else:
+                    spin.setValue(int(value))
 
 
 class EarlyStopRow(QWidget):

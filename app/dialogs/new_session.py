@@ -47,6 +47,7 @@ from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox
 from tunelab.app.dialogs.remote_options import RemoteOptions
 from tunelab.app.dialogs.space_editor import SpaceEditor
 from tunelab.app.dialogs.target_options import TargetOptions
+from tunelab.app.widgets.combo import combo_item
 from tunelab.app.workers import tvm_loader
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
@@ -311,7 +312,7 @@ class NewSessionDialog(QDialog):
         self._tuner_availability = tuner_availability()
         for name, why in self._tuner_availability.items():
             self.tuner_combo.addItem(name, name)
-            item = self.tuner_combo.model().item(self.tuner_combo.count() - 1)
+            item = combo_item(self.tuner_combo, self.tuner_combo.count() - 1)
             item.setToolTip(why or tuner_description(name))  # the registry's one line, or why it cannot load
             if why:
                 item.setEnabled(False)
@@ -330,7 +331,7 @@ class NewSessionDialog(QDialog):
         self.cost_model_combo.setObjectName("cost_model_combo")
         for name in cost_model_names():
             self.cost_model_combo.addItem(name, name)
-            item = self.cost_model_combo.model().item(self.cost_model_combo.count() - 1)
+            item = combo_item(self.cost_model_combo, self.cost_model_combo.count() - 1)
             item.setToolTip(COST_MODEL_WORDS.get(name, ""))
         self.cost_model_combo.setToolTip("The cost model that ranks candidates (the xgb tuner's)")
         self.tuner_combo.currentIndexChanged.connect(self._show_cost_model)
@@ -694,7 +695,7 @@ class NewSessionDialog(QDialog):
             self._update_state()
 
     def _on_space_changed(self) -> None:
-        size = self.space_editor.size()
+        size = self.space_editor.space_size()
         if size is not None:
             self._recommend(size)
         self._update_state()
@@ -733,12 +734,11 @@ class NewSessionDialog(QDialog):
         from tunelab.core.search.tuners.registry import tuner_description, tuner_space_kinds
 
         kind = self.space_kind_combo.currentData()
-        model = self.tuner_combo.model()
         for i in range(self.tuner_combo.count()):
             name = self.tuner_combo.itemData(i)
             why = self._tuner_availability.get(name)
             fits = kind in tuner_space_kinds(name)
-            item = model.item(i)
+            item = combo_item(self.tuner_combo, i)
             item.setEnabled(why is None and fits)
             if why is None:
                 item.setToolTip(
@@ -746,8 +746,10 @@ class NewSessionDialog(QDialog):
                     if fits
                     else f"{name} searches a template's knobs; an {kind} space has none"
                 )
-        if not model.item(self.tuner_combo.currentIndex()).isEnabled():
-            first = next(i for i in range(self.tuner_combo.count()) if model.item(i).isEnabled())
+        if not combo_item(self.tuner_combo, self.tuner_combo.currentIndex()).isEnabled():
+            first = next(
+                i for i in range(self.tuner_combo.count()) if combo_item(self.tuner_combo, i).isEnabled()
+            )
             self.tuner_combo.setCurrentIndex(first)
 
     def _on_tuner_chosen(self) -> None:
@@ -794,7 +796,7 @@ class NewSessionDialog(QDialog):
         self._update_summary()
 
     def _update_summary(self) -> None:
-        size = self.space_editor.size()
+        size = self.space_editor.space_size()
         shape = format_shape(self.shape())
         wl = self.workload
         what = (
@@ -901,7 +903,12 @@ class NewSessionDialog(QDialog):
         self._set_combo(self.target_combo, last.get("target_choice", last.get("target")))
         self.target_options.set_target_text(last.get("target"))
         self._set_combo(self.space_kind_combo, last.get("space_kind"))
-        if last.get("tuner_chosen") and tuner_availability().get(last.get("tuner"), "missing") is None:
+        tuner = last.get("tuner")
+        if (
+            last.get("tuner_chosen")
+            and isinstance(tuner, str)
+            and tuner_availability().get(tuner, "missing") is None
+        ):
             self._set_combo(self.tuner_combo, last.get("tuner"))
             self._tuner_chosen = True
         self._set_combo(self.cost_model_combo, (last.get("tuner_options") or {}).get("model", "xgb"))

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app.widgets.combo import combo_item
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.measure.remote import RemoteError, TrackerAddress, TrackerSummary
 from tunelab.core.records import MeasureOptions
@@ -215,7 +216,8 @@ class RemoteOptions(QGroupBox):
         workers = data.get("workers")
         if isinstance(workers, int) and not isinstance(workers, bool):
             self.workers_spin.setValue(max(1, min(MAX_WORKERS, workers)))
-        self._wanted_key = data.get("key") if isinstance(data.get("key"), str) else ""
+        key = data.get("key")
+        self._wanted_key = key if isinstance(key, str) else ""
         self._forget_answer()
         if data.get("remote") is True:
             self.remote_radio.setChecked(True)
@@ -284,7 +286,7 @@ class RemoteOptions(QGroupBox):
             n = len(summary.servers_for(key))
             self.key_combo.addItem(f"{key} ({_servers(n)})", key)
             if not n:
-                item = self.key_combo.model().item(self.key_combo.count() - 1)
+                item = combo_item(self.key_combo, self.key_combo.count() - 1)
                 item.setEnabled(False)
                 item.setToolTip("No server is registered under this key now")
         usable = [k for k in summary.keys if summary.servers_for(k)]

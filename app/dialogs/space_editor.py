@@ -1,10 +1,17 @@
 """The search-space editor: each knob's candidates (template) or each sketch rule's switch and limits
-(auto), typed as JSON, checked by the core as they are typed, with the space size kept current."""
+(auto), typed as JSON, checked by the core as they are typed, with the space size kept current.
+
+Deriving a space is TVM's work (a template's axes from the workload's compute, an auto space's sketches
+from MetaSchedule: up to seconds): it runs in a worker thread (tunelab.app.workers.engine), never on the
+GUI thread, and a result for a problem or an edit that has since changed is dropped. Checking a typed
+value against the derived axes or the rules' limits is plain Python and stays where it is typed."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -21,10 +28,79 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.target.info import TargetInfo
 
 SIZE_DEBOUNCE_MS = 250  # an auto space's size needs MetaSchedule to derive its sketches
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What a space is derived for."""
+
+    workload: Any
+    shape: dict[str, int]
+    dtype: str
+    target: TargetInfo
+
+
+@dataclass(frozen=True)
+class DerivedDefaults:
+    """A problem's default space as the editor shows it (made in a worker thread)."""
+
+    generation: int
+    defaults: dict[str, Any] | None = None
+    axes: tuple[Any, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class DerivedSize:
+    """An auto space's size for one edit of its rules (made in a worker thread)."""
+
+    generation: int
+    size: int | None = None
+    sketches: int | None = None
+    note: str | None = None
+    error: str | None = None
+
+
+def derive_defaults(generation: int, problem: Problem, kind: str) -> DerivedDefaults:
+    """The default space of ``problem`` (run off the GUI thread): a template's knobs over the axes TVM
+    derives from the workload's compute, or the auto space's default rules; never raises."""
+    try:
+        if kind == "template":
+            from tunelab.core.search.space.template import TemplateSpace
+
+            space = TemplateSpace(problem.workload, problem.shape, problem.dtype, problem.target, None)
+            return DerivedDefaults(generation, space.to_json(), tuple(space.axes))
+        from tunelab.core.search.space.auto import default_auto_space
+        from tunelab.core.search.space.factory import make_space
+
+        if kind != "auto":
+            make_space(problem.workload, problem.shape, problem.dtype, problem.target, kind)  # names the kind
+        return DerivedDefaults(generation, default_auto_space(problem.target.kind))
+    except TunelabError as exc:
+        return DerivedDefaults(generation, error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - TVM rejecting this problem is a message, not a crash
+        return DerivedDefaults(generation, error=f"TVM cannot schedule this problem: {exc}")
+
+
+def derive_size(generation: int, problem: Problem, data: dict[str, Any]) -> DerivedSize:
+    """The size of the auto space ``data`` for ``problem``: MetaSchedule derives its sketches (run off the
+    GUI thread); never raises."""
+    from tunelab.core.search.space.auto import AutoSpace
+
+    try:
+        space = AutoSpace(problem.workload, problem.shape, problem.dtype, problem.target, data)
+    except TunelabError as exc:
+        return DerivedSize(generation, error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - MetaSchedule rejecting the rules is a message, not a crash
+        return DerivedSize(generation, error=f"MetaSchedule cannot derive sketches: {exc}")
+    # what "auto" packing resolved to for this shape is part of what the person is choosing
+    note = space.packing.words() if space.packing is not None else None
+    return DerivedSize(generation, space.size, len(space.sketches), note)
 
 
 def _mark(widget: QWidget, invalid: bool) -> None:
@@ -90,8 +166,9 @@ class _RuleRow:
 class SpaceEditor(QWidget):
     """Edits one search space for a problem set with `set_problem`.
 
-    `changed` is emitted after every edit once the core has checked it; then `is_valid()`,
-    `size()`, `error()` and `space_data()` describe the space as typed.
+    `changed` is emitted after every edit once the core has checked it, and once a worker has derived
+    the space or its size; then `is_pending()`, `is_valid()`, `space_size()`, `error()` and
+    `space_data()` describe the space as typed.
     """
 
     changed = Signal()
@@ -99,8 +176,11 @@ class SpaceEditor(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._kind = "template"
-        self._target: TargetInfo | None = None
-        self._problem: tuple | None = None
+        self._problem: Problem | None = None
+        self._generation = 0  # bumped by every new problem and edit: an older worker's result is dropped
+        self._worker: CallWorker | None = None  # the latest worker, until it ends
+        self._worker_generation = 0
+        self._then: Callable[[Any], None] = lambda _result: None  # what the running worker's result is for
         self._defaults: dict[str, Any] | None = None
         self._axes: list[Any] = []
         self._knob_rows: list[_KnobRow] = []
@@ -108,7 +188,6 @@ class SpaceEditor(QWidget):
         self._size: int | None = None
         self._error: str | None = "no problem set"
         self._data: dict[str, Any] | None = None
-        self._size_error: str | None = None
 
         self.size_label = QLabel()
         self.size_label.setProperty("role", "size")
@@ -149,13 +228,14 @@ class SpaceEditor(QWidget):
         return self._kind
 
     def is_valid(self) -> bool:
-        return self._error is None and not self._size_timer.isActive() and self._size is not None
+        return self._error is None and not self.is_pending() and self._size is not None
 
     def is_pending(self) -> bool:
-        """True while an auto space's size is still to be derived (after the last keystroke)."""
-        return self._size_timer.isActive()
+        """True while the space or an auto space's size is still to be derived (after the last keystroke)."""
+        return self._size_timer.isActive() or self._worker is not None
 
-    def size(self) -> int | None:
+    def space_size(self) -> int | None:
+        """The number of configs in the space as typed; None while invalid or pending."""
         return self._size
 
     def error(self) -> str | None:
@@ -183,39 +263,64 @@ class SpaceEditor(QWidget):
         kind: str,
         data: dict[str, Any] | None = None,
     ) -> None:
-        """Show the default space of this problem (or `data`, an earlier edit of it)."""
-        from tunelab.core.search.space.factory import make_space
-
-        self._problem = (workload, dict(shape), dtype, target)
-        self._target = target
+        """Show the default space of this problem (or `data`, an earlier edit of it) once a worker has
+        derived it; pending until then."""
+        self._problem = Problem(workload, dict(shape), dtype, target)
         self._kind = kind
+        self._defaults = None
+        self._size_timer.stop()
         self._clear_rows()
-        try:
-            space = make_space(workload, shape, dtype, target, kind, None)
-        except TunelabError as exc:
-            self._defaults = None
-            self._set_state(None, str(exc), None)
-            return
-        except Exception as exc:  # noqa: BLE001 - TVM rejecting this problem is a message, not a crash
-            self._defaults = None
-            self._set_state(None, f"TVM cannot schedule this problem: {exc}", None)
-            return
-        if kind == "template":
-            self._axes = list(space.axes)
-            self._defaults = space.to_json()
-            self._build_knob_rows(self._defaults if data is None else data)
-        else:
-            from tunelab.core.search.space.auto import default_auto_space
+        self._data, self._error, self._size = None, None, None
+        self.size_label.setText("Space size: deriving the space…")
+        self.error_label.hide()
+        self._start(derive_defaults, self._problem, kind, then=lambda d: self._on_defaults(d, data))
 
-            self._defaults = default_auto_space(target.kind)
-            self._build_rule_rows(self._defaults if data is None else data)
+    def _start(self, fn: Callable[..., Any], *args: Any, then: Callable[[Any], None]) -> None:
+        """Run ``fn(generation, *args)`` in a worker; ``then(result)`` on the GUI thread unless a newer
+        problem or edit came meanwhile (its result carries the generation it was asked for)."""
+        self._generation += 1
+        self._then = then
+        worker = CallWorker(None, fn, self._generation, *args)
+        self._worker, self._worker_generation = worker, self._generation
+        # bound methods: a dialog closed before its worker ends is not called back (keep_alive holds
+        # the thread until it ends)
+        worker.succeeded.connect(self._on_worker_done)
+        worker.failed.connect(self._on_worker_failed)
+        keep_alive(worker).start()
+        self.changed.emit()
+
+    def _on_worker_done(self, result: DerivedDefaults | DerivedSize) -> None:
+        if result.generation == self._worker_generation:
+            self._worker = None  # the latest worker ended (an older one's end leaves it running)
+        if result.generation == self._generation:
+            self._then(result)
+        else:  # for a problem or an edit since replaced: dropped
+            self.changed.emit()
+
+    def _on_worker_failed(self, message: str, _details: str) -> None:
+        # derive_* never raise: this is the worker's own failure (TVM could not be imported)
+        if self.sender() is not self._worker:
+            return
+        self._worker = None
+        self._set_state(None, message, None)
+
+    def _on_defaults(self, derived: DerivedDefaults, data: dict[str, Any] | None) -> None:
+        if derived.defaults is None:
+            self._set_state(None, derived.error or "no default space", None)
+            return
+        self._defaults = derived.defaults
+        self._axes = list(derived.axes)
+        if self._kind == "template":
+            self._build_knob_rows(derived.defaults, derived.defaults if data is None else data)
+        else:
+            self._build_rule_rows(derived.defaults, derived.defaults if data is None else data)
         self._validate()
 
     # ---- rows ----------------------------------------------------------------------------------
     def _clear_rows(self) -> None:
         while self._grid.count():
             item = self._grid.takeAt(0)
-            widget = item.widget()
+            widget = item.widget() if item is not None else None
             if widget is not None:
                 widget.hide()  # at once: deleteLater waits for the event loop
                 widget.setParent(None)
@@ -239,9 +344,9 @@ class SpaceEditor(QWidget):
             return "auto-unroll max steps (0 = off), each 0..4096"
         return "true / false"
 
-    def _build_knob_rows(self, data: dict[str, Any]) -> None:
+    def _build_knob_rows(self, defaults: dict[str, Any], data: dict[str, Any]) -> None:
         knobs = {k["name"]: k for k in data.get("knobs", [])}
-        for i, knob in enumerate(self._defaults["knobs"]):
+        for i, knob in enumerate(defaults["knobs"]):
             shown = {**knob, "candidates": knobs.get(knob["name"], knob)["candidates"]}
             row = _KnobRow(shown, self._knob_hint(knob))
             self._grid.addWidget(row.name, 3 * i, 0)
@@ -253,10 +358,10 @@ class SpaceEditor(QWidget):
             self._knob_rows.append(row)
         self._grid.setRowStretch(3 * len(self._knob_rows), 1)
 
-    def _build_rule_rows(self, data: dict[str, Any]) -> None:
+    def _build_rule_rows(self, defaults: dict[str, Any], data: dict[str, Any]) -> None:
         rules = {r.get("name"): r for r in data.get("rules", []) if isinstance(r, dict)}
         line = 0
-        for rule in self._defaults["rules"]:
+        for rule in defaults["rules"]:
             given = rules.get(rule["name"], rule)
             shown = {
                 "name": rule["name"],
@@ -284,18 +389,18 @@ class SpaceEditor(QWidget):
 
     # ---- validation ----------------------------------------------------------------------------
     def _validate(self) -> None:
-        if self._defaults is None:
+        if self._defaults is None or self._problem is None:
             return
+        self._generation += 1  # a size being derived for the text before this edit is no longer wanted
         if self._kind == "template":
-            self._check_template()
+            self._check_template(self._defaults, self._problem.target.kind)
         else:
-            self._validate_auto()
+            self._validate_auto(self._defaults, self._problem.target.kind)
 
-    def _check_template(self) -> None:
+    def _check_template(self, template: dict[str, Any], kind: str) -> None:
         from tunelab.core.search.space.template import check_template
 
-        kind = self._target.kind
-        defaults = self._defaults["knobs"]
+        defaults = template["knobs"]
         errors = []
         for i, row in enumerate(self._knob_rows):
             value, reason = _parse(row.edit.text())
@@ -305,7 +410,7 @@ class SpaceEditor(QWidget):
                 else:
                     knobs = [*defaults[:i], {**defaults[i], "candidates": value}, *defaults[i + 1 :]]
                     try:
-                        check_template({**self._defaults, "knobs": knobs}, self._axes, kind)
+                        check_template({**template, "knobs": knobs}, self._axes, kind)
                     except TunelabError as exc:
                         reason = str(exc)
             row.candidates = value if reason is None else None
@@ -321,7 +426,7 @@ class SpaceEditor(QWidget):
             )
             return
         knobs = [{**d, "candidates": r.candidates} for d, r in zip(defaults, self._knob_rows, strict=True)]
-        data = {**self._defaults, "knobs": knobs}
+        data = {**template, "knobs": knobs}
         try:
             check_template(data, self._axes, kind)
         except TunelabError as exc:
@@ -340,11 +445,10 @@ class SpaceEditor(QWidget):
             params[key] = value
         return {"name": row.rule["name"], "enabled": row.enabled.isChecked(), "params": params}, reason
 
-    def _validate_auto(self) -> None:
+    def _validate_auto(self, auto: dict[str, Any], kind: str) -> None:
         from tunelab.core.search.space.auto import check_rules
 
-        kind = self._target.kind
-        defaults = self._defaults["rules"]
+        defaults = auto["rules"]
         rules, errors = [], []
         for i, row in enumerate(self._rule_rows):
             rule, reason = self._rule_value(row)
@@ -375,20 +479,16 @@ class SpaceEditor(QWidget):
         self.changed.emit()
 
     def _on_size_timer(self) -> None:
-        from tunelab.core.search.space.auto import AutoSpace
+        data = self._data
+        if self._problem is None or data is None:
+            return
+        self._start(derive_size, self._problem, data, then=lambda derived: self._on_size(derived, data))
 
-        workload, shape, dtype, target = self._problem
-        try:
-            space = AutoSpace(workload, shape, dtype, target, self._data)
-        except TunelabError as exc:
-            self._set_state(None, str(exc), None)
-            return
-        except Exception as exc:  # noqa: BLE001
-            self._set_state(None, f"MetaSchedule cannot derive sketches: {exc}", None)
-            return
-        # what "auto" packing resolved to for this shape is part of what the person is choosing
-        packing = space.packing.words() if space.packing is not None else None
-        self._set_state(self._data, None, space.size, sketches=len(space.sketches), note=packing)
+    def _on_size(self, derived: DerivedSize, data: dict[str, Any]) -> None:
+        if derived.error is not None:
+            self._set_state(None, derived.error, None)
+        else:
+            self._set_state(data, None, derived.size, sketches=derived.sketches, note=derived.note)
 
     @staticmethod
     def _show_reason(edit: QLineEdit, label: QLabel, reason: str | None) -> None:
@@ -417,4 +517,5 @@ class SpaceEditor(QWidget):
 
     def _on_reset(self) -> None:
         if self._problem is not None:
-            self.set_problem(*self._problem, self._kind)
+            p = self._problem
+            self.set_problem(p.workload, p.shape, p.dtype, p.target, self._kind)

@@ -270,7 +270,7 @@ class TargetOptions(QGroupBox):
                 bad = self.arch_edit
                 check_arch(self.arch_edit.text())
             else:
-                bad = self.mcpu_combo.lineEdit()
+                bad = self._mcpu_edit()
                 if not self.mcpu_combo.currentText().strip():
                     raise TargetError("mcpu is empty; give an LLVM CPU name or press Use detected")
                 bad = self.mattr_edit
@@ -285,7 +285,7 @@ class TargetOptions(QGroupBox):
             _set_invalid(self.arch_edit, self.is_edited())
             return
         detected_mcpu, detected_mattr, _ = self._detected_fields()
-        mcpu_edit = self.mcpu_combo.lineEdit()
+        mcpu_edit = self._mcpu_edit()
         _set_invalid(mcpu_edit, self.mcpu_combo.currentText().strip() != detected_mcpu)
         _set_invalid(self.mattr_edit, split_mattr(self.mattr_edit.text()) != detected_mattr)
 
@@ -431,12 +431,18 @@ class TargetOptions(QGroupBox):
         self._mark(None)
         self.reset_button.setEnabled(self.is_edited())
 
+    def _mcpu_edit(self) -> QLineEdit | None:
+        """The -mcpu combo's line edit (it is editable; None only before that is set)."""
+        return self.mcpu_combo.lineEdit()
+
     def _mark(self, bad: QWidget | None) -> None:
-        for field in (self.mcpu_combo.lineEdit(), self.mattr_edit, self.arch_edit):
+        for field in (self._mcpu_edit(), self.mattr_edit, self.arch_edit):
             _set_invalid(field, field is bad)
 
 
-def _set_invalid(widget: QWidget, invalid: bool) -> None:
+def _set_invalid(widget: QWidget | None, invalid: bool) -> None:
+    if widget is None:
+        return
     if bool(widget.property("invalid")) == invalid:
         return
     widget.setProperty("invalid", invalid)

@@ -99,9 +99,9 @@ def remote_note(devices: Iterable[str | None], tracker: str = "") -> str:
     was measured here, else a sentence naming the servers."""
     counts = Counter(devices)
     local = counts.pop(None, 0)
-    if not counts:
+    servers = sorted(d for d in counts if d is not None)
+    if not servers:
         return ""
-    servers = sorted(counts)
     named = ", ".join(servers[:MAX_NAMED_SERVERS])
     if len(servers) > MAX_NAMED_SERVERS:
         named += f" and {len(servers) - MAX_NAMED_SERVERS} more"
@@ -189,7 +189,9 @@ class HardwareView(QWidget):
         self.disturbed_table.setHorizontalHeaderLabels(
             ("Trial", "Seconds", "What else was going on", "Other pids", "Device")
         )
-        self.disturbed_table.horizontalHeaderItem(4).setToolTip(
+        device_header = self.disturbed_table.horizontalHeaderItem(4)
+        assert device_header is not None  # set by the labels just above
+        device_header.setToolTip(
             "Where the trial's kernel ran: this machine, or the RPC server that measured it"
         )
         self.disturbed_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)

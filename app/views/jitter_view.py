@@ -268,7 +268,9 @@ class JitterView(QWidget):
         idle = not self.running
         self.explain_button.setEnabled(idle and self.session_id is not None)
         self.file_button.setEnabled(idle)
-        self.stop_button.setEnabled(self.running and not self.worker.cancelled)
+        self.stop_button.setEnabled(
+            self.worker is not None and not self.worker.cancelled
+        )  # running, not stopping
         self.runs_spin.setEnabled(idle)
         self.shapes_edit.setEnabled(idle)
 

@@ -488,7 +488,7 @@ class LivePlot(QWidget):
         tops = [float(v) for v in values[np.isfinite(values)][-1:]]
         stated = self.stated_gflops()
         self.stated_line.setVisible(stated is not None)  # first: a hidden label ignores its text
-        if stated is not None and math.isfinite(stated):
+        if stated is not None and math.isfinite(stated) and self._stated is not None:
             kind = "confirmed" if self._stated.trusted else "untrusted"
             self.stated_line.setValue(stated)
             self.stated_line.label.setFormat(f"{kind}: {fmt_gflops(stated)} GFLOP/s")

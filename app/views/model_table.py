@@ -383,7 +383,9 @@ class ModelCompareSection(QWidget):
                 + 2 * self.table.frameWidth()
                 + self.table.horizontalScrollBar().sizeHint().height()  # room for it in a narrow window
             )
-        self.setMaximumHeight(self.layout().sizeHint().height())
+        layout = self.layout()
+        if layout is not None:
+            self.setMaximumHeight(layout.sizeHint().height())
 
 
 def _best(scores: list[ModelScore]) -> str:

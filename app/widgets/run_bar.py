@@ -164,7 +164,8 @@ class RunBar(QWidget):
         self._rounds = {}
         if columns is None and trials:
             columns = columns_of(trials)
-        self.add(columns)
+        if columns is not None:
+            self.add(columns)
         self._show_stage()
         self.refresh(record=session if isinstance(session, SessionRecord) else None)
 

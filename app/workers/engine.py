@@ -28,7 +28,7 @@ import traceback
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from PySide6.QtCore import QObject, QThread, Signal
 from shiboken6 import isValid
@@ -42,6 +42,8 @@ from tunelab.core.records import BiasReport, SessionRecord, SessionSpec
 from tunelab.core.store import Store
 from tunelab.core.telemetry.cpu import ROOT_PID_ENV
 
+WorkerT = TypeVar("WorkerT", bound=QThread)
+
 _live: weakref.WeakSet[QThread] = weakref.WeakSet()
 _kept: set[QThread] = set()
 
@@ -54,7 +56,7 @@ def running_workers() -> list[QThread]:
     return [w for w in list(_live) if isValid(w) and w.isRunning()]
 
 
-def keep_alive(worker: QThread) -> QThread:
+def keep_alive(worker: WorkerT) -> WorkerT:
     """Hold a parentless worker until its thread has finished, then delete it: a view that goes away
     while its worker still runs must not take the running QThread with it."""
     _kept.add(worker)
@@ -315,7 +317,8 @@ class TuningWorker(QThread):
             store = Store(self._db_path)
             last_id = 0
             if self._spec is None:
-                session_id = self._session_id = store.session(int(self._session_id)).id
+                assert self._session_id is not None  # a resume names its session (see __init__)
+                session_id = self._session_id = store.session(self._session_id).id
                 self.session_ready.emit(session_id)
                 if self._cancelled:
                     store.set_status(session_id, "cancelled")

@@ -241,6 +241,7 @@ def main() -> int:
     dialog = NewSessionDialog(settings, window)
     dialog.resize(min(1100, width - 100), min(820, height - 60))
     dialog.show()
+    wait_for(app, lambda: not dialog.space_editor.is_pending(), 120)  # derived in a worker thread
     settle(app)
     shots["new-session"] = dialog.grab()
     dialog.tabs.setCurrentIndex(1)

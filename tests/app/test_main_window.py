@@ -48,6 +48,8 @@ def test_new_session_dialog_to_finished_session_then_export(qtbot, store_copy, s
             dialog._shape_spins[name].setValue(value)
         dialog.target_combo.setCurrentIndex(dialog.target_combo.findData("llvm"))
         dialog._on_problem_changed()
+        # the space is derived in a worker thread, and its size recommends a tuner: wait, then choose
+        qtbot.waitUntil(lambda: not dialog.space_editor.is_pending(), timeout=120_000)
         dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
         dialog.trials_spin.setValue(8)
         dialog.batch_spin.setValue(4)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from dialog_ready import settled
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QFileDialog
 
@@ -55,7 +56,7 @@ def pick(monkeypatch):
 def _dialog(qtbot, settings) -> NewSessionDialog:
     dialog = NewSessionDialog(settings)
     qtbot.addWidget(dialog)
-    return dialog
+    return settled(qtbot, dialog)
 
 
 def test_custom_file_runs_a_real_session_from_start_to_finish(qtbot, store_copy, settings, tmp_path, pick):
@@ -94,7 +95,9 @@ def test_custom_file_runs_a_real_session_from_start_to_finish(qtbot, store_copy,
             dialog.target_combo.setCurrentIndex(dialog.target_combo.findData("llvm"))
             dialog._on_problem_changed()  # skip the typing debounce
             assert dialog.problem_error.isHidden(), dialog.problem_error.text()
-            assert dialog.space_editor.is_valid() and (dialog.space_editor.size() or 0) > 1
+            assert (
+                settled(qtbot, dialog).space_editor.is_valid() and (dialog.space_editor.space_size() or 0) > 1
+            )
             assert "(recommended)" in dialog.tuner_combo.currentText()
             assert "custom (row_sum.py) M=32,N=32 float32" in dialog.summary.text()
             dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
@@ -103,7 +106,7 @@ def test_custom_file_runs_a_real_session_from_start_to_finish(qtbot, store_copy,
             dialog.number_spin.setValue(1)
             dialog.repeat_spin.setValue(2)
             dialog.min_repeat_spin.setValue(1)
-            assert dialog.can_start()
+            assert settled(qtbot, dialog).can_start()
             seen["spec"] = dialog.spec()
             dialog.start_button.click()
         except BaseException as exc:  # noqa: BLE001 - never leave the modal dialog open: fail after exec() returns
@@ -134,7 +137,7 @@ def test_custom_file_runs_a_real_session_from_start_to_finish(qtbot, store_copy,
     assert settings.value(CUSTOM_FILE_KEY) == str(path)
     again = _dialog(qtbot, settings)
     assert again.is_custom and again.workload is not None and again.custom_path == str(path)
-    assert again.shape() == {"M": 32, "N": 32} and again.can_start()
+    assert again.shape() == {"M": 32, "N": 32} and settled(qtbot, again).can_start()
     pick.path = None  # choosing again but cancelling keeps the loaded file
     again.custom_button.click()
     assert pick.calls[-1][2] == str(folder)  # the file dialog opens in the remembered folder
@@ -149,7 +152,7 @@ def test_broken_custom_file_is_one_message_and_start_stays_disabled(
     broken.write_text(BROKEN)
     pick.path = str(broken)
     dialog = _dialog(qtbot, settings)
-    assert dialog.can_start()  # the catalog default
+    assert settled(qtbot, dialog).can_start()  # the catalog default
     dialog.workload_combo.setCurrentIndex(dialog.workload_combo.findData("custom"))
     assert dialog.is_custom and dialog.workload is None
     message = dialog.problem_error.text()
@@ -175,10 +178,10 @@ def test_broken_custom_file_is_one_message_and_start_stays_disabled(
     assert dialog.workload is not None and dialog.problem_error.isHidden()
     dialog.target_combo.setCurrentIndex(dialog.target_combo.findData("llvm"))
     dialog._on_problem_changed()
-    assert dialog.can_start()
+    assert settled(qtbot, dialog).can_start()
     dialog.workload_combo.setCurrentIndex(dialog.workload_combo.findData("gemm"))
     dialog._on_problem_changed()
-    assert not dialog.is_custom and "M" in dialog.shape() and dialog.can_start()
+    assert not dialog.is_custom and "M" in dialog.shape() and settled(qtbot, dialog).can_start()
     assert dialog.spec().custom_source is None
     assert [r.id for r in store_copy.sessions()] == before  # the dialog stores nothing
 
@@ -192,4 +195,4 @@ def test_cancelling_the_file_dialog_goes_back_to_the_catalog_workload(qtbot, set
     assert dialog.workload_combo.currentData() == first and not dialog.is_custom
     assert dialog.custom_row.isHidden()
     dialog._on_problem_changed()
-    assert dialog.can_start()
+    assert settled(qtbot, dialog).can_start()

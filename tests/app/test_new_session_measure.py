@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from dialog_ready import settled
+
 from tunelab.app.dialogs.new_session import NewSessionDialog
 from tunelab.app.dialogs.remote_options import REMOTE_FIELDS
 from tunelab.core.cli.parser import _parser
@@ -34,7 +36,7 @@ CHANGED = dict(
 def _dialog(qtbot, settings) -> NewSessionDialog:
     dialog = NewSessionDialog(settings)
     qtbot.addWidget(dialog)
-    return dialog
+    return settled(qtbot, dialog)
 
 
 def test_every_cli_measurement_option_is_in_the_dialog_and_remembered(qtbot, settings):

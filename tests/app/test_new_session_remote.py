@@ -11,6 +11,7 @@ import socket
 import time
 
 import pytest
+from dialog_ready import settled
 from PySide6.QtCore import QTimer
 from rpc_cluster import free_port, start_cluster
 
@@ -69,7 +70,7 @@ def test_this_machine_is_the_default_and_measures_here(qtbot, settings):
     assert not measure.remote
     assert (measure.rpc_tracker, measure.rpc_key, measure.rpc_workers) == ("", "", 1)
     assert measure == MeasureOptions()
-    assert dialog.can_start()
+    assert settled(qtbot, dialog).can_start()
     assert "measured here" in dialog.summary.text()
 
 
@@ -111,7 +112,7 @@ def test_bad_remote_input_is_one_message_and_no_session_starts(qtbot, settings):
     assert dialog.result() != dialog.DialogCode.Accepted
     # back to this machine: the remote fields no longer stop it
     box.local_radio.setChecked(True)
-    assert dialog.can_start() and not dialog.error_label.isVisibleTo(dialog)
+    assert settled(qtbot, dialog).can_start() and not dialog.error_label.isVisibleTo(dialog)
 
 
 def test_the_tracker_is_asked_off_the_gui_thread(qtbot, settings):
@@ -150,7 +151,7 @@ def test_the_trackers_keys_fill_the_key_box_and_the_spec_measures_there(qtbot, s
     box.workers_spin.setValue(4)
     dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
     dialog._on_tuner_chosen()
-    assert dialog.can_start(), dialog.error_label.text()
+    assert settled(qtbot, dialog).can_start(), dialog.error_label.text()
     assert f"measured through {cluster.tracker} (tunelab-test, 4 at once)" in dialog.summary.text()
     spec = dialog.spec()
     assert spec.measure.remote
@@ -216,7 +217,7 @@ def test_a_session_started_from_the_dialog_is_measured_on_the_trackers_servers(
     _remote(dialog, cluster.tracker.host, cluster.tracker.port)
     _query(qtbot, dialog)
     dialog.remote_options.workers_spin.setValue(2)
-    assert dialog.can_start(), dialog.error_label.text()
+    assert settled(qtbot, dialog).can_start(), dialog.error_label.text()
     dialog.start_button.click()
     qtbot.waitUntil(
         lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000
@@ -278,7 +279,7 @@ def test_the_servers_cpu_is_a_target_the_dialog_asks_a_server_for(qtbot, setting
     assert expected.description in dialog.summary.text()
     dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
     dialog._on_tuner_chosen()
-    assert dialog.can_start(), dialog.error_label.text()
+    assert settled(qtbot, dialog).can_start(), dialog.error_label.text()
     spec = dialog.spec()
     assert spec.target == "remote" and spec.measure.rpc_key == cluster.key
     assert check_spec(spec).target.json == expected.json  # the session builds for the same target

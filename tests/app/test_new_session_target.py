@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from dialog_ready import settled
 
 from tunelab.app.dialogs.new_session import NewSessionDialog
 from tunelab.app.dialogs.target_options import check_arch, isa_flags, parse_mattr
@@ -22,7 +23,7 @@ SELF_CHECK_TIMEOUT_MS = 180_000  # a child imports TVM and runs the kernel: seco
 def _dialog(qtbot, settings) -> NewSessionDialog:
     dialog = NewSessionDialog(settings)
     qtbot.addWidget(dialog)
-    return dialog
+    return settled(qtbot, dialog)
 
 
 def _settled(dialog: NewSessionDialog) -> bool:
@@ -77,7 +78,7 @@ def test_untouched_fields_show_the_detected_cpu_and_keep_todays_target(qtbot, se
     assert host.model_name in shown_cpu and f"mcpu {detected.json['mcpu']}" in shown_cpu
     for flag in isa_flags(host):
         assert flag in shown_cpu
-    assert dialog.can_start()
+    assert settled(qtbot, dialog).can_start()
     for choice in ("auto", "llvm", "cuda"):
         dialog.target_combo.setCurrentIndex(dialog.target_combo.findData(choice))
         assert dialog.spec().target == choice
@@ -97,7 +98,7 @@ def test_a_valid_mcpu_passes_the_self_check_and_is_the_spec_target_and_remembere
     options.threads_spin.setValue(1)
     assert not dialog.can_start()  # the self-check is still to come
     qtbot.waitUntil(lambda: _settled(dialog), timeout=SELF_CHECK_TIMEOUT_MS)
-    assert dialog.can_start(), dialog.error_label.text()
+    assert settled(qtbot, dialog).can_start(), dialog.error_label.text()
     assert f"passed: a kernel built for {mcpu} ran here" in options.status_label.text()
     assert dialog.problem_error.isHidden()
 
@@ -119,7 +120,7 @@ def test_a_valid_mcpu_passes_the_self_check_and_is_the_spec_target_and_remembere
     assert again.target_options.threads_spin.value() == 1
     assert json.loads(again.spec().target) == target
     qtbot.waitUntil(lambda: _settled(again), timeout=SELF_CHECK_TIMEOUT_MS)
-    assert again.can_start(), again.error_label.text()
+    assert settled(qtbot, again).can_start(), again.error_label.text()
 
 
 def test_threads_alone_change_the_target_without_a_self_check(qtbot, settings):
@@ -140,7 +141,7 @@ def test_an_isa_this_cpu_lacks_is_refused_at_once_naming_the_feature(qtbot, sett
     feature = _a_feature_this_host_lacks()
     dialog = _dialog(qtbot, settings)
     options = dialog.target_options
-    assert dialog.can_start()
+    assert settled(qtbot, dialog).can_start()
     options.mattr_edit.setText(f"+{feature}")
     # at once: no debounce, no self-check (the flags already say no)
     message = dialog.problem_error.text()

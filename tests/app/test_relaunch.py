@@ -69,6 +69,8 @@ ONE_LAUNCH = textwrap.dedent(
             dialog._shape_spins[name].setValue(value)
         dialog.target_combo.setCurrentIndex(dialog.target_combo.findData("llvm"))
         dialog._on_problem_changed()
+        # the space is derived in a worker thread, and its size recommends a tuner: wait, then choose
+        wait(lambda: not dialog.space_editor.is_pending())
         dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
         dialog.trials_spin.setValue(4)
         dialog.batch_spin.setValue(2)

@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
+from dialog_ready import SPACE_WAIT_MS, settled
+
 from tunelab.app.dialogs.new_session import NewSessionDialog
 
 
 def _dialog(qtbot, settings) -> NewSessionDialog:
     dialog = NewSessionDialog(settings)
     qtbot.addWidget(dialog)
-    return dialog
+    return settled(qtbot, dialog)
 
 
-def _set_shape(dialog: NewSessionDialog, **shape: int) -> None:
+def _set_shape(qtbot, dialog: NewSessionDialog, **shape: int) -> None:
     for name, value in shape.items():
         dialog._shape_spins[name].setValue(value)
     dialog._on_problem_changed()  # skip the typing debounce
+    settled(qtbot, dialog)
 
 
 def test_defaults_can_start_and_recommend_a_tuner(qtbot, settings):
     from tunelab.core.search.tuners.registry import recommend_tuner
 
     dialog = _dialog(qtbot, settings)
-    assert dialog.can_start()
-    size = dialog.space_editor.size()
+    assert settled(qtbot, dialog).can_start()
+    size = dialog.space_editor.space_size()
     assert size and size > 1
     assert dialog.tuner_combo.currentData() == recommend_tuner("template", size)
     assert "(recommended)" in dialog.tuner_combo.currentText()
@@ -41,10 +44,10 @@ def test_presets_fill_the_shape(qtbot, settings):
 
 def test_invalid_tile_factor_is_marked_and_blocks_start(qtbot, settings):
     dialog = _dialog(qtbot, settings)
-    _set_shape(dialog, M=32, N=32, K=32)
+    _set_shape(qtbot, dialog, M=32, N=32, K=32)
     editor = dialog.space_editor
-    assert dialog.can_start()
-    size_before = editor.size()
+    assert settled(qtbot, dialog).can_start()
+    size_before = editor.space_size()
 
     edit = editor.knob_edit("tile_i")
     qtbot.keyClicks(edit, "x")  # typing garbage: at once not JSON
@@ -63,19 +66,19 @@ def test_invalid_tile_factor_is_marked_and_blocks_start(qtbot, settings):
     edit.setText("[[2], [4]]")  # fixed
     assert edit.property("invalid") is False
     assert reason.isHidden()
-    assert dialog.can_start()
-    assert editor.size() == size_before // 6 * 2  # tile_i had 6 candidates, now 2
-    assert f"{editor.size():,}" in editor.size_label.text()
+    assert settled(qtbot, dialog).can_start()
+    assert editor.space_size() == size_before // 6 * 2  # tile_i had 6 candidates, now 2
+    assert f"{editor.space_size():,}" in editor.size_label.text()
 
 
 def test_auto_space_rules_validate_and_size(qtbot, settings):
     dialog = _dialog(qtbot, settings)
-    _set_shape(dialog, M=32, N=32, K=32)
+    _set_shape(qtbot, dialog, M=32, N=32, K=32)
     dialog.space_kind_combo.setCurrentIndex(dialog.space_kind_combo.findData("auto"))
     editor = dialog.space_editor
-    qtbot.waitUntil(lambda: editor.size() is not None, timeout=5000)
-    assert dialog.can_start()
-    full = editor.size()
+    qtbot.waitUntil(lambda: editor.space_size() is not None, timeout=SPACE_WAIT_MS)
+    assert settled(qtbot, dialog).can_start()
+    full = editor.space_size()
     # packing's default is "auto", and the editor says what it resolved to for this shape
     assert editor.rule_row("MultiLevelTiling").params["pack_inputs"].text() == '"auto"'
     assert "pack_inputs auto: off (the least reused input's elements are used 32 times < 256)" in (
@@ -83,23 +86,23 @@ def test_auto_space_rules_validate_and_size(qtbot, settings):
     )
     packing = editor.rule_row("MultiLevelTiling").params["pack_inputs"]
     packing.setText("true")
-    qtbot.waitUntil(lambda: editor.size() is not None, timeout=5000)
+    qtbot.waitUntil(lambda: editor.space_size() is not None, timeout=SPACE_WAIT_MS)
     assert "pack_inputs true (set)" in editor.size_label.text()
     packing.setText('"sometimes"')
     assert 'must be true, false or "auto"' in editor.rule_row("MultiLevelTiling").reason.text()
     assert not dialog.can_start()
     packing.setText('"auto"')
-    qtbot.waitUntil(lambda: editor.size() is not None, timeout=5000)
-    assert editor.size() == full
+    qtbot.waitUntil(lambda: editor.space_size() is not None, timeout=SPACE_WAIT_MS)
+    assert editor.space_size() == full
 
     edit = editor.rule_row("MultiLevelTiling").params["max_innermost_factor"]
     edit.setText("0")  # out of range
     assert "max_innermost_factor" in editor.rule_row("MultiLevelTiling").reason.text()
     assert not dialog.can_start()
     edit.setText("16")
-    qtbot.waitUntil(lambda: editor.size() is not None, timeout=5000)
-    assert dialog.can_start()
-    assert editor.size() < full  # fewer innermost tile choices
+    qtbot.waitUntil(lambda: editor.space_size() is not None, timeout=SPACE_WAIT_MS)
+    assert settled(qtbot, dialog).can_start()
+    assert editor.space_size() < full  # fewer innermost tile choices
 
     for rule in (
         "AutoInline",
@@ -115,7 +118,7 @@ def test_auto_space_rules_validate_and_size(qtbot, settings):
 
 def test_last_options_are_remembered(qtbot, settings):
     first = _dialog(qtbot, settings)
-    _set_shape(first, M=64, N=32, K=16)
+    _set_shape(qtbot, first, M=64, N=32, K=16)
     first.trials_spin.setValue(12)
     first.repeat_spin.setValue(5)
     first.tuner_combo.setCurrentIndex(first.tuner_combo.findData("random"))
@@ -136,3 +139,54 @@ def test_confirmation_is_on_by_default_and_can_be_turned_off(qtbot, settings):
     assert dialog.confirm_spin.value() == 3 and dialog.spec().measure.confirm_runs == 3
     dialog.confirm_spin.setValue(0)
     assert dialog.confirm_spin.text() == "off" and dialog.spec().measure.confirm_runs == 0
+
+
+def test_spaces_are_derived_off_the_gui_thread(qtbot, settings, monkeypatch):
+    """Deriving a space is TVM's work (a template's axes, an auto space's sketches): the editor does it in
+    a worker thread, and the GUI thread only draws (issue 27). Each derivation records the thread it ran
+    on; none may be the GUI thread's."""
+    import threading
+
+    from tunelab.core.search.space.auto import AutoSpace
+    from tunelab.core.search.space.template import TemplateSpace
+
+    threads: dict[str, list[threading.Thread]] = {"template": [], "auto": []}
+    for kind, cls in (("template", TemplateSpace), ("auto", AutoSpace)):
+        real = cls.__init__
+
+        def recording(self, *args, _real=real, _kind=kind, **kwargs):
+            threads[_kind].append(threading.current_thread())
+            _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__init__", recording)
+    dialog = _dialog(qtbot, settings)
+    _set_shape(qtbot, dialog, M=32, N=32, K=32)
+    dialog.space_kind_combo.setCurrentIndex(dialog.space_kind_combo.findData("auto"))
+    qtbot.waitUntil(lambda: dialog.space_editor.space_size() is not None, timeout=SPACE_WAIT_MS)
+    assert settled(qtbot, dialog).can_start()
+    assert threads["template"] and threads["auto"], threads
+    gui = threading.main_thread()
+    assert all(t is not gui for t in threads["template"] + threads["auto"]), threads
+
+
+def test_a_stale_derivation_is_dropped(qtbot, settings):
+    """A space derived for a shape since changed never shows: only the latest problem's size stands."""
+    import math
+
+    from tunelab.app.dialogs.space_editor import Problem, derive_defaults
+
+    dialog = _dialog(qtbot, settings)
+    editor = dialog.space_editor
+
+    def size_for(m: int) -> int:
+        shape = dialog.workload.parse_shape({**dialog.shape(), "M": m})
+        problem = Problem(dialog.workload, shape, dialog.dtype_combo.currentText(), dialog._target)
+        derived = derive_defaults(0, problem, "template")
+        assert derived.defaults is not None, derived.error
+        return math.prod(len(k["candidates"]) for k in derived.defaults["knobs"])
+
+    for m in (16, 32, 64):  # three problems in a row, each superseding the last before it is derived
+        dialog._shape_spins["M"].setValue(m)
+        dialog._on_problem_changed()
+    settled(qtbot, dialog)
+    assert size_for(16) != size_for(64) and editor.space_size() == size_for(64)

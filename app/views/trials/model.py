@@ -342,7 +342,7 @@ class TrialTableModel(HeaderedTableModel):
             made = self._summary.many(self._configs[first + i] or {} for i in missing)
             for i, text in zip(missing, made, strict=True):
                 cached[i] = self._summaries[first + i] = text
-        return cached
+        return [text or "" for text in cached]
 
     def error(self, row: int) -> str | None:
         return self._cols["error"][row]

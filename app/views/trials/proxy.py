@@ -3,8 +3,17 @@ model, kept up to date on appends."""
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
-from PySide6.QtCore import QAbstractProxyModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QAbstractProxyModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    Qt,
+)
 
 from tunelab.app.views.trials.model import COLUMNS, CONFIG_COL, TrialTableModel, header_data
 
@@ -29,7 +38,9 @@ class TrialSortFilterProxy(QAbstractProxyModel):
         self._perm = np.zeros(0, dtype=np.int64)  # proxy row -> source row (sorted, filtered)
         self._inverse = np.zeros(0, dtype=np.int64)  # source row -> proxy row, -1 when filtered out
 
-    def setSourceModel(self, model: TrialTableModel) -> None:  # noqa: N802
+    def setSourceModel(self, model: QAbstractItemModel) -> None:  # noqa: N802
+        if not isinstance(model, TrialTableModel):  # its columns are what the permutation sorts
+            raise TypeError(f"the trials proxy sorts a TrialTableModel, not a {type(model).__name__}")
         if self._model is not None:
             self._model.modelAboutToBeReset.disconnect(self.beginResetModel)
             self._model.modelReset.disconnect(self._on_source_reset)
@@ -158,7 +169,15 @@ class TrialSortFilterProxy(QAbstractProxyModel):
             return QModelIndex()
         return self.createIndex(row, column)
 
-    def parent(self, _index: QModelIndex | QPersistentModelIndex = QModelIndex()) -> QModelIndex:  # noqa: B008
+    @overload
+    def parent(self) -> QObject | None: ...
+    @overload
+    def parent(self, index: QModelIndex | QPersistentModelIndex, /) -> QModelIndex: ...
+    def parent(self, *index: QModelIndex | QPersistentModelIndex) -> QObject | QModelIndex | None:
+        """Without an index the QObject's parent (Qt's two parents share one name); with one, none: the
+        rows are a flat table."""
+        if not index:
+            return super().parent()
         return QModelIndex()
 
     def sibling(self, row: int, column: int, _index: QModelIndex | QPersistentModelIndex) -> QModelIndex:

@@ -333,6 +333,8 @@ class TrialsTable(QWidget):
         trial_id = self.selected_trial()
         if trial_id is not None:
             row = self.model.row_of(trial_id)
+            if row is None:  # not loaded in this view (filtered out since it was selected)
+                return
             QGuiApplication.clipboard().setText(json.dumps(self.model.config(row), indent=2))
 
     # ---- slots ---------------------------------------------------------------------------------

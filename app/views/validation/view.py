@@ -398,7 +398,9 @@ class ValidationView(QWidget):
         idle = not self.running and self.session_id is not None
         self.validate_button.setEnabled(idle)
         self.shapes_button.setEnabled(idle and bool(self.shapes_edit.text().strip()))
-        self.stop_button.setEnabled(self.running and not self.worker.cancelled)
+        self.stop_button.setEnabled(
+            self.worker is not None and not self.worker.cancelled
+        )  # running, not stopping
         for w in (self.k_spin, self.runs_spin, self.shapes_edit, self.task_combo):
             w.setEnabled(not self.running)
 
