@@ -729,7 +729,7 @@ class NewSessionDialog(QDialog):
 
     def _offer_tuners(self) -> None:
         """Offer the tuners that drive the chosen space kind; the others are greyed, saying why (the
-        Optuna samplers and the RL agents search a template's knobs, an auto space has none). A chosen
+        Optuna samplers search a template's knobs, an auto space has none). A chosen
         tuner the new kind cannot drive gives way to the first one that can."""
         from tunelab.core.search.tuners.registry import tuner_description, tuner_space_kinds
 

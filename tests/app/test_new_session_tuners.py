@@ -22,7 +22,7 @@ def test_every_tuner_is_listed_with_its_description(qtbot, settings):
 
 
 def test_an_auto_space_greys_the_tuners_that_search_template_knobs(qtbot, settings):
-    """The Optuna samplers and the RL agents search a template's knobs: with an auto space they are
+    """The Optuna samplers search a template's knobs: with an auto space they are
     greyed, saying why, and a chosen one gives way; back on a template space they are offered again."""
     from tunelab.core.search.tuners.registry import tuner_space_kinds
 
