@@ -159,9 +159,12 @@ def test_a_baseline_stored_before_the_settle_pause_is_measured_again(sessions):
     )
     store.put_baseline(stale)
     again = baseline_for(store, record)
+    # measured anew (not the planted stale figure), and stored in its place; how fast it ran depends on
+    # what else this machine does (a 0.002 ms GEMM timed 5x slower beside two busy neighbours)
     assert again.cached is False and "settle_s" in again.baseline.measure
-    assert again.baseline.median_ms < stale.median_ms / 3
-    assert "settle_s" in store.baseline(record.workload, record.shape, record.dtype, "llvm").measure
+    assert again.baseline.measured_at > stale.measured_at and again.baseline.median_ms != stale.median_ms
+    kept_now = store.baseline(record.workload, record.shape, record.dtype, "llvm")
+    assert "settle_s" in kept_now.measure and kept_now.median_ms == again.baseline.median_ms
 
 
 def test_no_vendor_path(sessions):

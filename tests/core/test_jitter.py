@@ -98,7 +98,12 @@ def test_a_planted_slow_layout_is_named_placement(tuned, monkeypatch):
     # kept (+126 % to +292 % seen); against the fastest layout the plant shows as about 4x.
     ratios = cause.evidence["ratios"]
     assert cause.share > cause.tolerance, cause.evidence
-    assert 2.5 < ratios["aligned"] / min(ratios.values()) < 6.0, cause.evidence
+    planted = ratios["aligned"] / min(ratios.values())
+    assert planted > 2.5, cause.evidence
+    # How far above 4x depends on the machine: beside busy neighbours the planted runs scattered (CV 81 %
+    # of their ratios) and one read 62x. Bounded above only when the runs agreed (the measured noise floor).
+    if (cause.evidence.get("ratio_cv") or 0.0) <= 0.25:
+        assert planted < 6.0, cause.evidence
     assert "laid out aligned" in cause.sentence
     assert set(report.layouts) >= {"staggered", "aligned"}
     store.close()
