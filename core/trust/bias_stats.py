@@ -36,12 +36,12 @@ class GroupStats:
 
 
 def group_stats(
-    predicted: Sequence[float],
-    measured: Sequence[float],
+    predicted: Sequence[float] | np.ndarray,
+    measured: Sequence[float] | np.ndarray,
     *,
     k: int = DEFAULT_K,
-    rank_predicted: Sequence[float] | None = None,
-    rank_measured: Sequence[float] | None = None,
+    rank_predicted: Sequence[float] | np.ndarray | None = None,
+    rank_measured: Sequence[float] | np.ndarray | None = None,
 ) -> GroupStats:
     """n, residual mean and std, ratio, Spearman and top-k recall of one group, with its flags.
 
