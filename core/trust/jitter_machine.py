@@ -1,0 +1,213 @@
+"""The jitter analysis's causes within the machine: ``clocks``, ``first_run`` and ``placement``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tunelab.core.stats import coefficient_of_variation, median
+from tunelab.core.trust.jitter_records import CORRELATED, NOISE_FACTOR, TOLERANCE, JitterCause, pct
+from tunelab.core.trust.jitter_runs import Run, background_pids, beyond, med_of, pearson
+from tunelab.core.trust.remeasure.report import ms_text
+
+
+def clocks_cause(runs: list[Run], tolerance: float) -> JitterCause:
+    background = background_pids(runs)
+    runs = [r for r in runs if set(r.busy) <= background]  # neighbours that come and go are the other cause's
+    evidence: dict[str, Any] = {"runs": len(runs)}
+    if len(runs) < 2:
+        return JitterCause(
+            "clocks", None, tolerance, False, "too few runs without neighbours to judge the clocks", evidence
+        )
+    findings: list[tuple[float, str]] = []
+    throttled = [r for r in runs if r.throttled]
+    steady = [r for r in runs if not r.throttled]
+    evidence["throttled_runs"] = len(throttled)
+    if throttled and steady:
+        t_ms, s_ms = med_of([r.median_ms for r in throttled]), med_of([r.median_ms for r in steady])
+        reasons = sorted({x for r in throttled for x in r.reasons})
+        share = t_ms / s_ms - 1
+        evidence.update(throttled_ms=t_ms, unthrottled_ms=s_ms, throttle_reasons=reasons)
+        findings.append(
+            (
+                share,
+                f"the machine throttled ({', '.join(reasons) or 'clock slowdown'}) during {len(throttled)} of "
+                f"{len(runs)} runs: those ran {pct(share)} slower ({ms_text(t_ms)} vs {ms_text(s_ms)})",
+            )
+        )
+    clocked = [r for r in runs if r.freq]
+    if len(clocked) >= 3:
+        freqs = [float(r.freq or 0.0) for r in clocked]
+        r_freq = pearson(freqs, [r.median_ms for r in clocked])
+        evidence.update(cpu_freq_mhz_min=min(freqs), cpu_freq_mhz_max=max(freqs), freq_correlation=r_freq)
+        if r_freq is not None and r_freq < -CORRELATED:
+            by_freq = sorted(clocked, key=lambda r: r.freq or 0.0)
+            half = len(by_freq) // 2
+            slow, fast = by_freq[:half], by_freq[len(by_freq) - half :]
+            share = med_of([r.median_ms for r in slow]) / med_of([r.median_ms for r in fast]) - 1
+            evidence["freq_share"] = share
+            findings.append(
+                (
+                    share,
+                    f"the CPU clock varied from {min(freqs):.0f} to {max(freqs):.0f} MHz between runs and the "
+                    f"kernel followed it (r = {r_freq:.2f}): the slower-clocked half ran {pct(share)} slower",
+                )
+            )
+    refs = [r for r in runs if r.reference_ms]
+    kernel_range = None
+    if len(refs) >= 2:
+        ref_ms = [float(r.reference_ms or 0.0) for r in refs]
+        ker_ms = [r.median_ms for r in refs]
+        ref_range, kernel_range = max(ref_ms) / min(ref_ms) - 1, max(ker_ms) / min(ker_ms) - 1
+        r_ref = pearson(ref_ms, ker_ms)
+        evidence.update(reference_range=ref_range, kernel_range=kernel_range, reference_correlation=r_ref)
+        if r_ref is not None and r_ref > CORRELATED and ref_range >= 0.5 * kernel_range:
+            findings.append(
+                (
+                    min(ref_range, kernel_range),
+                    f"the reference BLAS kernel moved by {pct(ref_range)} between runs, as the kernel did "
+                    f"({pct(kernel_range)}, r = {r_ref:.2f}): the machine moved, not the kernel",
+                )
+            )
+    if not findings:
+        parts = []
+        if "reference_range" in evidence:
+            parts.append(
+                f"the reference BLAS kernel held within {pct(evidence['reference_range'])} across the runs"
+            )
+        if "cpu_freq_mhz_min" in evidence:
+            parts.append(
+                f"the CPU clock read {evidence['cpu_freq_mhz_min']:.0f}-{evidence['cpu_freq_mhz_max']:.0f} MHz"
+            )
+        sentence = "no run throttled" + ("; " + "; ".join(parts) if parts else "")
+        return JitterCause("clocks", 0.0, tolerance, False, sentence, evidence)
+    findings.sort(key=lambda f: -f[0])
+    share, sentence = findings[0]
+    explains = beyond(share, tolerance)
+    if not explains:
+        sentence += f", within the {pct(tolerance)} tolerance"
+    return JitterCause("clocks", share, tolerance, explains, sentence, evidence)
+
+
+def first_run_cause(runs: list[Run], noise_within: float | None) -> JitterCause:
+    tolerance = max(TOLERANCE, NOISE_FACTOR * noise_within) if noise_within is not None else TOLERANCE
+    ratios = [r.first_ratio for r in runs if r.first_ratio is not None]
+    colds = [r.cold_ms for r in runs if r.cold_ms is not None]
+    steady = med_of([r.median_ms for r in runs])
+    cold = median(colds)
+    evidence: dict[str, Any] = {
+        "first_sample_ratio": median(ratios),
+        "cold_ms": cold,
+        "steady_ms": steady,
+        "cold_ratio": cold / steady if cold is not None and steady else None,
+        "within_run_cv": noise_within,
+    }
+    cold_text = (
+        f"the first call of each fresh process took {ms_text(cold)}, {cold / steady:.1f}x the steady "
+        f"{ms_text(steady)} (module load, thread pool start, first-touch allocation: once per process, "
+        "hidden by warm-up)"
+        if cold is not None and steady
+        else ""
+    )
+    if not ratios:
+        return JitterCause(
+            "first_run",
+            None,
+            tolerance,
+            False,
+            "too few samples per run to compare the first with the rest"
+            + (f"; {cold_text}" if cold_text else ""),
+            evidence,
+        )
+    first = med_of(ratios)
+    share = max(first - 1, 0.0)
+    explains = beyond(share, tolerance)
+    head = (
+        f"the first timed sample of each process was {first:.2f}x the rest: first-run cost leaks into the "
+        "steady figures (more warm-up would hide it)"
+        if explains
+        else f"the first timed sample of each process was {first:.2f}x the rest, within the {pct(tolerance)} tolerance"
+    )
+    return JitterCause(
+        "first_run", share, tolerance, explains, head + (f"; {cold_text}" if cold_text else ""), evidence
+    )
+
+
+def placement_cause(
+    runs: list[Run],
+    quiet: list[Run],
+    recorded_layout: str,
+    layout_ms: Mapping[str, float] | None,
+) -> tuple[JitterCause, tuple[str, ...], str | None]:
+    """Each layout against the recorded one within the same process (what the machine did meanwhile
+    cancels out), the median over the quiet runs (every run when none was quiet). Its noise is that of
+    those within-process ratios, not of the runs' medians: the tolerance is :data:`NOISE_FACTOR` times
+    the CV of the worst layout's per-run ratios, and at least :data:`TOLERANCE`."""
+    evidence: dict[str, Any] = {}
+    tolerance = TOLERANCE
+    per_run: dict[str, list[float]] = {}
+    timed = [r for r in (quiet or runs) if len(r.layout_ms) >= 2] or [
+        r for r in runs if len(r.layout_ms) >= 2
+    ]
+    if timed:
+        names = list(dict.fromkeys(k for r in timed for k in r.layout_ms))
+        recorded = recorded_layout if recorded_layout in names else names[0]
+        pairs = [r for r in timed if r.layout_ms.get(recorded)]
+        base_ms = med_of([r.layout_ms[recorded] for r in pairs]) if pairs else None
+        per_run = {
+            k: values
+            for k in names
+            if (values := [r.layout_ms[k] / r.layout_ms[recorded] for r in pairs if k in r.layout_ms])
+        }
+        ratios = {k: med_of(values) for k, values in per_run.items()}
+        if base_ms is not None:
+            layout_ms = {k: base_ms * ratio for k, ratio in ratios.items()}
+            evidence.update(ratios=ratios, runs_compared=len(pairs))
+    layout_ms = dict(layout_ms or {})
+    layouts = tuple(layout_ms)
+    evidence["layout_ms"] = dict(layout_ms)
+    if len(layout_ms) < 2:
+        return (
+            JitterCause(
+                "placement",
+                None,
+                tolerance,
+                False,
+                "one buffer layout measured (on this device its driver places the buffers)",
+                evidence,
+            ),
+            layouts,
+            layouts[0] if layouts else None,
+        )
+    recorded = recorded_layout if recorded_layout in layout_ms else layouts[0]
+    base = layout_ms[recorded]
+    worst = max(layout_ms, key=lambda k: layout_ms[k])
+    if len(per_run.get(worst, ())) >= 2:
+        ratio_cv = coefficient_of_variation(per_run[worst])
+        evidence["ratio_cv"] = ratio_cv
+        if ratio_cv is not None:
+            tolerance = max(TOLERANCE, NOISE_FACTOR * ratio_cv)
+    best = min(layout_ms, key=lambda k: layout_ms[k])
+    share = layout_ms[worst] / base - 1 if base else None
+    evidence.update(recorded_layout=recorded, worst_layout=worst, best_layout=best)
+    explains = beyond(share, tolerance)
+    others = ", ".join(f"{k} {ms_text(v)}" for k, v in layout_ms.items() if k != recorded)
+    if worst == recorded:
+        sentence = (
+            f"the recorded layout ({recorded}, {ms_text(base)}) is the slowest of {len(layout_ms)}: {others}"
+        )
+        if base and layout_ms[best] < base * (1 - tolerance):
+            sentence += (
+                f"; in production buffers placed as {best} would run {pct(1 - layout_ms[best] / base)} faster"
+            )
+    elif explains:
+        sentence = (
+            f"with its buffers laid out {worst} the kernel ran {pct(share)} slower ({ms_text(layout_ms[worst])} vs "
+            f"{ms_text(base)} {recorded}, as the session records it): it is placement-sensitive, and an "
+            "application's allocator decides where its buffers land"
+        )
+    else:
+        sentence = (
+            f"every buffer layout within {pct(share)} of the recorded {recorded} ({ms_text(base)}; {others})"
+        )
+    return JitterCause("placement", share, tolerance, explains, sentence, evidence), layouts, recorded
