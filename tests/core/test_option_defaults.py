@@ -18,3 +18,25 @@ def test_the_tune_commands_defaults_are_the_records() -> None:
         measure.rpc_key,
         measure.rpc_workers,
     )
+
+
+def test_every_command_is_built_from_the_one_option_table() -> None:
+    """The parser adds each command's options from `options.COMMANDS` in their order, and nothing else:
+    an option two commands share (--json, --db, --shapes, a session id) is one entry of the table."""
+    import argparse
+
+    from tunelab.core.cli.options import COMMANDS, JSON, OneOf
+
+    parser = _parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(commands.choices) == [command.name for command in COMMANDS]
+    for command in COMMANDS:
+        table: list[tuple[str, ...]] = []
+        for entry in command.options:
+            table.extend(o.flags for o in entry.options) if isinstance(entry, OneOf) else table.append(
+                entry.flags
+            )
+        built = [tuple(a.option_strings) or (a.dest,) for a in commands.choices[command.name]._actions]
+        assert built == [("-h", "--help"), *table], command.name
+    # --json is one entry, shared by every command that offers it
+    assert sum(JSON in command.options for command in COMMANDS) == 16
