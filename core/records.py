@@ -1,18 +1,33 @@
 """Plain, frozen records that cross module boundaries (store -> views, session -> callers).
 
 What the store returns is never changed by later writes (Optuna's rule): every record is frozen.
+The session's spec (tunelab.core.records_spec) and the trust checks' records (tunelab.core.records_trust)
+are kept beside it and importable from it.
 """
 
 from __future__ import annotations
 
-import copy
 import json
-import math
-from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tunelab.core.errors import TunelabError
+# The spec and the trust checks' records live beside this module; every name stays importable from here.
+from tunelab.core.records_spec import (  # noqa: F401
+    _MEASURE_RANGES,
+    _MEASURE_TYPES,
+    SPEC_DEFAULTS,
+    MeasureOptions,
+    SessionSpec,
+    check_numbers,
+)
+from tunelab.core.records_trust import (  # noqa: F401
+    BiasCounts,
+    BiasGroup,
+    BiasPoint,
+    BiasReport,
+    MachineProfile,
+    VendorBaseline,
+)
 
 # A point in a search space: JSON-serialisable knob values.
 #   template space: {"tile_i": [8], "order": 2, "unroll": 64, ...}
@@ -59,301 +74,11 @@ def trial_label(number: int, session_id: int | None = None, trial_id: int | None
     return text
 
 
-@dataclass(frozen=True)
-class MeasureOptions:
-    """How each candidate is measured (MetaSchedule EvaluatorConfig plus tunelab's own steps)."""
-
-    number: int = 3  # runs averaged into one sample
-    repeat: int = 3  # samples kept per trial
-    min_repeat_ms: int = 20  # grow `number` until one sample takes at least this long
-    warmup: int = 1  # untimed runs before timing (first-run allocation, lazy init)
-    timeout_s: float = 30.0  # per build and per run
-    cache_flush: bool = False  # flush CPU caches between samples
-    check_correctness: bool = True  # compare each kernel's output with the NumPy reference
-    # Hygiene: keep sampling (in steps of `repeat`) until the samples' coefficient of variation is
-    # at most `target_cv`, up to `max_repeat` samples; wait up to `cooldown_s` before a batch while
-    # the machine is hot or busy, and mark the trials when it stays so.
-    target_cv: float = 0.05
-    max_repeat: int = 12
-    cooldown_s: float = 5.0
-    # The winner's curse: the fastest of many noisy figures is biased low. A finished session
-    # re-measures its `confirm_top` fastest trials in `confirm_runs` fresh processes (tunelab.core.trust.confirm)
-    # and exports the confirmed figure; 0 turns it off. A confirmation taken while the machine was
-    # busy or throttled, or whose processes disagree (their medians' CV above `target_cv`), is
-    # measured again until it is not, for up to `confirm_max_s` seconds in all.
-    confirm_runs: int = 3
-    confirm_top: int = 3
-    confirm_max_s: float = 120.0
-    # Precision where it can change a decision: a candidate already `leader_band` times slower than the
-    # task's best so far gets no adaptive repeats (more samples cannot make it the best), and one
-    # whose warm-up and a single probe took twice the best is kept with that one sample. 0: time
-    # every candidate fully. At GEMM 1024^3 most candidates are 2-20x slower than the leader, and
-    # their full timing was most of a session's wall time.
-    leader_band: float = 1.25
-    # Stop the session (status "failed") when its first `fail_fast` trials all failed with the same
-    # class (tunelab.core.faults.failure_class); 0 turns it off.
-    fail_fast: int = 16
-    # Where candidates run: "" here; "HOST:PORT" of a TVM RPC tracker, whose servers registered under
-    # `rpc_key` measure them, `rpc_workers` candidates at once (tunelab.core.measure.remote).
-    rpc_tracker: str = ""
-    rpc_key: str = ""
-    rpc_workers: int = 1
-    # GPU: flush the L2 cache before each timed sample ("auto": where the problem's data fits in L2;
-    # "on", "off"; tunelab.core.measure.l2_flush), and lock the SM and memory clocks through NVML for
-    # the session (tunelab.core.telemetry.clock_lock; restored at its end).
-    l2_flush: str = "auto"
-    lock_clocks: bool = False
-
-    @property
-    def remote(self) -> bool:
-        return bool(self.rpc_tracker)
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> MeasureOptions:
-        known = {k: v for k, v in (data or {}).items() if k in cls.__dataclass_fields__}
-        return cls(**known)
-
-
-# The numbers a session takes, as (field, the command line's option, what it is, lowest, highest): a
-# value outside is bad input named by its option. The upper bounds keep every number inside what the
-# store (SQLite's 64-bit integers), NumPy's seed (32 bits) and TVM's evaluator (32-bit ints) hold;
-# none is a value a person tunes with.
-_Range = tuple[str, str, str, float, float]
-_MEASURE_RANGES: tuple[_Range, ...] = (
-    ("number", "number", "the runs per sample", 1, 1_000_000),
-    ("repeat", "repeat", "the samples per trial", 1, 10_000),
-    ("min_repeat_ms", "min-repeat-ms", "the shortest sample (ms)", 0, 3_600_000),
-    ("warmup", "warmup", "the untimed runs", 0, 10_000),
-    ("timeout_s", "timeout", "the timeout (s)", 1e-3, 86_400),
-    ("target_cv", "target-cv", "the target spread (CV)", 0, 100),
-    ("max_repeat", "max-repeat", "the cap on samples per trial", 1, 10_000),
-    ("cooldown_s", "cooldown", "the cool-down (s)", 0, 86_400),
-    ("confirm_runs", "confirm-runs", "the confirmation's fresh processes", 0, 32),
-    ("confirm_top", "confirm-top", "the schedules confirmed", 0, 32),
-    ("confirm_max_s", "confirm-max-s", "the confirmation's time cap (s)", 0, 86_400),
-    ("fail_fast", "fail-fast", "fail-fast", 0, 1_000_000),
-    ("rpc_workers", "rpc-workers", "the candidates in flight on the servers", 1, 256),
-)
-_SPEC_RANGES: tuple[_Range, ...] = (
-    ("trials", "trials", "the trial budget", 1, 1_000_000),
-    ("batch", "batch", "the batch size", 1, 4096),
-    ("early_stop", "early-stop", "early stopping", 1, 1_000_000),
-    ("seed", "seed", "the seed", 0, 2**32 - 1),
-)
-
-
-def _check_range(value: Any, option: str, what: str, low: float, high: float) -> None:
-    """A finite number in [low, high], or a TunelabError naming ``option`` (NaN and infinity too)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TunelabError(f"{what} must be a number, not {_type_name(value)}", option=option)
-    if math.isfinite(value) and low <= value <= high:
-        return
-    text = str(value) if len(str(value)) <= 24 else f"{value:.3g}"
-    if math.isfinite(value) and value < low:
-        raise TunelabError(f"{what} must be at least {_bound(low)}, not {text}", option=option)
-    raise TunelabError(f"{what} must be {_bound(low)}..{_bound(high)}, not {text}", option=option)
-
-
-def _bound(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-
-def check_numbers(spec: SessionSpec) -> None:
-    """Every number of a spec and of its measurement options in range, an out-of-range one named by its
-    option ("--cooldown: the cool-down (s) must be at least 0, not -1"), before anything is built or
-    stored; the rest of a spec is check_spec's (tunelab.core.session.loop)."""
-    for name, option, what, low, high in _SPEC_RANGES:
-        value = getattr(spec, name)
-        if value is not None:
-            _check_range(value, option, what, low, high)
-    for name, option, what, low, high in _MEASURE_RANGES:
-        _check_range(getattr(spec.measure, name), option, what, low, high)
-
-
-@dataclass(frozen=True)
-class SessionSpec:
-    """Everything needed to start (or restart) a tuning session; what the GUI and CLI build."""
-
-    workload: str
-    shape: dict[str, int]
-    dtype: str = "float32"
-    target: str = "auto"  # "auto" | "llvm" | "cuda" | a JSON target dict as a string
-    space_kind: str = "template"  # "template" | "auto"
-    space: dict[str, Any] | None = None  # an edited space (JSON); None: the workload's default
-    tuner: str = "xgb"
-    tuner_options: dict[str, Any] = field(default_factory=dict)
-    trials: int = 64
-    batch: int = 8
-    early_stop: int | None = None  # stop after this many trials without improvement
-    seed: int = 0
-    measure: MeasureOptions = field(default_factory=MeasureOptions)
-    name: str = ""
-    custom_source: str | None = None  # text of a person's own TE expression file (workload "custom")
-    shapes: tuple[
-        dict[str, int], ...
-    ] = ()  # more shapes tuned in the same session (tasks), sharing the budget
-    # Cost models (tunelab.core.search.models) that predict every candidate before it is measured
-    # without steering the search: their predictions are stored beside the session's own model's.
-    shadow_models: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        """The spec as plain JSON values (what `tunelab tune --spec FILE` reads); `from_json` gives it back."""
-        data = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
-        data["measure"] = self.measure.to_json()
-        data["shapes"] = [copy.deepcopy(s) for s in self.shapes]
-        data["shadow_models"] = list(self.shadow_models)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Any) -> SessionSpec:
-        """The spec `to_json` wrote. Unlike `MeasureOptions.from_json` (lenient: it reads stored rows
-        of older versions) this is strict: an unknown key or a value of the wrong type raises a
-        TunelabError naming it. A shape may also be written as the CLI takes it ("M=64,N=64" or a
-        preset name; null: the workload's defaults)."""
-        _check_keys(data, cls, "session spec", required=("workload", "shape"))
-        values: dict[str, Any] = {}
-        for name, value in data.items():
-            where = f"session spec: {name!r}"
-            if name == "measure":
-                _check_keys(value, MeasureOptions, "session spec: 'measure'")
-                values[name] = MeasureOptions(
-                    **{
-                        k: _checked(f"session spec: 'measure.{k}'", v, _MEASURE_TYPES[k])
-                        for k, v in value.items()
-                    }
-                )
-            elif name == "shadow_models":
-                if not isinstance(value, list | tuple) or not all(isinstance(m, str) for m in value):
-                    raise TunelabError(f"{where} must be a list of cost model names")
-                values[name] = tuple(value)
-            elif name == "shapes":
-                if not isinstance(value, list | tuple):
-                    raise TunelabError(f"{where} must be a list of shapes, not {_type_name(value)}")
-                values[name] = tuple(_checked(f"{where}[{i}]", s, "shape_item") for i, s in enumerate(value))
-            else:
-                values[name] = _checked(where, value, _SPEC_TYPES[name])
-        return cls(**values)
-
-
-# The defaults of a session's plain options, written once: the command line's parser and the New-session
-# dialog show these (an option with a factory default, such as `measure`, is not listed).
-SPEC_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(SessionSpec) if f.default is not MISSING}
-
-
-# The JSON types of SessionSpec's and MeasureOptions' fields, for `SessionSpec.from_json`.
-_SPEC_TYPES = {
-    "workload": "str",
-    "shape": "shape",
-    "dtype": "str",
-    "target": "str",
-    "space_kind": "str",
-    "space": "dict?",
-    "tuner": "str",
-    "tuner_options": "dict",
-    "trials": "int",
-    "batch": "int",
-    "early_stop": "int?",
-    "seed": "int",
-    "name": "str",
-    "custom_source": "str?",
-}
-_MEASURE_TYPES = {
-    "number": "int",
-    "repeat": "int",
-    "min_repeat_ms": "int",
-    "warmup": "int",
-    "timeout_s": "float",
-    "cache_flush": "bool",
-    "check_correctness": "bool",
-    "target_cv": "float",
-    "max_repeat": "int",
-    "cooldown_s": "float",
-    "confirm_runs": "int",
-    "confirm_top": "int",
-    "confirm_max_s": "float",
-    "leader_band": "float",
-    "fail_fast": "int",
-    "rpc_tracker": "str",
-    "rpc_key": "str",
-    "rpc_workers": "int",
-    "l2_flush": "str",
-    "lock_clocks": "bool",
-}
-_TYPE_WORDS = {
-    "str": "a string",
-    "int": "an integer",
-    "float": "a number",
-    "bool": "true or false",
-    "dict": "an object",
-    "shape": 'an object of integers, a "K=V,..." string or null',
-    "shape_item": 'an object of integers or a "K=V,..." string',
-}
-
-
-def _type_name(value: Any) -> str:
-    return {
-        type(None): "null",
-        bool: "true/false",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        tuple: "a list",
-        dict: "an object",
-    }.get(type(value), type(value).__name__)
-
-
-def _check_keys(data: Any, cls: type, where: str, required: tuple[str, ...] = ()) -> None:
-    if not isinstance(data, dict):
-        raise TunelabError(f"{where} must be a JSON object, not {_type_name(data)}")
-    known = [f.name for f in fields(cls)]
-    unknown = [k for k in data if k not in known]
-    if unknown:
-        raise TunelabError(
-            f"{where} has unknown key{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(repr(k) for k in unknown)} (known: {', '.join(known)})"
-        )
-    missing = [k for k in required if k not in data]
-    if missing:
-        raise TunelabError(f"{where} lacks {', '.join(repr(k) for k in missing)}")
-
-
-def _checked(where: str, value: Any, kind: str) -> Any:
-    """`value` if it is of `kind` (a float field takes an integer too, as a float); else a TunelabError."""
-    optional = kind.endswith("?")
-    kind = kind.rstrip("?")
-    ok: bool
-    if value is None:
-        ok = optional or kind == "shape"
-    elif kind == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif kind == "float":
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        value = float(value) if ok else value
-    elif kind == "bool":
-        ok = isinstance(value, bool)
-    elif kind == "str":
-        ok = isinstance(value, str)
-    elif kind == "dict":
-        ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
-    else:  # a shape
-        ok = isinstance(value, str) or (
-            isinstance(value, dict)
-            and all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
-                for k, v in value.items()
-            )
-        )
-    if not ok:
-        wanted = _TYPE_WORDS[kind] + (" or null" if optional else "")
-        raise TunelabError(f"{where} must be {wanted}, not {_type_name(value)}")
-    try:
-        return copy.deepcopy(value)
-    except RecursionError:  # what json.load still reads is deeper than deepcopy can go
-        raise TunelabError(f"{where} is nested too deeply") from None
+def gflops(flops: float, ms: float | None) -> float | None:
+    """GFLOP/s of a kernel of ``flops`` FLOP that takes ``ms``; None without a time above 0."""
+    if ms is None or ms <= 0:
+        return None
+    return flops / (ms * 1e-3) / 1e9
 
 
 @dataclass(frozen=True)
@@ -401,9 +126,7 @@ class SessionRecord:
 
     @property
     def best_gflops(self) -> float | None:
-        if self.best_ms is None or self.best_ms <= 0:
-            return None
-        return self.flops / (self.best_ms * 1e-3) / 1e9
+        return gflops(self.flops, self.best_ms)
 
 
 @dataclass(frozen=True)
@@ -470,9 +193,7 @@ class TaskRecord:
 
     @property
     def best_gflops(self) -> float | None:
-        if self.best_ms is None or self.best_ms <= 0:
-            return None
-        return self.flops / (self.best_ms * 1e-3) / 1e9
+        return gflops(self.flops, self.best_ms)
 
 
 @dataclass(frozen=True)
@@ -569,178 +290,3 @@ class SearchTime:
             "max_s": self.max_s,
             "first_s": self.first_s,
         }
-
-
-@dataclass(frozen=True)
-class MachineProfile:
-    """This machine's roofline for one target kind (tunelab.core.trust.roofline): the peak FLOP/s per dtype
-    and the memory bandwidth, as the store keeps it (table ``machine_profile``)."""
-
-    target_kind: str
-    hostname: str
-    peak_gflops: dict[str, float]  # dtype -> GFLOP/s
-    bandwidth_gbs: float  # 10^9 bytes/s
-    detail: dict[
-        str, Any
-    ]  # what was probed and how: BLAS, kernel, probe sizes (CPU) or library, device (GPU)
-    version: int  # tunelab.core.trust.roofline.PROFILE_VERSION when it was measured
-    elapsed_s: float  # the probes' time
-    measured_at: float
-    # Set by a look-up (tunelab.core.trust.roofline.machine_profile): True when it came from the store.
-    # None on a profile as measured, which is what the store keeps.
-    cached: bool | None = None
-
-    @property
-    def kernel(self) -> str | None:
-        """The BLAS and its kernel (CPU) or the library (GPU) the peak was measured with."""
-        return self.detail.get("kernel") or self.detail.get("library")
-
-    def to_json(self) -> dict[str, Any]:
-        data = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
-        if self.cached is None:
-            del data["cached"]
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> MachineProfile:
-        """The profile `to_json` wrote (a stored one, or one with ``cached``)."""
-        return cls(**{f.name: copy.deepcopy(data[f.name]) for f in fields(cls) if f.name in data})
-
-
-@dataclass(frozen=True)
-class VendorBaseline:
-    """One problem (workload, shape, dtype, target kind) through the vendor library
-    (tunelab.core.trust.baselines), as the store keeps it (table ``vendor_baselines``)."""
-
-    workload: str
-    shape: dict[str, int]
-    dtype: str
-    target_kind: str
-    library: str  # "NumPy + openblas 0.3.31 (Haswell kernel, 2 threads)", "PyTorch 2.5 (cuBLAS)"
-    method: str  # "np.matmul", "im2col + np.matmul", "conv2d", ...
-    median_ms: float
-    samples_ms: tuple[float, ...]
-    gflops: float | None
-    correct: bool  # the output matched the workload's NumPy reference
-    max_abs_err: float
-    measure: dict[str, Any]  # number, repeat, min_repeat_ms, warmup, settle_s (the pause before timing)
-    measured_at: float
-    blas: dict[str, Any] | None  # NumPy's BLAS as threadpoolctl names it (CPU); None on a GPU
-    # The machine it was measured on, named once stored (the store keys baselines by it); a
-    # measurement not stored yet names none and its JSON has no "hostname".
-    hostname: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        data = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
-        data["samples_ms"] = list(self.samples_ms)
-        if self.hostname is None:
-            del data["hostname"]
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> VendorBaseline:
-        """The baseline `to_json` wrote (a stored one names its ``hostname``); other keys (the session's
-        side of a :class:`tunelab.core.trust.baselines.VendorComparison`) are left out."""
-        values = {f.name: copy.deepcopy(data[f.name]) for f in fields(cls) if f.name in data}
-        values["samples_ms"] = tuple(values["samples_ms"])
-        return cls(**values)
-
-
-# trial id -> (session id, measured ms, predicted ms, shape label): a trial in the desktop app's bias plots
-BiasPoint = tuple[int, float, float, str]
-
-
-@dataclass(frozen=True)
-class BiasGroup:
-    """One group of a report: a shape, a knob value, a tile size bucket, a sketch, or every trial."""
-
-    dimension: str  # "all" | "shape" | "knob" | "tile" | "sketch"
-    key: str
-    label: str
-    n: int
-    residual_mean: float | None
-    residual_std: float | None
-    ratio: float | None
-    direction: str | None
-    spearman: float | None
-    topk_recall: float | None
-    k: int
-    biased: bool
-    ranks_poorly: bool
-    flagged: bool
-    words: str  # what is wrong, in words ("" when not flagged)
-    trial_ids: tuple[int | None, ...]
-    same_as: str | None  # the label of an earlier group holding exactly the same trials
-
-    def to_json(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["trial_ids"] = list(self.trial_ids)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> BiasGroup:
-        values = {f.name: data[f.name] for f in fields(cls)}
-        values["trial_ids"] = tuple(values["trial_ids"])
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class BiasCounts:
-    """The trials of a report's sessions: all of them, and which could not be judged."""
-
-    trials: int = 0
-    failed: int = 0  # not ok, or no latency
-    no_prediction: int = 0  # measured before the model could predict
-    predicted: int = 0  # the ones judged
-
-
-@dataclass(frozen=True)
-class BiasReport:
-    """The cost-model bias of one or more sessions (tunelab.core.trust.bias: ``bias_report``); here, not
-    there, so the desktop app reads it without loading the engine (TVM)."""
-
-    session_ids: tuple[int, ...]
-    counts: BiasCounts
-    n: int  # trials judged
-    k: int
-    groups: tuple[BiasGroup, ...]
-    flagged: tuple[str, ...]  # labels of the flagged groups
-    thresholds: dict[str, float]
-    summary: str
-    points: dict[int, BiasPoint] | None = None  # only by task (``bias_report_by_task``)
-    model: str | None = None  # the cost model judged, when asked for one; None: the stored predictions
-
-    def to_json(self) -> dict[str, Any]:
-        """As ``tunelab bias --json`` prints it: with ``points`` (``--by-task``) the figures come first and the
-        trial ids are the keys of ``points`` (strings once in JSON)."""
-        head = {"session_ids": list(self.session_ids), "counts": asdict(self.counts)}
-        if self.model is not None:
-            head["model"] = self.model
-        body = {
-            "n": self.n,
-            "k": self.k,
-            "groups": [g.to_json() for g in self.groups],
-            "flagged": list(self.flagged),
-            "thresholds": dict(self.thresholds),
-            "summary": self.summary,
-        }
-        if self.points is None:
-            return {**head, **body}
-        # the key order `tunelab bias --by-task --json` has always had
-        return {**body, **head, "points": {t: list(p) for t, p in self.points.items()}}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> BiasReport:
-        points = data.get("points")
-        return cls(
-            session_ids=tuple(data["session_ids"]),
-            counts=BiasCounts(**data["counts"]),
-            n=data["n"],
-            k=data["k"],
-            groups=tuple(BiasGroup.from_json(g) for g in data["groups"]),
-            flagged=tuple(data["flagged"]),
-            thresholds=dict(data["thresholds"]),
-            summary=data["summary"],
-            points=None if points is None else {int(t): tuple(p) for t, p in points.items()},
-            model=data.get("model"),
-        )
