@@ -83,7 +83,7 @@ def sessions(tmp_path_factory):
 )
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_numpy_vendor_path_is_correct(workload, shape, dtype, monkeypatch):
-    from tunelab.core.trust import baselines
+    from tunelab.core.trust import baselines_cpu as baselines
 
     # the fallback where the optional PyTorch is not installed (where it is, convolutions take it)
     monkeypatch.setattr(baselines, "_torch_cpu_conv", lambda *args: None)
