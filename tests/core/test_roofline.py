@@ -101,7 +101,7 @@ def test_roofline_for_session(session):
 
 def test_a_gpu_profile_names_its_library(monkeypatch):
     # Where this host has no GPU, the probes' results stand in: what the profile and the roofline make of them.
-    from tunelab.core.trust import roofline
+    from tunelab.core.trust import roofline_profile as roofline
 
     monkeypatch.setattr(
         roofline,
