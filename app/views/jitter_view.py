@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QProgressBar,
     QPushButton,
     QScrollArea,
     QSpinBox,
@@ -36,9 +35,9 @@ from PySide6.QtWidgets import (
 
 from tunelab.app import theme
 from tunelab.app.views.validation.drawing import make_table, titled
+from tunelab.app.views.worker_view import WorkerView
 from tunelab.app.widgets.formatting import fmt_ms
-from tunelab.app.workers.engine import StreamWorker, keep_alive
-from tunelab.core.errors import TunelabError
+from tunelab.app.workers.engine import StreamWorker
 from tunelab.core.store import Store
 from tunelab.core.trust.jitter import JitterCause, JitterReport, pct, signed
 from tunelab.core.trust.remeasure.api import ValidationCancelled
@@ -131,21 +130,43 @@ class CausesPlot(QWidget):
         self.plot.setYRange(-0.6, max(len(causes) - 0.4, 0.6), padding=0)
 
 
-class JitterView(QWidget):
-    finished = Signal()  # a run ended (done, failed or stopped)
-    failed = Signal(str)
-
+class JitterView(WorkerView):
     def __init__(self, store: Store, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._store = store
-        self.session_id: int | None = None
-        self.worker: StreamWorker | None = None
+        super().__init__(store, parent)
         self.report: JitterReport | None = None
-        self.last_error = ""
 
         self.title = QLabel("No session selected.")
         self.title.setObjectName("jitter_title")
         self.title.setWordWrap(True)
+        controls = self._build_controls()
+        progress_row = self._build_progress_row()
+        self._build_results()
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.causes_plot)
+        splitter.addWidget(titled("The numbers behind each cause", self.table))
+        splitter.setSizes([300, 320])
+        # The page scrolls rather than holding the main window at its height: its wrapped sentences and
+        # the two panes together want more than a small window has.
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.title)
+        layout.addLayout(controls)
+        layout.addLayout(progress_row)
+        layout.addWidget(self.headline)
+        layout.addWidget(self.spread_label)
+        layout.addWidget(splitter, 1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(page)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
+        self._update_buttons()
+
+    def _build_controls(self) -> QHBoxLayout:
+        """Runs, other shapes, and the Explain / Schedule file / Stop buttons, in one row."""
         self.runs_spin = QSpinBox()
         self.runs_spin.setRange(1, 50)
         self.runs_spin.setValue(5)
@@ -180,17 +201,10 @@ class JitterView(QWidget):
         controls.addWidget(self.shapes_edit, 1)
         for button in (self.explain_button, self.file_button, self.stop_button):
             controls.addWidget(button)
-        self.progress = QProgressBar()
-        self.progress.setMaximumWidth(260)
-        self.progress.hide()
-        self.stage = QLabel()
-        self.stage.setProperty("role", "hint")
-        self.stage.setWordWrap(True)
-        progress_row = QHBoxLayout()
-        progress_row.setContentsMargins(0, 0, 0, 0)
-        progress_row.addWidget(self.progress)
-        progress_row.addWidget(self.stage, 1)
+        return controls
 
+    def _build_results(self) -> None:
+        """The headline, the measured spread, the causes' bars and their table."""
         self.headline = QLabel(NOT_RUN)
         self.headline.setObjectName("jitter_headline")
         self.headline.setWordWrap(True)
@@ -208,47 +222,13 @@ class JitterView(QWidget):
         self.table = make_table(CAUSE_COLUMNS, stretch=len(CAUSE_COLUMNS) - 1)
         self.table.setWordWrap(True)
         self.table.setMinimumHeight(60)  # the splitter gives it room; the window stays resizable small
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.causes_plot)
-        splitter.addWidget(titled("The numbers behind each cause", self.table))
-        splitter.setSizes([300, 320])
-        # The page scrolls rather than holding the main window at its height: its wrapped sentences and
-        # the two panes together want more than a small window has.
-        page = QWidget()
-        layout = QVBoxLayout(page)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.title)
-        layout.addLayout(controls)
-        layout.addLayout(progress_row)
-        layout.addWidget(self.headline)
-        layout.addWidget(self.spread_label)
-        layout.addWidget(splitter, 1)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(page)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        outer.addWidget(scroll)
-        self._update_buttons()
 
     # ---- state ---------------------------------------------------------------------------------
-    @property
-    def running(self) -> bool:
-        return self.worker is not None
-
     def exportable(self):
         return self.causes_plot.scene()
 
     def set_session(self, session_id: int | None) -> None:
-        self.session_id = session_id
-        record = None
-        if session_id is not None:
-            try:
-                record = self._store.session(session_id)
-            except TunelabError as exc:
-                self.title.setText(str(exc))
-                self.session_id = None
+        record = self._load_session(session_id)
         if record is None:
             self.title.setText("No session selected: pick one, or explain an exported schedule file.")
         else:
@@ -268,9 +248,7 @@ class JitterView(QWidget):
         idle = not self.running
         self.explain_button.setEnabled(idle and self.session_id is not None)
         self.file_button.setEnabled(idle)
-        self.stop_button.setEnabled(
-            self.worker is not None and not self.worker.cancelled
-        )  # running, not stopping
+        self.stop_button.setEnabled(self._stoppable())
         self.runs_spin.setEnabled(idle)
         self.shapes_edit.setEnabled(idle)
 
@@ -293,20 +271,12 @@ class JitterView(QWidget):
         shapes = self.shapes_edit.text().strip() or None
         runs = self.runs_spin.value()
         self._show(None)
-        worker = StreamWorker(
-            self._store.path,
+        worker = self._launch(
             jitter_job,
             source,
             runs=runs,
             shapes=shapes if schedule_file is None else None,
         )
-        worker.progress.connect(self._on_progress)
-        worker.succeeded.connect(self._on_done)
-        worker.failed.connect(self._on_failed)
-        worker.finished.connect(self._on_finished)
-        self.worker = keep_alive(worker)
-        self.progress.setRange(0, 0)
-        self.progress.show()
         what = (
             f"session {self.session_id}'s best schedule"
             if schedule_file is None
@@ -317,12 +287,6 @@ class JitterView(QWidget):
         worker.start()
         self._update_buttons()
         return worker
-
-    def stop(self) -> None:
-        if self.worker is not None:
-            self.worker.cancel()
-            self._set_stage(self.stage.text() + " — stopping…")
-            self._update_buttons()
 
     def _on_progress(self, item: tuple) -> None:
         _, done, total, text = item
@@ -345,22 +309,11 @@ class JitterView(QWidget):
         )
         self._set_stage("Done." + stored)
 
-    def _on_failed(self, message: str, _details: str) -> None:
-        self.last_error = message
+    def _show_failure(self, message: str) -> None:
         self.headline.setText(f"Cannot explain the spread: {message}")
         self._set_stage("")
-        self.failed.emit(message)
-
-    def _on_finished(self) -> None:
-        self.worker = None
-        self.progress.hide()
-        self._update_buttons()
-        self.finished.emit()
 
     # ---- drawing -------------------------------------------------------------------------------
-    def _set_stage(self, text: str) -> None:
-        self.stage.setText(text)
-
     def _show(self, report: JitterReport | None) -> None:
         self.report = report
         if report is None:

@@ -57,6 +57,15 @@ def fmt_shape(shape: dict[str, int]) -> str:
     return format_shape(shape)
 
 
+def default_shapes(shape: dict[str, int]) -> str:
+    """A shape list to suggest: the first parameter at a quarter, half, once and twice its value."""
+    if not shape:
+        return ""
+    name, value = next(iter(shape.items()))
+    values = sorted({max(1, value // 4), max(1, value // 2), value, value * 2})
+    return f"{name}={','.join(map(str, values))}"
+
+
 def config_summary(config: dict[str, Any]) -> str:
     """One line for a table cell: 'tile_i=[8] tile_j=[16] order=ro,ri,si …' or 'sketch 1: [4,8] 2 …'."""
     if is_auto_config(config):

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
-    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QProgressBar,
     QPushButton,
     QSpinBox,
     QSplitter,
@@ -42,12 +40,13 @@ from tunelab.app.views.validation.drawing import (
     fill_shapes,
     make_table,
     titled,
-    verdict_styles,
     verdict_words,
     when,
 )
-from tunelab.app.widgets.formatting import fmt_ms, fmt_shape
-from tunelab.app.workers.engine import StreamWorker, keep_alive
+from tunelab.app.views.validation.verdict_box import VerdictBox
+from tunelab.app.views.worker_view import WorkerView
+from tunelab.app.widgets.formatting import default_shapes, fmt_ms, fmt_shape
+from tunelab.app.workers.engine import StreamWorker
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.pick import ExportPick
 from tunelab.core.store import Store
@@ -75,27 +74,12 @@ def validation_job(store: Store, session_id: int, *, emit, is_cancelled, **reque
     )
 
 
-def default_shapes(shape: dict[str, int]) -> str:
-    """A shape list to suggest: the first parameter at a quarter, half, once and twice its value."""
-    if not shape:
-        return ""
-    name, value = next(iter(shape.items()))
-    values = sorted({max(1, value // 4), max(1, value // 2), value, value * 2})
-    return f"{name}={','.join(map(str, values))}"
-
-
-class ValidationView(QWidget):
-    finished = Signal()  # a run ended (done, failed or stopped)
-    failed = Signal(str)
-
+class ValidationView(WorkerView):
     def __init__(self, store: Store, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._store = store
+        super().__init__(store, parent)
         self._stated: ExportPick | None = None  # the shown session's confirmed pick (set_stated)
         self._title_record: Any = None
         self._purposes: dict[int, str | None] = {}  # stored validation id -> why it was made (see _purpose)
-        self.session_id: int | None = None
-        self.worker: StreamWorker | None = None
         self._run_session: int | None = None
         self._remeasuring = False
         self._rows: list[ShapeRow] = []
@@ -103,11 +87,30 @@ class ValidationView(QWidget):
         self.report: ValidationReport | None = None
         self.across: AcrossShapes | None = None
         self._rule: FallsOffRule | None = None  # the falls-off rule of the shapes shown, once known
-        self.last_error = ""
 
         self.title = QLabel("No session selected.")
         self.title.setObjectName("validation_title")
         self.title.setWordWrap(True)
+        controls = self._build_controls()
+        progress_row = self._build_progress_row()
+        self.stage.hide()
+        # The verdict, in large plain words.
+        self.verdict_box = VerdictBox("Not validated yet", NOT_VALIDATED)
+        self.verdict_label = self.verdict_box.verdict_label
+        self.cause_label = self.verdict_box.cause_label
+        self.figures_label = self.verdict_box.figures_label
+        splitter = self._build_tables()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.title)
+        layout.addLayout(controls)
+        layout.addLayout(progress_row)
+        layout.addWidget(self.verdict_box)
+        layout.addWidget(splitter, 1)
+        self._update_buttons()
+
+    def _build_controls(self) -> QHBoxLayout:
+        """Shape (for several), Top K, Repeats, other shapes, and the Validate / Shapes only / Stop buttons."""
         self.k_spin = QSpinBox()
         self.k_spin.setRange(1, 20)
         self.k_spin.setValue(3)
@@ -160,40 +163,10 @@ class ValidationView(QWidget):
             controls.addWidget(widget, 1 if widget is self.shapes_edit else 0)
         for button in (self.validate_button, self.shapes_button, self.stop_button):
             controls.addWidget(button)
-        self.progress = QProgressBar()
-        self.progress.setMaximumWidth(260)
-        self.progress.hide()
-        self.stage = QLabel()
-        self.stage.setProperty("role", "hint")
-        self.stage.setWordWrap(True)
-        self.stage.hide()
-        progress_row = QHBoxLayout()
-        progress_row.setContentsMargins(0, 0, 0, 0)
-        progress_row.addWidget(self.progress)
-        progress_row.addWidget(self.stage, 1)
+        return controls
 
-        # The verdict, in large plain words.
-        self.verdict_box = QFrame()
-        self.verdict_box.setObjectName("verdict_box")
-        self.verdict_label = QLabel("Not validated yet")
-        self.verdict_label.setObjectName("verdict_label")
-        self.cause_label = QLabel(NOT_VALIDATED)
-        self.cause_label.setObjectName("verdict_cause")
-        self.cause_label.setWordWrap(True)
-        self.cause_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.figures_label = QLabel()
-        self.figures_label.setObjectName("verdict_figures")
-        self.figures_label.setWordWrap(True)
-        self.figures_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        box = QVBoxLayout(self.verdict_box)
-        box.setContentsMargins(12, 8, 12, 8)
-        box.setSpacing(2)
-        box.addWidget(self.verdict_label)
-        box.addWidget(self.cause_label)
-        box.addWidget(self.figures_label)
-        self.figures_label.hide()
-        self._style_verdict(None)
-
+    def _build_tables(self) -> QSplitter:
+        """The re-measured schedules and past runs above, the shapes' table and plot below."""
         self.schedule_table = make_table(SCHEDULE_COLUMNS, stretch=len(SCHEDULE_COLUMNS) - 1)
         self.past_table = make_table(PAST_COLUMNS, stretch=3)
         self.past_table.itemSelectionChanged.connect(self._on_past_selected)
@@ -227,30 +200,15 @@ class ValidationView(QWidget):
         splitter.addWidget(top)
         splitter.addWidget(bottom)
         splitter.setSizes([260, 360])
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.title)
-        layout.addLayout(controls)
-        layout.addLayout(progress_row)
-        layout.addWidget(self.verdict_box)
-        layout.addWidget(splitter, 1)
-        self._update_buttons()
+        return splitter
 
     # ---- helpers -------------------------------------------------------------------------------
     def _set_stage(self, text: str) -> None:
         self.stage.setText(text)
         self.stage.setVisible(bool(text))
 
-    def _set_figures(self, text: str) -> None:
-        self.figures_label.setText(text)
-        self.figures_label.setVisible(bool(text))
-
     def exportable(self):
         return self.shapes_plot.scene()
-
-    @property
-    def running(self) -> bool:
-        return self.worker is not None
 
     @property
     def verdict(self) -> str:
@@ -261,14 +219,7 @@ class ValidationView(QWidget):
 
     # ---- session -------------------------------------------------------------------------------
     def set_session(self, session_id: int | None) -> None:
-        self.session_id = session_id
-        record = None
-        if session_id is not None:
-            try:
-                record = self._store.session(session_id)
-            except TunelabError as exc:
-                self.title.setText(str(exc))
-                self.session_id = None
+        record = self._load_session(session_id)
         self._fill_tasks(record)
         self._show_title(record)
         if record is not None:
@@ -398,9 +349,7 @@ class ValidationView(QWidget):
         idle = not self.running and self.session_id is not None
         self.validate_button.setEnabled(idle)
         self.shapes_button.setEnabled(idle and bool(self.shapes_edit.text().strip()))
-        self.stop_button.setEnabled(
-            self.worker is not None and not self.worker.cancelled
-        )  # running, not stopping
+        self.stop_button.setEnabled(self._stoppable())
         for w in (self.k_spin, self.runs_spin, self.shapes_edit, self.task_combo):
             w.setEnabled(not self.running)
 
@@ -415,8 +364,7 @@ class ValidationView(QWidget):
         self._run_session = self.session_id
         self._remeasuring = remeasure
         top_k, runs = self.k_spin.value(), self.runs_spin.value()
-        worker = StreamWorker(
-            self._store.path,
+        worker = self._launch(
             validation_job,
             self.session_id,
             top_k=top_k,
@@ -425,13 +373,6 @@ class ValidationView(QWidget):
             remeasure=remeasure,
             task=self.task,
         )
-        worker.progress.connect(self._on_progress)
-        worker.succeeded.connect(self._on_done)
-        worker.failed.connect(self._on_failed)
-        worker.finished.connect(self._on_finished)
-        self.worker = keep_alive(worker)
-        self.progress.setRange(0, 0)
-        self.progress.show()
         self._set_stage(
             f"Re-measuring the {top_k} fastest schedule(s) of session {self.session_id} in {runs} "
             "fresh process(es)…"
@@ -440,16 +381,10 @@ class ValidationView(QWidget):
         )
         if remeasure:
             self.verdict_label.setText("Validating…")
-            self._style_verdict(None)
+            self.verdict_box.style_verdict(None)
         worker.start()
         self._update_buttons()
         return worker
-
-    def stop(self) -> None:
-        if self.worker is not None:
-            self.worker.cancel()
-            self._set_stage(self.stage.text() + " — stopping…")
-            self._update_buttons()
 
     def _on_progress(self, item: tuple) -> None:
         kind = item[0]
@@ -495,30 +430,22 @@ class ValidationView(QWidget):
     def _show_stopped(self) -> None:
         """A run stopped before it had anything to keep: nothing is stored, the past runs are as they were."""
         if self._remeasuring:
-            self.verdict_label.setText("Stopped")
-            self._style_verdict(None)
-            self.cause_label.setText(
+            self.verdict_box.say(
+                "Stopped",
                 "The re-measurement was stopped before it finished; nothing was stored. "
-                "Past validations are unchanged."
+                "Past validations are unchanged.",
             )
-            self._set_figures("")
         self._set_stage("Stopped.")
 
-    def _on_failed(self, message: str, _details: str) -> None:
-        self.last_error = message
+    def _show_failure(self, message: str) -> None:
         self._set_stage(f"<span style='color:{theme.ERROR}'>Validation failed: {message}</span>")
         if self.report is None:
             self.verdict_label.setText("Not validated")
             self.cause_label.setText(message)
-            self._style_verdict(None)
-        self.failed.emit(message)
+            self.verdict_box.style_verdict(None)
 
-    def _on_finished(self) -> None:
-        self.worker = None
-        self.progress.hide()
+    def _run_ended(self) -> None:
         self.refresh_past()
-        self._update_buttons()
-        self.finished.emit()
 
     # ---- drawing -------------------------------------------------------------------------------
     def _clear_results(self) -> None:
@@ -528,27 +455,14 @@ class ValidationView(QWidget):
         self._rows = []
         self.last_error = ""
         self.schedule_table.setRowCount(0)
-        self.verdict_label.setText("Not validated yet")
-        self.cause_label.setText(NOT_VALIDATED)
-        self._set_figures("")
-        self._style_verdict(None)
+        self.verdict_box.say("Not validated yet", NOT_VALIDATED)
         self._fill_shapes()
         self._set_stage("")
-
-    def _style_verdict(self, verdict: str | None) -> None:
-        box, headline, cause = verdict_styles(verdict)
-        self.verdict_box.setStyleSheet(box)
-        self.verdict_label.setStyleSheet(headline)
-        self.cause_label.setStyleSheet(cause)
-        self.figures_label.setStyleSheet(f"font-size: 13px; color: {theme.TEXT};")
 
     def _show_report(self, report: ValidationReport) -> None:
         self.report = report
         headline, cause, figures = verdict_words(report)
-        self.verdict_label.setText(headline)
-        self._style_verdict(report.verdict)
-        self.cause_label.setText(cause)
-        self._set_figures(figures)
+        self.verdict_box.say(headline, cause, report.verdict, figures)
         fill_schedules(self.schedule_table, report.schedules, self._labels(report))
 
     def _labels(self, report: ValidationReport) -> dict[int, str]:
