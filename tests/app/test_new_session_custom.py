@@ -12,7 +12,8 @@ from dialog_ready import settled
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QFileDialog
 
-from tunelab.app.dialogs.new_session import CUSTOM_DIR_KEY, CUSTOM_FILE_KEY, NewSessionDialog
+from tunelab.app.dialogs.new_session import NewSessionDialog
+from tunelab.app.dialogs.new_session_form import CUSTOM_DIR_KEY, CUSTOM_FILE_KEY
 from tunelab.app.main_window import MainWindow
 from tunelab.core.workloads.custom import EXAMPLE_SOURCE
 
