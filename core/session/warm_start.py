@@ -15,14 +15,17 @@ state, which ``tunelab show`` prints).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from tunelab.core.errors import TunelabError
-from tunelab.core.records import SessionRecord, TaskRecord
+from tunelab.core.records import SessionRecord, SessionSpec, TaskRecord
 from tunelab.core.search.space.base import SearchSpace
 from tunelab.core.search.space.factory import space_for_task
+from tunelab.core.session.task import TuningTask
 from tunelab.core.store import Store
 
 PRIOR_WEIGHT = 0.3  # an earlier session's trial against one of the session's own
@@ -105,6 +108,50 @@ def source_sessions(
             )
         found.append(source)
     return found
+
+
+def check_sources(
+    store: Store, spec: SessionSpec, workload: Any, dtype: str, target: Any, space: Any
+) -> None:
+    """Named warm-start sessions that do not exist or tuned something else are refused now, before
+    the session is stored (``auto`` takes whatever matches, possibly nothing)."""
+    choice = parse_warm_start(str(spec.tuner_options.get("warm_start", "")))
+    if isinstance(choice, tuple):
+        source_sessions(
+            store, choice, workload=workload.name, dtype=dtype, space_kind=space.kind, target=target.json
+        )
+
+
+def warm_start_tasks(
+    store: Store, record: SessionRecord, tasks: list[TuningTask], stage: Callable[[str], None]
+) -> None:
+    """Start each task's cost models from earlier sessions' trials, when the tuner's ``warm_start``
+    option asks for it; said as a stage, kept in the tuner state."""
+    choice = parse_warm_start(str(record.tuner_options.get("warm_start", "")))
+    if choice is None:
+        return
+    sources = source_sessions(
+        store,
+        choice,
+        workload=record.workload,
+        dtype=record.dtype,
+        space_kind=record.space_kind,
+        target=record.target,
+        exclude=record.id,
+    )
+    sources = [s for s in sources if s.id < record.id]  # earlier sessions: a later one is not "before"
+    for task in tasks:
+        n_features = task.space.features([task.space.point(0)]).shape[1]
+        prior = load_prior(store, sources, n_features)
+        stage(prior.sentence())
+        if not prior.n or not hasattr(task.tuner, "use_prior"):
+            continue
+        gflop = task.record.flops / 1e9
+        task.tuner.use_prior(  # the xgb tuner's (hasattr above)
+            prior.X, prior.ms_per_gflop, gflop=gflop, weight=PRIOR_WEIGHT, sessions=prior.session_ids
+        )
+        task.cost_model.set_prior(prior.X, prior.ms_per_gflop, gflop=gflop, weight=PRIOR_WEIGHT)
+        task.fit()
 
 
 def load_prior(store: Store, sources: list[SessionRecord], n_features: int) -> Prior:

@@ -26,9 +26,9 @@ def migration(fn: Migration) -> Migration:
     return fn
 
 
-@migration
-def _v1_initial(db: Database) -> None:
-    statements = [
+def _v1_session_tables() -> list[str]:
+    """The first schema's sessions and their tasks."""
+    return [
         """CREATE TABLE sessions (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             name TEXT NOT NULL DEFAULT '',
@@ -66,6 +66,12 @@ def _v1_initial(db: Database) -> None:
             flops REAL NOT NULL
         )""",
         "CREATE INDEX idx_tasks_session ON tasks(session_id)",
+    ]
+
+
+def _v1_trial_tables() -> list[str]:
+    """The first schema's trials with their samples, and the rounds."""
+    return [
         """CREATE TABLE trials (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
@@ -110,7 +116,11 @@ def _v1_initial(db: Database) -> None:
             PRIMARY KEY (session_id, round)
         )""",
     ]
-    for sql in statements:
+
+
+@migration
+def _v1_initial(db: Database) -> None:
+    for sql in [*_v1_session_tables(), *_v1_trial_tables()]:
         db.execute(sql)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -54,6 +55,52 @@ def _latency_columns(samples: Sequence[float]) -> dict[str, float | None]:
     }
 
 
+def _insert_trial(
+    conn: sqlite3.Connection,
+    row: tuple[Any, ...],
+    stats: dict[str, float | None],
+    trial: NewTrial,
+    trace_text: str | None,
+    samples: Sequence[float],
+) -> int:
+    """Insert a trial's row, its samples and its shadow predictions; its id. ``row``: session id, task
+    id, index, round, config, config key, status and error, in the trials table's order."""
+    cur = conn.execute(
+        """INSERT INTO trials (session_id, task_id, idx, round, config, config_key, status, error,
+            latency_ms, mean_ms, std_ms, min_ms, max_ms, q1_ms, q3_ms, predicted_ms, build_s,
+            run_s, started_at, finished_at, trace_json, device)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        (
+            *row,
+            stats["latency_ms"],
+            stats["mean_ms"],
+            stats["std_ms"],
+            stats["min_ms"],
+            stats["max_ms"],
+            stats["q1_ms"],
+            stats["q3_ms"],
+            trial.predicted_ms,
+            trial.build_s,
+            trial.run_s,
+            trial.started_at,
+            trial.finished_at,
+            trace_text,
+            trial.device,
+        ),
+    )
+    trial_id = inserted_id(cur)
+    conn.executemany(
+        "INSERT INTO samples (trial_id, idx, ms) VALUES (?, ?, ?)",
+        [(trial_id, i, ms) for i, ms in enumerate(samples)],
+    )
+    if trial.shadow_predictions:  # in the same transaction: a trial never lacks what was predicted
+        conn.executemany(
+            "INSERT INTO trial_predictions (trial_id, model, predicted_ms) VALUES (?, ?, ?)",
+            [(trial_id, m, float(ms)) for m, ms in sorted(trial.shadow_predictions.items())],
+        )
+    return trial_id
+
+
 class TrialStore(StoreConnection):
     """The Store's trial methods: the trials, samples, tasks and rounds tables, and the tuner's state."""
 
@@ -76,18 +123,7 @@ class TrialStore(StoreConnection):
         config_text = _dumps(trial.config)
         trace_text = None if trial.trace_json is None else _dumps(trial.trace_json)
         with self._write() as conn:
-            if task_id is None:
-                task = conn.execute(
-                    "SELECT id FROM tasks WHERE session_id = ? ORDER BY id LIMIT 1", (session_id,)
-                ).fetchone()
-            else:
-                task = conn.execute(
-                    "SELECT id FROM tasks WHERE session_id = ? AND id = ?", (session_id, task_id)
-                ).fetchone()
-                if task is None:
-                    raise StoreError(f"task {task_id} is not a task of session {session_id}")
-            if task is None:
-                self._require_session(session_id)
+            task = self._trial_task(conn, session_id, task_id)
             if conn.execute(
                 "SELECT 1 FROM trials WHERE session_id = ? AND config_key = ?", (session_id, config_key)
             ).fetchone():
@@ -95,46 +131,8 @@ class TrialStore(StoreConnection):
             idx = conn.execute(
                 "SELECT coalesce(max(idx) + 1, 0) FROM trials WHERE session_id = ?", (session_id,)
             ).fetchone()[0]
-            cur = conn.execute(
-                """INSERT INTO trials (session_id, task_id, idx, round, config, config_key, status, error,
-                    latency_ms, mean_ms, std_ms, min_ms, max_ms, q1_ms, q3_ms, predicted_ms, build_s,
-                    run_s, started_at, finished_at, trace_json, device)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (
-                    session_id,
-                    None if task is None else task[0],
-                    idx,
-                    trial.round,
-                    config_text,
-                    config_key,
-                    trial.status,
-                    trial.error,
-                    stats["latency_ms"],
-                    stats["mean_ms"],
-                    stats["std_ms"],
-                    stats["min_ms"],
-                    stats["max_ms"],
-                    stats["q1_ms"],
-                    stats["q3_ms"],
-                    trial.predicted_ms,
-                    trial.build_s,
-                    trial.run_s,
-                    trial.started_at,
-                    trial.finished_at,
-                    trace_text,
-                    trial.device,
-                ),
-            )
-            trial_id = inserted_id(cur)
-            conn.executemany(
-                "INSERT INTO samples (trial_id, idx, ms) VALUES (?, ?, ?)",
-                [(trial_id, i, ms) for i, ms in enumerate(samples)],
-            )
-            if trial.shadow_predictions:  # in the same transaction: a trial never lacks what was predicted
-                conn.executemany(
-                    "INSERT INTO trial_predictions (trial_id, model, predicted_ms) VALUES (?, ?, ?)",
-                    [(trial_id, m, float(ms)) for m, ms in sorted(trial.shadow_predictions.items())],
-                )
+            row = (session_id, task, idx, trial.round, config_text, config_key, trial.status, trial.error)
+            trial_id = _insert_trial(conn, row, stats, trial, trace_text, samples)
         return TrialRecord(
             id=trial_id,
             session_id=session_id,
@@ -150,10 +148,29 @@ class TrialStore(StoreConnection):
             finished_at=trial.finished_at,
             trace_json=_loads(trace_text),
             samples_ms=samples,
-            task_id=None if task is None else int(task[0]),
+            task_id=task,
             device=trial.device,
             **stats,
         )
+
+    def _trial_task(self, conn: sqlite3.Connection, session_id: int, task_id: int | None) -> int | None:
+        """The id of the task a new trial belongs to: ``task_id`` when it is one of the session's, else
+        the session's first task; None for a session stored without tasks. StoreError for another
+        session's task or a session that does not exist."""
+        if task_id is None:
+            task = conn.execute(
+                "SELECT id FROM tasks WHERE session_id = ? ORDER BY id LIMIT 1", (session_id,)
+            ).fetchone()
+        else:
+            task = conn.execute(
+                "SELECT id FROM tasks WHERE session_id = ? AND id = ?", (session_id, task_id)
+            ).fetchone()
+            if task is None:
+                raise StoreError(f"task {task_id} is not a task of session {session_id}")
+        if task is None:
+            self._require_session(session_id)
+            return None
+        return int(task[0])
 
     def add_round(
         self,
