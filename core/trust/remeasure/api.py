@@ -30,8 +30,6 @@ The report (a :class:`~tunelab.core.trust.remeasure.report.ValidationReport`) is
 
 from __future__ import annotations
 
-import functools
-import json
 import os
 import shutil
 import socket
@@ -41,13 +39,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from tunelab.core.errors import TunelabError
-from tunelab.core.measure.placement import DEFAULT_LAYOUT, LAYOUTS
 from tunelab.core.records import MeasureOptions
-from tunelab.core.stats import coefficient_of_variation
 from tunelab.core.trust.remeasure.build_cache import BuildCache
+from tunelab.core.trust.remeasure.job import prepare_job
 from tunelab.core.trust.remeasure.pool import (
     CancelFn,
     ProgressFn,
@@ -55,24 +50,13 @@ from tunelab.core.trust.remeasure.pool import (
     check_cancelled,
     run_workers,
 )
-from tunelab.core.trust.remeasure.report import (
-    Measurement,
-    RecordedTelemetry,
-    ValidationReport,
-    ValidationSource,
-)
-from tunelab.core.trust.remeasure.verdict import (
-    Problem,
-    RecordedSchedule,
-    judge,
-    recording_disturbance,
-    summarize,
-)
-from tunelab.core.trust.remeasure.worker import error_text
+from tunelab.core.trust.remeasure.recorded import compact_stamp, file_disturbance, recorded_item
+from tunelab.core.trust.remeasure.report import Measurement, ValidationReport, ValidationSource
+from tunelab.core.trust.remeasure.summary import summarize
+from tunelab.core.trust.remeasure.verdict import Problem, RecordedSchedule, judge
 
 if TYPE_CHECKING:
     from tunelab.core.store import Store
-    from tunelab.core.trust.confirmed import Confirmation
 
 __all__ = [
     "DEFAULT_RUNS",
@@ -129,12 +113,28 @@ def validate_session(
             option="task",
         )
 
-    from tunelab.core.search.space.factory import space_for_session
-
     opts = options or MeasureOptions.from_json(_known_options(rec.measure))
     if not opts.remote:  # a session measured on RPC servers is re-measured there
         _refuse_foreign_target(rec.target, f"session {session_id}")  # before any of its workload's code runs
     chosen = tasks[task] if tasks else None
+    trials = _trials_of(store, session_id, chosen, task, len(tasks))
+    items = _session_items(store, rec, chosen, trials, top_k, opts, against)
+    shape = dict(chosen.shape) if chosen is not None else dict(rec.shape)
+    flops = float(chosen.flops) if chosen is not None else float(rec.flops)
+    problem = Problem(rec.workload, shape, rec.dtype, dict(rec.target), rec.custom_source, rec.seed, flops)
+    source = ValidationSource("session", session_id=session_id, name=rec.name, top_k=top_k, task=task)
+    report = _validate(
+        problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled, builds=builds
+    )
+    check_cancelled(is_cancelled)
+    if record:
+        report = replace(report, id=store.add_validation(report.to_json()))
+    return report
+
+
+def _trials_of(store: Store, session_id: int, chosen: Any, task: int, n_tasks: int) -> list[Any]:
+    """The session's successful trials of shape ``task`` (``chosen``, None for a session without tasks),
+    fastest first; TunelabError where there is none."""
 
     def of_task(t: Any) -> bool:  # a trial stored before sessions had tasks belongs to the primary shape
         task_id = t.task_id
@@ -148,9 +148,26 @@ def validate_session(
     if not trials:
         raise TunelabError(
             f"session {session_id} has no successful trial to validate"
-            + (f" for shape {task}" if len(tasks) > 1 else "")
+            + (f" for shape {task}" if n_tasks > 1 else "")
         )
     trials.sort(key=lambda t: (t.latency_ms, t.id))
+    return trials
+
+
+def _session_items(
+    store: Store,
+    rec: Any,
+    chosen: Any,
+    trials: list[Any],
+    top_k: int,
+    opts: MeasureOptions,
+    against: str,
+) -> list[RecordedSchedule]:
+    """The ``top_k`` fastest ``trials`` as the validation judges them, their schedules rebuilt in the
+    space of shape ``chosen``, against their confirmations' figures unless ``against`` is "session"."""
+    from tunelab.core.search.space.factory import space_for_session
+
+    session_id = rec.id
     stamps = store.trial_telemetry(session_id)
     if chosen is not None and chosen.index > 0:
         from tunelab.core.search.space.factory import space_for_task
@@ -166,11 +183,11 @@ def validate_session(
 
         confirmed = confirmations(store, session_id)
     items = [
-        _item_of(
+        recorded_item(
             t,
             confirmed.get(t.id),
             # this machine's readings during a trial measured on a server say nothing of the server
-            None if opts.remote else _compact_stamp(stamps.get(t.id)),
+            None if opts.remote else compact_stamp(stamps.get(t.id)),
             space,
             tuple(
                 x.latency_ms
@@ -180,17 +197,7 @@ def validate_session(
         )
         for t in trials[:top_k]
     ]
-    shape = dict(chosen.shape) if chosen is not None else dict(rec.shape)
-    flops = float(chosen.flops) if chosen is not None else float(rec.flops)
-    problem = Problem(rec.workload, shape, rec.dtype, dict(rec.target), rec.custom_source, rec.seed, flops)
-    source = ValidationSource("session", session_id=session_id, name=rec.name, top_k=top_k, task=task)
-    report = _validate(
-        problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled, builds=builds
-    )
-    check_cancelled(is_cancelled)
-    if record:
-        report = replace(report, id=store.add_validation(report.to_json()))
-    return report
+    return items
 
 
 def validate_schedule_file(
@@ -233,7 +240,7 @@ def validate_schedule_file(
             recorded_telemetry=None,
             schedule=sch,
             recorded_reference_ms=stats.get("reference_ms"),
-            recorded_disturbance=_file_disturbance(stats),
+            recorded_disturbance=file_disturbance(stats),
         )
     ]
     problem = Problem(
@@ -273,55 +280,6 @@ def _refuse_foreign_target(target: dict[str, Any], what: str) -> None:
         )
 
 
-def _item_of(
-    trial: Any,
-    confirmation: Confirmation | None,
-    stamp: RecordedTelemetry | None,
-    space: Any,
-    rivals_ms: tuple[float, ...],
-) -> RecordedSchedule:
-    if confirmation is not None:  # judged against the confirmed figure: no selection bias to expect
-        return RecordedSchedule(
-            recorded_disturbance=confirmation.disturbance,
-            label=f"trial #{trial.number}",
-            trial_id=trial.id,
-            config=trial.config,
-            recorded_ms=confirmation.median_ms,
-            recorded_samples_ms=confirmation.samples_ms,
-            recorded_telemetry=stamp,
-            schedule=space.schedule(trial.config),
-            session_ms=trial.latency_ms,
-            recorded_reference_ms=confirmation.reference_ms,
-        )
-    return RecordedSchedule(
-        label=f"trial #{trial.number}",
-        trial_id=trial.id,
-        config=trial.config,
-        recorded_ms=trial.latency_ms,
-        recorded_samples_ms=tuple(trial.samples_ms),
-        recorded_telemetry=stamp,
-        schedule=space.schedule(trial.config),
-        rivals_ms=rivals_ms,
-        recorded_disturbance=recording_disturbance(
-            what="the session's measurement",
-            busy_pids=(stamp.other_busy_pids or ()) if stamp is not None else (),
-            throttled=bool(stamp is not None and stamp.throttled),
-            throttle_reasons=(stamp.throttle_reasons or ()) if stamp is not None else (),
-            cv=coefficient_of_variation(list(trial.samples_ms)),
-        ),
-    )
-
-
-def _file_disturbance(stats: dict[str, Any]) -> str | None:
-    """What disturbed the machine when an exported figure was confirmed: as the export stated it, or,
-    for a file exported before exports said so, from the scatter of the confirmation's runs."""
-    confirmed = stats.get("confirmed") or {}
-    if "disturbance" in confirmed:
-        return confirmed["disturbance"]
-    cvs = [c for c in (confirmed.get("cv"), confirmed.get("run_cv")) if isinstance(c, (int, float))]
-    return recording_disturbance(what="the confirmation's runs", cv=max(cvs, default=None))
-
-
 def parse_source(text: str) -> int | Path:
     """A CLI argument as a session id (digits that are not a file's name) or a schedule file path."""
     if text.strip().isdigit() and not Path(text).is_file():
@@ -341,11 +299,6 @@ def _check_counts(top_k: int, runs: int) -> None:
 def _known_options(data: dict[str, Any]) -> dict[str, Any]:
     names = set(MeasureOptions.__dataclass_fields__)
     return {k: v for k, v in data.items() if k in names}
-
-
-def _compact_stamp(stamp: dict[str, Any] | None) -> RecordedTelemetry | None:
-    """A trial's stored telemetry stamp, in brief."""
-    return RecordedTelemetry.from_json(stamp) if stamp else None
 
 
 def _validate(
@@ -378,7 +331,7 @@ def _validate(
     whole: dict[str, Any] = {}  # the telemetry over the whole validation: none of a server
     where: str | None = None  # where it was measured, in words, when not here
     try:
-        job, build_errors = _prepare(problem, items, options, folder, builds, remote=remote)
+        job, build_errors = prepare_job(problem, items, options, folder, builds, remote=remote)
         check_cancelled(is_cancelled)
         if remote:
             from tunelab.core.trust.remeasure.remote_pool import NO_TELEMETRY, run_on_servers
@@ -439,77 +392,3 @@ def _run_here(
     finally:
         sampler.stop()
     return measurements, whole, sampler.gpu_status
-
-
-def _prepare(
-    problem: Problem,
-    items: list[RecordedSchedule],
-    options: MeasureOptions,
-    folder: Path,
-    builds: BuildCache | None = None,
-    *,
-    remote: bool = False,
-) -> tuple[dict[str, Any], dict[int, str]]:
-    """Compile every schedule into ``folder`` and write the worker's job file; return (job, build errors).
-
-    ``remote``: for RPC servers, each library a ``.tar`` of the objects LLVM emitted here, which the
-    server links (as MetaSchedule's builder ships a remote session's candidates), timed with each
-    buffer layout as locally (tunelab.core.measure.remote_placement)."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from tunelab.core.measure.runner import fast_build
-    from tunelab.core.target.info import target_from_json
-    from tunelab.core.workloads.catalog import get_workload
-
-    target = target_from_json(problem.target)
-    workload = get_workload(problem.workload, problem.custom_source)
-    workload.vet(problem.shape, problem.dtype)  # a custom reference at this shape, in a child first
-    inputs = workload.make_inputs(problem.shape, problem.dtype, problem.seed)
-    expected = workload.reference(inputs, problem.shape, problem.dtype)
-    paths = []
-    for j, x in enumerate(inputs):
-        paths.append(str(folder / f"input{j}.npy"))
-        np.save(paths[-1], x)
-    np.save(folder / "expected.npy", expected)
-    rtol, atol = workload.tolerance(problem.dtype, problem.shape)
-    errors: dict[int, str] = {}
-    job_items = []
-    tvm_target = target.tvm_target()
-    for i, item in enumerate(items):
-        lib = folder / f"schedule{i}{'.tar' if remote else '.so'}"
-        build = functools.partial(fast_build, item.schedule.mod, tvm_target, None)
-        try:
-            if builds is None:
-                build().export_library(str(lib))
-            else:
-                builds.export(item.schedule.mod, tvm_target, lib, build)
-        except Exception as exc:  # noqa: BLE001 - a schedule that no longer builds is a result, not a crash
-            errors[i] = f"build error: {error_text(exc)}"
-        infos = [info.as_json() for info in ms.arg_info.ArgInfo.from_prim_func(item.schedule.mod["main"])]
-        job_items.append(
-            {
-                "label": item.label,
-                "lib": str(lib),
-                "outputs": [[list(shape), dtype] for _, dtype, shape in infos[len(inputs) :]],
-            }
-        )
-    # on a server's CPU too (tunelab.core.measure.remote_placement)
-    layouts = list(LAYOUTS) if target.device_type == "cpu" else [DEFAULT_LAYOUT]
-    job = {
-        "device": target.device_type,
-        "inputs": paths,
-        "expected": str(folder / "expected.npy"),
-        "rtol": rtol,
-        "atol": atol,
-        "check": options.check_correctness,
-        "number": options.number,
-        "repeat": options.repeat,
-        "min_repeat_ms": options.min_repeat_ms,
-        "warmup": options.warmup,
-        "cache_flush": options.cache_flush,
-        "items": job_items,
-        # the recorded layout first (its figure is the verdict's), then the worst case (tunelab.core.measure.placement)
-        "layouts": layouts,
-    }
-    (folder / "job.json").write_text(json.dumps(job))
-    return job, errors

@@ -47,7 +47,7 @@ from tunelab.core.measure.remote_placement import PlacementError, RemotePlacer
 from tunelab.core.records import MeasureOptions
 from tunelab.core.trust.remeasure.pool import CancelFn, ProgressFn, as_measurement, check_cancelled
 from tunelab.core.trust.remeasure.report import Measurement
-from tunelab.core.trust.remeasure.worker import checked_warm_calls, job_timer
+from tunelab.core.trust.remeasure.worker import checked_warm_calls, job_timer, timed_result
 
 RELAUNCHES = 3  # how often a run whose server was lost is measured again on another server
 NO_TELEMETRY = (
@@ -101,7 +101,7 @@ def run_on_servers(
     is_cancelled: CancelFn | None = None,
 ) -> ServerRuns:
     """``runs`` fresh sessions on the servers under ``options.rpc_key``, each measuring every schedule of
-    ``job`` (:func:`tunelab.core.trust.remeasure.api._prepare`'s, with ``.tar`` libraries) once, in a
+    ``job`` (:func:`tunelab.core.trust.remeasure.job.prepare_job`'s, with ``.tar`` libraries) once, in a
     rotated order, one session at a time. A tracker that does not answer, or a key with no server (also
     once every server left mid-confirmation), raises :class:`RemoteError`, one sentence. Raises
     :class:`~tunelab.core.trust.remeasure.pool.ValidationCancelled` once ``is_cancelled()`` is true."""
@@ -247,13 +247,4 @@ def _measure_one(
         func(*other)
         device.sync()
         layout_ms[layout] = float(statistics.median(timer(*other))) * 1e3
-    return {
-        "ok": True,
-        "error": None,
-        "samples_ms": [x * 1e3 for x in samples_s],
-        "layout_ms": layout_ms,
-        "load_ms": load_ms,
-        "cold_ms": cold_ms,
-        "t0": t0,
-        "t1": t1,
-    }
+    return timed_result(samples_s, layout_ms, load_ms, cold_ms, t0, t1)

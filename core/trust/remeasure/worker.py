@@ -15,6 +15,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,27 @@ def job_timer(lib: Any, dev: Any, job: dict[str, Any], entry: str) -> Any:
         cache_flush=bool(job["cache_flush"]),
         entry=entry,
     )
+
+
+def timed_result(
+    samples_s: Sequence[float],
+    layout_ms: dict[str, float],
+    load_ms: float,
+    cold_ms: float,
+    t0: float,
+    t1: float,
+) -> dict[str, Any]:
+    """A schedule that ran and checked out, as a worker reports it (its samples in ms)."""
+    return {
+        "ok": True,
+        "error": None,
+        "samples_ms": [x * 1e3 for x in samples_s],
+        "layout_ms": layout_ms,
+        "load_ms": load_ms,
+        "cold_ms": cold_ms,
+        "t0": t0,
+        "t1": t1,
+    }
 
 
 def _worker(job_path: str) -> int:
@@ -167,16 +189,7 @@ def _worker_measure(
             func(*other)
             dev.sync()
             layout_ms[layout] = float(statistics.median(timed(layout, other))) * 1e3
-        return {
-            "ok": True,
-            "error": None,
-            "samples_ms": [x * 1e3 for x in samples_s],
-            "layout_ms": layout_ms,
-            "load_ms": load_ms,
-            "cold_ms": cold_ms,
-            "t0": t0,
-            "t1": t1,
-        }
+        return timed_result(samples_s, layout_ms, load_ms, cold_ms, t0, t1)
     except Exception as exc:  # noqa: BLE001 - a crash of one kernel is reported, the others still run
         return {"ok": False, "error": f"run error: {error_text(exc)}"}
 
