@@ -18,6 +18,7 @@ from tunelab.core.trust.jitter_runs import beyond
 
 
 def shape_cause(shapes: Sequence[ShapeFigure]) -> JitterCause:
+    """The schedule's efficiency on its fastest shape against its slowest."""
     tolerance = SHAPE_TOL
     ok = [s for s in shapes if s.gflops]
     failed = [s for s in shapes if not s.gflops]
@@ -57,6 +58,7 @@ def shape_cause(shapes: Sequence[ShapeFigure]) -> JitterCause:
 
 
 def cost_model_cause(bias: Sequence[ShapeBias] | None, no_bias_reason: str) -> JitterCause:
+    """How far apart the cost model judges the shapes: its highest bias against its lowest."""
     tolerance = COST_MODEL_TOL
     if bias is None:
         return JitterCause("cost_model", None, tolerance, False, no_bias_reason, {})

@@ -12,6 +12,8 @@ from tunelab.core.trust.remeasure.report import ms_text
 
 
 def clocks_cause(runs: list[Run], tolerance: float) -> JitterCause:
+    """Throttled runs against the rest, the slow-clocked half against the fast, or the reference kernel
+    moving with the kernel: the largest finding, among the runs without neighbours that come and go."""
     background = background_pids(runs)
     runs = [r for r in runs if set(r.busy) <= background]  # neighbours that come and go are the other cause's
     evidence: dict[str, Any] = {"runs": len(runs)}
@@ -90,6 +92,7 @@ def clocks_cause(runs: list[Run], tolerance: float) -> JitterCause:
 
 
 def first_run_cause(runs: list[Run], noise_within: float | None) -> JitterCause:
+    """Each process's first timed sample against the rest of its samples; the cold call stated beside it."""
     tolerance = max(TOLERANCE, NOISE_FACTOR * noise_within) if noise_within is not None else TOLERANCE
     ratios = [r.first_ratio for r in runs if r.first_ratio is not None]
     colds = [r.cold_ms for r in runs if r.cold_ms is not None]

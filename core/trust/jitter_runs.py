@@ -12,12 +12,14 @@ from tunelab.core.trust.remeasure.report import Measurement
 
 
 def med_of(values: Sequence[float]) -> float:
+    """The median of values known to be there (a run that gave a timing has samples)."""
     value = median(values)
     assert value is not None
     return value
 
 
 def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Pearson's r of two series of three or more, None for fewer or a constant one."""
     if len(xs) < 3 or len(xs) != len(ys):
         return None
     try:
@@ -27,6 +29,7 @@ def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 
 def beyond(share: float | None, tolerance: float) -> bool:
+    """Whether a cause's share explains the spread: known and above its tolerance."""
     return share is not None and share > tolerance
 
 
