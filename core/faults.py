@@ -19,6 +19,7 @@ A CUDA fault is named from its error text in tunelab.core.cuda_faults (importabl
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
@@ -220,6 +221,13 @@ def out_of_space(text: str | None) -> bool:
     """Whether a failure's text says a disk (or the temporary folder) was full: the machine's fault, never
     the config's, so a build or run that says it must not be stored as the config's error."""
     return text is not None and _OUT_OF_SPACE.search(text) is not None
+
+
+def out_of_space_error(exc: BaseException) -> bool:
+    """Whether an exception says a disk was full: an OSError of ENOSPC or EDQUOT, or a full disk's words."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return out_of_space(str(exc))
 
 
 def describe_failures(classes: Iterable[str], total: int) -> str:
