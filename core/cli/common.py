@@ -85,7 +85,7 @@ def _session_json(r: Any, stated: Any = None) -> dict[str, Any]:
 
 def _stated_best(store: Any, r: Any) -> Any:
     """The session's one stated best (tunelab.core.export.stated), or None while it has none."""
-    from tunelab.core.export.stated import stated_best
+    from tunelab.core.usecases.export import stated_best
 
     return stated_best(store, r)
 

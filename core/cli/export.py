@@ -11,14 +11,19 @@ from tunelab.core.faults import OutOfSpace
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from tunelab.core.export.files import export_trial
+    from tunelab.core.usecases.export import export_session_trial
 
     store = _open_store(args.db, create=False)
-    # --trial is the number people see (#N within the session); --trial-id the id scripts read.
-    trial_id = args.trial_id if args.trial is None else store.trial_id_of(args.session, args.trial)
     try:
-        written = export_trial(
-            store, args.session, trial_id, out_dir=args.out, force=args.force, robust=args.robust
+        # --trial is the number people see (#N within the session); --trial-id the id scripts read.
+        written = export_session_trial(
+            store,
+            args.session,
+            trial_number=args.trial,
+            trial_id=args.trial_id,
+            out_dir=args.out,
+            force=args.force,
+            robust=args.robust,
         )
     except OutOfSpace as exc:  # the export's disk filled, not the store's: said as it is, exit 3
         return say_error(args.events, str(exc), EXIT_STORE_FAILURE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from tunelab.core.cli.common import (
@@ -20,7 +21,7 @@ from tunelab.core.records import MeasureOptions, SearchTime, trial_label
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    from tunelab.core.workloads.catalog import list_workloads
+    from tunelab.core.usecases.listing import list_workloads
 
     items = list_workloads()
     if args.json:
@@ -36,22 +37,9 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 def cmd_tuners(args: argparse.Namespace) -> int:
     """Every registered tuner: its one line, the space kinds it drives, and whether it loads here (a
     tuner whose optional dependency is missing says which)."""
-    from tunelab.core.search.tuners.registry import (
-        tuner_description,
-        tuner_names,
-        tuner_space_kinds,
-        tuner_unavailable,
-    )
+    from tunelab.core.usecases.listing import tuner_entries
 
-    items: list[dict[str, Any]] = [
-        {
-            "name": name,
-            "description": tuner_description(name),
-            "spaces": list(tuner_space_kinds(name)),
-            "unavailable": tuner_unavailable(name),  # None: it loads here
-        }
-        for name in tuner_names()
-    ]
+    items: list[dict[str, Any]] = [entry.to_json() for entry in tuner_entries()]
     if args.json:
         print(json.dumps(items))
         return 0
@@ -96,52 +84,144 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     store = _open_store(args.db, create=False)
-    r = store.session(args.session)
-    best = store.best_trial(args.session)
-    rounds = store.rounds(args.session)
-    stated = _stated_best(store, r)
-    doc = _session_json(r, stated)
-    doc["tasks"] = [
-        {
-            "id": t.id,
-            "shape": t.shape,
-            "flops": t.flops,
-            "trials": t.n_trials,
-            "failed": t.n_failed,
-            "best_ms": t.best_ms,
-            "best_gflops": t.best_gflops,
-            "best_trial_id": t.best_trial_id,
-            "best_trial_number": t.best_trial_number,
-        }
-        for t in store.tasks(args.session)
-    ]
-    doc.update(
-        {
-            "space_json": r.space,
-            "tuner_options": r.tuner_options,
-            "measure": r.measure,
-            "best_trial": _trial_json(store.trial(best.id)) if best else None,
-            "rounds": [
-                {
-                    "round": x.round,
-                    "n": x.n,
-                    "spearman": x.spearman,
-                    "best_ms": x.best_ms,
-                    "search_s": x.search_s,
-                    "wall_s": x.wall_s,
-                }
-                for x in rounds
-            ],
-        }
-    )
-    search = SearchTime.of_rounds(rounds)  # what Store.search_time reads, from the rounds read above
-    doc["search_time"] = search.to_json() if search else None
-    from tunelab.core.export.pick import export_pick
-    from tunelab.core.trust.confirmed import confirmations
+    shown = _SessionShown.read(store, args.session, with_trials=args.trials)
+    if args.json:
+        print(json.dumps(shown.doc))
+    else:
+        print("\n".join(shown.words()))
+    return 0
 
-    confirmed = confirmations(store, args.session)
+
+@dataclass(frozen=True)
+class _SessionShown:
+    """What `tunelab show` reads of one session: its JSON document and the records its text is made of."""
+
+    doc: dict[str, Any]
+    record: Any  # SessionRecord
+    best: Any  # its fastest TrialRecord, or None
+    stated: Any  # StatedBest or None
+    pick: Any  # ExportPick or None
+    search: SearchTime | None
+    rhos: list[float]
+    measure: MeasureOptions
+
+    @classmethod
+    def read(cls, store: Any, session_id: int, *, with_trials: bool) -> _SessionShown:
+        from tunelab.core.usecases.export import confirmations, export_pick
+
+        r = store.session(session_id)
+        best = store.best_trial(session_id)
+        rounds = store.rounds(session_id)
+        stated = _stated_best(store, r)
+        confirmed = confirmations(store, session_id)
+        pick = export_pick(store, session_id, confirmed=confirmed) if best else None
+        search = SearchTime.of_rounds(rounds)  # what Store.search_time reads, from the rounds read above
+        measure = MeasureOptions.from_json(r.measure)
+        doc = _session_json(r, stated)
+        doc["tasks"] = [_task_json(t) for t in store.tasks(session_id)]
+        doc.update(
+            {
+                "space_json": r.space,
+                "tuner_options": r.tuner_options,
+                "measure": r.measure,
+                "best_trial": _trial_json(store.trial(best.id)) if best else None,
+                "rounds": [_round_json(x) for x in rounds],
+                "search_time": search.to_json() if search else None,
+                "confirmed": _confirmed_json(store, confirmed),
+                "export": _export_json(pick) if pick else None,
+                "warm_start_sessions": _warm_start_sessions(store.tuner_state(session_id) or {}),
+                "measured_on": f"{measure.rpc_tracker} (key {measure.rpc_key})"
+                if measure.remote
+                else "this machine",
+            }
+        )
+        if with_trials:
+            shadow = store.trial_predictions(session_id)
+            doc["trials_list"] = [
+                {**_trial_json(t), "shadow_predictions": shadow.get(t.id, {})}
+                for t in store.trials(session_id, with_samples=True)
+            ]
+        rhos = [x.spearman for x in rounds if x.spearman is not None]
+        return cls(doc, r, best, stated, pick, search, rhos, measure)
+
+    def words(self) -> list[str]:
+        r, doc, best = self.record, self.doc, self.best
+        lines = [
+            f"session {r.id}: {r.name} [{r.status}]",
+            f"  {r.workload} {r.shape} {r.dtype} on {r.target_kind} ({json.dumps(r.target)})",
+            f"  {r.space_kind} space, tuner {r.tuner}, {r.n_trials}/{r.trials_budget} trials, {r.n_failed} failed",
+        ]
+        if self.measure.remote:
+            lines.append(f"  measured on the servers of RPC tracker {doc['measured_on']}")
+        if doc["warm_start_sessions"]:
+            sessions = ", ".join(map(str, doc["warm_start_sessions"]))
+            lines.append(f"  warm start: the cost model started from session(s) {sessions}")
+        if best:
+            best_doc = doc["best_trial"]
+            best_name = trial_label(best.number, trial_id=best.id)
+            lines.append(
+                f"  best: trial {best_name}  median {_fmt(best.latency_ms)} ms (CV {_fmt(best_doc['cv'], 2)}, "
+                f"IQR {_fmt(best_doc['iqr_ms'])} ms, {best_doc['outliers']} outliers)  "
+                f"{_fmt(r.best_gflops)} GFLOP/s\n  config: {json.dumps(best.config)}"
+            )
+        for c in doc["confirmed"][:3]:
+            name = trial_label(c["trial_number"], trial_id=c["trial_id"])
+            where = f"fresh sessions on {', '.join(c['devices'])}" if c["devices"] else "fresh processes"
+            lines.append(
+                f"  confirmed: trial {name}  {_fmt(c['median_ms'])} ms in {c['runs']} {where} "
+                f"(session {_fmt(c['session_ms'])} ms)"
+                + (f"; noisy: {c['disturbance']}" if c["disturbance"] else "")
+            )
+        if self.stated is not None:
+            lines.append(f"  stated best ({self.stated.kind}): {self.stated.words()}")
+        if self.pick is not None:
+            lines.append(f"  export states {self.pick.summary()}")
+        if len(doc["tasks"]) > 1:
+            lines += [
+                f"  shape {t['shape']}: {t['trials']} trials, best {_fmt(t['best_ms'])} ms "
+                f"({_fmt(t['best_gflops'])} GFLOP/s)"
+                for t in doc["tasks"]
+            ]
+        if self.search is not None:
+            lines.append(f"  {self.search.words()}")
+        if self.rhos:
+            lines.append(
+                f"  cost model rank correlation per round: {' '.join(f'{x:.2f}' for x in self.rhos)}"
+            )
+        if r.error:
+            lines.append(f"  error: {r.error}")
+        return lines
+
+
+def _task_json(t: Any) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "shape": t.shape,
+        "flops": t.flops,
+        "trials": t.n_trials,
+        "failed": t.n_failed,
+        "best_ms": t.best_ms,
+        "best_gflops": t.best_gflops,
+        "best_trial_id": t.best_trial_id,
+        "best_trial_number": t.best_trial_number,
+    }
+
+
+def _round_json(x: Any) -> dict[str, Any]:
+    return {
+        "round": x.round,
+        "n": x.n,
+        "spearman": x.spearman,
+        "best_ms": x.best_ms,
+        "search_s": x.search_s,
+        "wall_s": x.wall_s,
+    }
+
+
+def _confirmed_json(store: Any, confirmed: dict[int, Any]) -> list[dict[str, Any]]:
+    """The confirmed figures (tunelab.core.trust.confirmed), fastest first."""
     numbers = {k: store.trial(k).number for k in confirmed}
-    doc["confirmed"] = [
+    return [
         {
             "trial_id": k,
             "trial_number": numbers[k],
@@ -157,86 +237,29 @@ def cmd_show(args: argparse.Namespace) -> int:
         }
         for k, v in sorted(confirmed.items(), key=lambda kv: kv[1].median_ms)
     ]
-    pick = export_pick(store, args.session, confirmed=confirmed) if best else None
-    doc["export"] = (
-        {
-            "trial_id": pick.trial.id,
-            "trial_number": pick.trial.number,
-            "stated_ms": pick.stated_ms,
-            "ci_ms": list(pick.ci_ms) if pick.ci_ms else None,
-            "untrusted_because": pick.untrusted_because,
-            "placement": pick.placement.to_json() if pick.placement else None,
-            "summary": pick.summary(),
-        }
-        if pick
-        else None
-    )
-    state = store.tuner_state(args.session) or {}
-    doc["warm_start_sessions"] = sorted(
+
+
+def _export_json(pick: Any) -> dict[str, Any]:
+    return {
+        "trial_id": pick.trial.id,
+        "trial_number": pick.trial.number,
+        "stated_ms": pick.stated_ms,
+        "ci_ms": list(pick.ci_ms) if pick.ci_ms else None,
+        "untrusted_because": pick.untrusted_because,
+        "placement": pick.placement.to_json() if pick.placement else None,
+        "summary": pick.summary(),
+    }
+
+
+def _warm_start_sessions(state: dict[str, Any]) -> list[int]:
+    """The sessions a tuner's cost model started from, in its state or its arms' (ucb)."""
+    return sorted(
         {
             i
             for part in (state, *(v for v in state.values() if isinstance(v, dict)))
             for i in part.get("warm_start_sessions", [])
         }
     )
-    measure = MeasureOptions.from_json(r.measure)
-    doc["measured_on"] = (
-        f"{measure.rpc_tracker} (key {measure.rpc_key})" if measure.remote else "this machine"
-    )
-    if args.trials:
-        shadow = store.trial_predictions(args.session)
-        doc["trials_list"] = [
-            {**_trial_json(t), "shadow_predictions": shadow.get(t.id, {})}
-            for t in store.trials(args.session, with_samples=True)
-        ]
-    if args.json:
-        print(json.dumps(doc))
-        return 0
-    print(f"session {r.id}: {r.name} [{r.status}]")
-    print(f"  {r.workload} {r.shape} {r.dtype} on {r.target_kind} ({json.dumps(r.target)})")
-    print(
-        f"  {r.space_kind} space, tuner {r.tuner}, {r.n_trials}/{r.trials_budget} trials, {r.n_failed} failed"
-    )
-    if measure.remote:
-        print(f"  measured on the servers of RPC tracker {doc['measured_on']}")
-    if doc["warm_start_sessions"]:
-        print(
-            f"  warm start: the cost model started from session(s) {', '.join(map(str, doc['warm_start_sessions']))}"
-        )
-    if best:
-        best_doc = doc["best_trial"]
-        best_name = trial_label(best.number, trial_id=best.id)
-        print(
-            f"  best: trial {best_name}  median {_fmt(best.latency_ms)} ms (CV {_fmt(best_doc['cv'], 2)}, "
-            f"IQR {_fmt(best_doc['iqr_ms'])} ms, {best_doc['outliers']} outliers)  "
-            f"{_fmt(r.best_gflops)} GFLOP/s\n  config: {json.dumps(best.config)}"
-        )
-    for c in doc["confirmed"][:3]:
-        name = trial_label(c["trial_number"], trial_id=c["trial_id"])
-        where = f"fresh sessions on {', '.join(c['devices'])}" if c["devices"] else "fresh processes"
-        print(
-            f"  confirmed: trial {name}  {_fmt(c['median_ms'])} ms in {c['runs']} {where} "
-            f"(session {_fmt(c['session_ms'])} ms)"
-            + (f"; noisy: {c['disturbance']}" if c["disturbance"] else "")
-        )
-    if stated is not None:
-        print(f"  stated best ({stated.kind}): {stated.words()}")
-    if pick is not None:
-        print(f"  export states {pick.summary()}")
-    if len(doc["tasks"]) > 1:
-        for t in doc["tasks"]:
-            print(
-                f"  shape {t['shape']}: {t['trials']} trials, best {_fmt(t['best_ms'])} ms "
-                f"({_fmt(t['best_gflops'])} GFLOP/s)"
-            )
-    if search is not None:
-        print(f"  {search.words()}")
-    rhos = [x.spearman for x in rounds if x.spearman is not None]
-    if rhos:
-        print(f"  cost model rank correlation per round: {' '.join(f'{x:.2f}' for x in rhos)}")
-    if r.error:
-        print(f"  error: {r.error}")
-    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -275,12 +298,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_devices(args: argparse.Namespace) -> int:
     """What a TVM RPC tracker holds: per key its free servers and pending requests, and every server."""
-    from tunelab.core.measure.remote import RemoteError, TrackerAddress, tracker_summary
+    from tunelab.core.usecases.listing import tracker_devices
 
-    tracker = TrackerAddress.parse(args.rpc) if args.rpc else TrackerAddress.from_env()
-    if tracker is None:
-        raise RemoteError("devices needs --rpc HOST:PORT (or TVM_TRACKER_HOST and TVM_TRACKER_PORT)")
-    summary = tracker_summary(tracker)
+    summary = tracker_devices(args.rpc)
     if args.json:
         print(json.dumps(summary.to_json()))
         return 0

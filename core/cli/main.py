@@ -82,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     import sqlite3
 
-    from tunelab.core.measure.threads import use_every_core
+    from tunelab.core.usecases.process import prepare_process
 
-    use_every_core()  # TVM's default pool is half the CPUs on x86: kernels would run on half the cores
+    prepare_process()  # TVM's default pool is half the CPUs on x86: kernels would run on half the cores
 
     events = NO_EVENTS  # until the command line names a descriptor (--events-fd)
     try:

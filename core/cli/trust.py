@@ -13,14 +13,12 @@ from tunelab.core.errors import TunelabError
 
 
 def cmd_bias(args: argparse.Namespace) -> int:
-    from tunelab.core.trust.bias import bias_report, bias_report_by_task
+    from tunelab.core.usecases.bias import session_bias
 
-    if args.top_k < 1:
+    if args.top_k < 1:  # before the store is opened
         raise TunelabError("--top-k must be at least 1")
     store = _open_store(args.db, create=False)
-    report = (bias_report_by_task if args.by_task else bias_report)(
-        store, args.sessions, k=args.top_k, model=args.model
-    )
+    report = session_bias(store, args.sessions, top_k=args.top_k, model=args.model, by_task=args.by_task)
     if args.json:
         print(json.dumps(report.to_json(), default=str))
         return 0
@@ -48,11 +46,13 @@ def _progress_line(done: int, total: int, message: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from dataclasses import replace
 
-    from tunelab.core.trust.remeasure.api import parse_source, validate_schedule_file
-    from tunelab.core.trust.remeasure.report import format_report
-    from tunelab.core.usecases.validation import validate_and_store
+    from tunelab.core.usecases.validation import (
+        format_report,
+        parse_source,
+        validate_and_store,
+        validate_schedule_file,
+    )
 
     def on_shapes(_shapes: list[dict[str, int]], _rule: Any) -> None:
         _progress_line(args.repeats, args.repeats, f"measuring the best schedule on the shapes {args.shapes}")
@@ -80,8 +80,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         report = validate_schedule_file(
             source, runs=args.repeats, on_progress=_progress_line, trust_custom=args.trust_custom
         )
-        store = _open_store(args.db, create=True, write=True)
-        report = replace(report, id=store.add_validation(report.to_json()))
+        report = _stored(args, report)
     assert report is not None  # re-measured, and nothing here cancels it
     if args.json:
         print(json.dumps(report.to_json()))
@@ -90,28 +89,32 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stored(args: argparse.Namespace, report: Any) -> Any:
+    """A schedule file's validation, stored (the store opened, or created, only now: a bad file was refused
+    before it), with its id."""
+    from dataclasses import replace
+
+    store = _open_store(args.db, create=True, write=True)
+    return replace(report, id=store.add_validation(report.to_json()))
+
+
 def _validate_gate(args: argparse.Namespace, source: int | Path) -> int:
     """`validate SCHEDULE_FILE --gate PCT`: 0 within PCT of the file's figure, 5 slower, 2 not judged here
     (a session, a file whose figure cannot be held to or whose target cannot run here: one line, before
     the store is opened). The re-measurement is stored as any file's validation."""
-    from dataclasses import replace
 
-    from tunelab.core.export.files import load_schedule_file
-    from tunelab.core.trust.remeasure.api import validate_schedule_file
-    from tunelab.core.trust.remeasure.gate import check_gate_pct, judge_gate, stated_figure
+    from tunelab.core.usecases.validation import gate_schedule_file
 
-    check_gate_pct(args.gate)
-    if isinstance(source, int) or args.shapes is not None or args.task:
-        raise TunelabError(
-            "--gate judges a schedule file (the figure it states), not a session", option="gate"
-        )
-    stated_ms = stated_figure(load_schedule_file(source, trust_custom=args.trust_custom), str(source))
-    report = validate_schedule_file(
-        source, runs=args.repeats, on_progress=_progress_line, trust_custom=args.trust_custom
+    report, gate = gate_schedule_file(
+        source,
+        pct=args.gate,
+        runs=args.repeats,
+        trust_custom=args.trust_custom,
+        shapes=args.shapes,
+        task=args.task,
+        on_progress=_progress_line,
     )
-    gate = judge_gate(report, stated_ms, args.gate)
-    store = _open_store(args.db, create=True, write=True)
-    report = replace(report, id=store.add_validation(report.to_json()))
+    report = _stored(args, report)
     if args.json:
         print(json.dumps({**report.to_json(), "gate": gate.to_json()}))
     else:
@@ -120,9 +123,7 @@ def _validate_gate(args: argparse.Namespace, source: int | Path) -> int:
 
 
 def cmd_jitter(args: argparse.Namespace) -> int:
-    from tunelab.core.trust.jitter import format_jitter
-    from tunelab.core.trust.remeasure.api import parse_source
-    from tunelab.core.usecases.jitter import check_source, jitter_report
+    from tunelab.core.usecases.jitter import check_source, format_jitter, jitter_report, parse_source
 
     if args.runs < 1:
         raise TunelabError(
@@ -146,11 +147,11 @@ def cmd_jitter(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    from tunelab.core.trust.baselines import baseline_for
+    from tunelab.core.usecases.figures import vendor_figure
 
     store = _open_store(args.db, create=False)
     record = store.session(args.session)
-    result = baseline_for(store, record, remeasure=args.remeasure)
+    result = vendor_figure(store, args.session, remeasure=args.remeasure)
     if args.json:
         print(json.dumps(None if result is None else result.to_json()))
         return 0
@@ -172,13 +173,13 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def cmd_roofline(args: argparse.Namespace) -> int:
-    from tunelab.core.trust.roofline import machine_profile, roofline_for
+    from tunelab.core.usecases.figures import machine_figure, roofline_figure
 
     if args.session is None:
         if args.target not in ("llvm", "cuda"):
             raise TunelabError(f"--target must be llvm or cuda, not {args.target!r}")
         store = _open_store(args.db, create=True)
-        profile = machine_profile(store, args.target, remeasure=args.remeasure)
+        profile = machine_figure(store, args.target, remeasure=args.remeasure)
         if args.json:
             print(json.dumps(None if profile is None else profile.to_json()))
         elif profile is None:
@@ -191,7 +192,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
             )
         return 0
     store = _open_store(args.db, create=False)
-    roof = roofline_for(store, store.session(args.session), remeasure=args.remeasure)
+    roof = roofline_figure(store, args.session, remeasure=args.remeasure)
     if args.json:
         print(json.dumps(roof.to_json()))
         return 0

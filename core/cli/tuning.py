@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from tunelab.core.cli.common import (
@@ -18,14 +19,12 @@ from tunelab.core.cli.common import (
     _custom_and_space,
     _fmt,
     _open_store,
-    _stated_best,
     say_error,
 )
 from tunelab.core.cli.parser import _parser
 from tunelab.core.cli.protocol import EventWriter
 from tunelab.core.errors import SessionBusyError, StoreFailure, TunelabError, shown
 from tunelab.core.faults import OutOfSpace
-from tunelab.core.records import trial_label
 
 CONTROL_READY = "control signals ready (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop)"
 # For people reading stderr; a controlling process reads the "ready" and "stage" events instead.
@@ -134,87 +133,90 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
-    from tunelab.core.records import check_numbers
-    from tunelab.core.search.tuners.registry import get_tuner_class, recommend_tuner, resolve_options
-    from tunelab.core.session.loop import TuningSession, check_spec, create_session
-
+    """Open (or resume) the session, run it with progress, say how it ended; the exit code."""
     events: EventWriter = args.events
     if args.spec is not None:
         _check_spec_alone(args)
-    if args.resume is not None:
-        _check_resume_alone(args)
-        store = _open_store(args.db, create=False, write=True)
-        _patient(store)
-        # Refused before anything is built: a second runner would measure the same configs again.
-        # (TuningSession.run claims the session atomically too, for two resumes started together.)
-        store.refuse_if_running(args.resume)
-        record = store.session(args.resume)
-        if record.status == "finished" and record.n_trials >= record.trials_budget:
-            raise TunelabError(f"session {args.resume} already finished its {record.trials_budget} trials")
-        session = TuningSession(store, args.resume)
-    else:
-        spec = _load_spec(args.spec) if args.spec is not None else _spec_from_args(args)
-        check_numbers(spec)  # each number named by its option, before anything is built
-        recommended = args.spec is None and args.tuner is None and not (args.warm_start or args.cost_model)
-        # --tuner-option without --tuner is for the tuner recommended for the space, known once it is built
-        options, spec = (spec.tuner_options, _replace(spec, tuner_options={})) if recommended else ({}, spec)
-        validated = check_spec(spec)  # all input checked before the store is opened or created
-        workload, shape, space = validated.workload, validated.shape, validated.space
-        if recommended:
-            spec = _replace(spec, tuner=recommend_tuner(space.kind, space.size), tuner_options=options)
-            try:
-                resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)
-            except TunelabError as exc:
-                raise TunelabError(
-                    f"{exc} ({spec.tuner} is the tuner recommended for this space; --tuner picks another)"
-                ) from None
-        if stops.signum is not None:
-            print(f"tunelab: stopped by {stops.name()} before the session was stored", file=sys.stderr)
-            return stops.exit_code
-        new_file = not _store_exists(args.db)
-        store = _open_store(args.db, create=True, write=True)
-        _patient(store)
-        try:
-            session = create_session(store, spec, validated=validated)
-        except TunelabError as exc:
-            if new_file and not isinstance(exc, StoreFailure):
-                _remove_new_store(store)  # a refused start leaves no empty database behind
-            if stops.signum is None:
-                raise
-            # e.g. the target self-check's child got the group's signal too: not the target's fault
-            print(f"tunelab: stopped by {stops.name()} before the session was stored", file=sys.stderr)
-            return stops.exit_code
-        from tunelab.core.workloads.base import format_shape
-
-        default = " (the default shape)" if not spec.shape and shape == workload.default_shape() else ""
-        more = f" +{len(spec.shapes)} shapes" if spec.shapes else ""
-        print(
-            f"session {session.session_id}: {spec.workload} {format_shape(shape)}{default}{more} on "
-            f"{session.target.description}, {spec.space_kind} space of {session.space.size:,} configs, "
-            f"tuner {spec.tuner}",
-            file=sys.stderr,
-        )
-        if session.target.note:
-            print(f"note: {session.target.note}", file=sys.stderr)
-    from tunelab.core.usecases.tuning import confirm_when_finished
-
-    confirm_when_finished(session)
+    opened = _resume(args) if args.resume is not None else _start(args, stops)
+    if isinstance(opened, int):
+        return opened  # stopped by a signal before the session was stored
+    store, session = opened
     events.session(session.session_id)
     stops.attach(session)
     _control_by_signals(session, events)
-    record = store.session(session.session_id)
-    progress = _Progress(record.trials_budget, record.n_trials)
 
     def on_stage(text: str) -> None:
         print(f"\n{STAGE_MARK}{text}", file=sys.stderr, flush=True)
         events.stage(text)
 
     session.on_stage.append(on_stage)
-    from tunelab.core.usecases.tuning import vendor_before_round_zero
+    from tunelab.core.usecases.tuning import tune_summary, vendor_before_round_zero
 
     vendor_before_round_zero(session)  # on a GPU: the measurer's yardstick from the first batch
+    ran = _run_with_progress(store, session, events, stops)
+    if isinstance(ran, int):
+        return ran  # crashed, or stopped before it began
+    summary = tune_summary(store, session)
+    if args.json:
+        print(json.dumps(summary.to_json()))
+    else:
+        print("\n".join(summary.words()))
+    return _exit_code(args, store, summary, stops, interrupted=ran.interrupted)
+
+
+def _resume(args: argparse.Namespace) -> tuple[Any, Any]:
+    from tunelab.core.usecases.tuning import resume_session
+
+    _check_resume_alone(args)
+    store = _open_store(args.db, create=False, write=True)
+    _patient(store)
+    return store, resume_session(store, args.resume)
+
+
+def _start(args: argparse.Namespace, stops: _StopSignals) -> tuple[Any, Any] | int:
+    """A new session from --spec or the options, checked before the store is opened or created; an exit
+    code where a stop came before it was stored."""
+    from tunelab.core.usecases.tuning import plan_session, start_session, start_words
+
+    spec = _load_spec(args.spec) if args.spec is not None else _spec_from_args(args)
+    # --tuner-option without --tuner is for the tuner recommended for the space, known once it is built
+    recommend = args.spec is None and args.tuner is None and not (args.warm_start or args.cost_model)
+    planned = plan_session(spec, recommend=recommend)
+    if stops.signum is not None:
+        return _stopped_before_stored(stops)
+    new_file = not _store_exists(args.db)
+    store = _open_store(args.db, create=True, write=True)
+    _patient(store)
+    try:
+        session = start_session(store, planned)
+    except TunelabError as exc:
+        if new_file and not isinstance(exc, StoreFailure):
+            _remove_new_store(store)  # a refused start leaves no empty database behind
+        if stops.signum is None:
+            raise
+        # e.g. the target self-check's child got the group's signal too: not the target's fault
+        return _stopped_before_stored(stops)
+    for line in start_words(session, planned):
+        print(line, file=sys.stderr)
+    return store, session
+
+
+def _stopped_before_stored(stops: _StopSignals) -> int:
+    print(f"tunelab: stopped by {stops.name()} before the session was stored", file=sys.stderr)
+    return stops.exit_code
+
+
+@dataclass(frozen=True)
+class _Ran:
+    interrupted: bool  # by KeyboardInterrupt, where no signal handler could be installed
+
+
+def _run_with_progress(store: Any, session: Any, events: EventWriter, stops: _StopSignals) -> _Ran | int:
+    """Run the session to its end, a progress bar on stderr and a trial event each; an exit code where it
+    crashed or was stopped before it began."""
+    record = store.session(session.session_id)
+    progress = _Progress(record.trials_budget, record.n_trials)
     done, failed, best = record.n_trials, record.n_failed, record.best_ms
-    interrupted = False
     runner = session.run()
     try:
         for trial in runner:
@@ -226,77 +228,56 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
             progress.update(done, best, failed)
             events.trial(trial.id, ok=trial.ok, done=done, total=progress.total)
     except KeyboardInterrupt:  # only where no handler could be installed (not the main thread)
-        interrupted = True
         runner.close()
+        progress.close()
+        return _Ran(interrupted=True)
     except TunelabError as exc:
         progress.close()
-        if isinstance(exc, SessionBusyError):
-            raise  # refused: another process runs it (nothing was written)
-        if session.crash is None and stops.signum is not None:
-            # Stopped before it began measuring (the self-check's child got the signal too).
-            print(
-                f"tunelab: session {session.session_id} stopped by {stops.name()} before it started",
-                file=sys.stderr,
-            )
-            return stops.exit_code
-        if session.crash is None:
-            raise
-        if isinstance(exc, StoreFailure):  # the store or its disk failed underneath: not the input
-            kept = _count_trials(store, session.session_id)
-            return say_error(
-                events,
-                f"session {session.session_id} crashed: "
-                + ("" if isinstance(exc, OutOfSpace) else "the store failed: ")  # a full disk names itself
-                + f"{exc} The {kept} trial(s) "
-                f"stored before are kept; tunelab tune --resume {session.session_id} continues once the cause is "
-                f"fixed.",
-                EXIT_STORE_FAILURE,
-            )
+        return _crashed(store, session, exc, events, stops)
+    progress.close()
+    return _Ran(interrupted=False)
+
+
+def _crashed(store: Any, session: Any, exc: TunelabError, events: EventWriter, stops: _StopSignals) -> int:
+    """The exit code and line for a session that raised while it ran (re-raised where it is not a crash)."""
+    if isinstance(exc, SessionBusyError):
+        raise exc  # refused: another process runs it (nothing was written)
+    if session.crash is None and stops.signum is not None:
+        # Stopped before it began measuring (the self-check's child got the signal too).
+        print(
+            f"tunelab: session {session.session_id} stopped by {stops.name()} before it started",
+            file=sys.stderr,
+        )
+        return stops.exit_code
+    if session.crash is None:
+        raise exc
+    if isinstance(exc, StoreFailure):  # the store or its disk failed underneath: not the input
+        kept = _count_trials(store, session.session_id)
         return say_error(
             events,
-            f"session {session.session_id} crashed: {exc} "
-            f"(tunelab tune --resume {session.session_id} continues it)",
-            EXIT_CRASHED,
+            f"session {session.session_id} crashed: "
+            + ("" if isinstance(exc, OutOfSpace) else "the store failed: ")  # a full disk names itself
+            + f"{exc} The {kept} trial(s) "
+            f"stored before are kept; tunelab tune --resume {session.session_id} continues once the cause is "
+            f"fixed.",
+            EXIT_STORE_FAILURE,
         )
-    progress.close()
-    record = store.session(session.session_id)
-    stated = _stated_best(store, record)
-    summary = {
-        "session_id": record.id,
-        "status": record.status,
-        "trials": record.n_trials,
-        "measured": record.n_trials - record.n_failed,
-        "failed": record.n_failed,
-        "rejected": session.rejected,
-        "best_ms": record.best_ms,
-        "best_gflops": record.best_gflops,
-        "best_trial_id": record.best_trial_id,
-        "best_trial_number": record.best_trial_number,
-        "target": record.target,
-        "tuner": record.tuner,
-        "confirmations": [_confirmation_json(r) for r in session.confirmations],
-        "best": stated.to_json() if stated is not None else None,  # the one best every view states
-    }
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        print(
-            f"session {record.id} {record.status}: {record.n_trials} trials ({record.n_failed} failed), "
-            f"best {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s"
-            + (
-                f" (trial {trial_label(record.best_trial_number, trial_id=record.best_trial_id)})"
-                if record.best_trial_number is not None
-                else ""
-            )
-        )
-        if session.confirmations:
-            from tunelab.core.trust.confirm import format_confirmations
+    return say_error(
+        events,
+        f"session {session.session_id} crashed: {exc} (tunelab tune --resume {session.session_id} continues it)",
+        EXIT_CRASHED,
+    )
 
-            print(format_confirmations(session.confirmations))
-        if stated is not None:
-            print(f"stated best ({stated.kind}): {stated.words()}")
+
+def _exit_code(
+    args: argparse.Namespace, store: Any, summary: Any, stops: _StopSignals, *, interrupted: bool
+) -> int:
+    from tunelab.core.usecases.tuning import all_wrong
+
+    events: EventWriter = args.events
+    record = summary.record
     if stops.signum is None and not interrupted:
-        wrong = _all_wrong(store, record, args.custom)
+        wrong = all_wrong(store, record, args.custom)
         if wrong:
             return say_error(events, wrong, EXIT_NOTHING_MEASURED)
     if record.status == "failed":
@@ -307,34 +288,8 @@ def _tune(args: argparse.Namespace, stops: _StopSignals) -> int:
         return stops.exit_code
     if interrupted:
         return EXIT_INTERRUPTED
-    if record.n_trials == 0 and session.rejected:
-        return say_error(
-            events,
-            f"session {record.id} measured nothing: all {session.rejected} configs it tried were "
-            f"rejected before measuring (first: {session.first_rejection})",
-            EXIT_NOTHING_MEASURED,
-        )
-    return 0
-
-
-def _all_wrong(store: Any, record: Any, custom: str | None) -> str:
-    """Why a session with trials measured nothing right ("": it did): when every trial computed other
-    values than the reference, the reference is the likelier culprit (a custom file's above all), and
-    the session must not read as finished."""
-    if record.n_trials == 0 or record.n_trials != record.n_failed:
-        return ""
-    trials = store.trials(record.id)
-    if not trials or any(t.status != "wrong_result" for t in trials):
-        return ""
-    if record.workload == "custom":
-        where = f"the custom file {custom}" if custom else "the session's custom file"
-        culprit = f"its reference() is likely wrong: check reference() in {where} against compute()"
-    else:
-        culprit = f"the {record.workload} reference disagrees with every kernel"
-    return (
-        f"session {record.id} measured nothing right: all {len(trials)} trials computed other values than "
-        f"the reference (wrong_result); {culprit}"
-    )
+    nothing = summary.measured_nothing()
+    return say_error(events, nothing, EXIT_NOTHING_MEASURED) if nothing else 0
 
 
 def _store_exists(path: str | None) -> bool:
@@ -379,20 +334,9 @@ def _count_trials(store: Any, session_id: int) -> int | str:
 
 
 def _rpc_options(args: argparse.Namespace) -> dict[str, Any]:
-    """MeasureOptions' RPC fields from --rpc/--rpc-key/--rpc-workers. The tracker's environment variables
-    count only with --rpc-key, so a shell that exports them for other tools still tunes here."""
-    from tunelab.core.measure.remote import TrackerAddress
+    from tunelab.core.usecases.tuning import remote_measure_fields
 
-    tracker = TrackerAddress.parse(args.rpc) if args.rpc else None
-    if tracker is None and args.rpc_key:
-        tracker = TrackerAddress.from_env()
-        if tracker is None:
-            raise TunelabError("--rpc-key needs --rpc HOST:PORT (or TVM_TRACKER_HOST and TVM_TRACKER_PORT)")
-    if tracker is None:
-        if args.rpc_workers != 1:
-            raise TunelabError("--rpc-workers needs --rpc HOST:PORT and --rpc-key")
-        return {}
-    return {"rpc_tracker": str(tracker), "rpc_key": args.rpc_key, "rpc_workers": args.rpc_workers}
+    return remote_measure_fields(args.rpc, args.rpc_key, args.rpc_workers)
 
 
 def _spec_from_args(args: argparse.Namespace) -> Any:
@@ -524,29 +468,6 @@ def _load_spec(path: str) -> Any:
         raise TunelabError(f"spec file {path}: {exc}") from None
 
 
-def _confirmation_json(report: Any) -> dict[str, Any]:
-    """A confirmation (a ValidationReport, tunelab.core.trust.confirm) in brief."""
-    return {
-        "validation_id": report.id,
-        "task": report.source.task,
-        "verdict": report.verdict,
-        "runs": report.runs,
-        "schedules": [
-            {
-                "trial_id": s.trial_id,
-                "label": s.label,
-                "recorded_ms": s.recorded_ms,
-                "remeasured_ms": s.remeasured_ms,
-                "ratio": s.ratio,
-                "cv": s.cv,
-                "runs": s.runs,
-                "verdict": s.verdict,
-            }
-            for s in report.schedules
-        ],
-    }
-
-
 def _control_by_signals(session: Any, events: EventWriter) -> None:
     """Let another process steer this session (the desktop app runs sessions as `tunelab tune`
     child processes): SIGUSR1 pauses, SIGUSR2 resumes; SIGTERM (like SIGINT, see _StopSignals)
@@ -560,9 +481,3 @@ def _control_by_signals(session: Any, events: EventWriter) -> None:
     # Until this line a signal would kill the process: a controller waits for it.
     print(f"session {session.session_id}: {CONTROL_READY}", file=sys.stderr, flush=True)
     events.ready(session.session_id)
-
-
-def _replace(spec: Any, **changes: Any) -> Any:
-    from dataclasses import replace
-
-    return replace(spec, **changes)

@@ -14,6 +14,7 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
 
 if TYPE_CHECKING:
+    from tunelab.core.records import MachineProfile
     from tunelab.core.store import Store
     from tunelab.core.trust.baselines import VendorComparison
     from tunelab.core.trust.roofline import RooflineReport
@@ -69,3 +70,25 @@ def figures_stored(store: Store, record: SessionRecord) -> bool:
         return False
     dtype = compute_dtype(record.dtype, record.target_kind)  # the peak roofline_for reads
     return vendor and profile is not None and dtype in profile.peak_gflops
+
+
+def vendor_figure(store: Store, session_id: int, *, remeasure: bool = False) -> VendorComparison | None:
+    """`tunelab baseline`: the session's best against the vendor library (None: no vendor for it here)."""
+    from tunelab.core.trust.baselines import baseline_for
+
+    return baseline_for(store, store.session(session_id), remeasure=remeasure)
+
+
+def roofline_figure(store: Store, session_id: int, *, remeasure: bool = False) -> RooflineReport:
+    """`tunelab roofline SESSION`: the session's best under this machine's roofline."""
+    from tunelab.core.trust.roofline import roofline_for
+
+    return roofline_for(store, store.session(session_id), remeasure=remeasure)
+
+
+def machine_figure(store: Store, target_kind: str, *, remeasure: bool = False) -> MachineProfile | None:
+    """`tunelab roofline`: this machine's peak FLOP/s and bandwidth for ``target_kind`` (llvm or cuda;
+    None: it cannot be profiled here), measured once and stored."""
+    from tunelab.core.trust.roofline import machine_profile
+
+    return machine_profile(store, target_kind, remeasure=remeasure)

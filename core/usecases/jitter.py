@@ -16,10 +16,37 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tunelab.core.errors import TargetError, TunelabError
-from tunelab.core.trust.jitter import JitterReport, ShapeBias, ShapeFigure, explain
-from tunelab.core.trust.remeasure.api import DEFAULT_RUNS, CancelFn, ProgressFn, ValidationCancelled
+from tunelab.core.trust.jitter import (
+    JitterCause,
+    JitterReport,
+    ShapeBias,
+    ShapeFigure,
+    explain,
+    format_jitter,
+    pct,
+    signed,
+)
+from tunelab.core.trust.remeasure.api import (
+    DEFAULT_RUNS,
+    CancelFn,
+    ProgressFn,
+    ValidationCancelled,
+    parse_source,
+)
 from tunelab.core.trust.remeasure.report import ValidationReport
 from tunelab.core.workloads.shape_text import format_shape as _shape_text
+
+__all__ = [
+    "JitterCause",
+    "JitterReport",
+    "ValidationCancelled",
+    "check_source",
+    "format_jitter",
+    "jitter_report",
+    "parse_source",
+    "pct",
+    "signed",
+]
 
 if TYPE_CHECKING:
     from tunelab.core.store import Store

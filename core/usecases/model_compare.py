@@ -21,8 +21,19 @@ import numpy as np
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.search.costmodel import spearman, topk_recall
-from tunelab.core.search.models import cost_model_names, make_cost_model
+from tunelab.core.search.models import COST_MODEL_WORDS, cost_model_names, make_cost_model
 from tunelab.core.search.out_of_sample import predict_in_time_order
+from tunelab.core.trust.bias_stats import group_stats
+
+# What the app's Cost model view shows beside the comparison, from the same modules.
+__all__ = [
+    "COST_MODEL_WORDS",
+    "ModelScore",
+    "compare_models",
+    "cost_model_names",
+    "group_stats",
+    "spearman",
+]
 
 if TYPE_CHECKING:
     from tunelab.core.store import Store

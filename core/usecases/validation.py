@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tunelab.core.errors import Cancelled, TunelabError
@@ -19,13 +20,31 @@ from tunelab.core.trust.remeasure.api import (
     CancelFn,
     ProgressFn,
     ValidationCancelled,
+    parse_source,
+    validate_schedule_file,
     validate_session,
 )
-from tunelab.core.trust.remeasure.report import ValidationReport
+from tunelab.core.trust.remeasure.report import ScheduleResult, ValidationReport, format_report
 from tunelab.core.trust.shape_report import AcrossShapes, FallsOffRule, ShapeRow
 
 if TYPE_CHECKING:
     from tunelab.core.store import Store
+    from tunelab.core.trust.remeasure.gate import GateResult
+
+__all__ = [
+    "ScheduleResult",
+    "AcrossShapes",
+    "FallsOffRule",
+    "ShapeRow",
+    "ValidationCancelled",
+    "ValidationOutcome",
+    "ValidationReport",
+    "format_report",
+    "gate_schedule_file",
+    "parse_source",
+    "validate_and_store",
+    "validate_schedule_file",
+]
 
 ReportFn = Callable[[ValidationReport], None]  # the re-measurement's report, before the shapes
 ShapesFn = Callable[[list[dict[str, int]], FallsOffRule], None]  # (the shapes, the falls-off rule)
@@ -85,22 +104,7 @@ def validate_and_store(
     worker process is killed), during the shapes after the one being measured; a stopped run stores
     nothing and says so (`cancelled`), keeping what it had measured.
     """
-    from tunelab.core.trust.shapes import across_shapes, checked_shapes, falls_off_rule  # imports TVM
-
-    stopped = is_cancelled or (lambda: False)
-    shape_list: list[dict[str, int]] | None = None
-    if shapes is not None:
-        record = store.session(session_id)
-        if task:
-            raise TunelabError(
-                "other shapes carry the session's primary shape over; they cannot be combined with "
-                "another task",
-                option="shapes",
-            )
-        shape_list = checked_shapes(record, shapes)
-    elif not remeasure:
-        raise TunelabError("give other shapes to carry the best schedule over to, or re-measure the session")
-
+    shape_list = _checked_shapes(store, session_id, shapes, task=task, remeasure=remeasure)
     report = None
     if remeasure:
         try:
@@ -120,26 +124,87 @@ def validate_and_store(
         if on_report is not None:
             on_report(report)
 
+    stopped = is_cancelled or (lambda: False)
     across = None
     cancelled = stopped()
     if shape_list is not None and not cancelled:
-        if on_shapes is not None:
-            on_shapes(shape_list, falls_off_rule())
-
-        def measured(row: ShapeRow) -> None:
-            if on_row is not None:
-                on_row(row)
-            if stopped():
-                raise _Stopped("stopped")
-
-        try:
-            across = across_shapes(store, session_id, shape_list, on_row=measured)
-        except _Stopped:
-            cancelled = True
-
+        across, cancelled = _carry_over(store, session_id, shape_list, on_shapes, on_row, stopped)
     if report is not None:
         if across is not None:
             report = replace(report, shapes=across.rows, across_shapes=across)
         if not cancelled:
             report = replace(report, id=store.add_validation(report.to_json()))
     return ValidationOutcome(report=report, across=across, cancelled=cancelled)
+
+
+def _checked_shapes(
+    store: Store, session_id: int, shapes: str | None, *, task: int, remeasure: bool
+) -> list[dict[str, int]] | None:
+    """The other shapes to carry the best schedule over to, checked before anything is measured."""
+    from tunelab.core.trust.shapes import checked_shapes  # imports TVM
+
+    if shapes is None:
+        if not remeasure:
+            raise TunelabError(
+                "give other shapes to carry the best schedule over to, or re-measure the session"
+            )
+        return None
+    record = store.session(session_id)
+    if task:
+        raise TunelabError(
+            "other shapes carry the session's primary shape over; they cannot be combined with another task",
+            option="shapes",
+        )
+    return checked_shapes(record, shapes)
+
+
+def _carry_over(
+    store: Store,
+    session_id: int,
+    shape_list: list[dict[str, int]],
+    on_shapes: ShapesFn | None,
+    on_row: RowFn | None,
+    stopped: Callable[[], bool],
+) -> tuple[AcrossShapes | None, bool]:
+    """The best schedule measured on the other shapes, row by row; (what was measured, whether stopped)."""
+    from tunelab.core.trust.shapes import across_shapes, falls_off_rule
+
+    if on_shapes is not None:
+        on_shapes(shape_list, falls_off_rule())
+
+    def measured(row: ShapeRow) -> None:
+        if on_row is not None:
+            on_row(row)
+        if stopped():
+            raise _Stopped("stopped")
+
+    try:
+        return across_shapes(store, session_id, shape_list, on_row=measured), False
+    except _Stopped:
+        return None, True
+
+
+def gate_schedule_file(
+    source: int | Path,
+    *,
+    pct: float,
+    runs: int,
+    trust_custom: bool,
+    shapes: str | None = None,
+    task: int = 0,
+    on_progress: ProgressFn | None = None,
+) -> tuple[ValidationReport, GateResult]:
+    """A deployment gate: a schedule file's kernel re-measured in fresh processes and judged against the
+    figure the file states, within ``pct`` percent. What the gate cannot judge here (a session, shapes, a
+    file whose figure cannot be held to) raises TunelabError (one line) before anything is measured."""
+    from tunelab.core.export.files import load_schedule_file
+    from tunelab.core.trust.remeasure.gate import check_gate_pct, judge_gate, stated_figure
+
+    check_gate_pct(pct)
+    if isinstance(source, int) or shapes is not None or task:
+        raise TunelabError(
+            "--gate judges a schedule file (the figure it states), not a session", option="gate"
+        )
+    stated_ms = stated_figure(load_schedule_file(source, trust_custom=trust_custom), str(source))
+    report = validate_schedule_file(source, runs=runs, on_progress=on_progress, trust_custom=trust_custom)
+    return report, judge_gate(report, stated_ms, pct)
