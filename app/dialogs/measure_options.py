@@ -55,6 +55,17 @@ class MeasureOptionsBox(QGroupBox):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Measurement", parent)
         d = MeasureOptions()
+        self._build_timing(d)
+        self._build_hygiene(d)
+        self._build_confirmation(d)
+        self._build_checks(d)
+        self.confirm_spin.valueChanged.connect(self._on_confirm_changed)
+        self._build_form()
+        self._show_gpu_options()
+        self._on_confirm_changed(self.confirm_spin.value())
+
+    def _build_timing(self, d: MeasureOptions) -> None:
+        """How each sample is timed: number, repeat, min repeat, warm-up, timeout."""
         self.number_spin = int_spin(1, 100_000, d.number, "Runs averaged into one sample (--number)")
         self.repeat_spin = int_spin(1, 1000, d.repeat, "Samples kept per trial (--repeat)")
         self.min_repeat_spin = int_spin(
@@ -69,7 +80,9 @@ class MeasureOptionsBox(QGroupBox):
             "Per build and per run; a kernel that takes longer is a failed trial",
             " s",
         )
-        # Sampling hygiene: sample on until the spread is small, wait while the machine is busy.
+
+    def _build_hygiene(self, d: MeasureOptions) -> None:
+        """Sampling hygiene: sample on until the spread is small, wait while the machine is busy."""
         self.target_cv_spin = float_spin(
             0.0,
             100.0,
@@ -101,6 +114,9 @@ class MeasureOptionsBox(QGroupBox):
         )
         self.cooldown_spin.setSpecialValueText("no wait")
         self.cooldown_tip = self.cooldown_spin.toolTip()  # restored when measuring here again
+
+    def _build_confirmation(self, d: MeasureOptions) -> None:
+        """The winners confirmed in fresh processes when tuning finishes, and fail-fast."""
         self.confirm_spin = int_spin(
             0,
             32,
@@ -134,6 +150,9 @@ class MeasureOptionsBox(QGroupBox):
             " trials",
         )
         self.fail_fast_spin.setSpecialValueText("off")
+
+    def _build_checks(self, d: MeasureOptions) -> None:
+        """Cache flushes, the correctness check and the GPU's L2 flush and locked clocks."""
         self.flush_check = QCheckBox("Flush CPU caches between samples")
         self.flush_check.setChecked(d.cache_flush)
         self.check_check = QCheckBox("Check each kernel's result against NumPy")
@@ -156,7 +175,9 @@ class MeasureOptionsBox(QGroupBox):
             "Where NVML refuses, the session says so (--lock-clocks)"
         )
         self.lock_check.setChecked(d.lock_clocks)
-        self.confirm_spin.valueChanged.connect(self._on_confirm_changed)
+
+    def _build_form(self) -> None:
+        """Every option in one form, the note on the GPU options last."""
 
         form = QFormLayout(self)
         form.addRow("Number", self.number_spin)
@@ -181,8 +202,6 @@ class MeasureOptionsBox(QGroupBox):
         self.gpu_note.setProperty("role", "hint")
         self.gpu_note.setWordWrap(True)
         form.addRow(self.gpu_note)
-        self._show_gpu_options()
-        self._on_confirm_changed(self.confirm_spin.value())
 
     def _on_confirm_changed(self, runs: int) -> None:
         for w in (self.confirm_top_spin, self.confirm_cap_spin):

@@ -143,6 +143,23 @@ class TargetOptions(QGroupBox):
         self._wanted: tuple[str, TargetInfo] | None = None  # the target the dialog shows, still to be checked
         self._worker: TargetCheckWorker | None = None  # the check running now (one at a time)
 
+        self._build_fields(host, cpu, gpu)
+        self._build_form()
+
+        self._check_timer = QTimer(self)
+        self._check_timer.setSingleShot(True)
+        self._check_timer.setInterval(SELF_CHECK_DEBOUNCE_MS)
+        self._check_timer.timeout.connect(self._start_check)
+
+        self._fill(self._detected_fields_all())
+        self.mcpu_combo.currentTextChanged.connect(self._on_edited)
+        self.mattr_edit.textChanged.connect(self._on_edited)
+        self.threads_spin.valueChanged.connect(self._on_edited)
+        self.arch_edit.textChanged.connect(self._on_edited)
+        self.show_kind(self._kind)
+
+    def _build_fields(self, host: HostCPU, cpu: TargetInfo, gpu: TargetInfo) -> None:
+        """What was detected, the CPU's mcpu / mattr / threads, the CUDA arch, and Use detected."""
         self.cpu_label = QLabel(cpu_text(host, cpu))
         self.cpu_label.setObjectName("detected_cpu")
         self.cpu_label.setWordWrap(True)
@@ -183,6 +200,8 @@ class TargetOptions(QGroupBox):
         self.status_label.setWordWrap(True)
         self.status_label.hide()
 
+    def _build_form(self) -> None:
+        """CPU, its fields in one row, GPU, arch, and the self-check's status beside Use detected."""
         self._cpu_row = QWidget()
         cpu_fields = QHBoxLayout(self._cpu_row)
         cpu_fields.setContentsMargins(0, 0, 0, 0)
@@ -204,18 +223,6 @@ class TargetOptions(QGroupBox):
         self._form.addRow("GPU", self.gpu_label)
         self._form.addRow("arch", self.arch_edit)
         self._form.addRow(status_row)
-
-        self._check_timer = QTimer(self)
-        self._check_timer.setSingleShot(True)
-        self._check_timer.setInterval(SELF_CHECK_DEBOUNCE_MS)
-        self._check_timer.timeout.connect(self._start_check)
-
-        self._fill(self._detected_fields_all())
-        self.mcpu_combo.currentTextChanged.connect(self._on_edited)
-        self.mattr_edit.textChanged.connect(self._on_edited)
-        self.threads_spin.valueChanged.connect(self._on_edited)
-        self.arch_edit.textChanged.connect(self._on_edited)
-        self.show_kind(self._kind)
 
     # ---- what the fields hold ------------------------------------------------------------------
     @property

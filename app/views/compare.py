@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from tunelab.app import theme
 from tunelab.app.widgets.formatting import flatten_config, fmt_gflops, fmt_ms, fmt_shape
 from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
+from tunelab.app.widgets.pages import captioned
 from tunelab.app.workers.following import behind_while_hidden
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.stated import StatedBest, stated_best
@@ -159,12 +160,28 @@ class CompareView(QWidget):
         self.session_list.itemChanged.connect(self._on_item_changed)
         hint = QLabel("Tick two or more sessions.")
         hint.setProperty("role", "hint")
-        left = QWidget()
-        left_layout = QVBoxLayout(left)
-        left_layout.setContentsMargins(0, 0, 0, 0)
-        left_layout.addWidget(hint)
-        left_layout.addWidget(self.session_list, 1)
+        left = captioned(hint, self.session_list)
 
+        self._build_curves()
+        self._build_tables()
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.curves_widget)
+        right.addWidget(self.tables)
+        right.setStretchFactor(0, 1)
+        right.setStretchFactor(1, 1)
+        right.setSizes([330, 300])
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(left)
+        splitter.addWidget(right)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([300, 900])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(splitter)
+        self.refresh_sessions()
+
+    def _build_curves(self) -> None:
+        """Best so far vs trial and vs wall time, side by side under one legend."""
         self.curves_widget = pg.GraphicsLayoutWidget()
         self.curves_widget.setBackground("w")
         # The legend is a row of its own above both plots (the sessions are the same in each), where it
@@ -190,6 +207,8 @@ class CompareView(QWidget):
             plot.setDownsampling(mode="peak")
             plot.setClipToView(True)
 
+    def _build_tables(self) -> None:
+        """The summary (with the scores) and the best configs' differences, one tab each."""
         self.summary_table = QTableWidget()
         self.diff_table = QTableWidget()
         for table in (self.summary_table, self.diff_table):
@@ -201,35 +220,9 @@ class CompareView(QWidget):
         self.score_label = QLabel()
         self.score_label.setProperty("role", "hint")
         self.score_label.setWordWrap(True)
-        diff_page = QWidget()
-        diff_layout = QVBoxLayout(diff_page)
-        diff_layout.setContentsMargins(0, 0, 0, 0)
-        diff_layout.addWidget(self.diff_label)
-        diff_layout.addWidget(self.diff_table, 1)
-        summary_page = QWidget()
-        summary_layout = QVBoxLayout(summary_page)
-        summary_layout.setContentsMargins(0, 0, 0, 0)
-        summary_layout.addWidget(self.score_label)
-        summary_layout.addWidget(self.summary_table, 1)
         self.tables = QTabWidget()
-        self.tables.addTab(summary_page, "Summary")
-        self.tables.addTab(diff_page, "Best configs")
-
-        right = QSplitter(Qt.Orientation.Vertical)
-        right.addWidget(self.curves_widget)
-        right.addWidget(self.tables)
-        right.setStretchFactor(0, 1)
-        right.setStretchFactor(1, 1)
-        right.setSizes([330, 300])
-        splitter = QSplitter(Qt.Orientation.Horizontal)
-        splitter.addWidget(left)
-        splitter.addWidget(right)
-        splitter.setStretchFactor(1, 1)
-        splitter.setSizes([300, 900])
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(splitter)
-        self.refresh_sessions()
+        self.tables.addTab(captioned(self.score_label, self.summary_table), "Summary")
+        self.tables.addTab(captioned(self.diff_label, self.diff_table), "Best configs")
 
     # ---- public --------------------------------------------------------------------------------
     def exportable(self):

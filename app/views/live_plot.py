@@ -16,14 +16,14 @@ from collections import Counter
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QLineF, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from tunelab.app import theme
+from tunelab.app.widgets.batched_axes import BatchedAxis, BatchedIntegerAxis, BatchedLogAxis
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
 from tunelab.app.widgets.elided_label import ElidedLabel
 from tunelab.app.widgets.formatting import fmt_fresh_runs, fmt_gflops, fmt_ms, gflops
-from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.widgets.plot_zoom import ZoomViewBox, reset_button
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
@@ -46,42 +46,6 @@ EMPTY_TEXT = (
     "No session selected.\nPick one in the Sessions list above, or start a new one (Ctrl+N): "
     "its trials' latencies appear here as they are measured."
 )
-
-
-def _draw_axis_picture(axis: pg.AxisItem, p, axis_spec, tick_specs, text_specs) -> None:
-    """pyqtgraph's AxisItem.drawPicture, with the tick (and grid) lines drawn in one call per pen.
-
-    The grid lines cross the whole plot; drawn one call each, an axis took 2-4 ms of every paint
-    while a session tunes (the trial axis changes with every batch)."""
-    p.setRenderHint(p.RenderHint.Antialiasing, False)
-    p.setRenderHint(p.RenderHint.TextAntialiasing, True)
-    pen, p1, p2 = axis_spec
-    p.setPen(pen)
-    p.drawLine(p1, p2)
-    groups: dict[int, tuple] = {}  # in the order the levels come (major first), as pyqtgraph draws them
-    for pen, p1, p2 in tick_specs:
-        groups.setdefault(id(pen), (pen, []))[1].append(QLineF(p1, p2))
-    for pen, lines in groups.values():
-        p.setPen(pen)
-        p.drawLines(lines)
-    if axis.style["tickFont"] is not None:
-        p.setFont(axis.style["tickFont"])
-    p.setPen(axis.textPen())
-    p.setClipRect(axis.boundingRect().toAlignedRect())
-    for rect, flags, text in text_specs:
-        p.drawText(rect, int(flags), text)
-
-
-class _Axis(pg.AxisItem):
-    drawPicture = _draw_axis_picture  # noqa: N815 - pyqtgraph's name
-
-
-class _LogAxis(LogAxis):
-    drawPicture = _draw_axis_picture  # noqa: N815 - pyqtgraph's name
-
-
-class _TrialAxis(IntegerAxis):
-    drawPicture = _draw_axis_picture  # noqa: N815 - pyqtgraph's name
 
 
 class LivePlot(QWidget):
@@ -109,11 +73,55 @@ class LivePlot(QWidget):
         self._drawn_key: tuple | None = None
         self.redraws = 0
 
+        self._build_plot()
+
+        self.title = ElidedLabel()  # a long header is cut with "…", never widening the window
+        self.title.setObjectName("live_title")
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.log_check = QCheckBox("Log latency axis")
+        self.log_check.setChecked(True)
+        self.log_check.toggled.connect(self._on_log_toggled)
+        top = QHBoxLayout()
+        top.addWidget(self.title, 1)
+        top.addWidget(self.log_check)
+        self.reset_button = reset_button(self.reset_view)
+        top.addWidget(self.reset_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(top)
+        layout.addWidget(self.plot_widget, 1)
+        # With no session there is nothing to plot: a sentence instead of empty 0-1 axes.
+        self.empty_label = QLabel(EMPTY_TEXT)
+        self.empty_label.setObjectName("live_empty")
+        self.empty_label.setProperty("role", "hint")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        layout.addWidget(self.empty_label, 1)
+        self._show_empty(True)
+
+        self._stale = False
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setSingleShot(True)
+        self._redraw_timer.setInterval(redraw_ms)
+        self._redraw_timer.timeout.connect(self._on_redraw)
+        # Zooming or panning redraws the thinned scatters for the new range (coalesced).
+        self._points_timer = QTimer(self)
+        self._points_timer.setSingleShot(True)
+        self._points_timer.setInterval(40)
+        self._points_timer.timeout.connect(self._on_range_changed)
+        self.plot_item.vb.sigXRangeChanged.connect(self._on_x_range)
+
+    def _build_plot(self) -> None:
+        """The latency plot: trials, failed trials and the best so far, with the best GFLOP/s at the right."""
         pg.setConfigOptions(antialias=True)
         self.plot_widget = pg.PlotWidget(
             background="w",
             viewBox=ZoomViewBox(),  # Ctrl+wheel zooms; a plain wheel leaves the ranges alone
-            axisItems={"left": _LogAxis("left"), "bottom": _TrialAxis("bottom"), "right": _Axis("right")},
+            axisItems={
+                "left": BatchedLogAxis("left"),
+                "bottom": BatchedIntegerAxis("bottom"),
+                "right": BatchedAxis("right"),
+            },
         )
         self.plot_item = item = self.plot_widget.getPlotItem()
         item.setDownsampling(auto=True, mode="peak")
@@ -144,7 +152,16 @@ class LivePlot(QWidget):
         self.ok_curve.sigPointsClicked.connect(self._on_points_clicked)
         self.failed_curve.sigPointsClicked.connect(self._on_points_clicked)
 
-        # GFLOP/s on its own (linear) axis at the right, sharing the trial axis.
+        self._build_gflops_axis(item)
+        item.vb.sigResized.connect(self._sync_views)
+        self._set_log(True)
+        # While a session tunes, each new batch repaints the plot; an axis whose range did not change
+        # (and the legend) is then drawn from a cached pixmap instead of replaying its ticks and text.
+        for part in (*(item.getAxis(side) for side in ("left", "bottom", "right")), self.legend):
+            part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+    def _build_gflops_axis(self, item: pg.PlotItem) -> None:
+        """GFLOP/s on its own (linear) axis at the right, sharing the trial axis."""
         self.gflops_view = ZoomViewBox()
         item.showAxis("right")
         item.scene().addItem(self.gflops_view)
@@ -181,48 +198,6 @@ class LivePlot(QWidget):
         self.gflops_curve.setDownsampling(auto=True, method="peak")
         self.gflops_view.addItem(self.gflops_curve)
         self.legend.addItem(self.gflops_curve, "best GFLOP/s (right axis)")
-        item.vb.sigResized.connect(self._sync_views)
-        self._set_log(True)
-        # While a session tunes, each new batch repaints the plot; an axis whose range did not change
-        # (and the legend) is then drawn from a cached pixmap instead of replaying its ticks and text.
-        for part in (*(item.getAxis(side) for side in ("left", "bottom", "right")), self.legend):
-            part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-
-        self.title = ElidedLabel()  # a long header is cut with "…", never widening the window
-        self.title.setObjectName("live_title")
-        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.log_check = QCheckBox("Log latency axis")
-        self.log_check.setChecked(True)
-        self.log_check.toggled.connect(self._on_log_toggled)
-        top = QHBoxLayout()
-        top.addWidget(self.title, 1)
-        top.addWidget(self.log_check)
-        self.reset_button = reset_button(self.reset_view)
-        top.addWidget(self.reset_button)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(top)
-        layout.addWidget(self.plot_widget, 1)
-        # With no session there is nothing to plot: a sentence instead of empty 0-1 axes.
-        self.empty_label = QLabel(EMPTY_TEXT)
-        self.empty_label.setObjectName("live_empty")
-        self.empty_label.setProperty("role", "hint")
-        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty_label.setWordWrap(True)
-        layout.addWidget(self.empty_label, 1)
-        self._show_empty(True)
-
-        self._stale = False
-        self._redraw_timer = QTimer(self)
-        self._redraw_timer.setSingleShot(True)
-        self._redraw_timer.setInterval(redraw_ms)
-        self._redraw_timer.timeout.connect(self._on_redraw)
-        # Zooming or panning redraws the thinned scatters for the new range (coalesced).
-        self._points_timer = QTimer(self)
-        self._points_timer.setSingleShot(True)
-        self._points_timer.setInterval(40)
-        self._points_timer.timeout.connect(self._on_range_changed)
-        item.vb.sigXRangeChanged.connect(self._on_x_range)
 
     # ---- public --------------------------------------------------------------------------------
     @property

@@ -134,6 +134,23 @@ class TrialsTable(QWidget):
         self.proxy = TrialSortFilterProxy(self)
         self.proxy.setSourceModel(self.model)
 
+        top = self._build_bar()
+        self._build_table()
+        self._build_details()
+
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.table)
+        splitter.addWidget(self.details)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(top)
+        layout.addWidget(splitter, 1)
+        self._update_count()
+
+    def _build_bar(self) -> QHBoxLayout:
+        """The filter, the failures by class, the count, Copy rows and Export CSV."""
         self.filter_edit = QLineEdit()
         self.filter_edit.setPlaceholderText("Filter: any text in any column (status, knob value, error…)")
         self.filter_edit.setClearButtonEnabled(True)
@@ -156,7 +173,10 @@ class TrialsTable(QWidget):
         top.addWidget(self.count_label)
         top.addWidget(copy_button)
         top.addWidget(self.csv_button)
+        return top
 
+    def _build_table(self) -> None:
+        """The trials' table: sortable, the config taking the spare width, Copy and Copy config JSON."""
         self.table = QTableView()
         self.table.setModel(self.proxy)
         self.table.setSortingEnabled(True)
@@ -186,6 +206,8 @@ class TrialsTable(QWidget):
         copy_config.triggered.connect(self._on_copy_config)
         self.table.addAction(copy_config)
 
+    def _build_details(self) -> None:
+        """The selected trial's knobs, config JSON, samples and error, one tab each."""
         self.details = QTabWidget()
         # The knobs as name | value rows; the JSON tab keeps the exact config to copy.
         self.knob_table = QTableWidget(0, 2)
@@ -203,17 +225,6 @@ class TrialsTable(QWidget):
         self.details.addTab(self.config_text, "Config JSON")
         self.details.addTab(self.samples_text, "Samples")
         self.details.addTab(self.error_text, "Error")
-
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.table)
-        splitter.addWidget(self.details)
-        splitter.setStretchFactor(0, 3)
-        splitter.setStretchFactor(1, 1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(top)
-        layout.addWidget(splitter, 1)
-        self._update_count()
 
     def _fit_columns(self) -> None:
         """Every column but the config as wide as its title or its usual text, whichever is wider."""
