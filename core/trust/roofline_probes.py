@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Self, cast
 
 import numpy as np
 
@@ -33,24 +33,28 @@ FMA_CALL_S = 0.01  # the FMA probe's iterations are grown until one call lasts t
 STREAM_BYTES = 64 << 20  # bytes per array in the bandwidth probe (beyond any L3)
 
 
+class _FieldsJson:
+    """A probe's JSON mapping: its dataclass fields as they are, in their order."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(cast(Any, self))}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        return cast(Any, cls)(**{f.name: data[f.name] for f in fields(cast(Any, cls))})
+
+
 @dataclass(frozen=True)
-class PeakProbe:
+class PeakProbe(_FieldsJson):
     """The compute probe of one dtype: the best GFLOP/s of ``reps`` timed ``n`` x ``n`` matmuls."""
 
     gflops: float
     n: int
     reps: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {"gflops": self.gflops, "n": self.n, "reps": self.reps}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PeakProbe:
-        return cls(gflops=data["gflops"], n=data["n"], reps=data["reps"])
-
 
 @dataclass(frozen=True)
-class BandwidthProbe:
+class BandwidthProbe(_FieldsJson):
     """The bandwidth probe: the better of a copy and an add over ``bytes_per_array`` arrays, in GB/s."""
 
     gbs: float
@@ -59,13 +63,6 @@ class BandwidthProbe:
     bytes_per_array: int
     threads: int
     reps: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> BandwidthProbe:
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
 
 
 def _best_rate(fn: Callable[[], Any], work: float, deadline: float, reps: int = 30) -> tuple[float, int]:
@@ -111,7 +108,7 @@ def _cpu_peak_gflops(dtype: str, budget_s: float) -> PeakProbe:
 
 
 @dataclass(frozen=True)
-class FmaProbe:
+class FmaProbe(_FieldsJson):
     """The FMA probe of one dtype: the best GFLOP/s of ``reps`` calls of a TVM kernel in which each of
     ``threads`` threads runs ``chains`` independent ``lanes``-wide ``acc = acc * a + b`` chains for
     ``iters`` iterations; ``fma_in_asm``: the built code holds FMA instructions (vfmadd, fmla)."""
@@ -124,13 +121,6 @@ class FmaProbe:
     reps: int
     fma_in_asm: bool
     build_s: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FmaProbe:
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
 
 
 @functools.lru_cache(maxsize=8)
