@@ -189,13 +189,14 @@ def cluster():
 @pytest.mark.slow
 def test_a_real_remote_session_shows_its_servers(qtbot, tmp_path, cluster, small_spec):
     """A session measured for real through the tracker: the views show the servers the runner reported."""
-    from conftest import SMALL_MEASURE
-
     from tunelab.core.session.loop import create_session
 
     store = Store(tmp_path / "real.sqlite")
     try:
-        measure = replace(SMALL_MEASURE, rpc_tracker=str(cluster.tracker), rpc_key=cluster.key, rpc_workers=2)
+        # the app tests' small measurement (the fixture's), not a conftest module found by import order
+        measure = replace(
+            small_spec().measure, rpc_tracker=str(cluster.tracker), rpc_key=cluster.key, rpc_workers=2
+        )
         session = create_session(store, small_spec(trials=4, batch=4, measure=measure))
         trials = list(session.run())
         assert trials and all(t.device in cluster.servers for t in trials), [t.device for t in trials]

@@ -47,13 +47,17 @@ def template_knobs(space: SearchSpace, tuner: str) -> list[Knob]:
     return [Knob(str(name), tuple(values), _ordered(list(values))) for name, values in pairs]
 
 
+def _candidate_index(knob: Knob) -> dict[str, int]:
+    """A knob's candidates by their canonical JSON (a stored config's lists come back as lists)."""
+    return {config_key({"v": c}): i for i, c in enumerate(knob.candidates)}
+
+
 class KnobCodec:
     """Configs <-> candidate-index vectors."""
 
     def __init__(self, knobs: list[Knob]) -> None:
         self.knobs = knobs
-        # Candidates compared by their canonical JSON: a stored config's lists come back as lists.
-        self._index = [{config_key({"v": c}): i for i, c in enumerate(k.candidates)} for k in knobs]
+        self._index = [_candidate_index(k) for k in knobs]
 
     def encode(self, config: Config) -> list[int] | None:
         """The indices of a config's values; None when a value is not a candidate (a stale config)."""
@@ -96,6 +100,7 @@ class SketchCodec:
                     free.append((pos, len(self.knobs)))
                     self.knobs.append(Knob(f"sketch{s}.d{pos}", tuple(cands), _ordered(list(cands))))
             self._free.append(free)
+        self._index = [_candidate_index(k) for k in self.knobs]
 
     def used(self, indices: list[int]) -> list[int]:
         """``indices`` with the knobs of the sketches not chosen set to :data:`UNUSED`."""
@@ -123,10 +128,7 @@ class SketchCodec:
         for pos, k in self._free[s]:
             if pos >= len(decisions):
                 return None
-            wanted = config_key({"v": decisions[pos]})
-            i = next(
-                (j for j, c in enumerate(self.knobs[k].candidates) if config_key({"v": c}) == wanted), None
-            )
+            i = self._index[k].get(config_key({"v": decisions[pos]}))
             if i is None:
                 return None
             out[k] = i
