@@ -4,29 +4,22 @@ worker at a time, and everything a person expects from a desktop window (shortcu
 from __future__ import annotations
 
 import gc
-import os
-import signal
-from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
+from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QDialog,
     QDockWidget,
-    QFileDialog,
     QLabel,
-    QMainWindow,
-    QMessageBox,
     QTabWidget,
     QToolBar,
     QVBoxLayout,
     QWidget,
 )
 
-from tunelab.app.dialogs.export_dialog import ExportDialog, export_formats
 from tunelab.app.dialogs.new_session import NewSessionDialog
 from tunelab.app.resources import icon
-from tunelab.app.views.browser import SessionBrowser, is_resumable, target_text
+from tunelab.app.views.browser import SessionBrowser, target_text
 from tunelab.app.views.compare import CompareView
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
@@ -35,32 +28,15 @@ from tunelab.app.views.live_plot import LivePlot
 from tunelab.app.views.trials.widget import TrialsTable
 from tunelab.app.views.validation.view import ValidationView
 from tunelab.app.widgets.buffers import n_rows
-from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms
 from tunelab.app.widgets.message_bar import MessageBar
-from tunelab.app.widgets.plot_export import PLOT_FILTER, plot_title, save_plot
 from tunelab.app.widgets.run_bar import RunBar
+from tunelab.app.window_files import FilesWindow
 from tunelab.app.workers import tvm_loader
-from tunelab.app.workers.engine import CallWorker, TuningWorker, runner_pid, running_workers, signal_runner
+from tunelab.app.workers.engine import CallWorker, TuningWorker
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
-from tunelab.core.export.pick import export_pick
-from tunelab.core.export.stated import KIND_WORDS
 from tunelab.core.records import SessionRecord, SessionSpec
 from tunelab.core.store import Store
-from tunelab.core.trust.confirmed import confirmations
-
-
-def _export(
-    store: Store,
-    session_id: int,
-    trial_id: int | None,
-    out_dir: str,
-    formats: tuple[str, ...],
-    robust: bool = False,
-) -> dict:
-    from tunelab.core.export.files import export_trial
-
-    return export_trial(store, session_id, trial_id, out_dir=out_dir, formats=formats, robust=robust)
 
 
 def settle_heap(collect: bool = True) -> None:
@@ -89,7 +65,9 @@ def _probe_target(_store: Store) -> str:
 RUN_BAR_MS = 150  # a batch's trial reports refresh the run bar once
 
 
-class MainWindow(QMainWindow):
+class MainWindow(FilesWindow):
+    """The window: its parts are built here, its tuning, files and closing live in the classes below it."""
+
     def __init__(
         self,
         store: Store,
@@ -122,7 +100,26 @@ class MainWindow(QMainWindow):
 
         self._make_actions()
         self.message_bar = MessageBar()
-        self.browser = SessionBrowser(store, self.watcher)
+        self._build_browser()
+        self._build_views()
+        self._build_central()
+        self._build_status_bar(probe_target)
+
+        self._restore_settings()
+        self._update_actions()
+        self.watcher.poll()
+        self.watcher.start()
+        if probe_target:
+            self._probe = CallWorker(store.path, _probe_target, parent=self)
+            self._probe.succeeded.connect(self._on_default_target)
+            # TVM's modules are imported by now
+            self._probe.finished.connect(lambda: settle_heap(collect=self.worker is None))
+            self._probe.failed.connect(lambda msg, _d: self._on_default_target(msg))
+            self._probe.start()
+
+    def _build_browser(self) -> None:
+        """The session browser, in a dock above the views."""
+        self.browser = SessionBrowser(self.store, self.watcher)
         self.browser.session_selected.connect(self._on_session_selected)
         self.browser.resume_requested.connect(self._on_resume_session)
         dock = QDockWidget("Sessions", self)
@@ -136,6 +133,9 @@ class MainWindow(QMainWindow):
         self.resizeDocks([dock], [210], Qt.Orientation.Vertical)
         self.sessions_dock = dock
 
+    def _build_views(self) -> None:
+        """The views of the selected session, one tab each."""
+        store = self.store
         self.live = LivePlot(store)
         self.costmodel = CostModelView(store)
         self.trials = TrialsTable(store)
@@ -161,7 +161,9 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.jitter, "Jitter")
         self.tabs.currentChanged.connect(self._update_actions)
 
-        self.run_bar = RunBar(store, self.pause_action, self.stop_action)
+    def _build_central(self) -> None:
+        """The message bar and the run bar above the tabs."""
+        self.run_bar = RunBar(self.store, self.pause_action, self.stop_action)
         # The worker reports each trial, a batch's worth at once: the run bar (a store read and a
         # repaint) is refreshed once for them, a moment later, not once per trial.
         self._run_bar_timer = QTimer(self)
@@ -177,6 +179,7 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
+    def _build_status_bar(self, probe_target: bool) -> None:
         # The selected session's target, in the browser's words; this machine's default one (the probe's)
         # only while no session is selected.
         self._default_target = "detecting…" if probe_target else "not probed"
@@ -184,19 +187,7 @@ class MainWindow(QMainWindow):
         self.target_label = QLabel()
         self.statusBar().addPermanentWidget(self.target_label)
         self._show_target()
-        self.statusBar().showMessage(f"Store: {store.path}")
-
-        self._restore_settings()
-        self._update_actions()
-        self.watcher.poll()
-        self.watcher.start()
-        if probe_target:
-            self._probe = CallWorker(store.path, _probe_target, parent=self)
-            self._probe.succeeded.connect(self._on_default_target)
-            # TVM's modules are imported by now
-            self._probe.finished.connect(lambda: settle_heap(collect=self.worker is None))
-            self._probe.failed.connect(lambda msg, _d: self._on_default_target(msg))
-            self._probe.start()
+        self.statusBar().showMessage(f"Store: {self.store.path}")
 
     def _on_default_target(self, text: str) -> None:
         self._default_target = text
@@ -290,40 +281,6 @@ class MainWindow(QMainWindow):
         for a in (self.resume_action, self.pause_action, self.stop_action, self.refresh_action):
             session_menu.addAction(a)
 
-    def _update_actions(self) -> None:
-        worker = self.worker
-        running = worker is not None
-        # this window's own child tunes the session shown
-        ours = (
-            worker
-            if worker is not None and self.session_id is not None and worker.session_id == self.session_id
-            else None
-        )
-        steerable = ours is not None and not ours.cancelled
-        self.new_action.setEnabled(not running)
-        record = self.browser.record(self.session_id) if self.session_id is not None else None
-        self.resume_action.setEnabled(not running and record is not None and is_resumable(record))
-        # A session another tunelab process tunes (a `tunelab tune` run, one a closed window left
-        # running) is steered with the same signals this window's own child gets.
-        other = self._other_runner()
-        # Pause takes effect between batches: offered only while one is ahead (not while the winners are
-        # confirmed after the last one), and always to resume a paused session.
-        can_pause = self._batch_ahead() or self.pause_action.text() != "Pause"
-        self.pause_action.setEnabled((steerable or other is not None) and can_pause)
-        self.stop_action.setEnabled(steerable or other is not None)
-        if ours is not None:
-            paused = bool(ours.paused)
-        else:
-            paused = other is not None and other.status == "paused"
-        if paused != self._shown_paused:  # (a new icon each time would repaint the toolbar each time)
-            self._shown_paused = paused
-            self.pause_action.setText("Resume tuning" if paused else "Pause")
-            self.pause_action.setIcon(icon("resume" if paused else "pause"))
-        self.export_action.setEnabled(
-            record is not None and record.best_trial_id is not None and self.export_worker is None
-        )
-        self.save_plot_action.setEnabled(hasattr(self.tabs.currentWidget(), "exportable"))
-
     # ---- tuning --------------------------------------------------------------------------------
     def new_session_dialog(self) -> NewSessionDialog:
         return NewSessionDialog(self.settings, self)
@@ -384,114 +341,6 @@ class MainWindow(QMainWindow):
             self._on_session_selected(session_id)
         self.tabs.setCurrentWidget(self.live)
         self._update_actions()
-
-    def _on_trial_done(self, trial) -> None:
-        if trial.session_id == self.session_id:
-            self._schedule_run_bar()
-
-    def _schedule_run_bar(self) -> None:
-        if not self._run_bar_timer.isActive():
-            self._run_bar_timer.start()
-
-    def _batch_ahead(self) -> bool:
-        """Whether the shown session has trials left to tune (unknown: yes)."""
-        record = self.watcher.session(self.session_id) if self.session_id is not None else None
-        return record is None or record.n_trials < record.trials_budget
-
-    def _pending(self) -> str:
-        """What this window asked the shown session's tuning for ("pause", "stop"; the run bar says it
-        until the session's status shows it done)."""
-        w = self.worker
-        if w is None or w.session_id != self.session_id:
-            return ""
-        if w.cancelled:
-            return "stop"
-        if w.paused:
-            return "pause"
-        return ""
-
-    def _other_runner(self) -> SessionRecord | None:
-        """The shown session's record when another tunelab process tunes it (not this window)."""
-        if self.session_id is None or (self.worker is not None and self.worker.session_id == self.session_id):
-            return None
-        record = self.watcher.session(self.session_id)  # (the browser's copy is one poll behind here)
-        if record is None or record.id in self._stop_sent:
-            return None
-        return record if runner_pid(record) is not None else None
-
-    def _signal_other_runner(self, record: SessionRecord, signum: int, doing: str) -> None:
-        try:
-            signal_runner(record, signum)
-        except TunelabError as exc:
-            self.message_bar.show_error(str(exc))
-            return
-        self.message_bar.show_info(f"Session {record.id} (pid {record.pid}) {doing} after its current batch.")
-
-    def _on_pause_toggled(self) -> None:
-        other = self._other_runner()
-        if other is not None:
-            if other.status == "paused":
-                self._signal_other_runner(other, signal.SIGUSR2, "resumes")
-            else:
-                self._signal_other_runner(other, signal.SIGUSR1, "pauses")
-            return
-        w = self.worker
-        if w is None or w.cancelled:
-            return
-        if w.paused:
-            w.resume()
-        else:
-            w.pause()
-        self._update_actions()
-        self.run_bar.refresh(pending=self._pending())
-
-    def _on_stop(self) -> None:
-        other = self._other_runner()
-        if other is not None:
-            self._stop_sent.add(other.id)  # (its status changes once it has stopped)
-            self._signal_other_runner(other, signal.SIGTERM, "stops")
-            self._update_actions()
-            return
-        if self.worker is not None:
-            self.worker.cancel()
-            self._update_actions()
-            self.run_bar.refresh(pending=self._pending())
-
-    def _on_stage(self, text: str) -> None:
-        if self.worker is not None:
-            self.run_bar.set_stage(self.worker.session_id, text)
-
-    def _on_worker_failed(self, message: str, details: str) -> None:
-        self.message_bar.show_error(message, details)
-
-    def _on_worker_finished(self) -> None:
-        worker, self.worker = self.worker, None
-        session_id = worker.session_id if worker is not None else None
-        if worker is not None:
-            worker.deleteLater()
-        self.browser.set_active_session(None)
-        self.run_bar.clear_stage()
-        self.watcher.poll()
-        if session_id is not None and self.message_bar.level != "error":
-            try:
-                r = self.store.session(session_id)
-                self.browser.stated.refresh([r])
-                stated = self.browser.stated.stated(r.id)  # the one best the list and an export state
-                best = (
-                    f"best {fmt_ms(r.best_ms)} ms ({fmt_gflops(r.best_gflops)} GFLOP/s)"
-                    if stated is None
-                    else f"best {fmt_ms(stated.ms)} ms {stated.mark} ({fmt_gflops(stated.gflops)} GFLOP/s, "
-                    f"{KIND_WORDS[stated.kind]})"
-                )
-                self.message_bar.show_info(
-                    f"Session {r.id} {r.status}: {r.n_trials} trials, {best}.", about=r.id
-                )
-            except TunelabError:
-                pass
-        self.run_bar.refresh()
-        self._update_actions()
-        if self._close_pending:
-            self.close()
 
     # ---- views ---------------------------------------------------------------------------------
     def _on_session_selected(self, session_id: int) -> None:
@@ -568,230 +417,9 @@ class MainWindow(QMainWindow):
     def _on_error(self, message: str) -> None:
         self.message_bar.show_error(message)
 
-    # ---- export --------------------------------------------------------------------------------
-    def _on_export(self) -> None:
-        if self.session_id is None:
-            return
-        if export_formats() is None:
-            self.message_bar.show_error(
-                "Export is not available: this build of tunelab has no tunelab.core.export.files."
-            )
-            return
-        record = self.browser.record(self.session_id) or self.store.session(self.session_id)
-        if record.best_trial_id is None:
-            self.message_bar.show_error(f"Session {record.id} has no successful trial to export yet.")
-            return
-        selected_id = self.trials.selected_trial() if self.tabs.currentWidget() is self.trials else None
-        selected = self.store.trial(selected_id) if selected_id is not None else None
-        folder = str(self.settings.value("paths/export", self.last_folder()))
-        confirmed = confirmations(self.store, record.id)  # read once for both picks
-        picks = {
-            robust: export_pick(self.store, record.id, robust=robust, confirmed=confirmed)
-            for robust in (False, True)
-        }
-        dialog = ExportDialog(
-            record, selected, os.path.join(folder, f"session-{record.id}"), self, picks=picks
-        )
-        if dialog.exec() == QDialog.DialogCode.Accepted:
-            self.export_trial(
-                record.id, dialog.trial_id(), dialog.folder(), dialog.formats(), robust=dialog.robust()
-            )
-        dialog.deleteLater()
-
-    def export_trial(
-        self,
-        session_id: int,
-        trial_id: int | None,
-        out_dir: str,
-        formats: tuple[str, ...],
-        *,
-        robust: bool = False,
-    ) -> CallWorker | None:
-        """Export in a worker thread (building the library takes a while); the result is a message."""
-        if self.export_worker is not None:
-            return None
-        self.settings.setValue("paths/export", str(Path(out_dir).parent))
-        worker = CallWorker(
-            self.store.path,
-            _export,
-            session_id,
-            trial_id,
-            out_dir,
-            formats,
-            robust,
-            parent=self,
-        )
-        worker.succeeded.connect(self._on_export_done)
-        worker.failed.connect(self._on_worker_failed)
-        worker.finished.connect(self._on_export_finished)
-        self.export_worker = worker
-        self.message_bar.show_info(f"Exporting session {session_id} into {out_dir}…")
-        worker.start()
-        self._update_actions()
-        return worker
-
-    def import_run(self, work_dir: str | None = None) -> CallWorker | None:
-        """File → Import MetaSchedule run…: read a MetaSchedule work folder (asked for when not given) into
-        sessions in a worker thread (MetaSchedule reads and replays every record); then the browser
-        shows and selects the first new session, and an error goes to the message bar."""
-        from tunelab.core.usecases.ms_import import import_work_dir
-
-        if work_dir is None:
-            work_dir = QFileDialog.getExistingDirectory(self, "Import MetaSchedule run", self.last_folder())
-            if not work_dir:
-                return None
-
-        def imported(session_ids: list[int]) -> None:
-            self.browser.refresh()
-            if session_ids:
-                self.browser.select_session(session_ids[0])
-            n = len(session_ids)
-            self.message_bar.show_info(f"Imported {n} session{'s' * (n != 1)} from {work_dir}.")
-
-        worker = CallWorker(self.store.path, import_work_dir, work_dir, parent=self)
-        worker.succeeded.connect(imported)
-        worker.failed.connect(self._on_worker_failed)
-        worker.finished.connect(worker.deleteLater)
-        self.import_worker = worker  # held until it finishes (a QThread must outlive its run)
-        self.message_bar.show_info(f"Importing {work_dir}…")
-        worker.start()
-        return worker
-
-    def _on_export_done(self, written: dict) -> None:
-        files = ", ".join(Path(p).name for p in written.values())
-        folder = Path(next(iter(written.values()))).parent if written else ""
-        self.message_bar.show_info(f"Exported {files} into {folder}.")
-
-    def _on_export_finished(self) -> None:
-        if self.export_worker is not None:
-            self.export_worker.deleteLater()
-        self.export_worker = None
-        self._update_actions()
-        if self._close_pending and self.worker is None:
-            self.close()
-
     def _on_validation_finished(self) -> None:
         # A validation stored now may confirm (or refute) the figures the browser and Live state.
         self.browser.refresh()
         self._show_stated()
         if self._close_pending and self.worker is None and self.export_worker is None:
             self.close()
-
-    def _on_save_plot(self) -> None:
-        view = self.tabs.currentWidget()
-        if not hasattr(view, "exportable"):
-            return
-        name = self.tabs.tabText(self.tabs.currentIndex()).lower().replace(" ", "-")
-        default = os.path.join(self.last_folder(), f"session-{self.session_id}-{name}.png")
-        path, _ = QFileDialog.getSaveFileName(self, "Save plot", default, PLOT_FILTER)
-        if path:
-            try:
-                record = self.browser.record(self.session_id) if self.session_id is not None else None
-                title = plot_title(record, self.tabs.tabText(self.tabs.currentIndex())) if record else None
-                saved = save_plot(view.exportable(), path, title=title)
-            except Exception as exc:  # noqa: BLE001
-                self.message_bar.show_error(f"Cannot save the plot: {exc}")
-                return
-            self.settings.setValue("paths/last_folder", str(saved.parent))
-            self.message_bar.show_info(f"Saved {saved}.")
-
-    def last_folder(self) -> str:
-        return str(self.settings.value("paths/last_folder", str(Path.home())))
-
-    # ---- settings and closing ------------------------------------------------------------------
-    def _restore_settings(self) -> None:
-        geometry = self.settings.value("window/geometry")
-        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
-            self.restoreGeometry(geometry)
-        else:
-            self.resize(1320, 860)
-        state = self.settings.value("window/state")
-        if isinstance(state, QByteArray) and not state.isEmpty():
-            self.restoreState(state)
-        tab = self.settings.value("window/tab", 0)
-        if isinstance(tab, int | str) and str(tab).isdigit():  # QSettings' INI files give it back as text
-            self.tabs.setCurrentIndex(int(tab))
-
-    def _save_settings(self) -> None:
-        self.settings.setValue("window/geometry", self.saveGeometry())
-        self.settings.setValue("window/state", self.saveState())
-        self.settings.setValue("window/tab", self.tabs.currentIndex())
-        self.settings.sync()
-
-    def _ask_close_while_tuning(self) -> str:
-        """'stop' (after the current batch, then close), 'leave' (close; the session tunes on) or 'cancel'."""
-        assert self.worker is not None
-        box = QMessageBox(
-            QMessageBox.Icon.Question,
-            "Session still tuning",
-            f"Session {self.worker.session_id} is still tuning.\n\n"
-            "Stop it after the current batch and close, or close and leave it running: it keeps storing "
-            f"its trials in {self.store.path.name}, and the next tunelab window follows it and can pause "
-            "or stop it.",
-            QMessageBox.StandardButton.NoButton,
-            self,
-        )
-        stop = box.addButton(QMessageBox.StandardButton.Yes)
-        stop.setText("Stop and close")
-        leave = box.addButton("Leave it running", QMessageBox.ButtonRole.AcceptRole)
-        leave.setObjectName("leave_running")
-        cancel = box.addButton(QMessageBox.StandardButton.Cancel)
-        box.setDefaultButton(cancel)
-        box.setEscapeButton(cancel)
-        box.exec()
-        clicked = box.clickedButton()
-        box.deleteLater()
-        return "stop" if clicked is stop else "leave" if clicked is leave else "cancel"
-
-    def _leave_session_running(self) -> None:
-        """Let the tuning child go on by itself; this window stops following it."""
-        worker, self.worker = self.worker, None
-        assert worker is not None
-        worker.finished.disconnect(self._on_worker_finished)
-        worker.leave_running()
-        worker.wait(10_000)  # the thread ends within its poll interval; the child does not
-        worker.deleteLater()
-        self.browser.set_active_session(None)
-        self.run_bar.clear_stage()
-
-    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
-        if self.worker is not None:
-            if not self._close_pending:
-                answer = self._ask_close_while_tuning()
-                if answer == "cancel":
-                    event.ignore()
-                    return
-                # The question runs its own event loop: the session may have finished meanwhile
-                # (self.worker is None then), and either answer means close now.
-                if self.worker is not None and answer == "leave":
-                    self._leave_session_running()
-                elif self.worker is not None:
-                    self._close_pending = True
-                    self.worker.cancel()
-                    self.message_bar.show_info(
-                        "Stopping the session after the current batch; the window closes once it has stopped."
-                    )
-                    self._update_actions()
-            if self.worker is not None:
-                event.ignore()
-                return
-        if self.export_worker is not None:
-            self._close_pending = True
-            event.ignore()
-            return
-        if self.validation.running or self.jitter.running:
-            if not self._close_pending:
-                self._close_pending = True
-                self.validation.stop()
-                self.jitter.stop()
-                self.message_bar.show_info("Closing once the validation has finished its current step.")
-            event.ignore()
-            return
-        if self._probe is not None and self._probe.isRunning():
-            self._probe.wait(30_000)
-        for worker in running_workers():  # quick readers (bias table, vendor & roofline figures)
-            worker.wait(30_000)
-        self.watcher.stop()
-        self._run_bar_timer.stop()  # a refresh after close would read a store its owner may close next
-        self._save_settings()
-        event.accept()
