@@ -16,37 +16,38 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QFrame,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QScrollArea,
     QSplitter,
     QStackedWidget,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from tunelab.app import theme
+from tunelab.app.views.hardware_disturbed import (
+    DISTURBED,
+    DisturbedTable,
+    disturbed_spans,
+    disturbed_trials,
+    disturbed_words,
+    remote_note,
+)
+from tunelab.app.views.hardware_panels import PANEL_MIN_H, add_panel, min_span, shade_throttling
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, n_rows, rows_after
-from tunelab.app.widgets.log_axis import log_axes
-from tunelab.app.widgets.plot_zoom import ZoomViewBox, reset_button
+from tunelab.app.widgets.plot_zoom import reset_button
 from tunelab.app.workers.following import behind_while_hidden
 from tunelab.app.workers.telemetry_source import (
     FIELDS,
     PANELS,
-    disturbance,
     is_throttled,
     machine_gpu_status,
     read_samples,
@@ -56,80 +57,13 @@ from tunelab.core.errors import TunelabError
 from tunelab.core.store import Store
 
 REDRAW_MS = 500
-PANEL_MIN_H = 120  # px per stacked panel: its title, unit and a few numbers fit
 LIMIT = theme.ERROR
-THROTTLE_BRUSH = theme.rgba(theme.ERROR, 50)
 SERIES_PENS = theme.PALETTE[:3]
-# Trials measured on a machine that was not quiet: span colour, ring colour, words for the list.
-DISTURBED = {
-    "throttled": (theme.rgba(theme.ERROR, 60), theme.ERROR, "while the GPU was throttled"),
-    "gpu": (theme.rgba(theme.VIOLET, 45), theme.VIOLET, "while another process used the GPU"),
-    "busy": (theme.rgba(theme.WARN, 45), theme.WARN, "while another process was busy on the CPU"),
-    "warning": (theme.rgba(theme.WARN, 30), theme.WARN, "after a cool-down warning"),
-}
 STAMPS_MS = 3000  # while trials arrive, the per-trial stamps are re-read at most this often
-MAX_LISTED = 1000  # rows of the disturbed-trials table
-MAX_SPANS = 300
-MAX_NAMED_SERVERS = 6  # servers named in the remote note; the rest are counted
-LOCAL_DEVICE = "this machine"
 REMOTE_NOTE_STYLE = (
     f"color: {theme.WARN_DARK}; background: {theme.WARN_BG}; "
     f"border: 1px solid {theme.WARN_BORDER}; padding: 4px;"
 )
-
-
-def _pid_text(pids: list[int], limit: int = 8) -> str:
-    if not pids:
-        return ""
-    shown = ", ".join(str(p) for p in pids[:limit])
-    return f"pid {shown}" + (f" and {len(pids) - limit} more" if len(pids) > limit else "")
-
-
-def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) index ranges where flags is true."""
-    if not len(flags):
-        return []
-    padded = np.concatenate([[0], flags.astype(np.int8), [0]])
-    edges = np.flatnonzero(np.diff(padded))
-    return list(zip(edges[::2], edges[1::2], strict=True))
-
-
-def remote_note(devices: Iterable[str | None], tracker: str = "") -> str:
-    """What the readings of trials measured on `devices` (None: this machine) are: '' when every one
-    was measured here, else a sentence naming the servers."""
-    counts = Counter(devices)
-    local = counts.pop(None, 0)
-    servers = sorted(d for d in counts if d is not None)
-    if not servers:
-        return ""
-    named = ", ".join(servers[:MAX_NAMED_SERVERS])
-    if len(servers) > MAX_NAMED_SERVERS:
-        named += f" and {len(servers) - MAX_NAMED_SERVERS} more"
-    through = f"through the RPC tracker at {tracker}" if tracker else "through the RPC tracker"
-    remote = sum(counts.values())
-    which = "Measured" if not local else f"{remote} of {remote + local} trials measured"
-    return (
-        f"{which} on {named} {through}: these readings are this machine's, not the device's "
-        "(the kernels ran there, the telemetry is read here)."
-    )
-
-
-def split_title(title: str) -> tuple[str, str]:
-    """ "Clock (MHz)" -> ("Clock", "MHz"); a title without a unit counts ("Other busy processes", "count")."""
-    if title.endswith(")") and " (" in title:
-        name, unit = title[:-1].rsplit(" (", 1)
-        return name, unit
-    return title, "count"
-
-
-def min_span(columns: Iterable[np.ndarray]) -> float:
-    """The least y range of a panel: a flat series (a clock steady at 2596 MHz, wobbling by 0.1) is
-    drawn as flat, over 5% of its level (at least 1 unit), not stretched over its noise."""
-    finite = [c[np.isfinite(c)] for c in columns]
-    values = np.concatenate(finite) if finite else np.zeros(0)
-    if not len(values):
-        return 1.0
-    return max(0.05 * float(np.max(np.abs(values))), 1.0)
 
 
 class HardwareView(QWidget):
@@ -155,59 +89,8 @@ class HardwareView(QWidget):
         self._tracker = ""  # the session's RPC tracker, "" when it measured here
         self._note: tuple[tuple[int, int, str], str] = ((0, 0, ""), "")  # remote_note(), by what it counted
 
-        self.status = QLabel()
-        self.status.setObjectName("hardware_status")
-        self.status.setWordWrap(True)
-        self.remote_label = QLabel()
-        self.remote_label.setObjectName("hardware_remote")
-        self.remote_label.setWordWrap(True)
-        self.remote_label.setStyleSheet(REMOTE_NOTE_STYLE)
-        self.remote_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.remote_label.hide()
-        self.empty = QLabel()
-        self.empty.setObjectName("hardware_empty")
-        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty.setWordWrap(True)
-        self.empty.setStyleSheet(f"font-size: 15px; color: {theme.TEXT_MUTED}; padding: 40px;")
-        self.layout_widget = pg.GraphicsLayoutWidget()
-        self.layout_widget.setBackground("w")
-        # The panels scroll rather than shrink: below PANEL_MIN_H a panel has no room for its numbers
-        # or its unit (six panels in a 1280x800 window were 35 px each, their labels cut).
-        self.panels = QScrollArea()
-        self.panels.setWidgetResizable(True)
-        self.panels.setFrameShape(QFrame.Shape.NoFrame)
-        self.panels.setWidget(self.layout_widget)
-        self.stack = QStackedWidget()
-        self.stack.addWidget(self.empty)
-        self.stack.addWidget(self.panels)
-        self.disturbed_label = QLabel()
-        self.disturbed_label.setObjectName("hardware_disturbed")
-        self.disturbed_label.setWordWrap(True)
-        self.disturbed_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.disturbed_table = QTableWidget(0, 5)
-        self.disturbed_table.setObjectName("disturbed_table")
-        self.disturbed_table.setHorizontalHeaderLabels(
-            ("Trial", "Seconds", "What else was going on", "Other pids", "Device")
-        )
-        device_header = self.disturbed_table.horizontalHeaderItem(4)
-        assert device_header is not None  # set by the labels just above
-        device_header.setToolTip(
-            "Where the trial's kernel ran: this machine, or the RPC server that measured it"
-        )
-        self.disturbed_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.disturbed_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.disturbed_table.verticalHeader().setVisible(False)
-        self.disturbed_table.setAlternatingRowColors(True)
-        header = self.disturbed_table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
-        self.disturbed_table.hide()
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.stack)
-        splitter.addWidget(self.disturbed_table)
-        splitter.setStretchFactor(0, 4)
-        splitter.setStretchFactor(1, 1)
-        splitter.setSizes([600, 150])
+        self._build_labels()
+        splitter = self._build_panes()
         self.reset_button = reset_button(self.reset_view)
         top = QHBoxLayout()
         top.addWidget(self.status, 1)
@@ -233,6 +116,49 @@ class HardwareView(QWidget):
         self._stamps_timer.setSingleShot(True)
         self._stamps_timer.timeout.connect(self._on_redraw)
         self._update_status()
+
+    def _build_labels(self) -> None:
+        """The status line, the note for trials measured on RPC servers, and the empty view's words."""
+        self.status = QLabel()
+        self.status.setObjectName("hardware_status")
+        self.status.setWordWrap(True)
+        self.remote_label = QLabel()
+        self.remote_label.setObjectName("hardware_remote")
+        self.remote_label.setWordWrap(True)
+        self.remote_label.setStyleSheet(REMOTE_NOTE_STYLE)
+        self.remote_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.remote_label.hide()
+        self.empty = QLabel()
+        self.empty.setObjectName("hardware_empty")
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setWordWrap(True)
+        self.empty.setStyleSheet(f"font-size: 15px; color: {theme.TEXT_MUTED}; padding: 40px;")
+
+    def _build_panes(self) -> QSplitter:
+        """The panels (or, with no telemetry, the words saying so) above the disturbed trials' list."""
+        self.layout_widget = pg.GraphicsLayoutWidget()
+        self.layout_widget.setBackground("w")
+        # The panels scroll rather than shrink: below PANEL_MIN_H a panel has no room for its numbers
+        # or its unit (six panels in a 1280x800 window were 35 px each, their labels cut).
+        self.panels = QScrollArea()
+        self.panels.setWidgetResizable(True)
+        self.panels.setFrameShape(QFrame.Shape.NoFrame)
+        self.panels.setWidget(self.layout_widget)
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.empty)
+        self.stack.addWidget(self.panels)
+        self.disturbed_label = QLabel()
+        self.disturbed_label.setObjectName("hardware_disturbed")
+        self.disturbed_label.setWordWrap(True)
+        self.disturbed_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.disturbed_table = DisturbedTable()
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.stack)
+        splitter.addWidget(self.disturbed_table)
+        splitter.setStretchFactor(0, 4)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([600, 150])
+        return splitter
 
     def _make_trial_plot(self) -> None:
         self.trial_plot = self._add_plot("trials", "Latency (ms)")
@@ -368,25 +294,9 @@ class HardwareView(QWidget):
         """One panel per row, all sharing the time axis of the first (the trials). The panel's name is
         a title above it and the y axis carries only the unit: stacked panels are too short for a
         vertical "Utilization (%)", which was cut or ran into the next panel's."""
-        row = len(self._plots)
-        # Ctrl+wheel zooms: a plain wheel scrolls the panels (it zoomed them into negative time).
-        plot = self.layout_widget.addPlot(row=row, col=0, axisItems=log_axes("left"), viewBox=ZoomViewBox())
+        plot = add_panel(self.layout_widget, list(self._plots.values()), title, self._x_min)
         plot.vb.reset_requested.connect(self.reset_view)
-        plot.setLimits(xMin=self._x_min)
-        plot.enableAutoRange(x=False)  # the time axis is set from all the data at once (_fit_time)
         plot.vb.sigRangeChangedManually.connect(self._on_zoomed)
-        name, unit = split_title(title)
-        plot.setTitle(f"<span style='color:{theme.TEXT}'>{name}</span>", size="9pt", justify="left")
-        plot.setLabel("left", unit)
-        plot.getAxis("left").setWidth(70)
-        plot.showGrid(x=True, y=True, alpha=0.25)
-        plot.setDownsampling(mode="peak")
-        plot.setClipToView(True)
-        if self._plots:
-            plot.setXLink(next(iter(self._plots.values())))
-        for other in self._plots.values():
-            other.getAxis("bottom").setLabel("")
-        plot.setLabel("bottom", "Seconds since the session was created")
         self._plots[key] = plot
         self.layout_widget.setMinimumHeight(PANEL_MIN_H * len(self._plots) + 40)
         return plot
@@ -461,57 +371,11 @@ class HardwareView(QWidget):
         except TunelabError as exc:
             self.disturbed_label.setText(str(exc))
             return
-        out = []
-        ids = self._trials.col("id")
-        for trial_id, stamp in sorted((stamps or {}).items()):
-            row = int(np.searchsorted(ids, trial_id))
-            what = disturbance(stamp)
-            if row >= len(ids) or ids[row] != trial_id or what is None:
-                continue
-            col = self._trials.col
-            index, number, start, end, latency = (
-                int(col("index")[row]),
-                int(col("number")[row]),
-                float(col("start")[row]),
-                float(col("t")[row]),
-                float(col("latency")[row]),
-            )
-            out.append(
-                {
-                    "trial_id": trial_id,
-                    "index": index,
-                    "number": number,
-                    "start": start,
-                    "end": end,
-                    "latency": latency,
-                    **what,
-                }
-            )
-        self.disturbed = out
+        self.disturbed = disturbed_trials(stamps, self._trials)
 
     def disturbed_summary(self) -> str:
         """'3 trials measured while another process was busy on the CPU (pid 123) · …' ('' when none)."""
-        parts = []
-        for kind, (_, color, words) in DISTURBED.items():
-            hits = [d for d in self.disturbed if d["kind"] == kind]
-            if not hits:
-                continue
-            # The pids that disturbed the most trials first.
-            counts = Counter(p for d in hits for p in d["pids"])
-            pids = sorted(counts, key=lambda p: (-counts[p], p))
-            extra = ""
-            if kind == "throttled":
-                reasons = sorted({r for d in hits for r in d["throttle_reasons"]})
-                extra = f" ({', '.join(reasons)})" if reasons else ""
-            elif pids:
-                extra = f" ({_pid_text(pids)})"
-            elif kind == "warning":
-                extra = f" ({hits[0]['warning']})"
-            n = len(hits)
-            parts.append(
-                f"<span style='color:{color}'>{n} trial{'s' if n != 1 else ''} measured {words}{extra}</span>"
-            )
-        return " · ".join(parts)
+        return disturbed_words(self.disturbed)
 
     def _update_disturbed(self) -> None:
         summary = self.disturbed_summary()
@@ -528,24 +392,7 @@ class HardwareView(QWidget):
         else:
             self.disturbed_label.setText("")
         self.disturbed_label.setVisible(bool(self.disturbed_label.text()))
-        table = self.disturbed_table
-        rows = self.disturbed[:MAX_LISTED]
-        table.setRowCount(len(rows))
-        for r, d in enumerate(rows):
-            values = (
-                f"#{d['number']}",
-                f"{d['end']:.1f}",
-                d["cause"],
-                ", ".join(map(str, d["pids"])),
-                self.device_of(d["trial_id"]) or LOCAL_DEVICE,
-            )
-            for c, text in enumerate(values):
-                item = QTableWidgetItem(text)
-                item.setToolTip(
-                    d["cause"] + (f"\n(cool-down warning: {d['warning']})" if d.get("warning") else "")
-                )
-                table.setItem(r, c, item)
-        table.setVisible(bool(rows))
+        self.disturbed_table.fill(self.disturbed, self.device_of)
 
     def _draw_disturbed(self) -> None:
         for region in self._trial_regions:
@@ -569,33 +416,7 @@ class HardwareView(QWidget):
                 }
             )
         self.disturbed_markers.setData(spots)
-        # Spans: runs of consecutive disturbed trials with the same cause, widened to stay visible.
-        t = self._trials.col("t")
-        width = max(0.004 * float(t.max() - t.min()) if len(t) else 0.0, 0.05)
-        # Each disturbed trial's position among all trials in index order (consecutive: one span).
-        by_index = np.sort(self._trials.col("index"))
-        position = {d["index"]: int(np.searchsorted(by_index, d["index"])) for d in self.disturbed}
-        spans: list[list[dict]] = []
-        for d in sorted(self.disturbed, key=lambda d: d["index"]):
-            last = spans[-1][-1] if spans else None
-            if (
-                last is not None
-                and last["kind"] == d["kind"]
-                and last["cause"] == d["cause"]
-                and position.get(d["index"], -2) - position.get(last["index"], -9) == 1
-            ):
-                spans[-1].append(d)
-            else:
-                spans.append([d])
-        for run in spans[:MAX_SPANS]:
-            start, end = min(d["start"] for d in run), max(d["end"] for d in run)
-            if end - start < width:
-                mid = (start + end) / 2
-                start, end = mid - width / 2, mid + width / 2
-            first, last = run[0]["number"], run[-1]["number"]
-            which = f"trial #{first}" if first == last else f"trials #{first}–#{last} ({len(run)})"
-            tip = f"{which}: {run[0]['cause']}"
-            brush = DISTURBED[run[0]["kind"]][0]
+        for start, end, tip, brush in disturbed_spans(self.disturbed, self._trials):
             for plot in self._plots.values():
                 region = pg.LinearRegionItem(
                     values=(start, end), movable=False, brush=brush, pen=pg.mkPen(None)
@@ -632,18 +453,8 @@ class HardwareView(QWidget):
             if view is not None:
                 view.removeItem(region)
         self._regions = []
-        runs = _runs(self._samples.col("throttled") > 0)
-        for start, end in runs[:200]:
-            span = (float(t[start]), float(t[min(end, len(t) - 1)]))
-            for key, plot in self._plots.items():
-                if key == "trials":
-                    continue
-                region = pg.LinearRegionItem(
-                    values=span, movable=False, brush=THROTTLE_BRUSH, pen=pg.mkPen(None)
-                )
-                region.setZValue(-10)
-                plot.addItem(region)
-                self._regions.append(region)
+        panels = [plot for key, plot in self._plots.items() if key != "trials"]
+        self._regions = shade_throttling(panels, t, self._samples.col("throttled"))
 
     def _recorded_gpu(self) -> bool:
         """The session's samples hold GPU readings (any of the GPU columns has a value)."""

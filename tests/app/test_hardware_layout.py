@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtWidgets import QApplication
 
-from tunelab.app.views.hardware_view import HardwareView, min_span, split_title
+from tunelab.app.views.hardware_panels import min_span, split_title
+from tunelab.app.views.hardware_view import HardwareView
 from tunelab.core.telemetry.readings import TelemetrySample
 
 
