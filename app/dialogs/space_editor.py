@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -28,79 +27,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app.dialogs.space_derive import (
+    DerivedDefaults,
+    DerivedSize,
+    Problem,
+    derive_defaults,
+    derive_size,
+)
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.target.info import TargetInfo
 
 SIZE_DEBOUNCE_MS = 250  # an auto space's size needs MetaSchedule to derive its sketches
-
-
-@dataclass(frozen=True)
-class Problem:
-    """What a space is derived for."""
-
-    workload: Any
-    shape: dict[str, int]
-    dtype: str
-    target: TargetInfo
-
-
-@dataclass(frozen=True)
-class DerivedDefaults:
-    """A problem's default space as the editor shows it (made in a worker thread)."""
-
-    generation: int
-    defaults: dict[str, Any] | None = None
-    axes: tuple[Any, ...] = ()
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class DerivedSize:
-    """An auto space's size for one edit of its rules (made in a worker thread)."""
-
-    generation: int
-    size: int | None = None
-    sketches: int | None = None
-    note: str | None = None
-    error: str | None = None
-
-
-def derive_defaults(generation: int, problem: Problem, kind: str) -> DerivedDefaults:
-    """The default space of ``problem`` (run off the GUI thread): a template's knobs over the axes TVM
-    derives from the workload's compute, or the auto space's default rules; never raises."""
-    try:
-        if kind == "template":
-            from tunelab.core.search.space.template import TemplateSpace
-
-            space = TemplateSpace(problem.workload, problem.shape, problem.dtype, problem.target, None)
-            return DerivedDefaults(generation, space.to_json(), tuple(space.axes))
-        from tunelab.core.search.space.auto import default_auto_space
-        from tunelab.core.search.space.factory import make_space
-
-        if kind != "auto":
-            make_space(problem.workload, problem.shape, problem.dtype, problem.target, kind)  # names the kind
-        return DerivedDefaults(generation, default_auto_space(problem.target.kind))
-    except TunelabError as exc:
-        return DerivedDefaults(generation, error=str(exc))
-    except Exception as exc:  # noqa: BLE001 - TVM rejecting this problem is a message, not a crash
-        return DerivedDefaults(generation, error=f"TVM cannot schedule this problem: {exc}")
-
-
-def derive_size(generation: int, problem: Problem, data: dict[str, Any]) -> DerivedSize:
-    """The size of the auto space ``data`` for ``problem``: MetaSchedule derives its sketches (run off the
-    GUI thread); never raises."""
-    from tunelab.core.search.space.auto import AutoSpace
-
-    try:
-        space = AutoSpace(problem.workload, problem.shape, problem.dtype, problem.target, data)
-    except TunelabError as exc:
-        return DerivedSize(generation, error=str(exc))
-    except Exception as exc:  # noqa: BLE001 - MetaSchedule rejecting the rules is a message, not a crash
-        return DerivedSize(generation, error=f"MetaSchedule cannot derive sketches: {exc}")
-    # what "auto" packing resolved to for this shape is part of what the person is choosing
-    note = space.packing.words() if space.packing is not None else None
-    return DerivedSize(generation, space.size, len(space.sketches), note)
 
 
 def _mark(widget: QWidget, invalid: bool) -> None:
