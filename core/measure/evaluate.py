@@ -109,7 +109,6 @@ class Evaluate:
         self, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list[list[Any]]
     ) -> list[float]:
         from tunelab.core.faults import plant
-        from tunelab.core.measure.timing import kernel_timer
 
         fault = plant("run")  # a test hook: nothing happens unless TUNELAB_PLANT_FAULT names "run"
         args = repeated_args[0]
@@ -121,61 +120,13 @@ class Evaluate:
         )
         if fault == "wrong":  # the kernel "computed" garbage
             args[-1].copyfrom(np.full(tuple(args[-1].shape), 7.0, dtype=str(args[-1].dtype)))
-        expected = _inputs_and_reference(self.problem)[1] if self.check else None  # None: unchecked
-        if expected is not None:
-            got = args[-1].numpy()
-            rtol, atol = self.tolerance
-            if got.shape != expected.shape or not np.allclose(
-                got, expected, rtol=rtol, atol=atol, equal_nan=False
-            ):
-                err = (
-                    float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64))))
-                    if got.shape == expected.shape
-                    else float("nan")
-                )
-                raise WrongResult(
-                    f"wrong result: max abs error {err:.3g} exceeds atol {atol:g} + rtol {rtol:g}"
-                )
+        self._check_output(args[-1])
         focus = self.leader_band > 0 and self.best_s is not None and self.best_s > 0
-        hopeless_s = CLEARLY_SLOW * (self.best_s or 0.0)
-        if focus and warm_s is not None and warm_s > hopeless_s:
-            # Timed once. The warm-up call raises the suspicion; a call this long is its own figure,
-            # a shorter one (its first-run costs may be most of it) is decided by one timed sample,
-            # ``number`` grown to min_repeat_ms as for any sample.
-            if warm_s >= ONE_CALL_S:
-                return [warm_s]
-            one = kernel_timer(
-                rt_mod,
-                device,
-                number=1,
-                repeat=PROBE_SAMPLES,
-                min_repeat_ms=evaluator_config.min_repeat_ms,
-                cache_flush=evaluator_config.enable_cpu_cache_flush,
-            )(*args)
-            if min(one) > hopeless_s:
+        if focus and warm_s is not None and warm_s > CLEARLY_SLOW * (self.best_s or 0.0):
+            one = self._hopeless_figure(rt_mod, device, evaluator_config, args, warm_s)
+            if one is not None:
                 return one
-        from tunelab.core.measure.l2_flush import install_flush, wants_flush
-
-        if wants_flush(self.l2_flush, device, self.data_bytes):
-            # One launch per sample, each after the flush (which the CUDA-event timer does not count):
-            # the data arrives from memory as it does inside a model, not from the previous run's L2.
-            timer = kernel_timer(
-                rt_mod,
-                device,
-                number=1,
-                repeat=evaluator_config.repeat * max(evaluator_config.number, 1),
-                min_repeat_ms=0,
-                preproc=install_flush(device),
-            )
-        else:
-            timer = kernel_timer(
-                rt_mod,
-                device,
-                number=evaluator_config.number,
-                repeat=evaluator_config.repeat,
-                min_repeat_ms=evaluator_config.min_repeat_ms,
-                cache_flush=evaluator_config.enable_cpu_cache_flush,
-            )
+        timer = self._timer(rt_mod, device, evaluator_config)
 
         def one_round() -> list[float]:
             """``repeat`` samples (seconds) on each allocated argument set."""
@@ -190,6 +141,71 @@ class Evaluate:
         while len(samples) < self.max_repeat and _spread(samples) > self.target_cv:
             samples.extend(one_round())
         return samples[: max(self.max_repeat, len(repeated_args) * evaluator_config.repeat)]
+
+    def _check_output(self, output: Any) -> None:
+        """The kernel's output against the NumPy reference (when checked): a WrongResult when it is off."""
+        expected = _inputs_and_reference(self.problem)[1] if self.check else None  # None: unchecked
+        if expected is None:
+            return
+        got = output.numpy()
+        rtol, atol = self.tolerance
+        if got.shape != expected.shape or not np.allclose(
+            got, expected, rtol=rtol, atol=atol, equal_nan=False
+        ):
+            err = (
+                float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64))))
+                if got.shape == expected.shape
+                else float("nan")
+            )
+            raise WrongResult(f"wrong result: max abs error {err:.3g} exceeds atol {atol:g} + rtol {rtol:g}")
+
+    def _hopeless_figure(
+        self, rt_mod: Any, device: Any, evaluator_config: Any, args: list[Any], warm_s: float
+    ) -> list[float] | None:
+        """The one figure of a candidate whose warm-up call was clearly slower than the best, timed once;
+        None when that one timed sample says it is not hopeless after all.
+
+        A warm-up call this long is its own figure; a shorter one (its first-run costs may be most of it)
+        is decided by one timed sample, ``number`` grown to min_repeat_ms as for any sample."""
+        if warm_s >= ONE_CALL_S:
+            return [warm_s]
+        one = _config_timer(rt_mod, device, evaluator_config, number=1, repeat=PROBE_SAMPLES)(*args)
+        return one if min(one) > CLEARLY_SLOW * (self.best_s or 0.0) else None
+
+    def _timer(self, rt_mod: Any, device: Any, evaluator_config: Any) -> Any:
+        """The timer of the candidate's samples: after an L2 flush each where ``l2_flush`` asks for one."""
+        from tunelab.core.measure.l2_flush import install_flush, wants_flush
+        from tunelab.core.measure.timing import kernel_timer
+
+        if wants_flush(self.l2_flush, device, self.data_bytes):
+            # One launch per sample, each after the flush (which the CUDA-event timer does not count):
+            # the data arrives from memory as it does inside a model, not from the previous run's L2.
+            return kernel_timer(
+                rt_mod,
+                device,
+                number=1,
+                repeat=evaluator_config.repeat * max(evaluator_config.number, 1),
+                min_repeat_ms=0,
+                preproc=install_flush(device),
+            )
+        return _config_timer(
+            rt_mod, device, evaluator_config, number=evaluator_config.number, repeat=evaluator_config.repeat
+        )
+
+
+def _config_timer(rt_mod: Any, device: Any, evaluator_config: Any, *, number: int, repeat: int) -> Any:
+    """A kernel timer of ``repeat`` samples of ``number`` calls, ``number`` grown to the config's
+    min_repeat_ms, with the CPU cache flush the config asks for."""
+    from tunelab.core.measure.timing import kernel_timer
+
+    return kernel_timer(
+        rt_mod,
+        device,
+        number=number,
+        repeat=repeat,
+        min_repeat_ms=evaluator_config.min_repeat_ms,
+        cache_flush=evaluator_config.enable_cpu_cache_flush,
+    )
 
 
 def _watched_call(func: Any, args: list[Any], device: Any, limit_s: float) -> float:
