@@ -67,8 +67,10 @@ def test_the_gate_passes_a_kernel_within_its_figure_and_fails_one_ten_times_slow
     result = json.loads(ok.stdout)["gate"]
     assert result["passed"] and result["stated_ms"] == stated and result["measured_ms"] <= 4 * stated
 
-    # The file's figure planted ten times faster than the kernel runs: slower beyond any gate below 900 %.
-    doc["stats"]["median_ms"] = stated / 10
+    # The file's figure planted a hundred times faster than the kernel ran, in the session and in the gate
+    # just now: slower beyond any gate below 9900 %. (Planted against the faster of the two: on a loaded
+    # machine the session's own figure read 2.5x slower than the gate measured it, and a tenth of it passed.)
+    doc["stats"]["median_ms"] = min(stated, result["measured_ms"]) / 100
     planted = tmp_path / "planted.schedule.json"
     planted.write_text(json.dumps(doc))
     slow = gate(planted, "300", db)
