@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QComboBox,
@@ -36,55 +35,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tunelab.app import theme
 from tunelab.app.views.bias_table import BiasTable, ratio_words
+from tunelab.app.views.costmodel_models import PAIR_COLUMNS, add_models, model_pairs, round_spearman
+from tunelab.app.views.costmodel_plots import SCATTER_CAP, CostModelPlots
 from tunelab.app.views.model_table import ModelCompareSection
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
-from tunelab.app.widgets.log_axis import log_axes
-from tunelab.app.widgets.plot_note import PlotNote
 from tunelab.app.workers.engine import BiasWorker, keep_alive
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import BiasReport
-from tunelab.core.search.costmodel import spearman
-from tunelab.core.search.models import COST_MODEL_WORDS, cost_model_names
 from tunelab.core.store import Store
 from tunelab.core.trust.bias_stats import group_stats
 
 REDRAW_MS = 300
 BIAS_MS = 2000  # while trials arrive, the bias table is recomputed at most this often
-POINT_BRUSH = theme.rgba(theme.ACCENT, 170)
-CONTEXT_BRUSH = theme.rgba(theme.TEXT_FAINT, 90)
-HIGHLIGHT_PEN = theme.WARN
-SCATTER_CAP = 5000  # above this many pairs: a density image instead of the scatter; markers thinned
-DENSITY_BINS = 160  # per axis of the density image
-RECENT = 256  # the latest trials' residual markers are always drawn
-DENSITY_LOW = np.array([205, 220, 245], dtype=np.float64)  # one trial per cell
-DENSITY_HIGH = np.array([13, 52, 140], dtype=np.float64)  # the densest cell
-PAIR_COLUMNS = ("number", "measured", "predicted", "id", "round")
-SOURCE_LABELS = {  # how a model's predictions of the session were made, as the selector says it
-    "shadow": "predicted live beside it, not steering",
-    "refit": "refit on these trials, out of sample",
-}
-
-
-def density_rgba(x: np.ndarray, y: np.ndarray, bins: int = DENSITY_BINS):
-    """An RGBA image (row-major: [y, x]) of a 2-D histogram of (x, y) and its rectangle (x0, y0, w, h).
-
-    Empty cells are transparent; the colour goes from light to dark blue with log(count)."""
-    x0, x1 = float(x.min()), float(x.max())
-    y0, y1 = float(y.min()), float(y.max())
-    w, h = max(x1 - x0, 1e-9), max(y1 - y0, 1e-9)
-    x0, y0, w, h = x0 - 0.01 * w, y0 - 0.01 * h, 1.02 * w, 1.02 * h
-    ix = np.minimum(((x - x0) * (bins / w)).astype(np.int64), bins - 1)
-    iy = np.minimum(((y - y0) * (bins / h)).astype(np.int64), bins - 1)
-    counts = np.bincount(iy * bins + ix, minlength=bins * bins).reshape(bins, bins)
-    t = np.log1p(counts) / math.log1p(max(int(counts.max()), 1))
-    t = np.where(counts > 0, 0.15 + 0.85 * t, 0.0)
-    rgba = np.empty((bins, bins, 4), dtype=np.uint8)
-    rgba[..., :3] = (DENSITY_LOW + t[..., None] * (DENSITY_HIGH - DENSITY_LOW)).astype(np.uint8)
-    rgba[..., 3] = np.where(counts > 0, 235, 0)
-    return rgba, (x0, y0, w, h)
 
 
 class CostModelView(QWidget):
@@ -112,6 +76,29 @@ class CostModelView(QWidget):
         self._summary_key: tuple | None = None
         self._summary_text = ""
 
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(self._build_header())
+        # In a scroll area: the plots keep the height their ticks need, and the window can still be made
+        # smaller than plots and table together (it scrolls instead of refusing to shrink).
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(self._build_panes(store))
+        layout.addWidget(scroll, 1)
+
+        self._stale = False
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setSingleShot(True)
+        self._redraw_timer.setInterval(redraw_ms)
+        self._redraw_timer.timeout.connect(self._on_redraw)
+        self._bias_timer = QTimer(self)
+        self._bias_timer.setSingleShot(True)
+        self._bias_timer.setInterval(bias_ms)
+        self._bias_timer.timeout.connect(self._request_bias)
+
+    def _build_header(self) -> QHBoxLayout:
+        """The summary beside the Model selector."""
         self.summary = QLabel("No session selected.")
         self.summary.setObjectName("costmodel_summary")
         self.summary.setWordWrap(True)
@@ -123,98 +110,32 @@ class CostModelView(QWidget):
         )
         self.model_box.setEnabled(False)
         self.model_box.currentIndexChanged.connect(self._on_model_changed)
-        self.layout_widget = pg.GraphicsLayoutWidget()
-        self.layout_widget.setBackground("w")
+        top = QHBoxLayout()
+        top.addWidget(self.summary, 1)
+        model_label = QLabel("Model:")
+        model_label.setBuddy(self.model_box)
+        top.addWidget(model_label)
+        top.addWidget(self.model_box)
+        return top
 
-        self.scatter_plot = self.layout_widget.addPlot(
-            row=0, col=0, title="Predicted vs measured (ms)", axisItems=log_axes("bottom", "left")
+    def _build_panes(self, store: Store) -> QSplitter:
+        """The plots above the bias table and the models' comparison."""
+        # The three plots; their items by the names the rest of the view (and its tests) use.
+        self.layout_widget = plots = CostModelPlots()
+        self.scatter_plot, self.scatter, self.density = plots.scatter_plot, plots.scatter, plots.density
+        self.identity, self.context_scatter, self.highlight = (
+            plots.identity,
+            plots.context_scatter,
+            plots.highlight,
         )
-        self.scatter_plot.setLabel("bottom", "Measured (ms)")
-        self.scatter_plot.setLabel("left", "Predicted (ms)")
-        self.scatter_plot.setLogMode(x=True, y=True)
-        for side in ("bottom", "left"):
-            self.scatter_plot.getAxis(side).enableAutoSIPrefix(False)
-        self.scatter_plot.showGrid(x=True, y=True, alpha=0.25)
-        self.scatter = self.scatter_plot.plot(
-            pen=None, symbol="o", symbolSize=7, symbolPen=None, symbolBrush=POINT_BRUSH
+        self.residual_plot, self.residuals = plots.residual_plot, plots.residuals
+        self.residual_points, self.residual_highlight = plots.residual_points, plots.residual_highlight
+        self.rank_plot, self.rank_bars = plots.rank_plot, plots.rank_bars
+        self.scatter_note, self.residual_note, self.rank_note = (
+            plots.scatter_note,
+            plots.residual_note,
+            plots.rank_note,
         )
-        # Many trials: their density instead (view coordinates are log10 ms, as the axes are log).
-        self.density = pg.ImageItem(axisOrder="row-major")
-        self.density.setZValue(-2)
-        self.density.hide()
-        self.scatter_plot.addItem(self.density)
-        # In log-log coordinates y = x is still the 45-degree line through the origin.
-        self.identity = pg.InfiniteLine(
-            pos=(0, 0), angle=45, pen=pg.mkPen(theme.TEXT_SECONDARY, width=1.5, style=Qt.PenStyle.DashLine)
-        )
-        self.identity.setZValue(5)  # above the density image
-        self.scatter_plot.addItem(self.identity, ignoreBounds=True)
-        # Other pooled sessions' trials (grey, behind) and the picked bias group's trials (on top).
-        self.context_scatter = self.scatter_plot.plot(
-            pen=None, symbol="o", symbolSize=6, symbolPen=None, symbolBrush=CONTEXT_BRUSH
-        )
-        self.context_scatter.setZValue(-5)
-        self.highlight = self.scatter_plot.plot(
-            pen=None,
-            symbol="o",
-            symbolSize=13,
-            symbolBrush=None,
-            symbolPen=pg.mkPen(HIGHLIGHT_PEN, width=2.5),
-        )
-        self.highlight.setZValue(10)
-
-        # A short title: the long formula ran into the axis labels at 1280 px; the formula is the tooltip.
-        self.residual_plot = self.layout_widget.addPlot(row=0, col=1, title="Prediction error per trial")
-        self.residual_plot.setLabel("bottom", "Trial #")
-        self.residual_plot.setLabel("left", "Error (%)")
-        self.residual_plot.setToolTip(
-            "(predicted − measured) / measured, in %: above 0 the model guessed too slow"
-        )
-        self.residual_plot.getAxis("left").enableAutoSIPrefix(False)
-        self.residual_plot.showGrid(x=True, y=True, alpha=0.25)
-        self.residual_plot.addItem(
-            pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen(theme.TEXT_MUTED)), ignoreBounds=True
-        )
-        self.residual_plot.setDownsampling(auto=True, mode="peak")
-        self.residual_plot.setClipToView(True)
-        self.residuals = self.residual_plot.plot(
-            pen=pg.mkPen(theme.rgba(theme.ACCENT, 90)),
-            symbol="o",
-            symbolSize=5,
-            symbolPen=None,
-            symbolBrush=POINT_BRUSH,
-        )
-        self.residuals.setSkipFiniteCheck(True)
-        # With many trials the line above is drawn downsampled and without markers; these are a thinned set.
-        self.residual_points = self.residual_plot.plot(
-            pen=None, symbol="o", symbolSize=5, symbolPen=None, symbolBrush=POINT_BRUSH
-        )
-        self.residual_points.setDownsampling(ds=1, auto=False)
-        self.residual_points.setSkipFiniteCheck(True)
-        self.residual_highlight = self.residual_plot.plot(
-            pen=None, symbol="o", symbolSize=10, symbolBrush=None, symbolPen=pg.mkPen(HIGHLIGHT_PEN, width=2)
-        )
-        self.residual_highlight.setZValue(10)
-
-        # Three plots side by side, each the full height: stacked, the error and rank plots got ~60 px
-        # each in a 1280x800 window, and their axes one tick ("0").
-        self.rank_plot = self.layout_widget.addPlot(row=0, col=2, title="Rank correlation per round (ρ)")
-        self.rank_plot.setLabel("bottom", "Round")
-        self.rank_plot.setLabel("left", "ρ")
-        self.rank_plot.setYRange(-1.05, 1.05, padding=0)
-        self.rank_plot.setMouseEnabled(x=False, y=False)
-        # Fixed ticks: a short panel otherwise gets only "0" and reads as one squashed tick.
-        self.rank_plot.getAxis("left").setTicks([[(v, f"{v:g}") for v in (-1, -0.5, 0, 0.5, 1)], []])
-        self.rank_plot.showGrid(x=False, y=True, alpha=0.25)
-        self.rank_plot.addItem(
-            pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen(theme.TEXT_MUTED)), ignoreBounds=True
-        )
-        self.rank_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=theme.GOOD)
-        self.rank_plot.addItem(self.rank_bars)
-
-        self.scatter_note = PlotNote(self.scatter_plot)
-        self.residual_note = PlotNote(self.residual_plot)
-        self.rank_note = PlotNote(self.rank_plot)
 
         self.bias = BiasTable()
         self.bias.group_selected.connect(self._on_group_selected)
@@ -232,32 +153,7 @@ class CostModelView(QWidget):
         splitter.setSizes([440, 240, 160])
         self.layout_widget.setMinimumHeight(220)  # room for a title, an axis and five ticks
         self.splitter = splitter
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        top = QHBoxLayout()
-        top.addWidget(self.summary, 1)
-        model_label = QLabel("Model:")
-        model_label.setBuddy(self.model_box)
-        top.addWidget(model_label)
-        top.addWidget(self.model_box)
-        layout.addLayout(top)
-        # In a scroll area: the plots keep the height their ticks need, and the window can still be made
-        # smaller than plots and table together (it scrolls instead of refusing to shrink).
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(splitter)
-        layout.addWidget(scroll, 1)
-
-        self._stale = False
-        self._redraw_timer = QTimer(self)
-        self._redraw_timer.setSingleShot(True)
-        self._redraw_timer.setInterval(redraw_ms)
-        self._redraw_timer.timeout.connect(self._on_redraw)
-        self._bias_timer = QTimer(self)
-        self._bias_timer.setSingleShot(True)
-        self._bias_timer.setInterval(bias_ms)
-        self._bias_timer.timeout.connect(self._request_bias)
+        return splitter
 
     @property
     def n_pairs(self) -> int:
@@ -475,33 +371,10 @@ class CostModelView(QWidget):
         index = pairs.col("number")
         n = len(measured)
         residual = 100.0 * (predicted - measured) / measured if n else np.empty(0)
-        if n > SCATTER_CAP:
-            self.scatter.setData([], [])
-            rgba, rect = density_rgba(np.log10(measured), np.log10(predicted))
-            self.density.setImage(rgba, autoLevels=False)
-            self.density.setRect(*rect)
-            self.density.show()
-            # The residual line is downsampled by pyqtgraph; its markers are a thinned, stable subset.
-            self.residuals.setSymbol(None)
-            self.residuals.setData(index, residual)
-            rows = decimate(np.arange(n), SCATTER_CAP, np.arange(max(0, n - RECENT), n))
-            self.residual_points.setData(index[rows], residual[rows])
-        else:
-            self.density.hide()
-            self.density.clear()
-            self.scatter.setData(measured, predicted)
-            self.residuals.setSymbol("o")
-            self.residuals.setData(index, residual)
-            self.residual_points.setData([], [])
+        self.layout_widget.draw_pairs(index, measured, predicted, residual)
         self._draw_highlight()
         rounds = self._round_spearman()
-        self.rank_bars.setOpts(x=[r for r, _ in rounds], height=[rho for _, rho in rounds], width=0.7)
-        if len(rounds):
-            self.rank_plot.setXRange(rounds[0][0] - 0.7, rounds[-1][0] + 0.7)
-            all_rounds = [r.round for r in self._rounds] or [r for r, _ in rounds]
-            step = max(1, len(all_rounds) // 12)
-            ticks = [(r, str(r)) for r in all_rounds[::step]]
-            self.rank_plot.getAxis("bottom").setTicks([ticks, []])
+        self.layout_widget.draw_rounds(rounds, [r.round for r in self._rounds])
         self._show_notes(n, len(rounds))
         self._update_summary(residual)
 
@@ -574,17 +447,7 @@ class CostModelView(QWidget):
             self.model_box.setEnabled(False)
             self.model_box.blockSignals(False)
             return
-        own, steered = record.predicting_model
-        self.model_box.addItem(
-            f"{own} — {'steered this session' if steered else 'its stored predictions'}", None
-        )
-        shadows = [m for m in record.shadow_models if m != own]
-        for name in [*shadows, *(m for m in cost_model_names() if m != own and m not in shadows)]:
-            source = "shadow" if name in shadows else "refit"
-            self.model_box.addItem(f"{name} — {SOURCE_LABELS[source]}", name)
-            self.model_box.setItemData(
-                self.model_box.count() - 1, COST_MODEL_WORDS.get(name, ""), Qt.ItemDataRole.ToolTipRole
-            )
+        add_models(self.model_box, record)
         self.model_box.setCurrentIndex(0)
         self.model_box.setEnabled(True)
         self.model_box.blockSignals(False)
@@ -613,24 +476,7 @@ class CostModelView(QWidget):
         """The selected model's predictions of this session's trials, from its bias report's points."""
         if report.model != self.model:
             return
-        mine = sorted(
-            (tid, measured, predicted)
-            for tid, (sid, measured, predicted, _label) in (report.points or {}).items()
-            if sid == self.session_id
-        )
-        ids = self._measured.col("id")
-        got = np.array([t for t, _, _ in mine], dtype=np.float64)
-        where = np.searchsorted(ids, got)
-        known = (where < len(ids)) & (ids[np.minimum(where, len(ids) - 1)] == got) if len(ids) else got < 0
-        pairs = GrowingColumns(*PAIR_COLUMNS)
-        pairs.extend(
-            number=self._measured.col("number")[where[known]],
-            measured=np.array([m for _, m, _ in mine])[known],
-            predicted=np.array([p for _, _, p in mine])[known],
-            id=got[known],
-            round=self._measured.col("round")[where[known]],
-        )
-        self._model_pairs = pairs
+        self._model_pairs = model_pairs(report, self.session_id, self._measured)
         self._summary_key = None
         self._on_redraw()
 
@@ -642,13 +488,6 @@ class CostModelView(QWidget):
                 for r in self._rounds
                 if r.spearman is not None and math.isfinite(r.spearman)
             ]
-        if self._model_pairs is None or not len(self._model_pairs):
+        if self._model_pairs is None:
             return []
-        rounds = self._model_pairs.col("round")
-        out = []
-        for r in np.unique(rounds):
-            here = rounds == r
-            rho = spearman(self._model_pairs.col("predicted")[here], self._model_pairs.col("measured")[here])
-            if rho is not None and math.isfinite(rho):
-                out.append((int(r), rho))
-        return out
+        return round_spearman(self._model_pairs)

@@ -19,9 +19,7 @@ import sys
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QPushButton,
     QSizePolicy,
@@ -31,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app import theme
+from tunelab.app.widgets.row_table import single_row_table
 from tunelab.app.widgets.table_model import HeaderedTableModel
 from tunelab.app.workers.engine import CallWorker, ChildFailed, keep_alive
 from tunelab.core.errors import TunelabError
@@ -240,13 +239,7 @@ class ModelCompareSection(QWidget):
         self.table = QTableView()
         self.table.setObjectName("model_compare_table")
         self.table.setModel(self.model)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setWordWrap(False)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header = single_row_table(self.table)
         # Not stretched: a wide right-aligned last column put its times far from their rows' names.
         header.setStretchLastSection(False)
         self.table.hide()

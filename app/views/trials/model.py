@@ -11,6 +11,17 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush, QColor
 
 from tunelab.app import theme
+from tunelab.app.views.trials.columns import (
+    COLUMNS,
+    CONFIG_COL,
+    CV_COL,
+    DEVICE_COL,
+    ERROR_COL,
+    FAILURE_COL,
+    IQR_COL,
+    NUMERIC,
+    header_data,
+)
 from tunelab.app.widgets.buffers import TrialColumns, columns_of, concat_columns, n_rows
 from tunelab.app.widgets.formatting import config_summary, first_line, fmt_ms
 from tunelab.app.widgets.table_model import HeaderedTableModel
@@ -19,47 +30,6 @@ from tunelab.core.faults import failure_class
 from tunelab.core.records import TRIAL_STATUSES, Config, TrialRecord, is_auto_config
 from tunelab.core.store import Store
 
-COLUMNS = (
-    "#",  # the trial's number within its session, from 1 (what every view calls it)
-    "ID",
-    "Round",
-    "Status",
-    "Latency ms",
-    "Mean ms",
-    "Std ms",
-    "Predicted ms",
-    "Config",
-    "Error",
-    "CV %",  # spread of the trial's samples: std / mean
-    "IQR ms",  # spread of the middle half of the samples: q3 - q1
-    "Failure",  # failure_class of a failed trial: sorting by it groups the failures
-    "Device",  # the RPC server that measured the trial; shown only for a session measured remotely
-)
-# The header shows a unit under its title ("Latency" over "ms"): the columns are then as narrow as
-# their numbers, so that every one of them fits a 1280-pixel window. Copies keep the one-line names.
-HEADER_TEXT = tuple(
-    "\n".join(name.rsplit(" ", 1)) if name.endswith((" ms", " %")) else name for name in COLUMNS
-)
-# What each column holds, as its header's tooltip.
-COLUMN_TIPS = (
-    "The trial's number within its session, from 1",
-    "The trial's id in the store (unique across sessions)",
-    "The batch (round) the trial was measured in",
-    "ok, or how the trial failed",
-    "Latency: the median of the trial's samples, in ms",
-    "The mean of the trial's samples, in ms",
-    "The standard deviation of the trial's samples (population, as TVM reports it), in ms",
-    "The cost model's prediction, made before the trial was measured, in ms",
-    "The knobs' values (hover over a cell for the whole config)",
-    "The last line of the error (hover over a cell for all of it)",
-    "Coefficient of variation: std / mean of the trial's samples, in %",
-    "Interquartile range: q3 − q1 of the trial's samples, in ms — the spread of their middle half, "
-    "which one outlying sample cannot widen",
-    "The class of a failed trial's failure: sort by it to group the failures",
-    "Where the trial was measured: the RPC server (HOST:PORT) the tracker gave it, or this machine",
-)
-NUMERIC = {0, 1, 2, 4, 5, 6, 7, 10, 11}
-CONFIG_COL, ERROR_COL, CV_COL, IQR_COL, FAILURE_COL, DEVICE_COL = 8, 9, 10, 11, 12, 13
 LOCAL_DEVICE = "this machine"  # the Device column's text for a trial measured here
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 _INT_FIELDS = {0: "number", 1: "id", 2: "round"}
@@ -67,17 +37,6 @@ _FLOAT_FIELDS = {4: "latency_ms", 5: "mean_ms", 6: "std_ms", 7: "predicted_ms"}
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 _FILTER_SEP = "\x1f"  # between the columns of a row's filter text: no typed filter contains it
 _RED = QBrush(QColor(theme.ERROR))
-
-
-def header_data(section: int, orientation: Qt.Orientation, role: int):
-    """The trials table's horizontal header: each column's title, and what it holds as its tooltip."""
-    if orientation != Qt.Orientation.Horizontal or not 0 <= section < len(COLUMNS):
-        return None
-    if role == Qt.ItemDataRole.DisplayRole:
-        return HEADER_TEXT[section]
-    if role == Qt.ItemDataRole.ToolTipRole:
-        return COLUMN_TIPS[section]
-    return None
 
 
 def config_of(t: TrialRecord) -> dict:
