@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox
+from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox, int_spin
 from tunelab.app.dialogs.new_session_form import CUSTOM, CUSTOM_FILE_KEY, CUSTOM_HINT, NewSessionForm
 from tunelab.app.dialogs.new_session_target import resolved_target
 from tunelab.app.dialogs.new_session_tuners import tuner_availability
@@ -67,15 +67,6 @@ def _check_spec(spec: SessionSpec, server_target: TargetInfo | None) -> None:
     from tunelab.core.session.loop import check_spec
 
     check_spec(spec, server_target)
-
-
-def _spin(lo: int, hi: int, value: int, tip: str = "") -> QSpinBox:
-    spin = QSpinBox()
-    spin.setRange(lo, hi)
-    spin.setValue(value)
-    spin.setToolTip(tip)
-    spin.setGroupSeparatorShown(True)
-    return spin
 
 
 class NewSessionDialog(NewSessionForm):
@@ -245,13 +236,15 @@ class NewSessionDialog(NewSessionForm):
 
         budget_box = QGroupBox("Budget")
         budget = QFormLayout(budget_box)
-        self.trials_spin = _spin(1, 1_000_000, SPEC_DEFAULTS["trials"], "Trials to measure in all")
-        self.batch_spin = _spin(
+        self.trials_spin = int_spin(1, 1_000_000, SPEC_DEFAULTS["trials"], "Trials to measure in all")
+        self.batch_spin = int_spin(
             1, 4096, SPEC_DEFAULTS["batch"], "Candidates built and measured together per round"
         )
         self.early_stop = EarlyStopRow(self.trials_spin)
         self.early_check, self.early_spin = self.early_stop.check, self.early_stop.spin
-        self.seed_spin = _spin(0, 2**31 - 1, SPEC_DEFAULTS["seed"], "Random seed of the tuner and the inputs")
+        self.seed_spin = int_spin(
+            0, 2**31 - 1, SPEC_DEFAULTS["seed"], "Random seed of the tuner and the inputs"
+        )
         self.name_edit = QLineEdit()
         self.name_edit.setPlaceholderText("automatic: workload and shape")
         budget.addRow("Trials", self.trials_spin)
