@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pytest
 from specs import small_spec
+from stores import store  # noqa: F401  (a fixture: pytest finds it by its name here)
 
 from tunelab.core.store import Store
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "tunelab.sqlite")
-    yield s
-    s.close()
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import sys
 from dataclasses import replace
 
 import pytest
+from cli_runs import run_tunelab
 from specs import FAST_MEASURE, small_spec
 
 from tunelab.core.cli.protocol import parse_event
@@ -126,22 +127,7 @@ def test_bias_reports_its_error_and_end(tmp_path):
 
 
 def test_events_need_a_descriptor_of_their_own(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tunelab",
-            "tune",
-            "gemm",
-            "--events-fd",
-            "1",
-            "--db",
-            str(tmp_path / "x.sqlite"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_tunelab("tune", "gemm", "--events-fd", "1", "--db", str(tmp_path / "x.sqlite"), timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == (
         "tunelab: error: --events-fd: events need a file descriptor of their own (3 or more), not 1"

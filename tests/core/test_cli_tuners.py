@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
+
+from cli_runs import run_tunelab
 
 from tunelab.core.search.tuners.registry import (
     tuner_description,
@@ -15,9 +16,7 @@ from tunelab.core.search.tuners.registry import (
 
 
 def tunelab(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tunelab", *args], capture_output=True, text=True, timeout=300
-    )
+    return run_tunelab(*args, timeout=300)
 
 
 def test_tuners_json_lists_every_tuner():

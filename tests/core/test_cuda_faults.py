@@ -18,12 +18,12 @@ from dataclasses import replace
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+from schedules import valid_schedules
 from specs import FAST_MEASURE, small_spec
+from stores import plant
 
 from tunelab.core.faults import (
-    COUNTER_ENV,
     CUDA_ERRORS,
-    PLANT_ENV,
     cuda_fault,
     failure_class,
 )
@@ -149,26 +149,12 @@ def test_an_unknown_cuda_error_is_still_named_and_other_errors_lose_their_traceb
     assert cuda_fault(line) is None and failure_class("run_error", line) == "run error"
 
 
-@pytest.fixture
-def store(tmp_path):
-    from tunelab.core.store import Store
-
-    s = Store(tmp_path / "tunelab.sqlite")
-    yield s
-    s.close()
-
-
-def _plant(monkeypatch, tmp_path, value: str) -> None:
-    monkeypatch.setenv(PLANT_ENV, value)
-    monkeypatch.setenv(COUNTER_ENV, str(tmp_path / "plant-counter"))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", ["cuda_error_invalid_value", "cuda_error_illegal_address"])
 def test_a_planted_cuda_fault_is_a_failed_trial_stored_in_one_line(monkeypatch, tmp_path, store, fault):
     from tunelab.core.session.loop import create_session
 
-    _plant(monkeypatch, tmp_path, f"{fault}@run/2")  # every second kernel run
+    plant(monkeypatch, tmp_path, f"{fault}@run/2")  # every second kernel run
     session = create_session(store, small_spec(trials=6, batch=3, measure=replace(FAST_MEASURE, fail_fast=0)))
     trials = list(session.run())
     assert store.session(session.session_id).status == "finished" and len(trials) == 6
@@ -187,7 +173,7 @@ def test_a_planted_cuda_fault_is_a_failed_trial_stored_in_one_line(monkeypatch, 
 def test_fail_fast_counts_cuda_faults_as_it_counts_signals(monkeypatch, tmp_path, store):
     from tunelab.core.session.loop import create_session
 
-    _plant(monkeypatch, tmp_path, "cuda_error_illegal_address@run")
+    plant(monkeypatch, tmp_path, "cuda_error_illegal_address@run")
     session = create_session(
         store, small_spec(trials=24, batch=4, measure=replace(FAST_MEASURE, fail_fast=8))
     )
@@ -204,7 +190,6 @@ def test_fail_fast_counts_cuda_faults_as_it_counts_signals(monkeypatch, tmp_path
 def test_the_worker_is_replaced_after_a_cuda_fault_and_kept_after_a_wrong_result(monkeypatch, tmp_path):
     """A fault found while a kernel ran leaves the worker's CUDA context broken: the next candidate must
     not run in it. A wrong result says nothing about the process, which is kept."""
-    import numpy as np
 
     from tunelab.core.measure.runner import Measurer
     from tunelab.core.search.space.template import TemplateSpace
@@ -213,20 +198,14 @@ def test_the_worker_is_replaced_after_a_cuda_fault_and_kept_after_a_wrong_result
 
     workload, target, shape = get_workload("gemm"), llvm_target(), {"M": 32, "N": 32, "K": 32}
     space = TemplateSpace(workload, shape, "float32", target)
-    rng = np.random.default_rng(0)
-    schedules = []
-    while len(schedules) < 3:
-        try:
-            schedules.append(space.schedule(space.sample(rng)))
-        except Exception:  # noqa: BLE001 - an invalid point of the template: sample another
-            continue
+    schedules = valid_schedules(space, 3)
 
     def worker_pid(measurer):
         workers = [w for w in measurer.runner.pool._worker_map.values() if w._proc is not None]
         return workers[0]._proc.pid if workers else None
 
     for fault in ("cuda_error_misaligned_address", "wrong"):
-        _plant(monkeypatch, tmp_path, f"{fault}@run/2")  # the second of three candidates
+        plant(monkeypatch, tmp_path, f"{fault}@run/2")  # the second of three candidates
         (tmp_path / "plant-counter").unlink(missing_ok=True)
         measurer = Measurer(workload, shape, "float32", target, FAST_MEASURE)
         results, pids = [], []

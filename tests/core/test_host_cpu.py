@@ -7,11 +7,11 @@ different CPU takes; the self-check tests run real kernels in real child process
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
+from cli_runs import run_tunelab
+from host_cpus import an_mcpu_this_host_lacks
 from specs import FAST_MEASURE_ARGS
 
 from tunelab.core.errors import TargetError
@@ -110,18 +110,8 @@ def test_this_hosts_default_target_is_executable_and_described():
     assert resolve_target("auto").json == target.json or resolve_target("auto").kind == "cuda"
 
 
-def _an_mcpu_this_host_lacks() -> str:
-    host = host_cpu()
-    if host.arch != "x86_64":
-        pytest.skip("the refusal is tested with x86 CPU names")
-    for mcpu in ("znver4", "sapphirerapids", "graniterapids", "diamondrapids"):
-        if missing_features(mcpu, (), host):
-            return mcpu
-    pytest.skip("this host executes every x86 CPU model tried")
-
-
 def test_typed_mcpu_the_host_lacks_is_refused_in_one_line():
-    mcpu = _an_mcpu_this_host_lacks()
+    mcpu = an_mcpu_this_host_lacks()
     with pytest.raises(TargetError) as info:
         resolve_target(json.dumps({"kind": "llvm", "mcpu": mcpu}))
     message = str(info.value)
@@ -167,14 +157,14 @@ def test_a_cuda_target_for_another_gpu_is_described_by_its_arch():
 
 
 def test_typed_mcpu_with_mattr_turning_off_what_the_host_lacks_is_accepted():
-    mcpu = _an_mcpu_this_host_lacks()
+    mcpu = an_mcpu_this_host_lacks()
     lacks = missing_features(mcpu, (), host_cpu())
     target = resolve_target(json.dumps({"kind": "llvm", "mcpu": mcpu, "mattr": [f"-{f}" for f in lacks]}))
     assert target.can_run and target.json["mcpu"] == mcpu
 
 
 def test_stored_target_the_host_lacks_cannot_run_and_says_why():
-    mcpu = _an_mcpu_this_host_lacks()
+    mcpu = an_mcpu_this_host_lacks()
     stored = target_from_json({"kind": "llvm", "mcpu": mcpu, "num-cores": 2})
     assert not stored.can_run and "lacks" in stored.why_not
     foreign = target_from_json({"kind": "llvm", "mcpu": "generic", "mtriple": "riscv64-unknown-linux-gnu"})
@@ -239,26 +229,19 @@ def test_a_target_that_dies_here_starts_no_session(monkeypatch, store):
 
 @pytest.mark.slow
 def test_cli_refuses_an_mcpu_the_host_lacks_before_storing(tmp_path):
-    mcpu = _an_mcpu_this_host_lacks()
+    mcpu = an_mcpu_this_host_lacks()
     db = tmp_path / "t.sqlite"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tunelab",
-            "tune",
-            "gemm",
-            "--shape",
-            "M=32,N=32,K=32",
-            "--trials",
-            "2",
-            "--target",
-            json.dumps({"kind": "llvm", "mcpu": mcpu}),
-            "--db",
-            str(db),
-        ],
-        capture_output=True,
-        text=True,
+    proc = run_tunelab(
+        "tune",
+        "gemm",
+        "--shape",
+        "M=32,N=32,K=32",
+        "--trials",
+        "2",
+        "--target",
+        json.dumps({"kind": "llvm", "mcpu": mcpu}),
+        "--db",
+        str(db),
         timeout=300,
     )
     assert proc.returncode == 2
@@ -280,27 +263,19 @@ def test_a_host_named_for_features_it_lacks_measures_every_trial(tmp_path):
         pytest.skip("needs an x86 host without AVX-512")
     db = tmp_path / "t.sqlite"
     env = dict(os.environ, **{LLVM_NAME_ENV: "znver4"})
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tunelab",
-            "tune",
-            "gemm",
-            "--shape",
-            "M=64,N=64,K=512",
-            "--trials",
-            "8",
-            "--batch",
-            "4",
-            *FAST_MEASURE_ARGS,
-            "--json",
-            "--db",
-            str(db),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = run_tunelab(
+        "tune",
+        "gemm",
+        "--shape",
+        "M=64,N=64,K=512",
+        "--trials",
+        "8",
+        "--batch",
+        "4",
+        *FAST_MEASURE_ARGS,
+        "--json",
+        "--db",
+        str(db),
         env=env,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -8,22 +8,13 @@ import time
 
 import psutil
 import pytest
+from stores import copy_database
 
 from tunelab.core.store import Store
 from tunelab.core.trust.remeasure.api import ValidationCancelled, validate_session
 from tunelab.core.trust.remeasure.pool import worker_processes
 
 pytestmark = pytest.mark.slow
-
-
-def _copy(src, dst):
-    a, b = sqlite3.connect(src), sqlite3.connect(dst)
-    try:
-        a.backup(b)
-    finally:
-        a.close()
-        b.close()
-    return dst
 
 
 def _rows(path) -> dict[str, int]:
@@ -37,7 +28,7 @@ def _rows(path) -> dict[str, int]:
 
 def test_cancel_after_the_first_run_kills_every_worker_and_stores_nothing(finished_session, tmp_path):
     src, sid = finished_session
-    path = _copy(src, tmp_path / "copy.sqlite")
+    path = copy_database(src, tmp_path / "copy.sqlite")
     before = _rows(path)
     store = Store(path)
     progress: list[tuple[int, int]] = []
@@ -74,7 +65,7 @@ def test_cancel_after_the_first_run_kills_every_worker_and_stores_nothing(finish
 def test_cancel_while_waiting_for_a_worker(finished_session, tmp_path):
     """A stop asked while a worker starts or measures: the wait notices it within a poll, not at the run's end."""
     src, sid = finished_session
-    path = _copy(src, tmp_path / "copy.sqlite")
+    path = copy_database(src, tmp_path / "copy.sqlite")
     before = _rows(path)
     store = Store(path)
     asked_at: dict[str, float] = {}

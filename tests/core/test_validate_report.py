@@ -5,9 +5,9 @@ included; a report an older tunelab stored (keys missing) still reads, with defa
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
+from stores import copy_database
 
 from tunelab.core.store import Store
 from tunelab.core.trust.confirmed import Confirmation
@@ -63,22 +63,12 @@ OLD_BLOB = {
 }
 
 
-def _copy(src, dst):
-    a, b = sqlite3.connect(src), sqlite3.connect(dst)
-    try:
-        a.backup(b)
-    finally:
-        a.close()
-        b.close()
-    return dst
-
-
 @pytest.mark.slow
 def test_a_stored_report_reads_back_and_writes_out_unchanged(finished_session, tmp_path):
     """A real validation (two schedules, two fresh processes, the best carried over to another shape),
     stored: from_json then to_json gives the stored document back, key for key and in the same order."""
     src, sid = finished_session
-    store = Store(_copy(src, tmp_path / "copy.sqlite"))
+    store = Store(copy_database(src, tmp_path / "copy.sqlite"))
     try:
         outcome = validate_and_store(store, sid, top_k=2, runs=2, shapes="M=16")
         assert outcome.stored and not outcome.cancelled

@@ -8,32 +8,21 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import replace
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
+from cli_runs import run_tunelab
+from schedules import valid_schedules
 from specs import FAST_MEASURE, FAST_MEASURE_ARGS, small_spec
+from stores import plant
 
-from tunelab.core.faults import COUNTER_ENV, PLANT_ENV, failure_class
+from tunelab.core.faults import PLANT_ENV, failure_class
 from tunelab.core.session.loop import create_session
-from tunelab.core.store import Store
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "tunelab.sqlite")
-    yield s
-    s.close()
-
-
-def plant(monkeypatch, tmp_path, value: str) -> None:
-    monkeypatch.setenv(PLANT_ENV, value)
-    monkeypatch.setenv(COUNTER_ENV, str(tmp_path / "plant-counter"))
 
 
 def run_session(store, **measure):
@@ -102,29 +91,21 @@ def test_fail_fast_does_not_stop_mixed_failures(monkeypatch, tmp_path, store):
 def test_cli_fail_fast_exits_1_with_one_line(tmp_path):
     db = tmp_path / "t.sqlite"
     env = dict(os.environ, **{PLANT_ENV: "sigill@run"})
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tunelab",
-            "tune",
-            "gemm",
-            "--shape",
-            "M=32,N=32,K=32",
-            "--trials",
-            "12",
-            "--batch",
-            "4",
-            "--fail-fast",
-            "4",
-            *FAST_MEASURE_ARGS,
-            "--json",
-            "--db",
-            str(db),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = run_tunelab(
+        "tune",
+        "gemm",
+        "--shape",
+        "M=32,N=32,K=32",
+        "--trials",
+        "12",
+        "--batch",
+        "4",
+        "--fail-fast",
+        "4",
+        *FAST_MEASURE_ARGS,
+        "--json",
+        "--db",
+        str(db),
         env=env,
     )
     assert proc.returncode == 1, proc.stderr[-2000:]
@@ -149,15 +130,7 @@ def test_a_real_illegal_instruction_in_the_runner_is_named(store):
     workload = get_workload("gemm")
     shape = {"M": 64, "N": 64, "K": 64}
     space = TemplateSpace(workload, shape, "float32", target)
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    schedules = []
-    while len(schedules) < 3:
-        try:
-            schedules.append(space.schedule(space.sample(rng)))
-        except Exception:  # noqa: BLE001 - an invalid point; sample another
-            continue
+    schedules = valid_schedules(space, 3)
     measurer = Measurer(workload, shape, "float32", target, FAST_MEASURE)
     try:
         results = measurer.measure(schedules)
