@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 from tunelab.app import theme
 from tunelab.app.views.validation.drawing import make_table, titled
 from tunelab.app.views.worker_view import WorkerView
+from tunelab.app.widgets.captioned_plot import CaptionedPlot
 from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.app.workers.engine import StreamWorker
 from tunelab.core.store import Store
@@ -70,21 +71,17 @@ def jitter_job(store: Store, source: int | str, *, emit, is_cancelled, **request
         return None
 
 
-class CausesPlot(QWidget):
+class CausesPlot(CaptionedPlot):
     """One horizontal bar per cause: its share of the spread in %, red where it explains the spread;
     a black tick marks each cause's tolerance; "n/a" where it could not be measured."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.plot_widget = pg.PlotWidget(background="w")
-        self.plot_widget.setMinimumHeight(100)
-        self.plot = self.plot_widget.getPlotItem()
-        self.caption = QLabel(
+        super().__init__(
             f"<b>Share of the spread per cause</b>: {theme.legend_square(theme.ERROR)} explains it · "
-            f"{theme.legend_square(theme.TEXT_FAINT)} within its tolerance · <b>|</b> the tolerance"
+            f"{theme.legend_square(theme.TEXT_FAINT)} within its tolerance · <b>|</b> the tolerance",
+            100,
+            parent,
         )
-        self.caption.setWordWrap(True)
-        self.caption.setStyleSheet(theme.CAPTION_STYLE)
         self.plot.setLabel("bottom", "share of the spread (%)")
         self.plot.getAxis("bottom").enableAutoSIPrefix(False)
         self.plot.getAxis("left").setWidth(150)
@@ -97,13 +94,6 @@ class CausesPlot(QWidget):
         self.ticks = pg.ScatterPlotItem(symbol="|", size=22, pen=pg.mkPen(TOLERANCE_PEN, width=2), brush=None)
         self.plot.addItem(self.ticks)
         self.labels: list[pg.TextItem] = []
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 0)
-        layout.addWidget(self.caption)
-        layout.addWidget(self.plot_widget, 1)
-
-    def scene(self):
-        return self.plot_widget.scene()
 
     def shares(self) -> list[float]:
         """The bars' lengths as drawn (% of the spread)."""

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app import theme
+from tunelab.app.widgets.captioned_plot import CaptionedPlot
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape
 from tunelab.core.trust.remeasure.report import ScheduleResult, ValidationReport
 from tunelab.core.trust.shape_report import ShapeRow
@@ -259,25 +260,21 @@ def fill_past(
 
 
 # ---- the plot ------------------------------------------------------------------------------------------
-class ShapesPlot(QWidget):
+class ShapesPlot(CaptionedPlot):
     """GFLOP/s per shape: the carried-over schedule's bars (red where it falls off) beside those of the
     schedule tuned for each shape, and its time as a multiple of the tuned one on a right axis, with
     the fall-off limit dashed."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.plot_widget = pg.PlotWidget(background="w")
-        self.plot_widget.setMinimumHeight(36)
-        self.plot = self.plot_widget.getPlotItem()
         # The legend is a caption above the plot (a legend inside a short plot hides the bars).
-        self.caption = QLabel(
+        super().__init__(
             f"<b>GFLOP/s per shape</b>: {theme.legend_square(theme.ACCENT)} this schedule "
             f"({theme.legend_square(theme.ERROR)} falls off) · "
             f"{theme.legend_square(theme.TEXT_FAINT)} the schedule tuned for that shape · "
-            f"<span style='color:{RATIO_PEN}'>&#9670; × the tuned time</span> (right axis; dashed: the fall-off limit)"
+            f"<span style='color:{RATIO_PEN}'>&#9670; × the tuned time</span> (right axis; dashed: the fall-off limit)",
+            36,
+            parent,
         )
-        self.caption.setWordWrap(True)
-        self.caption.setStyleSheet(theme.CAPTION_STYLE)
         self.plot.setLabel("left", "GFLOP/s")
         self.plot.getAxis("left").enableAutoSIPrefix(False)
         self.plot.showGrid(x=False, y=True, alpha=0.25)
@@ -308,13 +305,6 @@ class ShapesPlot(QWidget):
         self.ratio_limit.hide()
         self.ratio_view.addItem(self.ratio_limit, ignoreBounds=True)
         self.plot.vb.sigResized.connect(self._sync_views)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 0)
-        layout.addWidget(self.caption)
-        layout.addWidget(self.plot_widget, 1)
-
-    def scene(self):
-        return self.plot_widget.scene()
 
     def draw(self, rows: Sequence[ShapeRow], max_ratio: float | None) -> None:
         """Show these shape rows; `max_ratio`: the fall-off limit (× the tuned time), None if not known."""

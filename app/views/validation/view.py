@@ -46,6 +46,7 @@ from tunelab.app.views.validation.drawing import (
 from tunelab.app.views.validation.verdict_box import VerdictBox
 from tunelab.app.views.worker_view import WorkerView
 from tunelab.app.widgets.formatting import default_shapes, fmt_ms, fmt_shape
+from tunelab.app.widgets.pages import captioned
 from tunelab.app.workers.engine import StreamWorker
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.pick import ExportPick
@@ -177,11 +178,7 @@ class ValidationView(WorkerView):
         self.shapes_summary.setObjectName("shapes_summary")
         self.shapes_summary.setWordWrap(True)
         self.shapes_summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        shapes_page = QWidget()
-        shapes_layout = QVBoxLayout(shapes_page)
-        shapes_layout.setContentsMargins(0, 0, 0, 0)
-        shapes_layout.addWidget(self.shapes_summary)
-        shapes_layout.addWidget(self.shape_table, 1)
+        shapes_page = captioned(self.shapes_summary, self.shape_table)
         self.shapes_plot = ShapesPlot()
         self.bars = self.shapes_plot.bars
 
