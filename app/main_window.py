@@ -57,7 +57,7 @@ def settle_heap(collect: bool = True) -> None:
 def _probe_target(_store: Store) -> str:
     # Also warms the TVM import so that the New-session dialog opens at once. The tuning loop
     # (tunelab.core.session.loop) is never imported here: sessions are created and tuned in a child process.
-    from tunelab.core.target.info import resolve_target
+    from tunelab.core.usecases.targets import resolve_target
 
     return resolve_target("auto").description
 

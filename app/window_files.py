@@ -13,9 +13,8 @@ from tunelab.app.views.trials.widget import TrialsTable
 from tunelab.app.widgets.plot_export import PLOT_FILTER, plot_title, save_plot
 from tunelab.app.window_closing import ClosingWindow
 from tunelab.app.workers.engine import CallWorker
-from tunelab.core.export.pick import export_pick
 from tunelab.core.store import Store
-from tunelab.core.trust.confirmed import confirmations
+from tunelab.core.usecases.export import confirmations, export_pick
 
 
 def _export(
@@ -26,7 +25,7 @@ def _export(
     formats: tuple[str, ...],
     robust: bool = False,
 ) -> dict:
-    from tunelab.core.export.files import export_trial
+    from tunelab.core.usecases.export import export_trial
 
     return export_trial(store, session_id, trial_id, out_dir=out_dir, formats=formats, robust=robust)
 

@@ -17,9 +17,9 @@ from tunelab.app.widgets.run_bar import RunBar
 from tunelab.app.workers.engine import CallWorker, TuningWorker, runner_pid, signal_runner
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
-from tunelab.core.export.stated import KIND_WORDS
 from tunelab.core.records import SessionRecord
 from tunelab.core.store import Store
+from tunelab.core.usecases.export import KIND_WORDS
 
 
 class TuningWindow(QMainWindow):

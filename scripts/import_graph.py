@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The installed package's import graph, checked: import-linter's contracts and zero import cycles.
+"""The installed package's import graph, checked: import-linter's contracts, zero import cycles, and the
+app and the command line importing the engine only through its front doors (FRONT_DOORS).
 
     python scripts/import_graph.py            # contracts (pyproject.toml) and cycles; exit 1 on any
     python scripts/import_graph.py --cycles   # only list the cycles
@@ -81,6 +82,47 @@ def cycles(view: Path) -> list[list[str]]:
     return sorted(found, key=len, reverse=True)
 
 
+# The app and the command line reach the engine through its front doors: the use cases (one module per
+# journey), the typed records and their words, the errors, the statistics, shape text, the store (opening
+# and reading it); and, for the app, the events of the `tunelab` child processes it starts.
+FRONT_DOORS = (
+    "tunelab.core.usecases",
+    "tunelab.core.records",
+    "tunelab.core.errors",
+    "tunelab.core.stats",
+    "tunelab.core.faults",
+    "tunelab.core.workloads.shape_text",
+    "tunelab.core.store",
+)
+FACES = {"tunelab.app": FRONT_DOORS + ("tunelab.core.cli.protocol",), "tunelab.core.cli": FRONT_DOORS}
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def past_front_doors(view: Path) -> list[tuple[str, str]]:
+    """Every direct import (inside functions too) from the app or the command line into the engine that
+    does not go through a front door. An indirect import goes through the module imported directly, so
+    direct imports are the ones to check."""
+    sys.path.insert(0, str(view))
+    import grimp
+
+    graph = grimp.build_graph("tunelab")
+    edges = []
+    for face, doors in FACES.items():
+        for module in sorted(m for m in graph.modules if _within(m, (face,))):
+            for imported in sorted(graph.find_modules_directly_imported_by(module)):
+                engine = _within(imported, ("tunelab.core",)) and not _within(imported, (face,))
+                if engine and not _within(imported, doors):
+                    edges.append((module, imported))
+    return edges
+
+
+def front_door_failures(edges: list[tuple[str, str]]) -> list[str]:
+    return [f"{a} imports {b}: reach it through a use case (tunelab.core.usecases)" for a, b in edges]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", action="store_true", help="only list the import cycles")
@@ -95,11 +137,16 @@ def main(argv: list[str] | None = None) -> int:
                 [lint, str(ROOT / "pyproject.toml"), "--no-cache"], env=env, cwd=ROOT
             ).returncode
         found = cycles(view)
+        doors = [] if args.cycles else front_door_failures(past_front_doors(view))
+    for line in doors:
+        print(line)
+    if not args.cycles and not doors:
+        print("the app and the command line reach the engine only through its front doors")
     for component in found:
         print(f"import cycle of {len(component)} modules: {', '.join(component)}")
     if not found:
         print("no import cycles")
-    return 1 if status or found else 0
+    return 1 if status or found or doors else 0
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/python scripts/import_graph.py  # import-linter contracts and zero import cycles
+.venv/bin/python scripts/import_graph.py  # import-linter contracts, zero import cycles, the front doors
+.venv/bin/python scripts/module_map.py    # docs/ARCHITECTURE.md lists every module by its job
 .venv/bin/python scripts/typecheck.py    # mypy on tunelab.core and tunelab.app ([tool.mypy] in pyproject.toml)
 export QT_QPA_PLATFORM=offscreen
 set +e

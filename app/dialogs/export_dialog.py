@@ -23,9 +23,8 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app.widgets.formatting import fmt_ms
-from tunelab.core.export.pick import ExportPick
-from tunelab.core.export.stated import MARKS
 from tunelab.core.records import SessionRecord, TrialRecord
+from tunelab.core.usecases.export import MARKS, ExportPick
 
 FORMAT_TEXT = {
     "schedule": "Schedule file (*.schedule.json): config, trace, statistics",
@@ -38,7 +37,7 @@ FORMAT_TEXT = {
 def export_formats() -> tuple[str, ...] | None:
     """The formats tunelab.core.export.files offers; None when this build has no tunelab.core.export.files."""
     try:
-        import tunelab.core.export.files as export
+        import tunelab.core.usecases.export as export
     except ImportError:
         return None
     return tuple(getattr(export, "FORMATS", tuple(FORMAT_TEXT)))

@@ -50,7 +50,7 @@ from tunelab.app.dialogs.target_options import TargetOptions
 from tunelab.app.workers import tvm_loader
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.records import SPEC_DEFAULTS, SessionSpec
-from tunelab.core.target.info import REMOTE_TARGET, TargetInfo
+from tunelab.core.usecases.targets import REMOTE_TARGET, TargetInfo
 
 SETTINGS_KEY = "new_session/last"
 TARGET_CHOICES = (
@@ -64,7 +64,7 @@ PROBLEM_DEBOUNCE_MS = 200
 
 def _check_spec(spec: SessionSpec, server_target: TargetInfo | None) -> None:
     """tunelab.core.session.loop.check_spec, for a worker thread (its TVM objects stay there)."""
-    from tunelab.core.session.loop import check_spec
+    from tunelab.core.usecases.tuning import check_spec
 
     check_spec(spec, server_target)
 
@@ -77,7 +77,7 @@ class NewSessionDialog(NewSessionForm):
         # The dialog describes targets and checks spaces with TVM on this thread: only once the app's
         # one import of it has finished (at most the rest of its ~1.5 s, right after launch).
         tvm_loader.wait()
-        from tunelab.core.workloads.catalog import list_workloads
+        from tunelab.core.usecases.listing import list_workloads
 
         self.setWindowTitle("New tuning session")
         self.setMinimumSize(760, 620)
@@ -189,7 +189,7 @@ class NewSessionDialog(NewSessionForm):
         self.target_combo.currentIndexChanged.connect(self._on_problem_changed)
         self.target_label = QLabel()
         self.target_label.setObjectName("detected_target")
-        from tunelab.core.target.host_cpu import host_cpu
+        from tunelab.core.usecases.targets import host_cpu
 
         self.target_options = TargetOptions(host_cpu(), resolved_target("llvm"), resolved_target("cuda"))
         self.target_options.edited.connect(self._on_target_edited)

@@ -156,7 +156,7 @@ class NewSessionForm(TunerChoice):
         """Load and check the custom workload file at `path` and show it (the workload list goes to
         "Custom TE file…"). True when it loaded; else its error is shown and Start stays disabled.
         `check_now` derives the space at once (no typing debounce: picking a file is one action)."""
-        from tunelab.core.workloads.catalog import load_custom_workload
+        from tunelab.core.usecases.listing import load_custom_workload
 
         self.custom_path = str(path)
         self._custom = self._custom_source = self._custom_error = None

@@ -11,7 +11,7 @@ from tunelab.app.dialogs.remote_options import RemoteOptions
 from tunelab.app.dialogs.target_options import TargetOptions
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
-from tunelab.core.target.info import REMOTE_TARGET, TargetInfo
+from tunelab.core.usecases.targets import REMOTE_TARGET, TargetInfo
 
 
 @cache
@@ -19,7 +19,7 @@ def resolved_target(text: str, elsewhere: bool = False) -> TargetInfo:
     """resolve_target, once per target text (the CUDA probe and LLVM host detection are not free); a
     choice ("auto", "llvm", "cuda") is what tunelab detects, a JSON target is checked as the CLI would
     (``elsewhere``: measured on an RPC tracker's servers, so built here for whatever it names)."""
-    from tunelab.core.target.info import resolve_target
+    from tunelab.core.usecases.targets import resolve_target
 
     return resolve_target(text, elsewhere=elsewhere)
 
@@ -27,7 +27,7 @@ def resolved_target(text: str, elsewhere: bool = False) -> TargetInfo:
 def server_target(address: str, key: str) -> TargetInfo:
     """The CPU target of a server under ``key`` at the tracker ``address``, as ``--target remote`` takes
     it (tunelab.core.measure.remote.remote_target); in a thread: it talks to the tracker and a server."""
-    from tunelab.core.measure.remote import TrackerAddress, remote_target
+    from tunelab.core.usecases.targets import TrackerAddress, remote_target
 
     return remote_target(TrackerAddress.parse(address), key, timeout_s=30.0)
 

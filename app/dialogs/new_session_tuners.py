@@ -19,7 +19,7 @@ FALLBACK_TUNERS = ("xgb", "genetic", "random", "grid")
 @cache
 def tuner_availability() -> dict[str, str | None]:
     """Tuner name -> None when it loads here, else why not."""
-    from tunelab.core.search.tuners.registry import get_tuner_class, tuner_names
+    from tunelab.core.usecases.listing import get_tuner_class, tuner_names
 
     out: dict[str, str | None] = {}
     for name in tuner_names():
@@ -45,7 +45,7 @@ class TunerChoice(TargetChecks):
         tuner_box = QGroupBox("Tuner")
         tuner_form = QFormLayout(tuner_box)
         self.tuner_combo = QComboBox()
-        from tunelab.core.search.tuners.registry import tuner_description
+        from tunelab.core.usecases.listing import tuner_description
 
         self._tuner_availability = tuner_availability()
         for name, why in self._tuner_availability.items():
@@ -63,7 +63,7 @@ class TunerChoice(TargetChecks):
         tuner_form.addRow("", self.tuner_hint)
         # The model that ranks the xgb tuner's candidates (the registry of tunelab.core.search.models);
         # the other tuners use none.
-        from tunelab.core.search.models import COST_MODEL_WORDS, cost_model_names
+        from tunelab.core.usecases.listing import COST_MODEL_WORDS, cost_model_names
 
         self.cost_model_combo = QComboBox()
         self.cost_model_combo.setObjectName("cost_model_combo")
@@ -78,7 +78,7 @@ class TunerChoice(TargetChecks):
         return tuner_box
 
     def _recommend(self, size: int) -> None:
-        from tunelab.core.search.tuners.registry import recommend_tuner
+        from tunelab.core.usecases.listing import recommend_tuner
 
         kind = self.space_kind_combo.currentData()
         recommended = recommend_tuner(kind, size)
@@ -108,7 +108,7 @@ class TunerChoice(TargetChecks):
         """Offer the tuners that drive the chosen space kind; the others are greyed, saying why (the
         Optuna samplers search a template's knobs, an auto space has none). A chosen
         tuner the new kind cannot drive gives way to the first one that can."""
-        from tunelab.core.search.tuners.registry import tuner_description, tuner_space_kinds
+        from tunelab.core.usecases.listing import tuner_description, tuner_space_kinds
 
         kind = self.space_kind_combo.currentData()
         for i in range(self.tuner_combo.count()):

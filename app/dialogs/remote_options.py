@@ -29,8 +29,8 @@ from PySide6.QtWidgets import (
 
 from tunelab.app.widgets.combo import combo_item
 from tunelab.app.workers.engine import CallWorker, keep_alive
-from tunelab.core.measure.remote import RemoteError, TrackerAddress, TrackerSummary
 from tunelab.core.records import MeasureOptions
+from tunelab.core.usecases.targets import RemoteError, TrackerAddress, TrackerSummary
 
 DEFAULT_PORT = 9190  # TVM's own default tracker port (python -m tvm.exec.rpc_tracker)
 MAX_WORKERS = 256  # as tunelab.core.session.loop.check_spec allows
@@ -43,7 +43,7 @@ def _servers(n: int) -> str:
 
 
 def _query(tracker: TrackerAddress, timeout_s: float) -> TrackerSummary:
-    from tunelab.core.measure.remote import tracker_summary  # its call imports TVM
+    from tunelab.core.usecases.targets import tracker_summary  # its call imports TVM
 
     return tracker_summary(tracker, timeout_s=timeout_s)
 

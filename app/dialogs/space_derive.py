@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunelab.core.errors import TunelabError
-from tunelab.core.target.info import TargetInfo
+from tunelab.core.usecases.targets import TargetInfo
 
 
 @dataclass(frozen=True)
@@ -47,12 +47,11 @@ def derive_defaults(generation: int, problem: Problem, kind: str) -> DerivedDefa
     derives from the workload's compute, or the auto space's default rules; never raises."""
     try:
         if kind == "template":
-            from tunelab.core.search.space.template import TemplateSpace
+            from tunelab.core.usecases.spaces import TemplateSpace
 
             space = TemplateSpace(problem.workload, problem.shape, problem.dtype, problem.target, None)
             return DerivedDefaults(generation, space.to_json(), tuple(space.axes))
-        from tunelab.core.search.space.auto import default_auto_space
-        from tunelab.core.search.space.factory import make_space
+        from tunelab.core.usecases.spaces import default_auto_space, make_space
 
         if kind != "auto":
             make_space(problem.workload, problem.shape, problem.dtype, problem.target, kind)  # names the kind
@@ -66,7 +65,7 @@ def derive_defaults(generation: int, problem: Problem, kind: str) -> DerivedDefa
 def derive_size(generation: int, problem: Problem, data: dict[str, Any]) -> DerivedSize:
     """The size of the auto space ``data`` for ``problem``: MetaSchedule derives its sketches (run off the
     GUI thread); never raises."""
-    from tunelab.core.search.space.auto import AutoSpace
+    from tunelab.core.usecases.spaces import AutoSpace
 
     try:
         space = AutoSpace(problem.workload, problem.shape, problem.dtype, problem.target, data)

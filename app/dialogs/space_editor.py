@@ -36,7 +36,7 @@ from tunelab.app.dialogs.space_derive import (
 )
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
-from tunelab.core.target.info import TargetInfo
+from tunelab.core.usecases.targets import TargetInfo
 
 SIZE_DEBOUNCE_MS = 250  # an auto space's size needs MetaSchedule to derive its sketches
 
@@ -336,7 +336,7 @@ class SpaceEditor(QWidget):
             self._validate_auto(self._defaults, self._problem.target.kind)
 
     def _check_template(self, template: dict[str, Any], kind: str) -> None:
-        from tunelab.core.search.space.template import check_template
+        from tunelab.core.usecases.spaces import check_template
 
         defaults = template["knobs"]
         errors = []
@@ -384,7 +384,7 @@ class SpaceEditor(QWidget):
         return {"name": row.rule["name"], "enabled": row.enabled.isChecked(), "params": params}, reason
 
     def _validate_auto(self, auto: dict[str, Any], kind: str) -> None:
-        from tunelab.core.search.space.auto import check_rules
+        from tunelab.core.usecases.spaces import check_rules
 
         defaults = auto["rules"]
         rules, errors = [], []

@@ -35,8 +35,7 @@ from PySide6.QtWidgets import (
 
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TargetError, shown
-from tunelab.core.target.host_cpu import HostCPU, is_known_feature, llvm_cpu_names
-from tunelab.core.target.info import TargetInfo
+from tunelab.core.usecases.targets import HostCPU, TargetInfo, is_known_feature, llvm_cpu_names
 
 # sm_ and a compute capability: sm_80, sm_90, sm_120; "a"/"f" mark the arch-specific feature sets (sm_90a).
 # TVM itself only checks the "sm_" prefix and would pass "sm_8" on to nvcc.
@@ -118,7 +117,7 @@ class TargetCheckWorker(CallWorker):
 
 
 def _self_check(key: str, target: TargetInfo) -> str:
-    from tunelab.core.target.selfcheck import self_check  # (its module imports TVM lazily, in the check)
+    from tunelab.core.usecases.targets import self_check  # (its module imports TVM lazily, in the check)
 
     self_check(target)
     return key

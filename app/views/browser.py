@@ -34,9 +34,9 @@ from tunelab.app.widgets.table_model import HeaderedTableModel
 from tunelab.app.workers import tvm_loader
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
-from tunelab.core.export.stated import StatedBest
 from tunelab.core.records import SessionRecord
 from tunelab.core.store import Store
+from tunelab.core.usecases.export import StatedBest
 
 COLUMNS = ("ID", "Name", "Status", "Workload", "Target", "Tuner", "Trials", "Best ms", "GFLOP/s")
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -60,7 +60,7 @@ def target_text(record: SessionRecord) -> str:
         # The ISA level needs LLVM, and TVM is imported on one thread only (tvm_loader): until that
         # import has finished, the mcpu alone. A module merely present in sys.modules may be half run.
         return f"CPU {t.get('mcpu', '')}".strip()
-    from tunelab.core.target.info import describe_target_json
+    from tunelab.core.usecases.targets import describe_target_json
 
     return describe_target_json(t)  # the mcpu actually used and its ISA level
 

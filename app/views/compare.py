@@ -30,10 +30,10 @@ from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.widgets.pages import captioned
 from tunelab.app.workers.following import behind_while_hidden
 from tunelab.core.errors import TunelabError
-from tunelab.core.export.stated import StatedBest, stated_best
 from tunelab.core.records import SessionRecord, TrialRecord
 from tunelab.core.store import Store
 from tunelab.core.usecases.compare_scores import CompareScores, compare_scores
+from tunelab.core.usecases.export import StatedBest, stated_best
 
 PALETTE = theme.PALETTE
 DIFF_BRUSH = QBrush(QColor(theme.CHANGED_BG))

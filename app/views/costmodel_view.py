@@ -45,7 +45,7 @@ from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import BiasReport
 from tunelab.core.store import Store
-from tunelab.core.trust.bias_stats import group_stats
+from tunelab.core.usecases.model_compare import group_stats
 
 REDRAW_MS = 300
 BIAS_MS = 2000  # while trials arrive, the bias table is recomputed at most this often

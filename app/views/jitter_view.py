@@ -40,9 +40,14 @@ from tunelab.app.widgets.captioned_plot import CaptionedPlot
 from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.app.workers.engine import StreamWorker
 from tunelab.core.store import Store
-from tunelab.core.trust.jitter import JitterCause, JitterReport, pct, signed
-from tunelab.core.trust.remeasure.api import ValidationCancelled
-from tunelab.core.usecases.jitter import jitter_report
+from tunelab.core.usecases.jitter import (
+    JitterCause,
+    JitterReport,
+    ValidationCancelled,
+    jitter_report,
+    pct,
+    signed,
+)
 
 CAUSE_COLUMNS = ("Cause", "Share", "Tolerance", "Explains", "The numbers")
 EXPLAINS_BRUSH = theme.rgba(theme.ERROR, 210)

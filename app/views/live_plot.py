@@ -27,10 +27,10 @@ from tunelab.app.widgets.formatting import fmt_fresh_runs, fmt_gflops, fmt_ms, g
 from tunelab.app.widgets.plot_zoom import ZoomViewBox, reset_button
 from tunelab.app.workers.following import behind_while_hidden, read_new
 from tunelab.core.errors import TunelabError
-from tunelab.core.export.stated import StatedBest
 from tunelab.core.faults import describe_failures, failure_class
 from tunelab.core.records import TRIAL_STATUSES, SearchTime
 from tunelab.core.store import Store
+from tunelab.core.usecases.export import StatedBest
 
 REDRAW_MS = 200
 OK_BRUSH = theme.rgba(theme.ACCENT, 170)

@@ -9,10 +9,9 @@ from collections.abc import Iterable
 
 from tunelab.app.widgets.formatting import fmt_fresh_runs, fmt_ms
 from tunelab.core.errors import TunelabError
-from tunelab.core.export.pick import ExportPick, export_pick
-from tunelab.core.export.stated import KIND_WORDS, StatedBest, stated_from_pick
 from tunelab.core.records import SessionRecord
 from tunelab.core.store import Store
+from tunelab.core.usecases.export import KIND_WORDS, ExportPick, StatedBest, export_pick, stated_from_pick
 
 # The browser's Best ms header tooltip: what each mark means.
 MARK_LEGEND = "  ".join(

@@ -18,7 +18,7 @@ from typing import IO, Any
 from tunelab.core.cli.protocol import EVENTS_FD_OPTION, parse_event
 from tunelab.core.errors import TunelabError
 from tunelab.core.faults import describe_exit
-from tunelab.core.telemetry.cpu import ROOT_PID_ENV
+from tunelab.core.usecases.monitor import ROOT_PID_ENV
 
 STOPPED_EXIT_CODES = (130, 143, -signal.SIGTERM)  # SIGINT / SIGTERM: the work was stopped, not failed
 DETAIL_LINES = 40  # the end of a failed child's stderr kept as the error's details

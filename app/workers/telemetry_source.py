@@ -11,7 +11,7 @@ from typing import Any
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.store import Store
-from tunelab.core.telemetry.readings import TelemetrySample
+from tunelab.core.usecases.monitor import TelemetrySample
 
 # Panels of the Hardware view: (key, axis label, [(field, legend name)]); only fields with data are drawn.
 PANELS = (
@@ -44,7 +44,7 @@ FIELDS = tuple(field for _, _, series in PANELS for field, _ in series)
 @cache
 def machine_gpu_status() -> tuple[bool, str]:
     """(an NVIDIA GPU is readable here, what the telemetry sampler would say about it)."""
-    from tunelab.core.telemetry.nvml import default_gpu_source
+    from tunelab.core.usecases.monitor import default_gpu_source
 
     try:
         source = default_gpu_source()

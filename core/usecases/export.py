@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tunelab.core.export.files import export_trial, load_schedule_file
+from tunelab.core.export.files import FORMATS, export_trial, load_schedule_file
 from tunelab.core.export.pick import ExportPick, PlacementFigures, export_pick
 from tunelab.core.export.stated import KIND_WORDS, MARKS, StatedBest, stated_best, stated_from_pick
 from tunelab.core.store import Store
 from tunelab.core.trust.confirmed import Confirmation, confirmations
 
 __all__ = [
+    "FORMATS",
     "KIND_WORDS",
     "MARKS",
     "PlacementFigures",

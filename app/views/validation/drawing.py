@@ -26,8 +26,7 @@ from PySide6.QtWidgets import (
 from tunelab.app import theme
 from tunelab.app.widgets.captioned_plot import CaptionedPlot
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape
-from tunelab.core.trust.remeasure.report import ScheduleResult, ValidationReport
-from tunelab.core.trust.shape_report import ShapeRow
+from tunelab.core.usecases.validation import ScheduleResult, ShapeRow, ValidationReport
 
 VERDICT_STYLE = {  # verdict -> (headline, text colour, background)
     "stable": ("Stable", theme.GOOD, theme.GOOD_BG),

@@ -49,11 +49,16 @@ from tunelab.app.widgets.formatting import default_shapes, fmt_ms, fmt_shape
 from tunelab.app.widgets.pages import captioned
 from tunelab.app.workers.engine import StreamWorker
 from tunelab.core.errors import TunelabError
-from tunelab.core.export.pick import ExportPick
 from tunelab.core.store import Store
-from tunelab.core.trust.remeasure.report import ValidationReport
-from tunelab.core.trust.shape_report import AcrossShapes, FallsOffRule, ShapeRow
-from tunelab.core.usecases.validation import ValidationOutcome, validate_and_store
+from tunelab.core.usecases.export import ExportPick
+from tunelab.core.usecases.validation import (
+    AcrossShapes,
+    FallsOffRule,
+    ShapeRow,
+    ValidationOutcome,
+    ValidationReport,
+    validate_and_store,
+)
 
 NOT_VALIDATED = (
     "Re-measure the fastest schedules in fresh processes to see whether the session's figures hold."
