@@ -9,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+from cli_runs import run_tunelab
+from specs import small_spec
 
 from tunelab.core.workloads.catalog import WORKLOADS
 
@@ -19,9 +21,7 @@ def tunelab(*args: str, db=None, timeout: float = 600) -> subprocess.CompletedPr
     env = dict(os.environ)
     if db is not None:
         env["TUNELAB_DB"] = str(db)
-    return subprocess.run(
-        [sys.executable, "-m", "tunelab", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return run_tunelab(*args, timeout=timeout, env=env)
 
 
 def digest(path) -> str:
@@ -294,20 +294,10 @@ def test_signals_steer_a_running_tune(tmp_path):
 
 # ---- tune --spec FILE (what the desktop app runs) ------------------------------------------------
 def _spec_doc(**changes) -> dict:
-    from tunelab.core.records import MeasureOptions, SessionSpec
+    from tunelab.core.records import MeasureOptions
 
-    values = dict(
-        workload="gemm",
-        shape={"M": 32, "N": 32, "K": 32},
-        target="llvm",
-        space_kind="template",
-        tuner="random",
-        trials=4,
-        batch=4,
-        measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, confirm_runs=0),
-    )
-    values.update(changes)
-    return SessionSpec(**values).to_json()
+    measure = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, confirm_runs=0)
+    return small_spec(**{"trials": 4, "measure": measure, **changes}).to_json()
 
 
 def test_tune_from_a_spec_file(tmp_path):

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from PySide6.QtCore import QSettings, QTimer
+from specs import small_spec  # tests/core, on the path by this folder's conftest
 
 from tunelab.core.faults import COUNTER_ENV, PLANT_ENV
 from tunelab.core.records import MeasureOptions, SessionSpec
@@ -18,18 +19,7 @@ FAST = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm
 
 
 def _spec(**changes) -> SessionSpec:
-    values = dict(
-        workload="gemm",
-        shape={"M": 32, "N": 32, "K": 32},
-        target="llvm",
-        space_kind="template",
-        tuner="random",
-        trials=6,
-        batch=3,
-        measure=FAST,
-    )
-    values.update(changes)
-    return SessionSpec(**values)
+    return small_spec(**{"trials": 6, "batch": 3, "measure": FAST, **changes})
 
 
 def _window(qtbot, tmp_path):

@@ -24,7 +24,9 @@ from tunelab.core.records import MeasureOptions, SessionSpec
 from tunelab.core.store import Store, is_store_failure
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
-from specs import FAST_MEASURE_ARGS
+from cli_runs import one_error_line, run_tunelab
+from host_cpus import an_mcpu_this_host_lacks
+from specs import FAST_MEASURE_ARGS, small_spec
 
 pytestmark = pytest.mark.slow
 
@@ -76,8 +78,9 @@ def tunelab(
 ) -> subprocess.CompletedProcess:
     full = {**os.environ, **(env or {})}
     full.pop("TUNELAB_DB", None)
-    cmd = [sys.executable, "-m", "tunelab", *args] + (["--db", str(db)] if db is not None else [])
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full, cwd=cwd)
+    return run_tunelab(
+        *args, *(["--db", str(db)] if db is not None else []), timeout=timeout, env=full, cwd=cwd
+    )
 
 
 def tuned_template_export(folder: Path, out_name: str) -> tuple[Path, int, Path]:
@@ -87,17 +90,7 @@ def tuned_template_export(folder: Path, out_name: str) -> tuple[Path, int, Path]
 
     db = folder / "tuned.sqlite"
     with Store(db) as store:
-        spec = SessionSpec(
-            workload="gemm",
-            shape={"M": 32, "N": 32, "K": 32},
-            target="llvm",
-            space_kind="template",
-            tuner="random",
-            trials=4,
-            batch=4,
-            measure=FAST,
-        )
-        session = create_session(store, spec)
+        session = create_session(store, small_spec(trials=4, measure=FAST))
         assert len(list(session.run())) == 4
     out = folder / out_name
     proc = tunelab("export", str(session.session_id), "--out", str(out), db=db)
@@ -105,30 +98,9 @@ def tuned_template_export(folder: Path, out_name: str) -> tuple[Path, int, Path]
     return db, session.session_id, out
 
 
-def one_error_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
-    """The single 'tunelab: error:' line of a run that failed with ``code``, with no traceback."""
-    assert proc.returncode == code, (proc.returncode, proc.stderr[-3000:])
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("tunelab: error:")]
-    assert len(errors) == 1, proc.stderr[-3000:]
-    return errors[0]
-
-
 def count(db: Path, table: str) -> int:
     with sqlite3.connect(db) as conn:
         return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-
-
-def an_mcpu_this_host_lacks() -> str:
-    from tunelab.core.target.host_cpu import host_cpu, missing_features
-
-    host = host_cpu()
-    if host.arch != "x86_64":
-        pytest.skip("the refusal is tested with x86 CPU names")
-    for mcpu in ("znver4", "sapphirerapids", "graniterapids", "diamondrapids"):
-        if missing_features(mcpu, (), host):
-            return mcpu
-    pytest.skip("this host executes every x86 CPU model tried")
 
 
 @contextmanager
@@ -180,18 +152,7 @@ def tuned(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tuned")
     db = folder / "tuned.sqlite"
     with Store(db) as store:
-        session = create_session(
-            store,
-            SessionSpec(
-                workload="gemm",
-                shape={"M": 16, "N": 16, "K": 16},
-                target="llvm",
-                tuner="random",
-                trials=4,
-                batch=4,
-                measure=FAST,
-            ),
-        )
+        session = create_session(store, small_spec(shape={"M": 16, "N": 16, "K": 16}, trials=4, measure=FAST))
         assert len(list(session.run())) == 4
         written = export_trial(store, session.session_id, out_dir=folder / "export", formats=("schedule",))
     return db, session.session_id, Path(written["schedule"])
@@ -615,15 +576,7 @@ def test_a_disk_that_fills_up_while_tuning_exits_3(tmp_path):
     with mounted_tmpfs(tmp_path / "small", size="2m") as folder:
         db = folder / "t.sqlite"
         with Store(db) as store:
-            spec = SessionSpec(
-                workload="gemm",
-                shape={"M": 16, "N": 16, "K": 16},
-                target="llvm",
-                tuner="random",
-                trials=40,
-                batch=4,
-                measure=FAST,
-            )
+            spec = small_spec(shape={"M": 16, "N": 16, "K": 16}, trials=40, measure=FAST)
             sid = create_session(store, spec).session_id
         # fill the disk, then give back a little: enough to open the database, not to tune 40 trials
         with open(folder / "filler", "wb") as f:
