@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 
 import pytest
+from confirming import assert_stored_as_it_was, run_confirmed
 from neighbours import start_neighbours, stop_neighbours
 from specs import small_spec
 
@@ -50,21 +51,15 @@ def test_finished_session_is_confirmed_and_exports_the_confirmed_figure(tmp_path
         batch=4,
         measure=CONFIRMING,
     )
-    session = confirm_when_finished(create_session(store, spec))
-    stages: list[str] = []
-    session.on_stage.append(stages.append)
-    trials = list(session.run())
+    session, stages, trials = run_confirmed(store, spec)
     sid = session.session_id
-    assert store.session(sid).status == "finished"
     assert len(session.confirmations) == 2 and len(stages) == 2 and "2 fresh processes" in stages[0]
     stored = store.validations(sid)
     assert len(stored) == 2
     for report in session.confirmations:
         assert report.source.purpose == CONFIRM_PURPOSE and report.runs == 2
         assert len(report.schedules) == 2
-        full = store.validation(report.id)
-        assert full["source"]["purpose"] == CONFIRM_PURPOSE
-        assert ValidationReport.from_json(full).to_json() == report.to_json()  # stored as it was
+        assert_stored_as_it_was(store, report)
     # the two confirmed trials of each task are its two fastest by the session's figures
     tasks = store.tasks(sid)
     confirmed = confirmations(store, sid)

@@ -8,13 +8,14 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import replace
 
 import psutil
 import pytest
+from cli_runs import run_tunelab
+from confirming import assert_stored_as_it_was, run_confirmed
 from rpc_cluster import start_cluster
 from specs import FAST_MEASURE, small_spec
 
@@ -24,7 +25,6 @@ from tunelab.core.session.loop import create_session
 from tunelab.core.store import Store
 from tunelab.core.trust.confirm import confirm_session
 from tunelab.core.trust.confirmed import CONFIRM_PURPOSE, confirmations
-from tunelab.core.trust.remeasure.report import ValidationReport
 from tunelab.core.usecases.tuning import confirm_when_finished
 
 pytestmark = pytest.mark.slow
@@ -46,21 +46,15 @@ def remote_measure(cluster, **changes):
 
 def tunelab(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TVM_TRACKER_")}
-    return subprocess.run(
-        [sys.executable, "-m", "tunelab", *args], capture_output=True, text=True, timeout=120, env=env
-    )
+    return run_tunelab(*args, timeout=120, env=env)
 
 
 def test_a_remote_session_is_confirmed_on_its_servers(cluster, tmp_path):
     db = tmp_path / "tunelab.sqlite"
     store = Store(db)
     spec = small_spec(shape={"M": 64, "N": 64, "K": 64}, trials=4, batch=4, measure=remote_measure(cluster))
-    session = confirm_when_finished(create_session(store, spec))
-    stages: list[str] = []
-    session.on_stage.append(stages.append)
-    trials = list(session.run())
+    session, stages, trials = run_confirmed(store, spec)
     sid = session.session_id
-    assert store.session(sid).status == "finished"
     assert all(t.ok for t in trials), [t.error for t in trials]
     assert any(
         f"in 3 fresh sessions on the servers of {cluster.tracker} (key {cluster.key})" in s for s in stages
@@ -68,9 +62,7 @@ def test_a_remote_session_is_confirmed_on_its_servers(cluster, tmp_path):
 
     (report,) = session.confirmations
     assert report.source.purpose == CONFIRM_PURPOSE and report.runs == 3 and len(report.schedules) == 2
-    full = store.validation(report.id)
-    assert full["source"]["purpose"] == CONFIRM_PURPOSE
-    assert ValidationReport.from_json(full).to_json() == report.to_json()  # stored as it was
+    full = assert_stored_as_it_was(store, report)
     # every run of every schedule was measured on a server of the key, which it names; no telemetry of
     # this machine stands in for the servers'
     for s in report.schedules:
