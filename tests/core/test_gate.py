@@ -6,27 +6,23 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
+from cli_runs import run_tunelab
+from specs import small_spec
 
 from tunelab.core.cli.common import EXIT_BAD_INPUT, EXIT_GATE_FAILED
 from tunelab.core.export.files import export_trial
-from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.records import MeasureOptions
 from tunelab.core.session.loop import create_session
 from tunelab.core.store import Store
 from tunelab.core.trust.confirm import confirm_session
 
 pytestmark = pytest.mark.slow
 
-SPEC = SessionSpec(
-    workload="gemm",
+SPEC = small_spec(
     shape={"M": 64, "N": 64, "K": 64},
-    target="llvm",
-    space_kind="template",
-    tuner="random",
     trials=4,
-    batch=4,
     # the gate judges only a figure to hold to: a confirmation found noisy or disturbed is measured
     # again (up to 120 s) until it is not
     measure=MeasureOptions(
@@ -49,13 +45,8 @@ def exported(tmp_path_factory):
 
 
 def gate(path, pct: str, db, *more: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tunelab", "validate", str(path), "--gate", pct, "--repeats", "2", *more],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "TUNELAB_DB": str(db)},
-    )
+    env = {**os.environ, "TUNELAB_DB": str(db)}
+    return run_tunelab("validate", str(path), "--gate", pct, "--repeats", "2", *more, env=env)
 
 
 def test_the_gate_passes_a_kernel_within_its_figure_and_fails_one_ten_times_slower(exported, tmp_path):

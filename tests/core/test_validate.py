@@ -14,7 +14,9 @@ import time
 
 import psutil
 import pytest
+from cli_runs import run_tunelab
 from neighbours import start_neighbour
+from specs import small_spec
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.files import export_trial
@@ -28,14 +30,8 @@ from tunelab.core.usecases.tuning import confirm_when_finished
 
 pytestmark = pytest.mark.slow
 
-SMALL = SessionSpec(
-    workload="gemm",
+SMALL = small_spec(
     shape={"M": 64, "N": 64, "K": 64},
-    target="llvm",
-    space_kind="template",
-    tuner="random",
-    trials=8,
-    batch=4,
     # no cool-down wait before batches: this session only feeds the tests below
     measure=MeasureOptions(number=2, repeat=3, min_repeat_ms=5, cooldown_s=0, confirm_runs=0),
 )
@@ -69,9 +65,7 @@ def tuned(tmp_path_factory):
 
 
 def tunelab(*args: str, db) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tunelab", *args, "--db", str(db)], capture_output=True, text=True, timeout=600
-    )
+    return run_tunelab(*args, "--db", str(db))
 
 
 def content(path) -> str:
