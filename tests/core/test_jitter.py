@@ -7,17 +7,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
-import sys
 import time
 
 import pytest
+from cli_runs import run_tunelab
 from neighbours import start_neighbours, stop_neighbours
+from specs import small_spec
 
 from tunelab.core.export.files import export_trial
 from tunelab.core.faults import PLANT_ENV
-from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.records import MeasureOptions
 from tunelab.core.session.loop import create_session
 from tunelab.core.store import Store
 from tunelab.core.trust.jitter import CAUSES, JitterReport
@@ -25,14 +25,8 @@ from tunelab.core.usecases.jitter import jitter_report
 
 pytestmark = pytest.mark.slow
 
-SPEC = SessionSpec(
-    workload="gemm",
+SPEC = small_spec(
     shape={"M": 64, "N": 64, "K": 256},
-    target="llvm",
-    space_kind="template",
-    tuner="random",
-    trials=8,
-    batch=4,
     measure=MeasureOptions(number=2, repeat=3, min_repeat_ms=5, cooldown_s=0, confirm_runs=0),
 )
 
@@ -49,14 +43,6 @@ def tuned(tmp_path_factory):
     return path, session.session_id
 
 
-def kill(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 def test_a_neighbour_that_arrives_mid_way_is_named_with_its_pid(tuned):
     path, sid = tuned
     store = Store(path)
@@ -71,7 +57,7 @@ def test_a_neighbour_that_arrives_mid_way_is_named_with_its_pid(tuned):
     try:
         report = jitter_report(store, sid, runs=5, on_progress=progress)
     finally:
-        kill(pids)
+        stop_neighbours(pids)
     print(f"\n{time.monotonic() - started:.1f} s: {report.headline}")
     cause = report.cause("neighbours")
     assert "neighbours" in report.explaining, report.to_json()
@@ -126,13 +112,7 @@ def test_an_awkward_shape_is_named(tuned):
 
 
 def tunelab(*args: str, db, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tunelab", *args, "--db", str(db)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    return run_tunelab(*args, "--db", str(db), timeout=300, env=env)
 
 
 def test_cli_jitter_json_text_and_bad_input(tuned, tmp_path):
