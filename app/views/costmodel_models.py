@@ -11,8 +11,7 @@ from PySide6.QtWidgets import QComboBox
 
 from tunelab.app.widgets.buffers import GrowingColumns
 from tunelab.core.records import BiasReport, SessionRecord
-from tunelab.core.usecases.listing import COST_MODEL_WORDS, cost_model_names
-from tunelab.core.usecases.model_compare import spearman
+from tunelab.core.usecases.model_compare import COST_MODEL_WORDS, cost_model_names, spearman
 
 PAIR_COLUMNS = ("number", "measured", "predicted", "id", "round")
 SOURCE_LABELS = {  # how a model's predictions of the session were made, as the selector says it

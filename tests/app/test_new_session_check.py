@@ -10,7 +10,7 @@ import threading
 
 from tunelab.app.dialogs.new_session import NewSessionDialog
 from tunelab.core.errors import SpaceError
-from tunelab.core.session import loop
+from tunelab.core.usecases import tuning as loop  # the use case the dialog checks a spec through
 
 
 def _dialog(qtbot, settings) -> NewSessionDialog:
