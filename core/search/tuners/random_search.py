@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -28,27 +28,25 @@ def draw_unseen(space: SearchSpace, rng: np.random.Generator, n: int, seen: Cont
     taken: set[str] = set()
     if n <= 0:
         return out
-    tries = max(64, 16 * n)
-    for _ in range(tries):
-        config = space.sample(rng)
+    for config in _candidates(space, rng, tries=max(64, 16 * n)):
         key = space.key(config)
         if key in seen or key in taken:
             continue
         taken.add(key)
         out.append(config)
         if len(out) == n:
-            return out
+            break
+    return out
+
+
+def _candidates(space: SearchSpace, rng: np.random.Generator, *, tries: int) -> Iterator[Config]:
+    """Random draws, then (a small space whose draws kept colliding) every grid point in a random order;
+    the permutation is drawn only once the draws are used up."""
+    for _ in range(tries):
+        yield space.sample(rng)
     if space.size <= ENUMERATE_LIMIT:
         for index in rng.permutation(space.size):
-            config = space.point(int(index))
-            key = space.key(config)
-            if key in seen or key in taken:
-                continue
-            taken.add(key)
-            out.append(config)
-            if len(out) == n:
-                break
-    return out
+            yield space.point(int(index))
 
 
 class SeenSet:
