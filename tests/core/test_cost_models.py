@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
+from cli_runs import run_tunelab
 from specs import FAST_MEASURE_ARGS, small_spec
 
 from tunelab.core.errors import TunelabError
@@ -96,9 +96,7 @@ def test_models_are_judged_out_of_sample_round_by_round(session):
 
 
 def tunelab(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tunelab", *args], capture_output=True, text=True, timeout=600
-    )
+    return run_tunelab(*args)
 
 
 def test_a_session_steered_by_the_mlp_and_the_models_command(session, tmp_path):
