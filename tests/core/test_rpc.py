@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import replace
 
 import psutil
 import pytest
+from cli_runs import run_tunelab
 from rpc_cluster import free_port, start_cluster
 from specs import FAST_MEASURE, small_spec
 
@@ -128,15 +128,7 @@ def test_wrong_results_name_the_server(cluster, tmp_path, monkeypatch):
 
 def tunelab(*args: str, db) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TVM_TRACKER_")}
-    return subprocess.run(
-        [sys.executable, "-m", "tunelab", *args, "--db", str(db)]
-        if db
-        else [sys.executable, "-m", "tunelab", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    return run_tunelab(*args, *(["--db", str(db)] if db else []), timeout=300, env=env)
 
 
 def test_a_tracker_down_or_a_key_without_servers_stores_nothing(cluster, tmp_path):

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
+from cli_runs import run_tunelab
 from specs import FAST_MEASURE, small_spec
 
 import tunelab.core.store.connection as store_module
@@ -37,9 +38,7 @@ PAGE = 4096
 
 
 def tunelab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tunelab", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return run_tunelab(*args, timeout=timeout)
 
 
 def digest(path: Path) -> str:
