@@ -187,7 +187,10 @@ def mutated(draw: Any, doc: Any, max_steps: int = 3) -> Any:
         if op == "replace":
             new = draw(JSON_VALUES)
         elif op == "odd":
-            new = draw(ODD_VALUES)
+            # a copy: sampled_from hands out the same list each time, and a later step of this draw may
+            # delete from or assign into it, changing ODD_VALUES itself for every later example (seen in
+            # CI as hypothesis's FlakyStrategyDefinition on test_auto_rules)
+            new = copy.deepcopy(draw(ODD_VALUES))
         elif op == "empty":
             new = type(value)() if isinstance(value, list | dict) else []
         elif op == "duplicate" and isinstance(value, list) and value:
