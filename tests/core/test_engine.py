@@ -20,6 +20,7 @@ from tunelab.core.search.space.base import config_key
 from tunelab.core.search.tuners.registry import tuner_names, tuner_space_kinds, tuner_unavailable
 from tunelab.core.session.loop import TuningSession, create_session
 from tunelab.core.store import Store
+from tunelab.core.workloads.custom import EXAMPLE_SOURCE
 
 pytestmark = pytest.mark.slow
 
@@ -90,19 +91,14 @@ def test_early_stopping(store):
     assert store.session(session.session_id).status == "finished"
 
 
-WRONG_REFERENCE = textwrap.dedent("""
-    PARAMS = {"M": 16, "N": 16}
-    def compute(M, N, dtype):
-        A = te.placeholder((M, N), dtype, name="A")
-        k = te.reduce_axis((0, N), name="k")
-        B = te.compute((M,), lambda i: te.sum(A[i, k] * A[i, k], axis=k), name="B")
-        return [A, B]
-    def reference(A, **shape):
-        return (A * A).sum(axis=1) + 1.0   # deliberately wrong
-""")
+# The example a person is shown, at 16 x 16, with a reference that is off by one: every result is wrong.
+WRONG_REFERENCE = EXAMPLE_SOURCE.replace('{"M": 256, "N": 256}', '{"M": 16, "N": 16}').replace(
+    "return (A * A).sum(axis=1)", "return (A * A).sum(axis=1) + 1.0"
+)
 
 
 def test_wrong_kernel_is_a_failed_trial_and_the_session_goes_on(store):
+    assert '{"M": 16, "N": 16}' in WRONG_REFERENCE and "+ 1.0" in WRONG_REFERENCE
     session = create_session(
         store, small_spec(workload="custom", custom_source=WRONG_REFERENCE, shape={}, trials=4, batch=2)
     )

@@ -10,6 +10,7 @@ from tvm.s_tir import Schedule
 from tunelab.core.errors import WorkloadError
 from tunelab.core.workloads.base import Param, Workload
 from tunelab.core.workloads.catalog import WORKLOADS, get_workload, list_workloads, load_custom_workload
+from tunelab.core.workloads.custom import EXAMPLE_SOURCE
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 
@@ -24,19 +25,19 @@ SMALL = {
     "depthwise_conv2d": "N=2,C=3,H=9,W=8,R=3,S=3,stride=2,pad=1,multiplier=2",
 }
 
-EXAMPLE = """\
-# my_op.py
-PARAMS = {"M": 256, "N": 256}
-DTYPES = ["float32"]
-def compute(M, N, dtype):
-    A = te.placeholder((M, N), dtype, name="A")
-    k = te.reduce_axis((0, N), name="k")
-    B = te.compute((M,), lambda i: te.sum(A[i, k] * A[i, k], axis=k), name="B")
-    return [A, B]
-def reference(A, **shape):
-    return (A * A).sum(axis=1)
-def flops(M, N): return 2.0 * M * N
-"""
+# The custom-file tests edit the example a person is shown (row-wise sum of squares, M x N float32).
+EXAMPLE = EXAMPLE_SOURCE
+
+
+def example_edited(old: str, new: str) -> str:
+    """The example with ``old`` replaced by ``new``; ``old`` must be in it (else the test would test nothing)."""
+    assert old in EXAMPLE
+    return EXAMPLE.replace(old, new)
+
+
+def example_line(text: str) -> int:
+    """The 1-based number of the example's line ``text``, for the errors that must name it."""
+    return EXAMPLE.splitlines().index(text) + 1
 
 
 def run_tvm(
@@ -335,7 +336,7 @@ def test_custom_example_builds_and_matches():
 
 
 def test_custom_flops_estimate_without_flops_function():
-    src = EXAMPLE.replace("def flops(M, N): return 2.0 * M * N\n", "")
+    src = example_edited("def flops(M, N):\n    return 2.0 * M * N\n", "")
     wl = load_custom_workload(src, name="rowsq")
     assert wl.name == "rowsq"
     assert wl.flops("M=10,N=7") == 2.0 * 10 * 7
@@ -346,8 +347,8 @@ def test_custom_flops_estimate_without_flops_function():
 
 
 def test_custom_syntax_error_names_line():
-    bad = EXAMPLE.replace("def reference(A, **shape):", "def reference(A, **shape)")
-    with pytest.raises(WorkloadError, match="line 9") as err:
+    bad = example_edited("def reference(A, **shape):", "def reference(A, **shape)")
+    with pytest.raises(WorkloadError, match=f"line {example_line('def reference(A, **shape):')}") as err:
         load_custom_workload(bad)
     assert "syntax" in str(err.value)
 
@@ -362,7 +363,7 @@ def test_custom_syntax_error_names_line():
         (lambda s: s.replace('DTYPES = ["float32"]', 'DTYPES = ["float8"]'), ["float8"]),
         (
             lambda s: s.replace("    return [A, B]", "    return [A, B, C_missing]"),
-            ["compute()", "NameError", "line 8"],
+            ["compute()", "NameError", f"line {example_line('    return [A, B]')}"],
         ),
         (lambda s: s.replace("    return [A, B]", "    return B"), ["list"]),
         (lambda s: s.replace("    return [A, B]", "    return [B, A]"), ["'B'"]),
@@ -371,8 +372,10 @@ def test_custom_syntax_error_names_line():
     ],
 )
 def test_custom_errors(edit, words):
+    edited = edit(EXAMPLE)
+    assert edited != EXAMPLE
     with pytest.raises(WorkloadError) as err:
-        load_custom_workload(edit(EXAMPLE))
+        load_custom_workload(edited)
     msg = str(err.value)
     assert msg.startswith("custom:")
     for w in words:
@@ -380,10 +383,10 @@ def test_custom_errors(edit, words):
 
 
 def test_custom_reference_errors_are_workload_errors():
-    wl = load_custom_workload(EXAMPLE.replace("return (A * A).sum(axis=1)", "return A"))
+    wl = load_custom_workload(example_edited("return (A * A).sum(axis=1)", "return A"))
     with pytest.raises(WorkloadError, match="shape"):
         wl.reference(wl.make_inputs("M=4,N=3"), "M=4,N=3")
-    wl = load_custom_workload(EXAMPLE.replace("return (A * A).sum(axis=1)", "return 1 / 0"))
+    wl = load_custom_workload(example_edited("return (A * A).sum(axis=1)", "return 1 / 0"))
     with pytest.raises(WorkloadError, match="ZeroDivisionError"):
         wl.reference(wl.make_inputs("M=4,N=3"), "M=4,N=3")
 

@@ -45,6 +45,15 @@ def _spread(fig: dict[str, Any]) -> float:
     return (max(rounds) - min(rounds)) / fig["median_ms"] if rounds else 0.0
 
 
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table(doc: dict[str, Any], columns: list[str], rows: list[str], note: str) -> str:
+    """One tier's table: the run's header, the column heads, the rows, then what the figures mean."""
+    return "\n".join([header(doc), "", _row(columns), "|" + "---|" * len(columns), *rows, "", note])
+
+
 def header(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     load = "–".join(
@@ -89,13 +98,11 @@ def differences(schedule: dict[str, Any], cores: int) -> str:
 
 
 def quality_table(doc: dict[str, Any]) -> str:
-    lines = [
-        header(doc),
-        "",
-        "| problem | budget | tunelab GFLOP/s | × vendor | goal | spread | vendor GFLOP/s | "
-        "best schedule (seed 0) | differences from a BLAS kernel |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    columns = [
+        "problem", "budget", "tunelab GFLOP/s", "× vendor", "goal", "spread", "vendor GFLOP/s",
+        "best schedule (seed 0)", "differences from a BLAS kernel",
+    ]  # fmt: skip
+    rows = []
     vendors = []
     for c in doc["cases"]:
         case = c["case"]
@@ -115,9 +122,8 @@ def quality_table(doc: dict[str, Any]) -> str:
             first = next((r for r in tunelab_runs if key in r["checkpoints"]), None)
             sched = first["checkpoints"][key] if first else None
             wrong = [f for f in seeds if not f["correct"]]
-            lines.append(
-                "| "
-                + " | ".join(
+            rows.append(
+                _row(
                     [
                         _shape(case) + (f" ({len(seeds)} seeds, median)" if len(seeds) > 1 else ""),
                         str(n),
@@ -134,26 +140,22 @@ def quality_table(doc: dict[str, Any]) -> str:
                         else "–",
                     ]
                 )
-                + " |"
             )
-    lines += [
-        "",
+    note = (
         "Vendor: " + "; ".join(sorted({v for v in vendors if v})) + ". × vendor = vendor time / tunelab time "
         "(above 1: tunelab's kernel is faster). All kernels of a problem and the vendor were re-measured "
         "side by side in one fresh process, round by round; spread = how far the rounds' medians of "
-        "tunelab's kernel lie apart, as a share of its figure.",
-    ]
-    return "\n".join(lines)
+        "tunelab's kernel lie apart, as a share of its figure."
+    )
+    return _table(doc, columns, rows, note)
 
 
 def vsraw_table(doc: dict[str, Any]) -> str:
-    lines = [
-        header(doc),
-        "",
-        "| problem | budget | seeds | tunelab ms | tune_tir ms | latency ratio (raw / tunelab) | "
-        "tunelab wall s | tune_tir wall s | wall ratio (tunelab / raw) | goal |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    columns = [
+        "problem", "budget", "seeds", "tunelab ms", "tune_tir ms", "latency ratio (raw / tunelab)",
+        "tunelab wall s", "tune_tir wall s", "wall ratio (tunelab / raw)", "goal",
+    ]  # fmt: skip
+    rows = []
     for c in doc["cases"]:
         case = c["case"]
         if not case["raw"]:
@@ -170,25 +172,24 @@ def vsraw_table(doc: dict[str, Any]) -> str:
             wall_raw = _median([r["wall_s"] for r in c["runs"] if r["tool"] == "tune_tir"]) if full else None
             wall_ratio = wall_ours / wall_raw if wall_ours and wall_raw else None
             met = None if ratio is None else ratio >= 1.0 and (wall_ratio is None or wall_ratio <= WALL_GOAL)
-            lines.append(
+            rows.append(
                 f"| {_shape(case)} | {n} | {len(case['seeds'])} | {_num(ours_ms, 3)} | {_num(raw_ms, 3)} | "
                 f"{_num(ratio)} | {_num(wall_ours, 0)} | {_num(wall_raw, 0)} | {_num(wall_ratio)} | "
                 f"{_verdict(met)} |"
             )
         row = equal_wall_row(c)
         if row:
-            lines.append(row)
-    lines += [
-        "",
+            rows.append(row)
+    note = (
         "Medians over the seeds; the latencies are the side-by-side re-measurement. The goal: latency ratio "
         f"≥ 1 (tunelab never slower) and wall ratio ≤ {WALL_GOAL} (wall time over the whole budget only: a "
         "checkpoint is a prefix of that run). *Equal wall time*: each tool's best among the trials it had "
         "measured when the faster of the two finished its budget (`tune_tir`'s trials stamped by a measure "
         "callback as each batch is committed; its wall time includes its import of the tensor intrinsics); "
         "goal there: tunelab's best faster (ratio > 1). With one seed a ratio is one draw of a search that "
-        "varies by tens of percent between seeds.",
-    ]
-    return "\n".join(lines)
+        "varies by tens of percent between seeds."
+    )
+    return _table(doc, columns, rows, note)
 
 
 def _equal_wall_pair(c: dict[str, Any], seed: int) -> tuple[float, int, dict | None, dict | None] | None:
@@ -238,43 +239,37 @@ def equal_wall_row(c: dict[str, Any]) -> str | None:
 
 
 def overhead_table(doc: dict[str, Any]) -> str:
-    lines = [
-        header(doc),
-        "",
-        "| problem | tool | seed | trials (ok) | wall s | building s | running s | rest s | rest per trial ms | "
-        "measuring share |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    columns = [
+        "problem", "tool", "seed", "trials (ok)", "wall s", "building s", "running s", "rest s",
+        "rest per trial ms", "measuring share",
+    ]  # fmt: skip
+    rows = []
     for c in doc["cases"]:
         for r in c["runs"]:
             rest = r["wall_s"] - r["build_s"] - r["run_s"]
-            lines.append(
+            rows.append(
                 f"| {_shape(c['case'])} | {r['tool']} | {r['seed']} | {r['n_trials']} ({r['n_ok']}) | "
                 f"{r['wall_s']:.1f} | {r['build_s']:.1f} | {r['run_s']:.1f} | {rest:.1f} | "
                 f"{1e3 * rest / max(r['n_trials'], 1):.0f} | {100 * (r['build_s'] + r['run_s']) / r['wall_s']:.0f} % |"
             )
-    lines += [
-        "",
+    note = (
         "rest = wall - building - running: the search (tunelab: space, tuner, cost model; tune_tir: its "
         "evolutionary search and XGBoost updates), the store or database, telemetry and the loop. tunelab's "
         "building and running are the sums of its trials' `build_s` and `run_s`; tune_tir's come from "
         "MetaSchedule's Profiler (SendToBuilder; SendToRunner + JoinRunnerFutures). tune_tir's wall time "
         "includes its first TuneContext's import of the tensor intrinsics (about 11 s on an idle machine), "
-        "which tunelab's spaces avoid.",
-    ]
-    return "\n".join(lines)
+        "which tunelab's spaces avoid."
+    )
+    return _table(doc, columns, rows, note)
 
 
 def structures_table(doc: dict[str, Any]) -> str:
     """Each search structure a case switches on (a space-editor switch) against the default session."""
-    lines = [
-        header(doc),
-        "",
-        "| problem | structure | budget | seeds | default ms | variant ms | speed-up (default / variant) | "
-        "wall s (default, variant) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    rows = 0
+    columns = [
+        "problem", "structure", "budget", "seeds", "default ms", "variant ms", "speed-up (default / variant)",
+        "wall s (default, variant)",
+    ]  # fmt: skip
+    rows = []
     for c in doc["cases"]:
         case = c["case"]
         for variant in case.get("variants", {}):
@@ -288,22 +283,20 @@ def structures_table(doc: dict[str, Any]) -> str:
                 walls = [
                     _median([r["wall_s"] for r in c["runs"] if r["tool"] == t]) for t in ("tunelab", tool)
                 ]
-                lines.append(
+                rows.append(
                     f"| {_shape(case)} | {variant} | {n} | {len(case['seeds'])} | {_num(base_ms, 3)} | "
                     f"{_num(alt_ms, 3)} | {_num(base_ms / alt_ms if base_ms and alt_ms else None)} | "
                     f"{_num(walls[0], 0)}, {_num(walls[1], 0)} |"
                 )
-                rows += 1
     if not rows:
         return "No case of this tier switches a structure on."
-    lines += [
-        "",
+    note = (
         "Both sessions tune the same problem with the same budget, seed and timing; the variant sets the "
         "auto space's switch its name says (`pack_inputs`: packing on; `unpacked`: off; the space editor's "
         'MultiLevelTiling limits), the default session leaves it at the default (`pack_inputs` "auto" since '
-        "2026-12-03, off before). Latencies from the side-by-side re-measurement.",
-    ]
-    return "\n".join(lines)
+        "2026-12-03, off before). Latencies from the side-by-side re-measurement."
+    )
+    return _table(doc, columns, rows, note)
 
 
 RENDERERS = {
