@@ -11,6 +11,7 @@ then; the session's batches need not line up with generations.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,7 +20,7 @@ from tunelab.core.errors import TunerError
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace
 from tunelab.core.search.tuners.base import Observation, Tuner
-from tunelab.core.search.tuners.random_search import AnyOf, SeenSet, draw_unseen
+from tunelab.core.search.tuners.random_search import AnyOf, SeenSet, draw_unseen, take_unseen
 from tunelab.core.search.tuners.registry import resolve_options
 
 _TOURNAMENT = 3
@@ -57,19 +58,18 @@ class GeneticTuner(Tuner):
         self._fitness: dict[str, tuple[Config, float]] = {}  # key -> (config, 1/latency or 0)
 
     def ask(self, n: int) -> list[Config]:
-        out: list[Config] = []
-        while len(out) < n:
+        # A bred config told from elsewhere since it was bred is passed over.
+        return take_unseen(self.space, self._generations(), n, self._seen)
+
+    def _generations(self) -> Iterator[Config]:
+        """The current generation's configs, then each next one's, bred only when the one before is
+        handed out; it ends when a generation comes out empty (the space is exhausted)."""
+        while True:
             if not self._queue:
                 self._queue = self._breed()
                 if not self._queue:
-                    break  # exhausted
-            config = self._queue.pop(0)
-            key = self.space.key(config)
-            if key in self._seen:  # told from elsewhere since it was bred
-                continue
-            self._seen.add(key)
-            out.append(config)
-        return out
+                    return
+            yield self._queue.pop(0)
 
     def tell(self, observations: list[Observation]) -> None:
         for obs in observations:

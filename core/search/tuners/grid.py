@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from tunelab.core.records import Config
 from tunelab.core.search.space.base import SearchSpace
 from tunelab.core.search.tuners.base import Observation, Tuner
-from tunelab.core.search.tuners.random_search import SeenSet
+from tunelab.core.search.tuners.random_search import SeenSet, take_unseen
 from tunelab.core.search.tuners.registry import resolve_options
 
 
@@ -66,17 +67,15 @@ class GridTuner(Tuner):
         return self._order(position) if self._order is not None else position
 
     def ask(self, n: int) -> list[Config]:
-        out: list[Config] = []
-        size = self.space.size
-        while len(out) < n and self.cursor < size:
+        # A config measured already (told from elsewhere, e.g. a resumed session) is passed over.
+        return take_unseen(self.space, self._walk(), n, self._seen)
+
+    def _walk(self) -> Iterator[Config]:
+        """The configs from the cursor on, moving the cursor past each one as it is handed out."""
+        while self.cursor < self.space.size:
             config = self.space.point(self._index(self.cursor))
             self.cursor += 1
-            key = self.space.key(config)
-            if key in self._seen:  # measured already (told from elsewhere, e.g. a resumed session)
-                continue
-            self._seen.add(key)
-            out.append(config)
-        return out
+            yield config
 
     def tell(self, observations: list[Observation]) -> None:
         for obs in observations:

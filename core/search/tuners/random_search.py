@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterable, Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,13 +24,21 @@ def draw_unseen(space: SearchSpace, rng: np.random.Generator, n: int, seen: Cont
     enough, walks the unseen grid points in a random order. Fewer than n only when the space has
     fewer unseen points (or is too big to enumerate and sampling kept colliding).
     """
+    return take_unseen(space, _candidates(space, rng, tries=max(64, 16 * n)), n, SeenSet(), exclude=seen)
+
+
+def take_unseen(
+    space: SearchSpace, configs: Iterable[Config], n: int, taken: SeenSet, exclude: Container[str] = ()
+) -> list[Config]:
+    """Up to n configs from `configs`, in their order, skipping any whose key is in `taken` or `exclude`;
+    each one taken is added to `taken`. It pulls no more from `configs` than it needs, so a lazy stream
+    (a walk's cursor, a generation being bred) advances only as far as the configs handed out."""
     out: list[Config] = []
-    taken: set[str] = set()
     if n <= 0:
         return out
-    for config in _candidates(space, rng, tries=max(64, 16 * n)):
+    for config in configs:
         key = space.key(config)
-        if key in seen or key in taken:
+        if key in taken or key in exclude:
             continue
         taken.add(key)
         out.append(config)
