@@ -15,27 +15,7 @@ from tunelab.core.records import TRIAL_STATUSES, Config, trial_number
 from tunelab.core.store.connection import StoreConnection, _reader
 from tunelab.core.store.json_text import _json_decode
 
-# Store.trial_columns: the fields it returns, and the numeric ones read in one SELECT.
-TRIAL_COLUMNS = (
-    "id",
-    "index",
-    "number",
-    "round",
-    "status",
-    "ok",
-    "latency_ms",
-    "mean_ms",
-    "std_ms",
-    "q1_ms",
-    "q3_ms",
-    "predicted_ms",
-    "started_at",
-    "finished_at",
-    "task_id",
-    "error",
-    "device",
-)
-# The float64 fields (NaN where a trial has none), as TrialRecord names them.
+# The float64 fields of Store.trial_columns (NaN where a trial has none), as TrialRecord names them.
 TRIAL_FLOAT_COLUMNS = (
     "latency_ms",
     "mean_ms",
@@ -45,6 +25,19 @@ TRIAL_FLOAT_COLUMNS = (
     "predicted_ms",
     "started_at",
     "finished_at",
+)
+# Store.trial_columns: the fields it returns, and the numeric ones read in one SELECT.
+TRIAL_COLUMNS = (
+    "id",
+    "index",
+    "number",
+    "round",
+    "status",
+    "ok",
+    *TRIAL_FLOAT_COLUMNS,
+    "task_id",
+    "error",
+    "device",
 )
 _COLUMNS_NUMERIC = ("id", "index", "round", "status", *TRIAL_FLOAT_COLUMNS, "task_id")
 _STATUS_CODE = (
