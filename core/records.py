@@ -81,6 +81,11 @@ def gflops(flops: float, ms: float | None) -> float | None:
     return flops / (ms * 1e-3) / 1e9
 
 
+def figure_text(value: float | None, digits: int = 4) -> str:
+    """A figure for people in ``digits`` significant digits (0.012345 -> "0.01235"); None -> "-"."""
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
 @dataclass(frozen=True)
 class SessionRecord:
     id: int

@@ -3,12 +3,14 @@ JSON and as tables, and saying an error (one line on stderr, and an event for a 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
 
 from tunelab.core.cli.protocol import EventWriter
 from tunelab.core.errors import StoreError, TunelabError
+from tunelab.core.records import figure_text
 
 EXIT_BAD_INPUT = 2
 EXIT_CRASHED = 1
@@ -46,6 +48,18 @@ def _read_text(path: str, what: str) -> str:
             f"cannot read {what} {path}: it is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
             f"at position {exc.start})"
         ) from None
+
+
+def _read_json(path: str, what: str, meant: str) -> Any:
+    """The JSON in a file the user named (``what``: "spec file"); a file :func:`_read_text` refuses, bad
+    JSON or nesting too deep to be ``meant`` ("a session spec") is one line."""
+    text = _read_text(path, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TunelabError(f"{what} {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise TunelabError(f"{what} {path} is nested too deeply to be {meant}") from None
 
 
 def _session_json(r: Any, stated: Any = None) -> dict[str, Any]:
@@ -92,7 +106,7 @@ def _stated_best(store: Any, r: Any) -> Any:
 
 def _best_text(stated: Any) -> str:
     """'0.04238 confirmed' / '0.05909 untrusted' / '0.06012 session': a table cell with the figure's kind."""
-    return "-" if stated is None else f"{_fmt(stated.ms)} {stated.kind}"
+    return "-" if stated is None else f"{figure_text(stated.ms)} {stated.kind}"
 
 
 def _trial_json(t: Any) -> dict[str, Any]:
@@ -121,10 +135,6 @@ def _trial_json(t: Any) -> dict[str, Any]:
     }
 
 
-def _fmt(value: float | None, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}g}"
-
-
 def _print_table(rows: list[list[str]], header: list[str]) -> None:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
     for row in [header, *rows]:
@@ -142,8 +152,6 @@ def say_error(events: EventWriter, message: str, exit_code: int) -> int:
 def _custom_and_space(args: Any, command: str) -> tuple[str | None, Any]:
     """(the custom workload's source, the edited space's data) that ``--custom`` and ``--space-file``
     name, for the commands that take a workload (tune, compile); bad input is one TunelabError."""
-    import json
-
     if not args.workload:
         raise TunelabError(f"{command} needs a workload (see tunelab workloads)")
     custom_source = None
@@ -151,15 +159,5 @@ def _custom_and_space(args: Any, command: str) -> tuple[str | None, Any]:
         if not args.custom:
             raise TunelabError("workload custom needs --custom FILE")
         custom_source = _read_text(args.custom, "workload file")
-    space_data = None
-    if args.space_file:
-        text = _read_text(args.space_file, "space file")
-        try:
-            space_data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TunelabError(f"space file {args.space_file} is not valid JSON: {exc}") from None
-        except RecursionError:
-            raise TunelabError(
-                f"space file {args.space_file} is nested too deeply to be a search space"
-            ) from None
+    space_data = _read_json(args.space_file, "space file", "a search space") if args.space_file else None
     return custom_source, space_data

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from tunelab.core.cli.common import EXIT_STORE_FAILURE, _fmt, _open_store, _session_json, say_error
+from tunelab.core.cli.common import EXIT_STORE_FAILURE, _open_store, _session_json, say_error
 from tunelab.core.faults import OutOfSpace
+from tunelab.core.records import figure_text
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -47,6 +48,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     else:
         for r in records:
             print(
-                f"session {r.id}: {r.name} ({r.n_trials} trials, {r.n_failed} failed, best {_fmt(r.best_ms)} ms)"
+                f"session {r.id}: {r.name} ({r.n_trials} trials, {r.n_failed} failed, best {figure_text(r.best_ms)} ms)"
             )
     return 0

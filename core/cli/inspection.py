@@ -10,14 +10,13 @@ from typing import Any
 
 from tunelab.core.cli.common import (
     _best_text,
-    _fmt,
     _open_store,
     _print_table,
     _session_json,
     _stated_best,
     _trial_json,
 )
-from tunelab.core.records import MeasureOptions, SearchTime, trial_label
+from tunelab.core.records import MeasureOptions, SearchTime, figure_text, trial_label
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
@@ -71,7 +70,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             r.tuner,
             f"{r.n_trials}/{r.trials_budget}",
             _best_text(stated[r.id]),
-            _fmt(stated[r.id].gflops if stated[r.id] else None),
+            figure_text(stated[r.id].gflops if stated[r.id] else None),
         ]
         for r in records
     ]
@@ -160,16 +159,17 @@ class _SessionShown:
             best_doc = doc["best_trial"]
             best_name = trial_label(best.number, trial_id=best.id)
             lines.append(
-                f"  best: trial {best_name}  median {_fmt(best.latency_ms)} ms (CV {_fmt(best_doc['cv'], 2)}, "
-                f"IQR {_fmt(best_doc['iqr_ms'])} ms, {best_doc['outliers']} outliers)  "
-                f"{_fmt(r.best_gflops)} GFLOP/s\n  config: {json.dumps(best.config)}"
+                f"  best: trial {best_name}  median {figure_text(best.latency_ms)} ms "
+                f"(CV {figure_text(best_doc['cv'], 2)}, IQR {figure_text(best_doc['iqr_ms'])} ms, "
+                f"{best_doc['outliers']} outliers)  "
+                f"{figure_text(r.best_gflops)} GFLOP/s\n  config: {json.dumps(best.config)}"
             )
         for c in doc["confirmed"][:3]:
             name = trial_label(c["trial_number"], trial_id=c["trial_id"])
             where = f"fresh sessions on {', '.join(c['devices'])}" if c["devices"] else "fresh processes"
             lines.append(
-                f"  confirmed: trial {name}  {_fmt(c['median_ms'])} ms in {c['runs']} {where} "
-                f"(session {_fmt(c['session_ms'])} ms)"
+                f"  confirmed: trial {name}  {figure_text(c['median_ms'])} ms in {c['runs']} {where} "
+                f"(session {figure_text(c['session_ms'])} ms)"
                 + (f"; noisy: {c['disturbance']}" if c["disturbance"] else "")
             )
         if self.stated is not None:
@@ -178,8 +178,8 @@ class _SessionShown:
             lines.append(f"  export states {self.pick.summary()}")
         if len(doc["tasks"]) > 1:
             lines += [
-                f"  shape {t['shape']}: {t['trials']} trials, best {_fmt(t['best_ms'])} ms "
-                f"({_fmt(t['best_gflops'])} GFLOP/s)"
+                f"  shape {t['shape']}: {t['trials']} trials, best {figure_text(t['best_ms'])} ms "
+                f"({figure_text(t['best_gflops'])} GFLOP/s)"
                 for t in doc["tasks"]
             ]
         if self.search is not None:
@@ -286,9 +286,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             d["tuner"],
             d["space"],
             str(d["trials"]),
-            f"{_fmt(d['best_ms'])} {d['best']['kind']}" if d["best"] else "-",
-            _fmt(d["best_gflops"]),
-            _fmt(d["speedup_vs_fastest"], 3),
+            f"{figure_text(d['best_ms'])} {d['best']['kind']}" if d["best"] else "-",
+            figure_text(d["best_gflops"]),
+            figure_text(d["speedup_vs_fastest"], 3),
         ]
         for d in docs
     ]

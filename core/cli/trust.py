@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tunelab.core.cli.common import EXIT_GATE_FAILED, _fmt, _open_store, _print_table
+from tunelab.core.cli.common import EXIT_GATE_FAILED, _open_store, _print_table
 from tunelab.core.errors import TunelabError
+from tunelab.core.records import figure_text
 
 
 def cmd_bias(args: argparse.Namespace) -> int:
@@ -28,10 +29,10 @@ def cmd_bias(args: argparse.Namespace) -> int:
             g.dimension,
             g.label,
             str(g.n),
-            _fmt(g.residual_mean, 3),
-            _fmt(g.residual_std, 3),
-            _fmt(g.spearman, 2),
-            _fmt(g.topk_recall, 2),
+            figure_text(g.residual_mean, 3),
+            figure_text(g.residual_std, 3),
+            figure_text(g.spearman, 2),
+            figure_text(g.topk_recall, 2),
             "FLAG" if g.flagged else "",
         ]
         for g in report.groups
@@ -162,9 +163,9 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     vendor = result.baseline
     print(
         f"session {record.id}: {record.workload} {record.shape} {record.dtype}\n"
-        f"  vendor   {vendor.library} ({vendor.method}): {_fmt(vendor.median_ms)} ms = "
-        f"{_fmt(vendor.gflops)} GFLOP/s{'' if vendor.correct else '  (WRONG RESULT)'}\n"
-        f"  session  {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s"
+        f"  vendor   {vendor.library} ({vendor.method}): {figure_text(vendor.median_ms)} ms = "
+        f"{figure_text(vendor.gflops)} GFLOP/s{'' if vendor.correct else '  (WRONG RESULT)'}\n"
+        f"  session  {figure_text(record.best_ms)} ms = {figure_text(record.best_gflops)} GFLOP/s"
         + (f"  -> {x:.2f}x of vendor" if x else "")
     )
     if result.doubt:
@@ -185,9 +186,9 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         elif profile is None:
             print(f"no way to profile a {args.target} machine here (needs PyTorch or CuPy and a GPU)")
         else:
-            peaks = ", ".join(f"{d} {_fmt(g)} GFLOP/s" for d, g in profile.peak_gflops.items())
+            peaks = ", ".join(f"{d} {figure_text(g)} GFLOP/s" for d, g in profile.peak_gflops.items())
             print(
-                f"{profile.hostname} ({args.target}): peak {peaks}; bandwidth {_fmt(profile.bandwidth_gbs)} GB/s"
+                f"{profile.hostname} ({args.target}): peak {peaks}; bandwidth {figure_text(profile.bandwidth_gbs)} GB/s"
                 f"\n  {profile.kernel or ''}"
             )
         return 0
@@ -197,9 +198,10 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         print(json.dumps(roof.to_json()))
         return 0
     print(
-        f"session {args.session}: intensity {_fmt(roof.intensity)} FLOP/byte; peak {_fmt(roof.peak_gflops)} "
-        f"GFLOP/s, bandwidth {_fmt(roof.bandwidth_gbs)} GB/s -> bound {_fmt(roof.bound_gflops)} GFLOP/s "
-        f"({roof.bound_by or '-'})\n  best {_fmt(roof.achieved_gflops)} GFLOP/s = "
+        f"session {args.session}: intensity {figure_text(roof.intensity)} FLOP/byte; "
+        f"peak {figure_text(roof.peak_gflops)} GFLOP/s, bandwidth {figure_text(roof.bandwidth_gbs)} GB/s "
+        f"-> bound {figure_text(roof.bound_gflops)} GFLOP/s "
+        f"({roof.bound_by or '-'})\n  best {figure_text(roof.achieved_gflops)} GFLOP/s = "
         + (f"{100 * roof.fraction:.1f}% of the roofline" if roof.fraction is not None else "-")
         + (f"\n  {roof.schedule_sentence()}" if roof.schedule_sentence() else "")
         + (f"\n  note: {roof.note}" if roof.note else "")

@@ -17,14 +17,15 @@ from tunelab.core.cli.common import (
     EXIT_NOTHING_MEASURED,
     EXIT_STORE_FAILURE,
     _custom_and_space,
-    _fmt,
     _open_store,
+    _read_json,
     say_error,
 )
 from tunelab.core.cli.parser import _parser
 from tunelab.core.cli.protocol import EventWriter
 from tunelab.core.errors import SessionBusyError, StoreFailure, TunelabError, shown
 from tunelab.core.faults import OutOfSpace
+from tunelab.core.records import figure_text
 
 CONTROL_READY = "control signals ready (SIGUSR1 pause, SIGUSR2 resume, SIGTERM stop)"
 # For people reading stderr; a controlling process reads the "ready" and "stage" events instead.
@@ -59,7 +60,7 @@ class _Progress:
         eta = rate * (self.total - done)
         bar = "#" * int(frac * 30)
         line = (
-            f"[{bar:<30s}] {done}/{self.total} trials  best {_fmt(best)} ms  failed {failed}  "
+            f"[{bar:<30s}] {done}/{self.total} trials  best {figure_text(best)} ms  failed {failed}  "
             f"ETA {int(eta // 60)}:{int(eta % 60):02d}"
         )
         sys.stderr.write(("\r" + line) if self.tty else line + "\n")
@@ -453,15 +454,7 @@ def _load_spec(path: str) -> Any:
     value of the wrong type is a TunelabError (one line)."""
     from tunelab.core.records import SessionSpec
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as exc:
-        raise TunelabError(f"cannot read spec file {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TunelabError(f"spec file {path} is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise TunelabError(f"spec file {path} is nested too deeply to be a session spec") from None
+    data = _read_json(path, "spec file", "a session spec")
     try:
         return SessionSpec.from_json(data)
     except TunelabError as exc:

@@ -12,7 +12,7 @@ from typing import Any
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.export.stated import StatedBest, stated_best
-from tunelab.core.records import SessionRecord, SessionSpec, check_numbers, trial_label
+from tunelab.core.records import SessionRecord, SessionSpec, check_numbers, figure_text, trial_label
 from tunelab.core.search.tuners.registry import get_tuner_class, recommend_tuner, resolve_options
 from tunelab.core.session.loop import CheckedSpec, TuningSession, check_spec, create_session
 from tunelab.core.store import Store
@@ -165,7 +165,7 @@ class TuneSummary:
         )
         lines = [
             f"session {record.id} {record.status}: {record.n_trials} trials ({record.n_failed} failed), "
-            f"best {_fmt(record.best_ms)} ms = {_fmt(record.best_gflops)} GFLOP/s{trial}"
+            f"best {figure_text(record.best_ms)} ms = {figure_text(record.best_gflops)} GFLOP/s{trial}"
         ]
         if self.confirmations:
             lines.append(format_confirmations(list(self.confirmations)))
@@ -192,10 +192,6 @@ def tune_summary(store: Store, session: TuningSession) -> TuneSummary:
         confirmations=tuple(session.confirmations),
         stated=stated_best(store, record),
     )
-
-
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
 
 
 def confirmation_json(report: ValidationReport) -> dict[str, Any]:
