@@ -69,6 +69,16 @@ SPACE_FILE = option("--space-file", help="an edited search space (JSON), as the 
 SHAPES = option(
     "--shapes", default=None, help="also carry the best schedule to these shapes, e.g. M=16,32,64"
 )
+# validate and jitter: what to re-measure, and whether a schedule file's own workload code may run.
+SCHEDULE_SOURCE = option(
+    "source", metavar="SESSION|SCHEDULE_FILE", help="a session id or an exported *.schedule.json"
+)
+TRUST_CUSTOM = option(
+    "--trust-custom",
+    action="store_true",
+    help="run the workload code a schedule file carries (custom_source); without it such a "
+    "file is refused, since its code would run in this process",
+)
 
 # How a session measures (MeasureOptions): tune's options, and a resumed session's (which it refuses).
 MEASURE_OPTIONS: tuple[Option, ...] = (
@@ -313,7 +323,7 @@ _VALIDATE = Command(
     "re-measure a session's top schedules (or a schedule file) in fresh processes (a session "
     "measured through --rpc: in fresh sessions on its servers)",
     (
-        option("source", metavar="SCHEDULE_FILE|SESSION", help="an exported *.schedule.json or a session id"),
+        SCHEDULE_SOURCE,
         option(
             "--repeats",
             type=int,
@@ -336,12 +346,7 @@ _VALIDATE = Command(
             help="judge a session's trials against their confirmed figures where they have one (default) "
             "or the figures the session measured",
         ),
-        option(
-            "--trust-custom",
-            action="store_true",
-            help="run the workload code a schedule file carries (custom_source); without it such a "
-            "file is refused, since its code would run in this process",
-        ),
+        TRUST_CUSTOM,
         option(
             "--gate",
             type=float,
@@ -361,14 +366,10 @@ _JITTER = Command(
     "re-measure a session's best schedule (or a schedule file) across fresh processes, buffer "
     "layouts and shapes, and say which cause explains its spread",
     (
-        option("source", metavar="SESSION|SCHEDULE_FILE", help="a session id or an exported *.schedule.json"),
+        SCHEDULE_SOURCE,
         option("--runs", type=int, default=5, metavar="N", help="fresh-process runs (default 5)"),
         SHAPES,
-        option(
-            "--trust-custom",
-            action="store_true",
-            help="run the workload code a schedule file carries (custom_source)",
-        ),
+        TRUST_CUSTOM,
         JSON,
         DB,
     ),
