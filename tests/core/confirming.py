@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tunelab.core.session.loop import create_session
 from tunelab.core.store import Store
 from tunelab.core.trust.confirmed import CONFIRM_PURPOSE
@@ -17,6 +19,18 @@ def run_confirmed(store: Store, spec) -> tuple:
     trials = list(session.run())
     assert store.session(session.session_id).status == "finished"
     return session, stages, trials
+
+
+def finished_in_file(path: Path, spec) -> int:
+    """The id of a session of ``spec`` run to its end, unconfirmed, in the database ``path`` (closed after)."""
+    store = Store(path)
+    try:
+        session = create_session(store, spec)
+        for _ in session.run():
+            pass
+        return session.session_id
+    finally:
+        store.close()
 
 
 def assert_stored_as_it_was(store: Store, report: ValidationReport) -> dict:

@@ -122,12 +122,12 @@ def test_the_default_per_call_limit_is_a_share_of_the_run_timeout():
 
 
 def _stored(tmp_path, result):
-    """``result`` stored as a trial of a real session, read back."""
+    """``result`` stored as a trial of a real session, as its loop stores one (no prediction), read back."""
     import sys
     from pathlib import Path
 
-    from tunelab.core.records import NewTrial
     from tunelab.core.session.loop import create_session
+    from tunelab.core.session.recording import new_trial
     from tunelab.core.store import Store
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -136,18 +136,7 @@ def _stored(tmp_path, result):
     store = Store(tmp_path / "t.sqlite")
     try:
         session = create_session(store, small_spec())
-        new = NewTrial(
-            round=0,
-            config={"planted": 1},
-            status=result.status,
-            error=result.error,
-            samples_ms=result.samples_ms,
-            predicted_ms=None,
-            build_s=result.build_s,
-            run_s=result.run_s,
-            started_at=result.started_at,
-            finished_at=result.finished_at,
-        )
+        new = new_trial(0, {"planted": 1}, result, 0, None, {})
         added = store.add_trial(session.session_id, new, "planted")
         return store.trial(added.id)
     finally:

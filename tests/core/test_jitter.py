@@ -12,6 +12,7 @@ import time
 
 import pytest
 from cli_runs import run_tunelab
+from confirming import finished_in_file
 from neighbours import start_neighbours, stop_neighbours
 from specs import small_spec
 
@@ -35,12 +36,7 @@ SPEC = small_spec(
 def tuned(tmp_path_factory):
     """A finished GEMM M=N=64, K=256 session (8 random trials) and its database path."""
     path = tmp_path_factory.mktemp("jitter") / "tunelab.sqlite"
-    store = Store(path)
-    session = create_session(store, SPEC)
-    for _ in session.run():
-        pass
-    store.close()
-    return path, session.session_id
+    return path, finished_in_file(path, SPEC)
 
 
 def test_a_neighbour_that_arrives_mid_way_is_named_with_its_pid(tuned):

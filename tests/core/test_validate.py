@@ -15,6 +15,7 @@ import time
 import psutil
 import pytest
 from cli_runs import run_tunelab
+from confirming import finished_in_file
 from neighbours import start_neighbour
 from specs import small_spec
 
@@ -56,12 +57,7 @@ DECENT_256 = {
 def tuned(tmp_path_factory):
     """A finished 64^3 GEMM session (8 random trials) and its database path."""
     path = tmp_path_factory.mktemp("validate") / "tunelab.sqlite"
-    store = Store(path)
-    session = create_session(store, SMALL)
-    for _ in session.run():
-        pass
-    yield path, session.session_id
-    store.close()
+    return path, finished_in_file(path, SMALL)
 
 
 def tunelab(*args: str, db) -> subprocess.CompletedProcess:
@@ -180,35 +176,19 @@ def test_a_schedule_that_fails_in_its_worker_is_regressed(tuned):
 
 
 def quiet_runs(n: int, samples_ms: tuple[float, ...], *, cold_ms: float, cpu_freq_mhz: float) -> list:
-    """`n` fresh-process runs that each timed `samples_ms` on a quiet machine (no busy process, no throttling)."""
-    from tunelab.core.trust.remeasure.report import Measurement, TelemetryWindow
+    """`n` fresh-process runs that each timed `samples_ms` on a quiet machine (no busy process, no throttling),
+    read from their JSON as a validation document holds them."""
+    from tunelab.core.trust.remeasure.report import Measurement
 
-    quiet = TelemetryWindow(
-        n=5,
-        other_busy_pids=(),
-        other_gpu_pids=(),
-        names={},
-        throttled=False,
-        throttle_reasons=(),
-        cpu_freq_mhz=cpu_freq_mhz,
-        cpu_load_mean=0.1,
-    )
-    return [
-        Measurement(
-            run=r,
-            position=0,
-            pid=None,
-            ok=True,
-            error=None,
-            load_ms=None,
-            cold_ms=cold_ms,
-            samples_ms=samples_ms,
-            t0=None,
-            t1=None,
-            telemetry=quiet,
+    quiet = {"n": 5, "throttled": False, "cpu_freq_mhz": cpu_freq_mhz, "cpu_load_mean": 0.1}
+    runs = [
+        Measurement.from_json(
+            {"run": r, "ok": True, "cold_ms": cold_ms, "samples_ms": list(samples_ms), "telemetry": quiet}
         )
         for r in range(n)
     ]
+    assert all(m.telemetry.other_busy_pids == () and m.samples_ms == samples_ms for m in runs)
+    return runs
 
 
 def test_winners_curse_is_told_from_a_regression():
