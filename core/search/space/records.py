@@ -15,9 +15,8 @@ import numpy as np
 
 from tunelab.core.errors import SpaceError, TunelabError
 from tunelab.core.records import Config
-from tunelab.core.search.space.base import SearchSpace
-from tunelab.core.search.space.tvm_context import InvalidSchedule, schedule_features
-from tunelab.core.target.info import TargetInfo
+from tunelab.core.search.space.scheduled import ScheduledSpace, invalid_schedule
+from tunelab.core.search.space.tvm_context import schedule_features
 
 RECORDS_KIND = "records"
 
@@ -29,26 +28,15 @@ def not_tunable(what: str) -> TunelabError:
     )
 
 
-class RecordSpace(SearchSpace):
+class RecordSpace(ScheduledSpace):
     kind = RECORDS_KIND
 
-    def __init__(
-        self,
-        workload: Any,
-        shape: dict[str, int],
-        dtype: str,
-        target: TargetInfo,
-        data: dict[str, Any] | None,
-    ) -> None:
-        self.workload = workload
-        self.shape = dict(shape)
-        self.dtype = dtype
-        self.target = target
+    def _derive(self, data: dict[str, Any] | None) -> None:
         traces = (data or {}).get("traces")
         if not isinstance(traces, list) or not traces:
             raise SpaceError("a records space needs the imported records' traces")
         self.traces = list(traces)
-        self.mod = workload.ir_module(shape, dtype)
+        self.mod = self.workload.ir_module(self.shape, self.dtype)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": RECORDS_KIND, "traces": self.traces}
@@ -91,10 +79,12 @@ class RecordSpace(SearchSpace):
         try:  # the whole trace, postprocessors included (as imported): the schedule MetaSchedule measured
             Trace.apply_json_to_schedule(self.traces[config["record"]], sch)
         except Exception as exc:  # noqa: BLE001 - TVM's ScheduleError
-            raise InvalidSchedule(str(exc).strip().splitlines()[-1][:300]) from None
+            raise invalid_schedule(exc) from None
         return sch
 
     def features(self, configs: list[Config]) -> np.ndarray:
+        # Not the scheduled spaces' zero row for a schedule TVM refuses: an imported record was measured, so
+        # one that does not replay here is an error to report, not a point to rank.
         rows = [
             np.concatenate([schedule_features(self.schedule(c), self.target), self.knob_vector(c)])
             for c in configs

@@ -1,4 +1,4 @@
-"""What the template and auto spaces share: the problem they schedule, their cost-model features, TVM's errors."""
+"""What the template, auto and records spaces share: the problem they schedule, cost-model features, TVM's errors."""
 
 from __future__ import annotations
 
