@@ -21,6 +21,13 @@ def run_tunelab(
     )
 
 
+def tune_gemm(*options: str, shape: str = "M=32,N=32,K=32", trials: int, **flags: object) -> list[str]:
+    """`tune gemm --shape SHAPE --trials N --FLAG VALUE ... OPTIONS`: the arguments of a small GEMM session,
+    each keyword a flag with its value (``min_repeat_ms=1``: ``--min-repeat-ms 1``)."""
+    named = [arg for name, value in flags.items() for arg in (f"--{name.replace('_', '-')}", str(value))]
+    return ["tune", "gemm", "--shape", shape, "--trials", str(trials), *named, *options]
+
+
 def one_error_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
     """The single 'tunelab: error:' line of a run that failed with ``code``, with no traceback."""
     assert proc.returncode == code, (proc.returncode, proc.stderr[-3000:])

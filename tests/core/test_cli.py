@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_runs import run_tunelab
+from cli_runs import run_tunelab, tune_gemm
 from specs import small_spec
 
 from tunelab.core.workloads.catalog import WORKLOADS
@@ -37,26 +37,17 @@ def tuned_db(tmp_path_factory):
         ("random", ["--confirm-runs", "0"]),
     ):  # the first one confirms (default runs; one attempt: measuring again has its own test)
         proc = tunelab(
-            "tune",
-            "gemm",
-            "--shape",
-            "M=32,N=32,K=32",
-            "--trials",
-            "6",
-            "--batch",
-            "3",
-            "--target",
-            "llvm",
-            "--tuner",
-            tuner,
-            "--number",
-            "1",
-            "--repeat",
-            "2",
-            "--min-repeat-ms",
-            "1",
-            *confirm,
-            "--json",
+            *tune_gemm(
+                *confirm,
+                "--json",
+                trials=6,
+                batch=3,
+                target="llvm",
+                tuner=tuner,
+                number=1,
+                repeat=2,
+                min_repeat_ms=1,
+            ),
             db=db,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -247,25 +238,9 @@ def test_signals_steer_a_running_tune(tmp_path):
             sys.executable,
             "-m",
             "tunelab",
-            "tune",
-            "gemm",
-            "--shape",
-            "M=32,N=32,K=32",
-            "--trials",
-            "64",
-            "--batch",
-            "2",
-            "--target",
-            "llvm",
-            "--tuner",
-            "random",
-            "--number",
-            "1",
-            "--repeat",
-            "2",
-            "--cooldown",
-            "0",
-            "--json",
+            *tune_gemm(
+                "--json", trials=64, batch=2, target="llvm", tuner="random", number=1, repeat=2, cooldown=0
+            ),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -10,7 +10,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from cli_runs import run_tunelab
+from cli_runs import run_tunelab, tune_gemm
 from host_cpus import an_mcpu_this_host_lacks
 from specs import FAST_MEASURE_ARGS
 
@@ -231,19 +231,8 @@ def test_a_target_that_dies_here_starts_no_session(monkeypatch, store):
 def test_cli_refuses_an_mcpu_the_host_lacks_before_storing(tmp_path):
     mcpu = an_mcpu_this_host_lacks()
     db = tmp_path / "t.sqlite"
-    proc = run_tunelab(
-        "tune",
-        "gemm",
-        "--shape",
-        "M=32,N=32,K=32",
-        "--trials",
-        "2",
-        "--target",
-        json.dumps({"kind": "llvm", "mcpu": mcpu}),
-        "--db",
-        str(db),
-        timeout=300,
-    )
+    target = json.dumps({"kind": "llvm", "mcpu": mcpu})
+    proc = run_tunelab(*tune_gemm("--target", target, "--db", str(db), trials=2), timeout=300)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and mcpu in lines[0] and "lacks" in lines[0]
@@ -264,18 +253,7 @@ def test_a_host_named_for_features_it_lacks_measures_every_trial(tmp_path):
     db = tmp_path / "t.sqlite"
     env = dict(os.environ, **{LLVM_NAME_ENV: "znver4"})
     proc = run_tunelab(
-        "tune",
-        "gemm",
-        "--shape",
-        "M=64,N=64,K=512",
-        "--trials",
-        "8",
-        "--batch",
-        "4",
-        *FAST_MEASURE_ARGS,
-        "--json",
-        "--db",
-        str(db),
+        *tune_gemm(*FAST_MEASURE_ARGS, "--json", "--db", str(db), shape="M=64,N=64,K=512", trials=8, batch=4),
         env=env,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
-from cli_runs import run_tunelab
+from cli_runs import run_tunelab, tune_gemm
 from schedules import valid_schedules
 from specs import FAST_MEASURE, FAST_MEASURE_ARGS, small_spec
 from stores import plant
@@ -92,20 +92,7 @@ def test_cli_fail_fast_exits_1_with_one_line(tmp_path):
     db = tmp_path / "t.sqlite"
     env = dict(os.environ, **{PLANT_ENV: "sigill@run"})
     proc = run_tunelab(
-        "tune",
-        "gemm",
-        "--shape",
-        "M=32,N=32,K=32",
-        "--trials",
-        "12",
-        "--batch",
-        "4",
-        "--fail-fast",
-        "4",
-        *FAST_MEASURE_ARGS,
-        "--json",
-        "--db",
-        str(db),
+        *tune_gemm("--fail-fast", "4", *FAST_MEASURE_ARGS, "--json", "--db", str(db), trials=12, batch=4),
         env=env,
     )
     assert proc.returncode == 1, proc.stderr[-2000:]

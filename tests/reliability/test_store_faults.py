@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
-from cli_runs import run_tunelab
+from cli_runs import run_tunelab, tune_gemm
 from specs import FAST_MEASURE, small_spec
 
 import tunelab.core.store.connection as store_module
@@ -35,6 +35,7 @@ from tunelab.core.store import Store, schema_version
 pytestmark = pytest.mark.slow
 
 PAGE = 4096
+NO_CONFIRM = ("--target", "llvm", "--confirm-runs", "0")
 
 
 def tunelab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -219,20 +220,7 @@ def test_tune_on_a_damaged_store_writes_nothing(real_store, tmp_path):
     path = tmp_path / "damaged.sqlite"
     path.write_bytes(bytes(data))
     before = digest(path)
-    proc = tunelab(
-        "tune",
-        "gemm",
-        "--shape",
-        "M=16,N=16,K=16",
-        "--trials",
-        "2",
-        "--target",
-        "llvm",
-        "--confirm-runs",
-        "0",
-        "--db",
-        str(path),
-    )
+    proc = tunelab(*tune_gemm(*NO_CONFIRM, "--db", str(path), shape="M=16,N=16,K=16", trials=2))
     assert_one_line_error(proc, "damaged")
     assert_one_line_error(tunelab("tune", "--resume", "1", "--db", str(path)), "damaged")
     assert digest(path) == before
@@ -268,18 +256,7 @@ def test_a_newer_schema_is_refused_and_untouched(real_store, tmp_path):
     for args in (
         ["sessions"],
         ["show", "1"],
-        [
-            "tune",
-            "gemm",
-            "--shape",
-            "M=16,N=16,K=16",
-            "--trials",
-            "1",
-            "--target",
-            "llvm",
-            "--confirm-runs",
-            "0",
-        ],
+        tune_gemm(*NO_CONFIRM, shape="M=16,N=16,K=16", trials=1),
     ):
         assert_one_line_error(tunelab(*args, "--db", str(path)), *words)
     for create, readonly in ((True, False), (False, True)):
@@ -369,30 +346,17 @@ sys.exit(main(sys.argv[1:]))
 
 @pytest.mark.parametrize("how", ["tmpfs", "max_page_count"])
 def test_tune_on_a_full_disk_exits_3_in_one_line_and_keeps_the_trials(tmp_path, how):
-    args = [
-        "tune",
-        "gemm",
-        "--shape",
-        "M=16,N=16,K=16",
-        "--trials",
-        "40",
-        "--batch",
-        "2",
-        "--target",
-        "llvm",
-        "--tuner",
-        "random",
-        "--number",
-        "1",
-        "--repeat",
-        "1",
-        "--min-repeat-ms",
-        "1",
-        "--confirm-runs",
-        "0",
-        "--cooldown",
-        "0",
-    ]
+    args = tune_gemm(
+        *NO_CONFIRM,
+        shape="M=16,N=16,K=16",
+        trials=40,
+        batch=2,
+        tuner="random",
+        number=1,
+        repeat=1,
+        min_repeat_ms=1,
+        cooldown=0,
+    )
     mounted = tmp_path / "small"
     if how == "tmpfs":
         if not _small_tmpfs(mounted):
