@@ -8,7 +8,7 @@ from typing import Any
 
 from tunelab.core.errors import SpaceError, shown
 from tunelab.core.search.space.checks import entry_list, is_int_in
-from tunelab.core.search.space.mma import mma_groups, mma_rule, permuted_layout_check
+from tunelab.core.search.space.mma import mma_groups, mma_rule, permuted_layout_check, tensor_core_rule
 from tunelab.core.search.space.packing import AUTO
 from tunelab.core.workloads.dtypes import split_dtype
 
@@ -224,20 +224,7 @@ def _tensor_core_mma(sr: Any, p: dict[str, Any], problem: _Problem) -> list[Any]
 
 def _tensor_core_wmma(sr: Any, p: dict[str, Any], problem: _Problem) -> list[Any]:
     groups = tensor_core_groups(problem.dtype, problem.arch) if problem.cuda else []
-    if not groups:
-        return []
-    return [
-        sr.MultiLevelTilingTensorCore(
-            intrin_groups=groups,
-            structure=p["structure"],
-            tile_binds=["blockIdx.y", "blockIdx.x", "threadIdx.y"],
-            max_innermost_factor=p["max_innermost_factor"],
-            vector_load_lens=[1, 2, 3, 4, 8, 16],
-            reuse_read=sr.ReuseType(req="must", levels=[4], scope="shared.dyn"),
-            reuse_write=sr.ReuseType(req="must", levels=[2], scope="shared.dyn"),
-            use_software_pipeline=p["software_pipeline"],
-        )
-    ]
+    return [tensor_core_rule(p, groups, write_staged=True)] if groups else []
 
 
 def _auto_inline(sr: Any, p: dict[str, Any], problem: _Problem) -> list[Any]:

@@ -89,6 +89,14 @@ def _register_bfloat16() -> None:
 def mma_rule(params: dict[str, Any], groups: list[dict[str, str]]) -> Any:
     """MetaSchedule's MMA tensor-core rule as its ``cuda-tensorcore`` defaults build it, with the limits
     a person edits: the tiling structure, the innermost factor and the software pipeline."""
+    # the MMA path writes the accumulator straight from registers (m16n8k8.matrixC)
+    return tensor_core_rule(params, groups, write_staged=False)
+
+
+def tensor_core_rule(params: dict[str, Any], groups: list[dict[str, str]], *, write_staged: bool) -> Any:
+    """MetaSchedule's tensor-core tiling rule (``MultiLevelTilingTensorCore``) as its ``cuda-tensorcore``
+    defaults build it for ``groups`` (WMMA's or MMA's intrinsics), with the limits a person edits; the
+    output is staged in shared memory when ``write_staged`` (WMMA's fragments), else written from registers."""
     from tvm.s_tir.meta_schedule import schedule_rule as sr
 
     return sr.MultiLevelTilingTensorCore(
@@ -98,8 +106,7 @@ def mma_rule(params: dict[str, Any], groups: list[dict[str, str]]) -> Any:
         max_innermost_factor=params["max_innermost_factor"],
         vector_load_lens=[1, 2, 3, 4, 8, 16],
         reuse_read=sr.ReuseType(req="must", levels=[4], scope="shared.dyn"),
-        # the MMA path writes the accumulator straight from registers (m16n8k8.matrixC)
-        reuse_write=sr.ReuseType(req="no", levels=[2], scope="shared.dyn"),
+        reuse_write=sr.ReuseType(req="must" if write_staged else "no", levels=[2], scope="shared.dyn"),
         use_software_pipeline=params["software_pipeline"],
     )
 
