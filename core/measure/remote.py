@@ -345,21 +345,12 @@ def remote_self_check(target: Any, tracker: TrackerAddress, key: str, timeout_s:
     kernel whose instructions the server's CPU lacks kills the server's session child (SIGILL), and a
     server that cannot link the placement helper cannot place a buffer: either would otherwise fail
     every trial of the session."""
-    import tempfile
-    from pathlib import Path
-
     from tunelab.core.errors import TargetError
-    from tunelab.core.target.selfcheck import build_check_kernel, check_inputs, check_outputs_ok
+    from tunelab.core.target.selfcheck import built_check_kernel, check_inputs, check_outputs_ok
 
     if target.kind != "llvm":
         return
-    mcpu = target.json.get("mcpu", "generic")
-    with tempfile.TemporaryDirectory(prefix="tunelab-remote-check-") as folder:
-        lib = Path(folder) / "selfcheck.tar"
-        try:
-            build_check_kernel(target, lib)
-        except Exception as exc:  # noqa: BLE001 - LLVM and TVM raise many kinds; all mean this target does not build here
-            raise TargetError(f"kernels for {mcpu} cannot be built here: {first_line(exc)}") from None
+    with built_check_kernel(target, "selfcheck.tar", "tunelab-remote-check-") as lib:
         session, address = server_session(tracker, key, timeout_s, wait_s=timeout_s)
         a, b = check_inputs()
         try:

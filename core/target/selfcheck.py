@@ -17,11 +17,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from tunelab.core.errors import TargetError
+from tunelab.core.errors import TargetError, first_line
 from tunelab.core.faults import PLANT_ENV, describe_exit
 from tunelab.core.target.info import TargetInfo
 
@@ -131,6 +133,20 @@ def build_check_kernel(target: TargetInfo, out: Path) -> None:
     tvm.compile(sch.mod, target=target.tvm_target()).export_library(str(out))
 
 
+@contextmanager
+def built_check_kernel(target: TargetInfo, name: str, prefix: str) -> Iterator[Path]:
+    """The self-check's kernel for ``target`` built as ``name`` (see :func:`build_check_kernel`) in a
+    temporary folder that is removed when the block ends; TargetError when it cannot be built here."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        lib = Path(folder) / name
+        try:
+            build_check_kernel(target, lib)
+        except Exception as exc:  # noqa: BLE001 - LLVM and TVM raise many kinds; all mean this target does not build here
+            mcpu = target.json.get("mcpu", "generic")
+            raise TargetError(f"kernels for {mcpu} cannot be built here: {first_line(exc)}") from None
+        yield lib
+
+
 def self_check(target: TargetInfo, *, use_cache: bool = True) -> None:
     """Raise TargetError (naming the signal and its cause) unless a kernel for `target` runs here."""
     if target.kind != "llvm" or not target.can_run:
@@ -139,14 +155,7 @@ def self_check(target: TargetInfo, *, use_cache: bool = True) -> None:
     if use_cache and _cached(key) and not os.environ.get(PLANT_ENV):
         return
     mcpu = target.json.get("mcpu", "generic")
-    with tempfile.TemporaryDirectory(prefix="tunelab-selfcheck-") as folder:
-        lib = Path(folder) / "selfcheck.so"
-        try:
-            build_check_kernel(target, lib)
-        except Exception as exc:  # noqa: BLE001 - LLVM and TVM raise many kinds; all mean this target does not build here
-            raise TargetError(
-                f"kernels for {mcpu} cannot be built here: {str(exc).splitlines()[0]}"
-            ) from None
+    with built_check_kernel(target, "selfcheck.so", "tunelab-selfcheck-") as lib:
         try:
             child = subprocess.run(
                 [sys.executable, "-c", _CHILD, str(lib), str(N)],
