@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 from recorded_spaces import load_recorded, recording_names
+from tuner_replays import replay_seeds
 
 from tunelab.core.search.scoring import exhaustive_baseline, score_runs
-from tunelab.core.search.tuners.registry import make_tuner, tuner_names, tuner_unavailable
-from tunelab.core.session.replay import ReplayRunner, replay_tune
+from tunelab.core.search.tuners.registry import tuner_names, tuner_unavailable
 
 SEEDS = int(os.environ.get("TUNELAB_BENCH_SEEDS", "3"))  # 3 by default: the run takes under a minute here
 BUDGETS = (16, 32, 64)
@@ -31,17 +31,7 @@ FAST_OPTIONS = {"xgb": {"pool_size": 64}}
 
 
 def runs_of(rec, name: str) -> list[list[float | None]]:
-    runs = []
-    for seed in range(SEEDS):
-        tuner = make_tuner(name, rec.space, seed=seed, **FAST_OPTIONS.get(name, {}))
-        try:
-            history = replay_tune(tuner, ReplayRunner(rec.space, rec.table), max(BUDGETS), batch=BATCH)
-        finally:
-            tuner.close()
-        keys = [rec.space.key(o.config) for o in history]
-        assert len(keys) == len(set(keys)), f"{name} measured a config twice"
-        runs.append([o.latency_ms for o in history])
-    return runs
+    return replay_seeds(rec, name, SEEDS, max(BUDGETS), BATCH, FAST_OPTIONS.get(name, {}))
 
 
 def test_every_tuner():

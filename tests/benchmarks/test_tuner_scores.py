@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 from recorded_spaces import load_recorded, recording_names
+from tuner_replays import replay_seeds
 
 from tunelab.core.search.scoring import TunerScore, aggregate, exhaustive_baseline, score_runs
-from tunelab.core.search.tuners.registry import make_tuner, tuner_names, tuner_unavailable
-from tunelab.core.session.replay import ReplayRunner, replay_tune
+from tunelab.core.search.tuners.registry import tuner_names, tuner_unavailable
 
 SEEDS = 10
 # MetaSchedule's evolutionary search takes 1-2 minutes a run here, more on a busy machine (on a space of
@@ -72,17 +72,10 @@ def machine() -> dict[str, object]:
 def replay_runs(rec, name: str) -> tuple[list[list[float | None]], float]:
     """One run per seed to the largest budget; (the runs' latencies in order, seconds taken)."""
     started = time.perf_counter()
-    runs = []
-    for seed in range(SEEDS_FOR.get(name, SEEDS)):
-        tuner = make_tuner(name, rec.space, seed=seed, **FAST_OPTIONS.get(name, {}))
-        try:
-            history = replay_tune(tuner, ReplayRunner(rec.space, rec.table), max(BUDGETS), batch=BATCH)
-        finally:
-            tuner.close()
-        keys = [rec.space.key(o.config) for o in history]
-        assert len(keys) == len(set(keys)), f"{name} measured a config twice"
-        # A tuner that stops short (it found nothing new to ask) keeps its best to the budget.
-        runs.append([o.latency_ms for o in history])
+    # A tuner that stops short (it found nothing new to ask) keeps its best to the budget.
+    runs = replay_seeds(
+        rec, name, SEEDS_FOR.get(name, SEEDS), max(BUDGETS), BATCH, FAST_OPTIONS.get(name, {})
+    )
     return runs, time.perf_counter() - started
 
 

@@ -215,28 +215,37 @@ def test_bad_folders_are_one_line_and_store_nothing(exported, tmp_path, capsys):
     assert not db.exists()  # bad input created no store
 
 
-OPAQUE_TUNE_TIR = """
+# What the scripts that make a real MetaSchedule work folder share: the folder from argv, this host's LLVM
+# target, 4 candidates a round, tunelab's fast builder (the default one imports tensor intrinsics in each
+# worker) and three samples a record.
+MS_TUNE_OPTIONS = """
 import sys
 import tvm
-from tvm import te
 from tvm.s_tir import meta_schedule as ms
 from tunelab.core.measure.runner import fast_build
 from tunelab.core.target.info import llvm_target
 
-a = te.placeholder((64, 128), "float32", name="A")
-k = te.reduce_axis((0, 128), name="k")
-squares = te.compute((64,), lambda i: te.sum(a[i, k] * a[i, k], axis=k), name="S")
-halved = te.compute((64,), lambda i: squares[i] * 0.5, name="H")
-ms.tune_tir(
-    tvm.IRModule({"main": te.create_prim_func([a, halved])}),
-    tvm.target.Target(llvm_target().json),
+OPTIONS = dict(
+    target=tvm.target.Target(llvm_target().json),
     work_dir=sys.argv[1],
-    max_trials_global=4,
     num_trials_per_iter=4,
     builder=ms.builder.LocalBuilder(max_workers=1, f_build=fast_build),
     runner=ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=1)),
 )
 """
+
+OPAQUE_TUNE_TIR = (
+    MS_TUNE_OPTIONS
+    + """
+from tvm import te
+
+a = te.placeholder((64, 128), "float32", name="A")
+k = te.reduce_axis((0, 128), name="k")
+squares = te.compute((64,), lambda i: te.sum(a[i, k] * a[i, k], axis=k), name="S")
+halved = te.compute((64,), lambda i: squares[i] * 0.5, name="H")
+ms.tune_tir(tvm.IRModule({"main": te.create_prim_func([a, halved])}), max_trials_global=4, **OPTIONS)
+"""
+)
 
 
 @pytest.fixture(scope="module")
@@ -353,13 +362,10 @@ def test_a_record_of_a_failed_run_is_a_failed_trial(exported, tmp_path, capsys):
     store.close()
 
 
-TUNE_RELAX = """
-import sys
-import tvm
+TUNE_RELAX = (
+    MS_TUNE_OPTIONS
+    + """
 from tvm import relax
-from tvm.s_tir import meta_schedule as ms
-from tunelab.core.measure.runner import fast_build
-from tunelab.core.target.info import llvm_target
 
 bb = relax.BlockBuilder()
 x = relax.Var("x", relax.TensorType((32, 64), "float32"))
@@ -370,17 +376,9 @@ with bb.function("main", [x, w]):
         z = bb.emit(relax.op.nn.relu(y))
         out = bb.emit_output(bb.emit(relax.op.sum(z, axis=[1])))
     bb.emit_func_output(out)
-ms.relax_integration.tune_relax(
-    relax.transform.LegalizeOps()(bb.get()),
-    {},
-    tvm.target.Target(llvm_target().json),
-    work_dir=sys.argv[1],
-    max_trials_global=12,
-    num_trials_per_iter=4,
-    builder=ms.builder.LocalBuilder(max_workers=1, f_build=fast_build),
-    runner=ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=1)),
-)
+ms.relax_integration.tune_relax(relax.transform.LegalizeOps()(bb.get()), {}, max_trials_global=12, **OPTIONS)
 """
+)
 
 
 @pytest.fixture(scope="module")
