@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,11 +52,12 @@ LOSSES: dict[str, dict[str, Any]] = {
 }
 
 
-class TrainingRows:
+class TrainingRows(ABC):
     """What every cost model keeps to learn from (tunelab.core.search.models): the session's own
     successful trials, and a warm start's rows from earlier sessions (transfer learning, as AutoTVM's and
     MetaSchedule's per-store features allow: rows measured on other shapes of the same workload family, as
-    time per GFLOP so that shapes of any size share one scale, weighted below the session's own rows)."""
+    time per GFLOP so that shapes of any size share one scale, weighted below the session's own rows); and
+    ``predict``, which checks the rows and turns a trained model's log labels back into ms."""
 
     min_samples: int
 
@@ -128,6 +130,24 @@ class TrainingRows:
             raise ValueError(f"the model was trained on {width} features; got {X.shape[1]}")
         return X
 
+    @property
+    @abstractmethod
+    def trained(self) -> bool:
+        """Whether the model has learned enough to predict."""
+
+    def predict(self, X: np.ndarray) -> np.ndarray | None:
+        """Predicted latency in ms for each row, or None while the model has too few samples."""
+        if not self.trained:
+            return None
+        X = self._checked_rows(X)
+        if len(X) == 0:
+            return np.zeros(0)
+        return self._in_ms(self._predict_log(X))
+
+    @abstractmethod
+    def _predict_log(self, X: np.ndarray) -> np.ndarray:
+        """The trained model's log labels for rows ``X`` (checked, at least one)."""
+
     def _in_ms(self, log_predicted: np.ndarray) -> np.ndarray:
         """Predicted log labels back to this problem's ms."""
         pred = np.exp(np.asarray(log_predicted, dtype=np.float64))
@@ -196,18 +216,13 @@ class CostModel(TrainingRows):
             dtrain.set_weight(np.array([w for _, w in groups]))
         return dtrain
 
-    def predict(self, X: np.ndarray) -> np.ndarray | None:
-        """Predicted latency in ms for each row, or None while the model has too few samples."""
-        if self._booster is None:
-            return None
-        X = self._checked_rows(X)
-        if len(X) == 0:
-            return np.zeros(0)
+    def _predict_log(self, X: np.ndarray) -> np.ndarray:
+        assert self._booster is not None  # predict asks only a trained model
         raw = self._booster.predict(xgb.DMatrix(X, nthread=self.nthread))
         if self.loss == "rank":
             slope, intercept = self._calibration
             raw = slope * raw + intercept
-        return self._in_ms(raw)
+        return raw
 
     def to_bytes(self) -> bytes:
         """The raw XGBoost model plus its training data, so a resumed session keeps the model."""

@@ -77,16 +77,11 @@ class MLPCostModel(TrainingRows):
         self._net = net
         self._log_range = (float(y.min()) - np.log(10.0), float(y.max()) + np.log(10.0))
 
-    def predict(self, X: np.ndarray) -> np.ndarray | None:
-        if self._net is None:
-            return None
-        X = self._checked_rows(X)
-        if len(X) == 0:
-            return np.zeros(0)
+    def _predict_log(self, X: np.ndarray) -> np.ndarray:
         # Outside the range it learned, a network extrapolates linearly in log space: clip to what
         # latencies its training data had, widened tenfold, so one wild row cannot rank first.
         log_pred = self._net.predict((X - self._mean) / self._scale)
-        return self._in_ms(np.clip(log_pred, *self._log_range))
+        return np.clip(log_pred, *self._log_range)
 
 
 COST_MODELS: dict[str, type] = {
