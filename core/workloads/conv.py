@@ -1,7 +1,7 @@
 """The convolution workloads of the catalog: conv2d in NCHW, NHWC and channel-blocked NCHWc, and depthwise conv2d.
 
 The three conv2d layouts compute the same sum and differ only in where each dimension sits: one
-implementation (:class:`_Conv2dBase`) builds all three from each layout's table of axis names.
+implementation (:class:`_Conv2dBase`) builds all three from where each layout puts each dimension.
 """
 
 from __future__ import annotations
@@ -128,10 +128,34 @@ class _ConvBase(Workload):
         )
 
 
+# The compute's axis for each dimension a layout's tensors are made of (those starting with "r" are reduced;
+# ``Y`` and ``X`` are the input row and column an output pixel reads): every layout names its axes alike.
+_AXIS_OF_DIM = {
+    "N": "n",
+    "K": "f",
+    "P": "y",
+    "Q": "x",
+    "H": "Y",
+    "W": "X",
+    "C": "rc",
+    "R": "ry",
+    "S": "rx",
+    "K/oc": "fo",
+    "oc": "fi",
+    "C/ic": "rco",
+    "ic": "rci",
+}
+
+
+def _axes(dims: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(_AXIS_OF_DIM[d] for d in dims)
+
+
 class _Conv2dBase(_ConvBase):
-    """One conv2d, its layout said by the class attributes below: the names of the output's axes, of the
-    reduction axes (in reduction order), the index of the padded input and of the weight in those names
-    (``Y`` and ``X`` the input row and column an output pixel reads), and how NumPy computes it."""
+    """One conv2d, its layout said by where each dimension sits in the input, the weight and the output
+    (``input_dims``, ``weight_dims``, ``output_dims``). The rest follows from them when a layout class is
+    made: the names of the output's axes, of the reduction axes (in the weight's order), the index of the
+    padded input and of the weight in those names, the title and (unless a layout says more) the description."""
 
     params: tuple[Param, ...] = _CONV_PARAMS
     presets = _CONV_PRESETS
@@ -145,6 +169,22 @@ class _Conv2dBase(_ConvBase):
     input_index: tuple[str, ...] = ()
     weight_index: tuple[str, ...] = ()
     einsum: str = ""  # windows (N C P Q R S) and the weight as _reference_weight gives it -> the output
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.out_axes = _axes(cls.output_dims)
+        cls.input_index = _axes(cls.input_dims)
+        cls.weight_index = _axes(cls.weight_dims)
+        cls.reduce_axes = tuple(
+            (a, d) for a, d in zip(cls.weight_index, cls.weight_dims, strict=True) if a.startswith("r")
+        )
+        cls.title = f"Conv2D {cls.layout}  out[{','.join(cls.out_axes)}] = sum A_pad * B"
+        if "description" not in cls.__dict__:
+            cls.description = (
+                f"2-D convolution: input A is {' x '.join(cls.input_dims)}, weight B is {' x '.join(cls.weight_dims)}, "
+                f"output is {' x '.join(cls.output_dims)}. Zero padding is the separate block 'pad'; the reduction "
+                f"over ({', '.join(a for a, _ in cls.reduce_axes)}) is block 'conv'."
+            )
 
     def _dims(self, s: dict[str, int]) -> dict[str, int]:
         """Every size a layout's shapes are made of: the parameters, the output's P and Q, the channel blocks."""
@@ -208,33 +248,15 @@ class _Conv2dBase(_ConvBase):
 
 class Conv2dNCHW(_Conv2dBase):
     name = "conv2d_nchw"
-    title = "Conv2D NCHW  out[n,f,y,x] = sum A_pad * B"
-    description = (
-        "2-D convolution: input A is N x C x H x W, weight B is K x C x R x S, output is N x K x P x Q. "
-        "Zero padding is the separate block 'pad'; the reduction over (rc, ry, rx) is block 'conv'."
-    )
     layout = "NCHW"
     input_dims, weight_dims, output_dims = ("N", "C", "H", "W"), ("K", "C", "R", "S"), ("N", "K", "P", "Q")
-    out_axes = ("n", "f", "y", "x")
-    reduce_axes = (("rc", "C"), ("ry", "R"), ("rx", "S"))
-    input_index = ("n", "rc", "Y", "X")
-    weight_index = ("f", "rc", "ry", "rx")
     einsum = "ncpqrs,kcrs->nkpq"
 
 
 class Conv2dNHWC(_Conv2dBase):
     name = "conv2d_nhwc"
-    title = "Conv2D NHWC  out[n,y,x,f] = sum A_pad * B"
-    description = (
-        "2-D convolution: input A is N x H x W x C, weight B is R x S x C x K, output is N x P x Q x K. "
-        "Zero padding is the separate block 'pad'; the reduction over (ry, rx, rc) is block 'conv'."
-    )
     layout = "NHWC"
     input_dims, weight_dims, output_dims = ("N", "H", "W", "C"), ("R", "S", "C", "K"), ("N", "P", "Q", "K")
-    out_axes = ("n", "y", "x", "f")
-    reduce_axes = (("ry", "R"), ("rx", "S"), ("rc", "C"))
-    input_index = ("n", "Y", "X", "rc")
-    weight_index = ("ry", "rx", "rc", "f")
     einsum = "ncpqrs,rsck->npqk"
 
     def _reference_input(self, a: np.ndarray) -> np.ndarray:
@@ -267,7 +289,6 @@ class Conv2dNCHWc(_Conv2dBase):
     reorder; tunelab compares it with oneDNN's convolution on input and weight already in oneDNN's layout."""
 
     name = "conv2d_nchwc"
-    title = "Conv2D NCHWc  out[n,fo,y,x,fi] = sum A_pad * B"
     description = (
         "2-D convolution on channel-blocked tensors: input A is N x C/ic x H x W x ic, weight B is "
         "K/oc x C/ic x R x S x ic x oc, output is N x K/oc x P x Q x oc (channel c of NCHW is block c // ic, "
@@ -286,10 +307,6 @@ class Conv2dNCHWc(_Conv2dBase):
     input_dims = ("N", "C/ic", "H", "W", "ic")
     weight_dims = ("K/oc", "C/ic", "R", "S", "ic", "oc")
     output_dims = ("N", "K/oc", "P", "Q", "oc")
-    out_axes = ("n", "fo", "y", "x", "fi")
-    reduce_axes = (("rco", "C/ic"), ("ry", "R"), ("rx", "S"), ("rci", "ic"))
-    input_index = ("n", "rco", "Y", "X", "rci")
-    weight_index = ("fo", "rco", "ry", "rx", "rci", "fi")
     einsum = "ncpqrs,kcrs->nkpq"  # on the unblocked input and weight; the output is blocked after
 
     def _check_shape(self, s):
