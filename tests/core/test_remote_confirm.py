@@ -32,13 +32,6 @@ pytestmark = pytest.mark.slow
 CONFIRMING = replace(FAST_MEASURE, cooldown_s=0, confirm_runs=3, confirm_top=2, confirm_max_s=0)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    c = start_cluster(2)
-    yield c
-    c.close()
-
-
 def remote_measure(cluster, **changes):
     fields = dict(rpc_tracker=str(cluster.tracker), rpc_key=cluster.key, rpc_workers=2)
     return replace(CONFIRMING, **{**fields, **changes})

@@ -14,7 +14,7 @@ from dataclasses import replace
 import psutil
 import pytest
 from cli_runs import run_tunelab
-from rpc_cluster import free_port, start_cluster
+from rpc_cluster import free_port
 from specs import FAST_MEASURE, small_spec
 
 from tunelab.core.faults import COUNTER_ENV, PLANT_ENV
@@ -23,13 +23,6 @@ from tunelab.core.session.loop import create_session
 from tunelab.core.store import Store
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    c = start_cluster(2)
-    yield c
-    c.close()
 
 
 def remote_spec(cluster, **changes):
