@@ -30,6 +30,14 @@ from tunelab.core.store import Store
 HERE = Path(__file__).resolve().parent
 
 
+# The knobs past the tiles, cut down alike in every grid: 3 * 2 * 2 * 1 = 12 of each tiling's configs.
+LOOP_KNOBS: dict[str, list[Any]] = {
+    "order": ["ro,si,ri", "ro,ri,si", "si,ro,ri"],
+    "unroll": [0, 64],
+    "vectorize": [True, False],
+    "parallel": [True],
+}
+
 # name -> (workload, shape, knob candidates); a knob left out keeps the workload's default candidates.
 GRIDS: dict[str, tuple[str, dict[str, int], dict[str, list[Any]]]] = {
     # 4 * 4 * 3 * 3 * 2 * 2 = 576 configs
@@ -40,10 +48,7 @@ GRIDS: dict[str, tuple[str, dict[str, int], dict[str, list[Any]]]] = {
             "tile_i": [[1], [4], [16], [64]],
             "tile_j": [[1], [4], [16], [64]],
             "tile_k": [[1], [8], [64]],
-            "order": ["ro,si,ri", "ro,ri,si", "si,ro,ri"],
-            "unroll": [0, 64],
-            "vectorize": [True, False],
-            "parallel": [True],
+            **LOOP_KNOBS,
         },
     ),
     # A skinny GEMM: 2 * 3 * 3 * 3 * 2 * 2 = 216 configs
@@ -54,10 +59,7 @@ GRIDS: dict[str, tuple[str, dict[str, int], dict[str, list[Any]]]] = {
             "tile_i": [[1], [16]],
             "tile_j": [[1], [16], [64]],
             "tile_k": [[1], [8], [64]],
-            "order": ["ro,si,ri", "ro,ri,si", "si,ro,ri"],
-            "unroll": [0, 64],
-            "vectorize": [True, False],
-            "parallel": [True],
+            **LOOP_KNOBS,
         },
     ),
     # The catalog's conv2d (NCHW) at a small 3x3 layer: 3 * 2 * 2 * 2 * 3 * 2 * 2 = 288 configs
@@ -72,10 +74,7 @@ GRIDS: dict[str, tuple[str, dict[str, int], dict[str, list[Any]]]] = {
             "tile_rc": [[1], [16]],
             "tile_ry": [[1]],
             "tile_rx": [[3]],
-            "order": ["ro,si,ri", "ro,ri,si", "si,ro,ri"],
-            "unroll": [0, 64],
-            "vectorize": [True, False],
-            "parallel": [True],
+            **LOOP_KNOBS,
         },
     ),
 }
