@@ -1,16 +1,16 @@
 """The jitter report's records (:mod:`tunelab.core.trust.jitter` makes them): each candidate cause with its
 share of the spread and the numbers behind it, the spread itself, and the figures the report was
-given (the schedule per shape, the cost model's bias per shape). Frozen, one JSON mapping each;
-TVM-free.
+given (the schedule per shape, the cost model's bias per shape). Frozen, one JSON mapping each (by their
+fields, tunelab.core.records_json); TVM-free.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunelab.core.records_json import JsonRecord
 from tunelab.core.trust.remeasure.report import ms_text
 
 CAUSES = ("neighbours", "clocks", "first_run", "placement", "shape", "cost_model")
@@ -50,7 +50,7 @@ def pct(fraction: float | None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ShapeFigure:
+class ShapeFigure(JsonRecord):
     """The schedule's efficiency on one shape: ``how`` it was measured ("re-measured", "carried over"
     (the best schedule measured on it now), "tuned by the session" (that task's best, as recorded))."""
 
@@ -60,28 +60,9 @@ class ShapeFigure:
     how: str
     error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "shape_text": self.shape_text,
-            "gflops": self.gflops,
-            "latency_ms": self.latency_ms,
-            "how": self.how,
-            "error": self.error,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ShapeFigure:
-        return cls(
-            shape_text=str(data.get("shape_text", "")),
-            gflops=data.get("gflops"),
-            latency_ms=data.get("latency_ms"),
-            how=str(data.get("how", "")),
-            error=data.get("error"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class ShapeBias:
+class ShapeBias(JsonRecord):
     """The cost model on one shape: ``ratio`` is the typical predicted / measured latency over ``n``
     trials (the bias report's shape group)."""
 
@@ -90,21 +71,9 @@ class ShapeBias:
     ratio: float | None
     biased: bool = False
 
-    def to_json(self) -> dict[str, Any]:
-        return {"shape_text": self.shape_text, "n": self.n, "ratio": self.ratio, "biased": self.biased}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ShapeBias:
-        return cls(
-            shape_text=str(data.get("shape_text", "")),
-            n=int(data.get("n") or 0),
-            ratio=data.get("ratio"),
-            biased=bool(data.get("biased")),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class JitterCause:
+class JitterCause(JsonRecord):
     """One candidate cause: the relative spread it explains (``share``; None where it could not be
     measured), whether that is beyond its ``tolerance``, in words, and the numbers behind it."""
 
@@ -115,35 +84,16 @@ class JitterCause:
     sentence: str
     evidence: dict[str, Any] = field(default_factory=dict)
 
+    # the title too, for a reader of the JSON alone (from_json ignores it: it follows from the name)
+    json_properties = {"title": "name"}
+
     @property
     def title(self) -> str:
         return TITLES.get(self.name, self.name)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "title": self.title,
-            "share": self.share,
-            "tolerance": self.tolerance,
-            "explains": self.explains,
-            "sentence": self.sentence,
-            "evidence": dict(self.evidence),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> JitterCause:
-        return cls(
-            name=str(data.get("name", "")),
-            share=data.get("share"),
-            tolerance=float(data.get("tolerance") or 0.0),
-            explains=bool(data.get("explains")),
-            sentence=str(data.get("sentence", "")),
-            evidence=dict(data.get("evidence") or {}),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class Spread:
+class Spread(JsonRecord):
     """The kernel's spread over the fresh processes: their medians (ms) and its summary."""
 
     runs: int
@@ -156,36 +106,9 @@ class Spread:
     noise: float | None  # the CV of the quiet runs' medians (no other busy process, no throttling)
     quiet_runs: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "runs": self.runs,
-            "run_medians_ms": list(self.run_medians_ms),
-            "min_ms": self.min_ms,
-            "median_ms": self.median_ms,
-            "max_ms": self.max_ms,
-            "cv": self.cv,
-            "range": self.range,
-            "noise": self.noise,
-            "quiet_runs": self.quiet_runs,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Spread:
-        return cls(
-            runs=int(data.get("runs") or 0),
-            run_medians_ms=tuple(data.get("run_medians_ms") or ()),
-            min_ms=data.get("min_ms"),
-            median_ms=data.get("median_ms"),
-            max_ms=data.get("max_ms"),
-            cv=data.get("cv"),
-            range=data.get("range"),
-            noise=data.get("noise"),
-            quiet_runs=int(data.get("quiet_runs") or 0),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class JitterReport:
+class JitterReport(JsonRecord):
     """Which causes explain a kernel's spread (``explaining``: cause names, largest share first), one
     :class:`JitterCause` per candidate (in :data:`CAUSES` order), the spread itself and what was
     measured. ``validation_id``: the stored validation the figures come from (None: not stored)."""
@@ -207,37 +130,6 @@ class JitterReport:
             if c.name == name:
                 return c
         raise KeyError(name)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "source": dict(self.source),
-            "label": self.label,
-            "headline": self.headline,
-            "explaining": list(self.explaining),
-            "spread": self.spread.to_json(),
-            "causes": [c.to_json() for c in self.causes],
-            "runs_asked": self.runs_asked,
-            "layouts": list(self.layouts),
-            "recorded_layout": self.recorded_layout,
-            "shapes": list(self.shapes),
-            "validation_id": self.validation_id,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> JitterReport:
-        return cls(
-            source=dict(data.get("source") or {}),
-            label=str(data.get("label", "")),
-            headline=str(data.get("headline", "")),
-            explaining=tuple(data.get("explaining") or ()),
-            spread=Spread.from_json(data.get("spread") or {}),
-            causes=tuple(JitterCause.from_json(c) for c in data.get("causes") or ()),
-            runs_asked=int(data.get("runs_asked") or 0),
-            layouts=tuple(data.get("layouts") or ()),
-            recorded_layout=data.get("recorded_layout"),
-            shapes=tuple(data.get("shapes") or ()),
-            validation_id=data.get("validation_id"),
-        )
 
 
 # ------------------------------------------------------------------------------------------ as text

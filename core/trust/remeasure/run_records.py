@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from tunelab.core.records_json import JsonRecord
 
 
 def int_tuple(values: Sequence[Any] | None) -> tuple[int, ...]:
     return tuple(int(v) for v in values or ())
 
 
-def maybe_list(values: Sequence[Any] | None) -> list[Any] | None:
-    return None if values is None else list(values)
-
-
-def maybe_tuple(values: Sequence[Any] | None) -> tuple[Any, ...] | None:
-    return None if values is None else tuple(values)
-
-
 @dataclass(frozen=True, slots=True)
-class TelemetryWindow:
+class TelemetryWindow(JsonRecord):
     """What the machine did while one measurement ran: other busy processes (``names``: pid text ->
     process name), throttling, the CPU's clock and load."""
 
@@ -38,34 +32,9 @@ class TelemetryWindow:
         """No other busy process, nothing else on the GPU, no throttling."""
         return not (self.other_busy_pids or self.other_gpu_pids or self.throttled)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "other_busy_pids": list(self.other_busy_pids),
-            "other_gpu_pids": list(self.other_gpu_pids),
-            "names": dict(self.names),
-            "throttled": self.throttled,
-            "throttle_reasons": list(self.throttle_reasons),
-            "cpu_freq_mhz": self.cpu_freq_mhz,
-            "cpu_load_mean": self.cpu_load_mean,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TelemetryWindow:
-        return cls(
-            n=int(data.get("n") or 0),
-            other_busy_pids=int_tuple(data.get("other_busy_pids")),
-            other_gpu_pids=int_tuple(data.get("other_gpu_pids")),
-            names={str(k): str(v) for k, v in (data.get("names") or {}).items()},
-            throttled=bool(data.get("throttled")),
-            throttle_reasons=tuple(data.get("throttle_reasons") or ()),
-            cpu_freq_mhz=data.get("cpu_freq_mhz"),
-            cpu_load_mean=data.get("cpu_load_mean"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class RecordedTelemetry:
+class RecordedTelemetry(JsonRecord):
     """The telemetry stamp the store holds for a trial's own measurement (:meth:`Store.trial_telemetry`),
     in brief; a field the stamp lacks is None."""
 
@@ -75,28 +44,9 @@ class RecordedTelemetry:
     throttled: bool | None
     throttle_reasons: tuple[str, ...] | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "other_busy_pids": maybe_list(self.other_busy_pids),
-            "other_gpu_pids": maybe_list(self.other_gpu_pids),
-            "throttled": self.throttled,
-            "throttle_reasons": maybe_list(self.throttle_reasons),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RecordedTelemetry:
-        return cls(
-            n=data.get("n"),
-            other_busy_pids=maybe_tuple(data.get("other_busy_pids")),
-            other_gpu_pids=maybe_tuple(data.get("other_gpu_pids")),
-            throttled=data.get("throttled"),
-            throttle_reasons=maybe_tuple(data.get("throttle_reasons")),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class Measurement:
+class Measurement(JsonRecord):
     """One schedule measured in one fresh process (run ``run``, at ``position`` in its order).
 
     ``layout_ms`` (the median per buffer layout) and ``reference_ms`` (the reference kernel in that
@@ -119,38 +69,5 @@ class Measurement:
     # None: a worker process on this machine
     device: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "run": self.run,
-            "position": self.position,
-            "pid": self.pid,
-            "ok": self.ok,
-            "error": self.error,
-            "load_ms": self.load_ms,
-            "cold_ms": self.cold_ms,
-            "samples_ms": maybe_list(self.samples_ms),
-            "t0": self.t0,
-            "t1": self.t1,
-            "telemetry": self.telemetry.to_json() if self.telemetry is not None else None,
-        }
-        if self.device is not None:
-            data["device"] = self.device
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Measurement:
-        telemetry = data.get("telemetry")
-        return cls(
-            run=int(data.get("run") or 0),
-            position=int(data.get("position") or 0),
-            pid=data.get("pid"),
-            ok=bool(data.get("ok")),
-            error=data.get("error"),
-            load_ms=data.get("load_ms"),
-            cold_ms=data.get("cold_ms"),
-            samples_ms=maybe_tuple(data.get("samples_ms")),
-            t0=data.get("t0"),
-            t1=data.get("t1"),
-            telemetry=TelemetryWindow.from_json(telemetry) if telemetry else None,
-            device=data.get("device"),
-        )
+    json_unless_none = frozenset({"device"})
+    json_left_out = frozenset({"layout_ms", "reference_ms"})

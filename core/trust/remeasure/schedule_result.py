@@ -7,17 +7,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunelab.core.measure.placement import LAYOUT_WORDS, PLACEMENT_TOL, worst_layout
-from tunelab.core.trust.remeasure.run_records import Measurement, RecordedTelemetry, int_tuple
+from tunelab.core.records_json import JsonRecord
+from tunelab.core.trust.remeasure.run_records import Measurement, RecordedTelemetry
 from tunelab.core.trust.remeasure.text import ms_text, pct_text
 
 VERDICTS = ("stable", "noisy", "regressed")
+
+
+def read_verdict(data: Mapping[str, Any]) -> str:
+    """A document's verdict as text ("None" where it has none, as these records have always read it)."""
+    return str(data.get("verdict"))
 
 
 DRIFT_TOL = 0.03  # the reference kernel moved more than this since recording: the machine itself changed
 
 
 @dataclass(frozen=True, slots=True)
-class ScheduleResult:
+class ScheduleResult(JsonRecord):
     """One schedule re-measured: its figures, what the machine did meanwhile, and its verdict.
 
     ``recorded_ms`` is the figure it is judged against: the session's (``recorded_kind`` "session") or
@@ -72,6 +78,13 @@ class ScheduleResult:
     verdict: str  # one of VERDICTS
     cause: str | None  # None when stable
 
+    json_readers = {
+        "recorded_kind": lambda data: data.get("recorded_kind", "session"),
+        # a document older than runs_tried: every run tried gave a timing
+        "runs_tried": lambda data: int(data.get("runs_tried", data.get("runs")) or 0),
+        "verdict": read_verdict,
+    }
+
     @property
     def confirmed(self) -> bool:
         """Judged against a fresh-process confirmation's figure, not the session's."""
@@ -96,104 +109,4 @@ class ScheduleResult:
             f"the machine was {pct_text(abs(drift - 1))} {'slower' if drift > 1 else 'faster'} than at recording "
             f"by the reference kernel ({ms_text(self.reference_ms)} vs {ms_text(self.recorded_reference_ms)}); "
             f"{self.drift_corrected_ratio:.2f}x recorded once that is taken out"
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "trial_id": self.trial_id,
-            "config": self.config,
-            "recorded_ms": self.recorded_ms,
-            "recorded_samples_ms": list(self.recorded_samples_ms),
-            "recorded_kind": self.recorded_kind,
-            "session_ms": self.session_ms,
-            "rivals": self.rivals,
-            "recorded_telemetry": (
-                self.recorded_telemetry.to_json() if self.recorded_telemetry is not None else None
-            ),
-            "recorded_disturbance": self.recorded_disturbance,
-            "remeasured_ms": self.remeasured_ms,
-            "ratio": self.ratio,
-            "mean_ms": self.mean_ms,
-            "min_ms": self.min_ms,
-            "max_ms": self.max_ms,
-            "q1_ms": self.q1_ms,
-            "q3_ms": self.q3_ms,
-            "cv": self.cv,
-            "run_cv": self.run_cv,
-            "runs": self.runs,
-            "runs_tried": self.runs_tried,
-            "quiet_runs": self.quiet_runs,
-            "quiet_ms": self.quiet_ms,
-            "quiet_ratio": self.quiet_ratio,
-            "run_medians_ms": list(self.run_medians_ms),
-            "samples_ms": list(self.samples_ms),
-            "cold_ms": self.cold_ms,
-            "first_sample_ratio": self.first_sample_ratio,
-            "layout_ms": dict(self.layout_ms),
-            "placement_ratio": self.placement_ratio,
-            "reference_ms": self.reference_ms,
-            "recorded_reference_ms": self.recorded_reference_ms,
-            "machine_drift": self.machine_drift,
-            "drift_corrected_ratio": self.drift_corrected_ratio,
-            "gflops": self.gflops,
-            "throttled": self.throttled,
-            "busy_fraction": self.busy_fraction,
-            "throttled_fraction": self.throttled_fraction,
-            "other_busy_pids": list(self.other_busy_pids),
-            "process_names": dict(self.process_names),
-            "errors": list(self.errors),
-            "measurements": [m.to_json() for m in self.measurements],
-            "verdict": self.verdict,
-            "cause": self.cause,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ScheduleResult:
-        stamp = data.get("recorded_telemetry")
-        return cls(
-            label=str(data.get("label", "")),
-            trial_id=data.get("trial_id"),
-            config=data.get("config"),
-            recorded_ms=data.get("recorded_ms"),
-            recorded_samples_ms=tuple(data.get("recorded_samples_ms") or ()),
-            recorded_kind=data.get("recorded_kind", "session"),
-            session_ms=data.get("session_ms"),
-            rivals=data.get("rivals"),
-            recorded_telemetry=RecordedTelemetry.from_json(stamp) if stamp else None,
-            recorded_disturbance=data.get("recorded_disturbance"),
-            remeasured_ms=data.get("remeasured_ms"),
-            ratio=data.get("ratio"),
-            mean_ms=data.get("mean_ms"),
-            min_ms=data.get("min_ms"),
-            max_ms=data.get("max_ms"),
-            q1_ms=data.get("q1_ms"),
-            q3_ms=data.get("q3_ms"),
-            cv=data.get("cv"),
-            run_cv=data.get("run_cv"),
-            runs=int(data.get("runs") or 0),
-            runs_tried=int(data.get("runs_tried", data.get("runs")) or 0),
-            quiet_runs=data.get("quiet_runs"),  # None in a document older than it
-            quiet_ms=data.get("quiet_ms"),
-            quiet_ratio=data.get("quiet_ratio"),
-            run_medians_ms=tuple(data.get("run_medians_ms") or ()),
-            samples_ms=tuple(data.get("samples_ms") or ()),
-            cold_ms=data.get("cold_ms"),
-            first_sample_ratio=data.get("first_sample_ratio"),
-            layout_ms=dict(data.get("layout_ms") or {}),
-            placement_ratio=data.get("placement_ratio"),
-            reference_ms=data.get("reference_ms"),
-            recorded_reference_ms=data.get("recorded_reference_ms"),
-            machine_drift=data.get("machine_drift"),
-            drift_corrected_ratio=data.get("drift_corrected_ratio"),
-            gflops=data.get("gflops"),
-            throttled=bool(data.get("throttled")),
-            busy_fraction=float(data.get("busy_fraction") or 0.0),
-            throttled_fraction=float(data.get("throttled_fraction") or 0.0),
-            other_busy_pids=int_tuple(data.get("other_busy_pids")),
-            process_names={str(k): str(v) for k, v in (data.get("process_names") or {}).items()},
-            errors=tuple(data.get("errors") or ()),
-            measurements=tuple(Measurement.from_json(m) for m in data.get("measurements") or ()),
-            verdict=str(data.get("verdict")),
-            cause=data.get("cause"),
         )
