@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 
-from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QDialog,
@@ -30,6 +30,7 @@ from tunelab.app.views.validation.view import ValidationView
 from tunelab.app.widgets.buffers import n_rows
 from tunelab.app.widgets.message_bar import MessageBar
 from tunelab.app.widgets.run_bar import RunBar
+from tunelab.app.widgets.timers import single_shot
 from tunelab.app.window_files import FilesWindow
 from tunelab.app.workers import tvm_loader
 from tunelab.app.workers.engine import CallWorker, TuningWorker
@@ -166,10 +167,9 @@ class MainWindow(FilesWindow):
         self.run_bar = RunBar(self.store, self.pause_action, self.stop_action)
         # The worker reports each trial, a batch's worth at once: the run bar (a store read and a
         # repaint) is refreshed once for them, a moment later, not once per trial.
-        self._run_bar_timer = QTimer(self)
-        self._run_bar_timer.setSingleShot(True)
-        self._run_bar_timer.setInterval(RUN_BAR_MS)
-        self._run_bar_timer.timeout.connect(lambda: self.run_bar.refresh(pending=self._pending()))
+        self._run_bar_timer = single_shot(
+            self, RUN_BAR_MS, lambda: self.run_bar.refresh(pending=self._pending())
+        )
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)

@@ -24,29 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tunelab.app.widgets.fields import float_spin, int_spin
 from tunelab.core.records import MeasureOptions
-
-
-def int_spin(lo: int, hi: int, value: int, tip: str = "", suffix: str = "") -> QSpinBox:
-    spin = QSpinBox()
-    spin.setRange(lo, hi)
-    spin.setValue(value)
-    spin.setToolTip(tip)
-    spin.setSuffix(suffix)
-    spin.setGroupSeparatorShown(True)
-    return spin
-
-
-def float_spin(
-    lo: float, hi: float, value: float, decimals: int, tip: str = "", suffix: str = ""
-) -> QDoubleSpinBox:
-    spin = QDoubleSpinBox()
-    spin.setRange(lo, hi)
-    spin.setDecimals(decimals)
-    spin.setSuffix(suffix)
-    spin.setValue(value)
-    spin.setToolTip(tip)
-    return spin
 
 
 class MeasureOptionsBox(QGroupBox):
@@ -180,23 +159,30 @@ class MeasureOptionsBox(QGroupBox):
         """Every option in one form, the note on the GPU options last."""
 
         form = QFormLayout(self)
-        form.addRow("Number", self.number_spin)
-        form.addRow("Repeat", self.repeat_spin)
-        form.addRow("Min repeat", self.min_repeat_spin)
-        form.addRow("Warm-up runs", self.warmup_spin)
-        form.addRow("Timeout", self.timeout_spin)
-        form.addRow("Target CV", self.target_cv_spin)
-        form.addRow("Max repeat", self.max_repeat_spin)
-        form.addRow("Leaders' band", self.leader_band_spin)
-        form.addRow("Cool-down", self.cooldown_spin)
-        form.addRow("Confirm best in", self.confirm_spin)
-        form.addRow("Confirm the", self.confirm_top_spin)
-        form.addRow("Confirm for up to", self.confirm_cap_spin)
-        form.addRow("Fail fast after", self.fail_fast_spin)
-        form.addRow(self.flush_check)
-        form.addRow(self.check_check)
-        form.addRow("GPU L2 flush", self.l2_combo)
-        form.addRow(self.lock_check)
+        rows: tuple[tuple[str, QWidget], ...] = (
+            ("Number", self.number_spin),
+            ("Repeat", self.repeat_spin),
+            ("Min repeat", self.min_repeat_spin),
+            ("Warm-up runs", self.warmup_spin),
+            ("Timeout", self.timeout_spin),
+            ("Target CV", self.target_cv_spin),
+            ("Max repeat", self.max_repeat_spin),
+            ("Leaders' band", self.leader_band_spin),
+            ("Cool-down", self.cooldown_spin),
+            ("Confirm best in", self.confirm_spin),
+            ("Confirm the", self.confirm_top_spin),
+            ("Confirm for up to", self.confirm_cap_spin),
+            ("Fail fast after", self.fail_fast_spin),
+            ("", self.flush_check),
+            ("", self.check_check),
+            ("GPU L2 flush", self.l2_combo),
+            ("", self.lock_check),
+        )
+        for caption, field in rows:  # a check box carries its own words and takes the whole row
+            if caption:
+                form.addRow(caption, field)
+            else:
+                form.addRow(field)
         self.gpu_note = QLabel()
         self.gpu_note.setObjectName("gpu_options_note")
         self.gpu_note.setProperty("role", "hint")

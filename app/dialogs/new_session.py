@@ -22,31 +22,32 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import (
     QComboBox,
     QDialogButtonBox,
     QFormLayout,
-    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
-    QScrollArea,
     QSpinBox,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox, int_spin
+from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox
 from tunelab.app.dialogs.new_session_form import CUSTOM, CUSTOM_FILE_KEY, CUSTOM_HINT, NewSessionForm
 from tunelab.app.dialogs.new_session_target import resolved_target
 from tunelab.app.dialogs.new_session_tuners import tuner_availability
 from tunelab.app.dialogs.remote_options import RemoteOptions
 from tunelab.app.dialogs.space_editor import SpaceEditor
 from tunelab.app.dialogs.target_options import TargetOptions
+from tunelab.app.widgets.fields import int_spin
+from tunelab.app.widgets.pages import scrolled
+from tunelab.app.widgets.timers import single_shot
 from tunelab.app.workers import tvm_loader
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.records import SPEC_DEFAULTS, SessionSpec
@@ -105,11 +106,7 @@ class NewSessionDialog(NewSessionForm):
         self.tabs = QTabWidget()
         # Scrolls: a workload with many shape parameters and the target's options exceed the dialog's height,
         # and a form squeezed below its minimum overlaps its rows.
-        problem = QScrollArea()
-        problem.setWidgetResizable(True)
-        problem.setFrameShape(QFrame.Shape.NoFrame)
-        problem.setWidget(self._problem_page())
-        self.tabs.addTab(problem, "Problem")
+        self.tabs.addTab(scrolled(self._problem_page()), "Problem")
         self.tabs.addTab(self._space_page(), "Search space")
         self.tabs.addTab(self._tuning_page(), "Tuner, budget, measurement")
 
@@ -137,10 +134,7 @@ class NewSessionDialog(NewSessionForm):
         layout.addWidget(self.error_label)
         layout.addWidget(self.buttons)
 
-        self._problem_timer = QTimer(self)
-        self._problem_timer.setSingleShot(True)
-        self._problem_timer.setInterval(PROBLEM_DEBOUNCE_MS)
-        self._problem_timer.timeout.connect(self._on_problem_changed)
+        self._problem_timer = single_shot(self, PROBLEM_DEBOUNCE_MS, self._on_problem_changed)
 
         self._restore()
         self._on_problem_changed()

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox
 from tunelab.app.dialogs.new_session_tuners import TunerChoice
+from tunelab.app.dialogs.space_derive import Problem
 from tunelab.app.dialogs.space_editor import SpaceEditor
 from tunelab.app.workers.engine import CallWorker
 from tunelab.core.errors import TunelabError
@@ -286,13 +287,8 @@ class NewSessionForm(TunerChoice):
             except TunelabError as exc:
                 self._problem_error = str(exc)
         if shape is not None and self._target is not None:
-            self.space_editor.set_problem(
-                self.workload,
-                shape,
-                self.dtype_combo.currentText(),
-                self._target,
-                self.space_kind_combo.currentData(),
-            )
+            problem = Problem(self.workload, dict(shape), self.dtype_combo.currentText(), self._target)
+            self.space_editor.set_problem(problem, self.space_kind_combo.currentData())
         else:
             self._update_state()
 

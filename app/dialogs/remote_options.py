@@ -20,14 +20,13 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
-    QPushButton,
     QRadioButton,
     QSpinBox,
     QWidget,
 )
 
 from tunelab.app.widgets.combo import combo_item
+from tunelab.app.widgets.fields import int_spin, line_edit, push_button
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.records import MeasureOptions
 from tunelab.core.usecases.targets import RemoteError, TrackerAddress, TrackerSummary
@@ -81,30 +80,31 @@ class RemoteOptions(QGroupBox):
         group = QButtonGroup(self)
         group.addButton(self.local_radio)
         group.addButton(self.remote_radio)
-        self.host_edit = QLineEdit()
-        self.host_edit.setObjectName("rpc_host")
-        self.host_edit.setPlaceholderText("tracker host, e.g. 127.0.0.1")
+        self.host_edit = line_edit("rpc_host", "", "tracker host, e.g. 127.0.0.1")
         self.port_spin = QSpinBox()
         self.port_spin.setObjectName("rpc_port")
         self.port_spin.setRange(1, 65535)
         self.port_spin.setValue(DEFAULT_PORT)
         self.port_spin.setToolTip("The tracker's port (TVM's default: 9190)")
-        self.query_button = QPushButton("Query tracker")
-        self.query_button.setObjectName("rpc_query")
-        self.query_button.setToolTip("Ask the tracker which keys its servers registered under")
+        self.query_button = push_button(
+            "Query tracker",
+            "Ask the tracker which keys its servers registered under",
+            self.query,
+            "rpc_query",
+        )
         self.key_combo = QComboBox()
         self.key_combo.setObjectName("rpc_key")
         self.key_combo.setToolTip("The key the servers registered under (--rpc-key)")
         self.key_combo.setPlaceholderText("query the tracker for its keys")
-        self.workers_spin = QSpinBox()
-        self.workers_spin.setObjectName("rpc_workers")
-        self.workers_spin.setRange(1, MAX_WORKERS)
-        self.workers_spin.setValue(1)
-        self.workers_spin.setSuffix(" candidate")
-        self.workers_spin.setToolTip(
+        self.workers_spin = int_spin(
+            1,
+            MAX_WORKERS,
+            1,
             "Candidates sent to the servers at once (--rpc-workers); more than the key's servers "
-            "only wait in the tracker's queue"
+            "only wait in the tracker's queue",
+            " candidate",
         )
+        self.workers_spin.setObjectName("rpc_workers")
         self.status = QLabel()
         self.status.setObjectName("rpc_status")
         self.status.setProperty("role", "hint")
@@ -136,7 +136,6 @@ class RemoteOptions(QGroupBox):
         self.host_edit.textEdited.connect(self._on_address_edited)
         self.host_edit.editingFinished.connect(self._on_host_finished)
         self.port_spin.valueChanged.connect(self._on_address_edited)
-        self.query_button.clicked.connect(self.query)
         self.key_combo.currentIndexChanged.connect(self._on_key_changed)
         self.workers_spin.valueChanged.connect(self._on_workers_changed)
         self._on_where_changed()

@@ -13,16 +13,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
-    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
-    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -34,9 +32,10 @@ from tunelab.app.dialogs.space_derive import (
     derive_defaults,
     derive_size,
 )
+from tunelab.app.widgets.pages import scrolled
+from tunelab.app.widgets.timers import single_shot
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
-from tunelab.core.usecases.targets import TargetInfo
 
 SIZE_DEBOUNCE_MS = 250  # an auto space's size needs MetaSchedule to derive its sketches
 
@@ -144,10 +143,7 @@ class SpaceEditor(QWidget):
         self._rows_host = QWidget()
         self._grid = QGridLayout(self._rows_host)
         self._grid.setColumnStretch(1, 1)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(self._rows_host)
+        scroll = scrolled(self._rows_host)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -155,10 +151,7 @@ class SpaceEditor(QWidget):
         layout.addWidget(self.error_label)
         layout.addWidget(scroll, 1)
 
-        self._size_timer = QTimer(self)
-        self._size_timer.setSingleShot(True)
-        self._size_timer.setInterval(SIZE_DEBOUNCE_MS)
-        self._size_timer.timeout.connect(self._on_size_timer)
+        self._size_timer = single_shot(self, SIZE_DEBOUNCE_MS, self._on_size_timer)
 
     # ---- public --------------------------------------------------------------------------------
     @property
@@ -192,18 +185,10 @@ class SpaceEditor(QWidget):
     def rule_row(self, name: str) -> _RuleRow:
         return next(r for r in self._rule_rows if r.rule["name"] == name)
 
-    def set_problem(
-        self,
-        workload: Any,
-        shape: dict[str, int],
-        dtype: str,
-        target: TargetInfo,
-        kind: str,
-        data: dict[str, Any] | None = None,
-    ) -> None:
-        """Show the default space of this problem (or `data`, an earlier edit of it) once a worker has
-        derived it; pending until then."""
-        self._problem = Problem(workload, dict(shape), dtype, target)
+    def set_problem(self, problem: Problem, kind: str, data: dict[str, Any] | None = None) -> None:
+        """Show the default `kind` space of `problem` (or `data`, an earlier edit of it) once a worker
+        has derived it; pending until then."""
+        self._problem = problem
         self._kind = kind
         self._defaults = None
         self._size_timer.stop()
@@ -455,5 +440,4 @@ class SpaceEditor(QWidget):
 
     def _on_reset(self) -> None:
         if self._problem is not None:
-            p = self._problem
-            self.set_problem(p.workload, p.shape, p.dtype, p.target, self._kind)
+            self.set_problem(self._problem, self._kind)

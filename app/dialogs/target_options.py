@@ -20,19 +20,11 @@ import os
 import re
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (
-    QComboBox,
-    QFormLayout,
-    QGroupBox,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
-    QPushButton,
-    QSpinBox,
-    QWidget,
-)
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QWidget
 
+from tunelab.app.widgets.fields import captioned_fields, int_spin, line_edit, push_button
+from tunelab.app.widgets.timers import single_shot
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TargetError, shown
 from tunelab.core.usecases.targets import HostCPU, TargetInfo, is_known_feature, llvm_cpu_names
@@ -145,10 +137,7 @@ class TargetOptions(QGroupBox):
         self._build_fields(host, cpu, gpu)
         self._build_form()
 
-        self._check_timer = QTimer(self)
-        self._check_timer.setSingleShot(True)
-        self._check_timer.setInterval(SELF_CHECK_DEBOUNCE_MS)
-        self._check_timer.timeout.connect(self._start_check)
+        self._check_timer = single_shot(self, SELF_CHECK_DEBOUNCE_MS, self._start_check)
 
         self._fill(self._detected_fields_all())
         self.mcpu_combo.currentTextChanged.connect(self._on_edited)
@@ -177,23 +166,22 @@ class TargetOptions(QGroupBox):
         self.mcpu_combo.setToolTip(
             "LLVM's CPU name: the instruction sets and the tuning kernels are built for"
         )
-        self.mattr_edit = QLineEdit()
-        self.mattr_edit.setObjectName("mattr")
-        self.mattr_edit.setPlaceholderText("+avx2,+fma")
-        self.mattr_edit.setToolTip("LLVM features turned on (+) or off (-) on top of the mcpu's")
-        self.threads_spin = QSpinBox()
-        self.threads_spin.setObjectName("num_cores")
-        self.threads_spin.setRange(1, os.cpu_count() or 1)
-        self.threads_spin.setToolTip(
-            "num-cores: the threads a kernel's parallel loops use (detected: physical cores)"
+        self.mattr_edit = line_edit(
+            "mattr", "LLVM features turned on (+) or off (-) on top of the mcpu's", "+avx2,+fma"
         )
-        self.arch_edit = QLineEdit()
-        self.arch_edit.setObjectName("cuda_arch")
-        self.arch_edit.setPlaceholderText("sm_80")
-        self.arch_edit.setToolTip("The GPU the kernels are built for: sm_ and its compute capability")
-        self.reset_button = QPushButton("Use detected")
-        self.reset_button.setToolTip("Put back what tunelab detected for this machine")
-        self.reset_button.clicked.connect(self.reset)
+        self.threads_spin = int_spin(
+            1,
+            os.cpu_count() or 1,
+            1,
+            "num-cores: the threads a kernel's parallel loops use (detected: physical cores)",
+        )
+        self.threads_spin.setObjectName("num_cores")
+        self.arch_edit = line_edit(
+            "cuda_arch", "The GPU the kernels are built for: sm_ and its compute capability", "sm_80"
+        )
+        self.reset_button = push_button(
+            "Use detected", "Put back what tunelab detected for this machine", self.reset
+        )
         self.status_label = QLabel()
         self.status_label.setProperty("role", "hint")
         self.status_label.setWordWrap(True)
@@ -204,13 +192,8 @@ class TargetOptions(QGroupBox):
         self._cpu_row = QWidget()
         cpu_fields = QHBoxLayout(self._cpu_row)
         cpu_fields.setContentsMargins(0, 0, 0, 0)
-        for text, field in (
-            ("mcpu", self.mcpu_combo),
-            ("mattr", self.mattr_edit),
-            ("threads", self.threads_spin),
-        ):
-            cpu_fields.addWidget(QLabel(text))
-            cpu_fields.addWidget(field, 1 if field is self.mattr_edit else 0)
+        fields = (("mcpu", self.mcpu_combo), ("mattr", self.mattr_edit), ("threads", self.threads_spin))
+        captioned_fields(fields, stretch=self.mattr_edit, layout=cpu_fields)
         status_row = QWidget()
         status_layout = QHBoxLayout(status_row)
         status_layout.setContentsMargins(0, 0, 0, 0)

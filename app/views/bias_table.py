@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QSpinBox,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -27,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app import theme
+from tunelab.app.widgets.fields import int_spin
 from tunelab.app.widgets.row_table import single_row_table
 from tunelab.core.records import BiasGroup, BiasReport
 
@@ -102,14 +102,14 @@ class BiasTable(QWidget):
         self.scope_combo.setToolTip(
             "Which sessions the bias table pools; sessions of other shapes give one shape group each"
         )
-        self.k_spin = QSpinBox()
-        self.k_spin.setRange(1, 50)
-        self.k_spin.setValue(5)
-        self.k_spin.setPrefix("top-k: ")
-        self.k_spin.setToolTip(
+        self.k_spin = int_spin(
+            1,
+            50,
+            5,
             "k of the top-k recall: the share of the k fastest measured trials the model "
-            "also ranks among its k fastest"
+            "also ranks among its k fastest",
         )
+        self.k_spin.setPrefix("top-k: ")
         self.dimension_combo = QComboBox()
         self.dimension_combo.addItem("Every group", "")
         for key, text in DIMENSIONS[1:]:

@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QMenu,
     QPushButton,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
@@ -30,6 +29,7 @@ from tunelab.app import theme
 from tunelab.app.resources import icon
 from tunelab.app.views.stated import MARK_LEGEND, StatedFigures, stated_words
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape, gflops
+from tunelab.app.widgets.row_table import sorted_rows
 from tunelab.app.widgets.table_model import HeaderedTableModel
 from tunelab.app.workers import tvm_loader
 from tunelab.app.workers.store_watcher import StoreWatcher
@@ -222,14 +222,9 @@ class SessionBrowser(QWidget):
         self.proxy = QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.model)
         self.proxy.setSortRole(SORT_ROLE)
-        self.table = QTableView()
-        self.table.setModel(self.proxy)
-        self.table.setSortingEnabled(True)
-        self.table.sortByColumn(0, Qt.SortOrder.DescendingOrder)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setAlternatingRowColors(True)
-        self.table.verticalHeader().hide()
+        self.table = sorted_rows(
+            self.proxy, Qt.SortOrder.DescendingOrder, QAbstractItemView.SelectionMode.SingleSelection
+        )
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._on_context_menu)
         self.table.doubleClicked.connect(self._on_double_clicked)

@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
-    QSplitter,
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
@@ -27,8 +26,8 @@ from PySide6.QtWidgets import (
 from tunelab.app import theme
 from tunelab.app.widgets.formatting import flatten_config, fmt_gflops, fmt_ms, fmt_shape
 from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
-from tunelab.app.widgets.pages import captioned
-from tunelab.app.workers.following import behind_while_hidden
+from tunelab.app.widgets.pages import captioned, split
+from tunelab.app.workers.following import DrawnWhenShown
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord, TrialRecord
 from tunelab.core.store import Store
@@ -145,15 +144,14 @@ def config_diff(configs: list[dict[str, Any] | None]) -> list[tuple[str, list[st
     return rows
 
 
-class CompareView(QWidget):
+class CompareView(DrawnWhenShown):
     """Pick sessions in the list (checkboxes); everything on the right follows the checked ones."""
 
     selection_changed = Signal(list)
 
     def __init__(self, store: Store, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent=parent)
         self._store = store
-        self._stale = False
         self._listed: list[tuple] = []
         self.session_list = QListWidget()
         self.session_list.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
@@ -164,17 +162,8 @@ class CompareView(QWidget):
 
         self._build_curves()
         self._build_tables()
-        right = QSplitter(Qt.Orientation.Vertical)
-        right.addWidget(self.curves_widget)
-        right.addWidget(self.tables)
-        right.setStretchFactor(0, 1)
-        right.setStretchFactor(1, 1)
-        right.setSizes([330, 300])
-        splitter = QSplitter(Qt.Orientation.Horizontal)
-        splitter.addWidget(left)
-        splitter.addWidget(right)
-        splitter.setStretchFactor(1, 1)
-        splitter.setSizes([300, 900])
+        right = split(Qt.Orientation.Vertical, (self.curves_widget, self.tables), (1, 1), (330, 300))
+        splitter = split(Qt.Orientation.Horizontal, (left, right), (0, 1), (300, 900))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(splitter)
@@ -290,16 +279,12 @@ class CompareView(QWidget):
     def _item_tip(r: SessionRecord) -> str:
         return f"#{r.id} {r.name}: {r.tuner}, {r.status}"
 
-    def showEvent(self, event) -> None:  # noqa: N802
-        super().showEvent(event)
-        if self._stale:
-            self.refresh()
-
     def refresh(self) -> None:
         """Redraw everything for the ticked sessions (after their trials changed); a hidden view
         only notes that it is behind and catches up when shown."""
-        if behind_while_hidden(self):
-            return
+        self._on_redraw()
+
+    def _draw(self) -> None:
         ids = sorted(self.checked())
         try:
             records = [self._store.session(i) for i in ids]

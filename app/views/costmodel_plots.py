@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 
 from tunelab.app import theme
 from tunelab.app.widgets.buffers import decimate
-from tunelab.app.widgets.log_axis import log_axes
+from tunelab.app.widgets.log_axis import log_axes, unit_axis
 from tunelab.app.widgets.plot_note import PlotNote
 
 SCATTER_CAP = 5000  # above this many pairs: a density image instead of the scatter; markers thinned
@@ -101,11 +101,10 @@ class CostModelPlots(pg.GraphicsLayoutWidget):
         # A short title: the long formula ran into the axis labels at 1280 px; the formula is the tooltip.
         self.residual_plot = self.addPlot(row=0, col=1, title="Prediction error per trial")
         self.residual_plot.setLabel("bottom", "Trial #")
-        self.residual_plot.setLabel("left", "Error (%)")
         self.residual_plot.setToolTip(
             "(predicted − measured) / measured, in %: above 0 the model guessed too slow"
         )
-        self.residual_plot.getAxis("left").enableAutoSIPrefix(False)
+        unit_axis(self.residual_plot.getAxis("left"), "Error (%)")
         self.residual_plot.showGrid(x=True, y=True, alpha=0.25)
         self.residual_plot.addItem(
             pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen(theme.TEXT_MUTED)), ignoreBounds=True

@@ -23,25 +23,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import (
-    QComboBox,
-    QFrame,
-    QHBoxLayout,
-    QLabel,
-    QScrollArea,
-    QSplitter,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QShowEvent
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from tunelab.app.views.bias_table import BiasTable, ratio_words
 from tunelab.app.views.costmodel_models import PAIR_COLUMNS, add_models, model_pairs, round_spearman
 from tunelab.app.views.costmodel_plots import SCATTER_CAP, CostModelPlots
 from tunelab.app.views.model_table import ModelCompareSection
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
+from tunelab.app.widgets.pages import scrolled, split
+from tunelab.app.widgets.timers import single_shot
 from tunelab.app.workers.engine import BiasWorker, keep_alive
-from tunelab.app.workers.following import behind_while_hidden, read_new
+from tunelab.app.workers.following import DrawnWhenShown, read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import BiasReport
 from tunelab.core.store import Store
@@ -51,11 +45,11 @@ REDRAW_MS = 300
 BIAS_MS = 2000  # while trials arrive, the bias table is recomputed at most this often
 
 
-class CostModelView(QWidget):
+class CostModelView(DrawnWhenShown):
     def __init__(
         self, store: Store, redraw_ms: int = REDRAW_MS, bias_ms: int = BIAS_MS, parent: QWidget | None = None
     ) -> None:
-        super().__init__(parent)
+        super().__init__(redraw_ms, parent)
         self._store = store
         self.session_id: int | None = None
         self._last_id = 0
@@ -81,21 +75,9 @@ class CostModelView(QWidget):
         layout.addLayout(self._build_header())
         # In a scroll area: the plots keep the height their ticks need, and the window can still be made
         # smaller than plots and table together (it scrolls instead of refusing to shrink).
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(self._build_panes(store))
-        layout.addWidget(scroll, 1)
+        layout.addWidget(scrolled(self._build_panes(store)), 1)
 
-        self._stale = False
-        self._redraw_timer = QTimer(self)
-        self._redraw_timer.setSingleShot(True)
-        self._redraw_timer.setInterval(redraw_ms)
-        self._redraw_timer.timeout.connect(self._on_redraw)
-        self._bias_timer = QTimer(self)
-        self._bias_timer.setSingleShot(True)
-        self._bias_timer.setInterval(bias_ms)
-        self._bias_timer.timeout.connect(self._request_bias)
+        self._bias_timer = single_shot(self, bias_ms, self._request_bias)
 
     def _build_header(self) -> QHBoxLayout:
         """The summary beside the Model selector."""
@@ -142,15 +124,10 @@ class CostModelView(QWidget):
         self.bias.scope_changed.connect(self._request_bias)
         # Would another cost model have ranked better: computed when asked, in a child process.
         self.models = ModelCompareSection(store)
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.layout_widget)
-        splitter.addWidget(self.bias)
-        splitter.addWidget(self.models)
+        splitter = split(
+            Qt.Orientation.Vertical, (self.layout_widget, self.bias, self.models), (3, 2, 1), (440, 240, 160)
+        )
         splitter.setChildrenCollapsible(False)
-        splitter.setStretchFactor(0, 3)
-        splitter.setStretchFactor(1, 2)
-        splitter.setStretchFactor(2, 1)
-        splitter.setSizes([440, 240, 160])
         self.layout_widget.setMinimumHeight(220)  # room for a title, an axis and five ticks
         self.splitter = splitter
         return splitter
@@ -269,10 +246,8 @@ class CostModelView(QWidget):
         )
         return True
 
-    def showEvent(self, event) -> None:  # noqa: N802
-        super().showEvent(event)
-        if self._stale:
-            self._on_redraw()
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+        super().showEvent(event)  # draws first, when behind
         if self._bias_stale:
             self._request_bias()
 
@@ -363,9 +338,7 @@ class CostModelView(QWidget):
         measured, predicted = pairs.col("measured")[rows], pairs.col("predicted")[rows]
         self.residual_highlight.setData(pairs.col("number")[rows], 100.0 * (predicted - measured) / measured)
 
-    def _on_redraw(self) -> None:
-        if behind_while_hidden(self):
-            return
+    def _draw(self) -> None:
         pairs = self._shown()
         measured, predicted = pairs.col("measured"), pairs.col("predicted")
         index = pairs.col("number")

@@ -9,10 +9,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem
 
 from tunelab.app import theme
 from tunelab.app.widgets.buffers import GrowingColumns
+from tunelab.app.widgets.row_table import single_row_table
 from tunelab.app.workers.telemetry_source import disturbance
 
 # Trials measured on a machine that was not quiet: span colour, ring colour, words for the list.
@@ -139,13 +140,9 @@ class DisturbedTable(QTableWidget):
         device_header.setToolTip(
             "Where the trial's kernel ran: this machine, or the RPC server that measured it"
         )
-        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.verticalHeader().setVisible(False)
         self.setAlternatingRowColors(True)
-        header = self.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        # The cause column takes the spare width; a long cause elides, each cell's tooltip holds all of it.
+        single_row_table(self).setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         self.hide()
 
     def fill(self, disturbed: list[dict], device_of: Callable[[int], str | None]) -> None:

@@ -20,17 +20,8 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import (
-    QFrame,
-    QHBoxLayout,
-    QLabel,
-    QScrollArea,
-    QSplitter,
-    QStackedWidget,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QStackedWidget, QVBoxLayout, QWidget
 
 from tunelab.app import theme
 from tunelab.app.views.hardware_disturbed import (
@@ -43,8 +34,10 @@ from tunelab.app.views.hardware_disturbed import (
 )
 from tunelab.app.views.hardware_panels import PANEL_MIN_H, add_panel, min_span, shade_throttling
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, n_rows, rows_after
+from tunelab.app.widgets.pages import scrolled, split
 from tunelab.app.widgets.plot_zoom import reset_button
-from tunelab.app.workers.following import behind_while_hidden
+from tunelab.app.widgets.timers import single_shot
+from tunelab.app.workers.following import DrawnWhenShown
 from tunelab.app.workers.telemetry_source import (
     FIELDS,
     PANELS,
@@ -66,9 +59,9 @@ REMOTE_NOTE_STYLE = (
 )
 
 
-class HardwareView(QWidget):
+class HardwareView(DrawnWhenShown):
     def __init__(self, store: Store, redraw_ms: int = REDRAW_MS, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(redraw_ms, parent)
         self._store = store
         self.session_id: int | None = None
         self._t0 = 0.0
@@ -107,14 +100,7 @@ class HardwareView(QWidget):
         self._follow = True
         self._make_trial_plot()
 
-        self._stale = False
-        self._redraw_timer = QTimer(self)
-        self._redraw_timer.setSingleShot(True)
-        self._redraw_timer.setInterval(redraw_ms)
-        self._redraw_timer.timeout.connect(self._on_redraw)
-        self._stamps_timer = QTimer(self)
-        self._stamps_timer.setSingleShot(True)
-        self._stamps_timer.timeout.connect(self._on_redraw)
+        self._stamps_timer = single_shot(self, None, self._on_redraw)
         self._update_status()
 
     def _build_labels(self) -> None:
@@ -140,10 +126,7 @@ class HardwareView(QWidget):
         self.layout_widget.setBackground("w")
         # The panels scroll rather than shrink: below PANEL_MIN_H a panel has no room for its numbers
         # or its unit (six panels in a 1280x800 window were 35 px each, their labels cut).
-        self.panels = QScrollArea()
-        self.panels.setWidgetResizable(True)
-        self.panels.setFrameShape(QFrame.Shape.NoFrame)
-        self.panels.setWidget(self.layout_widget)
+        self.panels = scrolled(self.layout_widget)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.empty)
         self.stack.addWidget(self.panels)
@@ -152,13 +135,7 @@ class HardwareView(QWidget):
         self.disturbed_label.setWordWrap(True)
         self.disturbed_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.disturbed_table = DisturbedTable()
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.stack)
-        splitter.addWidget(self.disturbed_table)
-        splitter.setStretchFactor(0, 4)
-        splitter.setStretchFactor(1, 1)
-        splitter.setSizes([600, 150])
-        return splitter
+        return split(Qt.Orientation.Vertical, (self.stack, self.disturbed_table), (4, 1), (600, 150))
 
     def _make_trial_plot(self) -> None:
         self.trial_plot = self._add_plot("trials", "Latency (ms)")
@@ -301,14 +278,7 @@ class HardwareView(QWidget):
         self.layout_widget.setMinimumHeight(PANEL_MIN_H * len(self._plots) + 40)
         return plot
 
-    def showEvent(self, event) -> None:  # noqa: N802
-        super().showEvent(event)
-        if self._stale:
-            self._on_redraw()
-
-    def _on_redraw(self) -> None:
-        if behind_while_hidden(self):
-            return
+    def _draw(self) -> None:
         if self._stamps_dirty:
             # Every stamp is re-read (the store has no "since"): at most every STAMPS_MS while following.
             wait = self._stamps_at + STAMPS_MS / 1000 - time.monotonic()

@@ -18,26 +18,16 @@ from typing import Any
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (
-    QFileDialog,
-    QFrame,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
-    QPushButton,
-    QScrollArea,
-    QSpinBox,
-    QSplitter,
-    QTableWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QTableWidgetItem, QVBoxLayout, QWidget
 
 from tunelab.app import theme
 from tunelab.app.views.validation.drawing import make_table, titled
 from tunelab.app.views.worker_view import WorkerView
 from tunelab.app.widgets.captioned_plot import CaptionedPlot
+from tunelab.app.widgets.fields import captioned_fields, int_spin, line_edit, push_button
 from tunelab.app.widgets.formatting import fmt_ms
+from tunelab.app.widgets.log_axis import unit_axis
+from tunelab.app.widgets.pages import scrolled, split
 from tunelab.app.workers.engine import StreamWorker
 from tunelab.core.store import Store
 from tunelab.core.usecases.jitter import (
@@ -87,8 +77,7 @@ class CausesPlot(CaptionedPlot):
             100,
             parent,
         )
-        self.plot.setLabel("bottom", "share of the spread (%)")
-        self.plot.getAxis("bottom").enableAutoSIPrefix(False)
+        unit_axis(self.plot.getAxis("bottom"), "share of the spread (%)")
         self.plot.getAxis("left").setWidth(150)
         self.plot.showGrid(x=True, y=False, alpha=0.25)
         self.plot.setMouseEnabled(x=False, y=False)
@@ -130,70 +119,52 @@ class JitterView(WorkerView):
         super().__init__(store, parent)
         self.report: JitterReport | None = None
 
-        self.title = QLabel("No session selected.")
-        self.title.setObjectName("jitter_title")
-        self.title.setWordWrap(True)
+        self._build_title("jitter_title")
         controls = self._build_controls()
-        progress_row = self._build_progress_row()
         self._build_results()
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.causes_plot)
-        splitter.addWidget(titled("The numbers behind each cause", self.table))
-        splitter.setSizes([300, 320])
+        splitter = split(
+            Qt.Orientation.Vertical,
+            (self.causes_plot, titled("The numbers behind each cause", self.table)),
+            sizes=(300, 320),
+        )
         # The page scrolls rather than holding the main window at its height: its wrapped sentences and
         # the two panes together want more than a small window has.
         page = QWidget()
-        layout = QVBoxLayout(page)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.title)
-        layout.addLayout(controls)
-        layout.addLayout(progress_row)
-        layout.addWidget(self.headline)
-        layout.addWidget(self.spread_label)
-        layout.addWidget(splitter, 1)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(page)
+        self._lay_out(page, controls, self.headline, self.spread_label, splitter)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
-        outer.addWidget(scroll)
+        outer.addWidget(scrolled(page))
         self._update_buttons()
 
     def _build_controls(self) -> QHBoxLayout:
         """Runs, other shapes, and the Explain / Schedule file / Stop buttons, in one row."""
-        self.runs_spin = QSpinBox()
-        self.runs_spin.setRange(1, 50)
-        self.runs_spin.setValue(5)
-        self.runs_spin.setToolTip(
-            "Fresh processes: each loads the schedule afresh and times it in every layout"
+        self.runs_spin = int_spin(
+            1, 50, 5, "Fresh processes: each loads the schedule afresh and times it in every layout"
         )
-        self.shapes_edit = QLineEdit()
-        self.shapes_edit.setObjectName("jitter_shapes")
-        self.shapes_edit.setPlaceholderText("optional, e.g. M=8,16,32")
-        self.shapes_edit.setToolTip(
-            "Other shapes to carry the best schedule over to (a session only): M=8,16,32 · M=16..128"
+        self.shapes_edit = line_edit(
+            "jitter_shapes",
+            "Other shapes to carry the best schedule over to (a session only): M=8,16,32 · M=16..128",
+            "optional, e.g. M=8,16,32",
         )
-        self.explain_button = QPushButton("Explain the spread")
-        self.explain_button.setObjectName("explain_button")
+        self.explain_button = push_button(
+            "Explain the spread",
+            "Re-measure the session's best schedule and say which cause explains its spread",
+            self.start,
+            "explain_button",
+        )
         self.explain_button.setDefault(True)
-        self.explain_button.setToolTip(
-            "Re-measure the session's best schedule and say which cause explains its spread"
+        self.file_button = push_button(
+            "Schedule file…", "Explain the spread of an exported *.schedule.json instead", self._pick_file
         )
-        self.explain_button.clicked.connect(lambda: self.start())
-        self.file_button = QPushButton("Schedule file…")
-        self.file_button.setToolTip("Explain the spread of an exported *.schedule.json instead")
-        self.file_button.clicked.connect(self._pick_file)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("jitter_stop")
-        self.stop_button.setToolTip("Stop: the worker processes are killed at once and nothing is stored")
-        self.stop_button.clicked.connect(self.stop)
-        controls = QHBoxLayout()
-        controls.setContentsMargins(0, 0, 0, 0)
-        controls.addWidget(QLabel("Runs"))
-        controls.addWidget(self.runs_spin)
-        controls.addWidget(QLabel("Other shapes"))
-        controls.addWidget(self.shapes_edit, 1)
+        self.stop_button = push_button(
+            "Stop",
+            "Stop: the worker processes are killed at once and nothing is stored",
+            self.stop,
+            "jitter_stop",
+        )
+        controls = captioned_fields(
+            (("Runs", self.runs_spin), ("Other shapes", self.shapes_edit)), stretch=self.shapes_edit
+        )
         for button in (self.explain_button, self.file_button, self.stop_button):
             controls.addWidget(button)
         return controls

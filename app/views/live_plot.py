@@ -16,7 +16,7 @@ from collections import Counter
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from tunelab.app import theme
@@ -24,8 +24,10 @@ from tunelab.app.widgets.batched_axes import BatchedAxis, BatchedIntegerAxis, Ba
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
 from tunelab.app.widgets.elided_label import ElidedLabel
 from tunelab.app.widgets.formatting import fmt_fresh_runs, fmt_gflops, fmt_ms, gflops
+from tunelab.app.widgets.log_axis import unit_axis
 from tunelab.app.widgets.plot_zoom import ZoomViewBox, reset_button
-from tunelab.app.workers.following import behind_while_hidden, read_new
+from tunelab.app.widgets.timers import single_shot
+from tunelab.app.workers.following import DrawnWhenShown, read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.faults import describe_failures, failure_class
 from tunelab.core.records import TRIAL_STATUSES, SearchTime
@@ -48,14 +50,14 @@ EMPTY_TEXT = (
 )
 
 
-class LivePlot(QWidget):
+class LivePlot(DrawnWhenShown):
     """Latency vs trial for the session given to `set_session`; call `poll()` when the store changed."""
 
     trial_clicked = Signal(int)  # a trial id
     failed = Signal(str)
 
     def __init__(self, store: Store, redraw_ms: int = REDRAW_MS, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(redraw_ms, parent)
         self._store = store
         self.session_id: int | None = None
         self._flops = 0.0
@@ -99,16 +101,8 @@ class LivePlot(QWidget):
         layout.addWidget(self.empty_label, 1)
         self._show_empty(True)
 
-        self._stale = False
-        self._redraw_timer = QTimer(self)
-        self._redraw_timer.setSingleShot(True)
-        self._redraw_timer.setInterval(redraw_ms)
-        self._redraw_timer.timeout.connect(self._on_redraw)
         # Zooming or panning redraws the thinned scatters for the new range (coalesced).
-        self._points_timer = QTimer(self)
-        self._points_timer.setSingleShot(True)
-        self._points_timer.setInterval(40)
-        self._points_timer.timeout.connect(self._on_range_changed)
+        self._points_timer = single_shot(self, 40, self._on_range_changed)
         self.plot_item.vb.sigXRangeChanged.connect(self._on_x_range)
 
     def _build_plot(self) -> None:
@@ -167,8 +161,7 @@ class LivePlot(QWidget):
         item.scene().addItem(self.gflops_view)
         right = item.getAxis("right")
         right.linkToView(self.gflops_view)
-        right.setLabel("Best GFLOP/s", color=GFLOPS_PEN)
-        right.enableAutoSIPrefix(False)
+        unit_axis(right, "Best GFLOP/s", color=GFLOPS_PEN)
         right.setGrid(False)  # the latency axis has the grid; a second one (GFLOP/s) only cluttered it
         self.gflops_view.setXLink(item)
         self.gflops_view.setLimits(yMin=0)  # GFLOP/s are never negative: no range below 0 either
@@ -315,14 +308,7 @@ class LivePlot(QWidget):
             self._search = None
 
     # ---- drawing -------------------------------------------------------------------------------
-    def showEvent(self, event) -> None:  # noqa: N802
-        super().showEvent(event)
-        if self._stale:
-            self._on_redraw()
-
-    def _on_redraw(self) -> None:
-        if behind_while_hidden(self):
-            return
+    def _draw(self) -> None:
         self.redraws += 1
         self._drawn_key = None
         self._draw_points()

@@ -18,17 +18,10 @@ import sys
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush, QColor, QFont
-from PySide6.QtWidgets import (
-    QHBoxLayout,
-    QLabel,
-    QPushButton,
-    QSizePolicy,
-    QTableView,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QTableView, QVBoxLayout, QWidget
 
 from tunelab.app import theme
+from tunelab.app.widgets.fields import push_button
 from tunelab.app.widgets.row_table import single_row_table
 from tunelab.app.widgets.table_model import HeaderedTableModel
 from tunelab.app.workers.engine import CallWorker, ChildFailed, keep_alive
@@ -217,13 +210,13 @@ class ModelCompareSection(QWidget):
         self._steering = ("xgb", "steered this session")
         self._k: int | None = None
 
-        self.button = QPushButton("Compare models")
-        self.button.setObjectName("compare_models_button")
-        self.button.setToolTip(
+        self.button = push_button(
+            "Compare models",
             "Refit every cost model (xgb, mlp, roofline, hybrid) on this session's trials in time order and "
-            "judge each on the rounds it did not see (takes seconds; runs in the background)"
+            "judge each on the rounds it did not see (takes seconds; runs in the background)",
+            self.start,
+            "compare_models_button",
         )
-        self.button.clicked.connect(self.start)
         self.message = QLabel()
         self.message.setObjectName("compare_models_message")
         # One line beside the button, cut at the window's edge (its whole text is the tooltip): wrapped, its

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from tunelab.app.workers.engine import StreamWorker, keep_alive
 from tunelab.core.errors import TunelabError
@@ -35,6 +35,22 @@ class WorkerView(QWidget):
         self.last_error = ""
 
     # ---- building ------------------------------------------------------------------------------
+    def _build_title(self, name: str) -> None:
+        self.title = QLabel("No session selected.")
+        self.title.setObjectName(name)
+        self.title.setWordWrap(True)
+
+    def _lay_out(self, page: QWidget, controls: QHBoxLayout, *results: QWidget) -> None:
+        """On `page`, one above the other: the title, `controls`, the progress row and `results`, the
+        last of them taking the spare height."""
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.title)
+        layout.addLayout(controls)
+        layout.addLayout(self._build_progress_row())
+        for result in results:
+            layout.addWidget(result, 1 if result is results[-1] else 0)
+
     def _build_progress_row(self) -> QHBoxLayout:
         """The progress bar (hidden until a run starts) beside the stage it is at."""
         self.progress = QProgressBar()

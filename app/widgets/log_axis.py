@@ -9,6 +9,7 @@ is never left without numbers. `IntegerAxis`: a count (trials) ticked at whole n
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -29,6 +30,13 @@ def nice_step(span: float, n: int) -> float:
     raw = span / max(n, 1)
     magnitude = 10 ** math.floor(math.log10(raw))
     return next(s for s in NICE_STEPS if s * magnitude >= raw * (1 - 1e-9)) * magnitude
+
+
+def unit_axis(axis: pg.AxisItem, text: str, **style: Any) -> None:
+    """Label `axis` `text` (its unit included) and keep its numbers in that unit: pyqtgraph would scale
+    them by an SI prefix ("x0.001", "k") that contradicts the label."""
+    axis.setLabel(text, **style)
+    axis.enableAutoSIPrefix(False)
 
 
 class LogAxis(pg.AxisItem):

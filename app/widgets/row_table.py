@@ -1,8 +1,26 @@
-"""The views' read-only tables of whole rows: one row selected at a time, columns as wide as their text."""
+"""The views' tables of whole rows: read-only ones selecting one row at a time, their columns as wide as
+their text; sortable views of a model's rows."""
 
 from __future__ import annotations
 
+from PySide6.QtCore import QAbstractItemModel, Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
+
+
+def sorted_rows(
+    model: QAbstractItemModel, order: Qt.SortOrder, selection: QAbstractItemView.SelectionMode
+) -> QTableView:
+    """A striped view of `model` without row numbers, sorted by its first column in `order` until a
+    header is clicked, selecting whole rows (`selection`: one or many)."""
+    table = QTableView()
+    table.setModel(model)
+    table.setSortingEnabled(True)
+    table.sortByColumn(0, order)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setSelectionMode(selection)
+    table.setAlternatingRowColors(True)
+    table.verticalHeader().hide()
+    return table
 
 
 def single_row_table(table: QTableView) -> QHeaderView:

@@ -15,6 +15,7 @@ import time
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from tunelab.app.widgets.timers import single_shot
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
 from tunelab.core.store import Store
@@ -57,10 +58,7 @@ class StoreWatcher(QObject):
         self._timer = QTimer(self)
         self._timer.setInterval(interval_ms)
         self._timer.timeout.connect(self.poll)
-        self._emit_timer = QTimer(self)
-        self._emit_timer.setSingleShot(True)
-        self._emit_timer.setInterval(0)
-        self._emit_timer.timeout.connect(self.sessions_changed.emit)
+        self._emit_timer = single_shot(self, 0, self.sessions_changed.emit)
 
     @property
     def max_trial_id(self) -> int:

@@ -1,4 +1,5 @@
-"""The trials table's columns: their names, the header's text and tooltips, and which hold numbers."""
+"""The trials table's columns: their names, the header's text and tooltips, which hold numbers, and the
+text each is made wide for."""
 
 from __future__ import annotations
 
@@ -45,6 +46,25 @@ COLUMN_TIPS = (
 )
 NUMERIC = {0, 1, 2, 4, 5, 6, 7, 10, 11}
 CONFIG_COL, ERROR_COL, CV_COL, IQR_COL, FAILURE_COL, DEVICE_COL = 8, 9, 10, 11, 12, 13
+
+# The widest text each column but the config usually shows, which its width is made for: numbers as
+# fmt_ms writes them (4 significant digits), the longest status, a common failure class and the first
+# words of an error. Longer text elides; the Error tab and the cells' tooltips hold all of an error.
+USUAL_TEXT = {
+    0: "99999",
+    1: "999999",
+    2: "999",
+    3: "wrong_result",
+    4: "0.0002811",
+    5: "0.0002811",
+    6: "0.0002811",
+    7: "0.0002811",
+    ERROR_COL: "worker died:",
+    CV_COL: "100.0",
+    IQR_COL: "0.0002811",
+    FAILURE_COL: "build error",
+    DEVICE_COL: "127.0.0.1:9091",  # longer addresses elide: the cell's tooltip holds all of it
+}
 
 
 def header_data(section: int, orientation: Qt.Orientation, role: int):

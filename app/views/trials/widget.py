@@ -19,8 +19,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
-    QSplitter,
-    QTableView,
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
@@ -29,20 +27,13 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app import theme
-from tunelab.app.views.trials.model import (
-    COLUMNS,
-    CONFIG_COL,
-    CV_COL,
-    DEVICE_COL,
-    ERROR_COL,
-    FAILURE_COL,
-    IQR_COL,
-    TrialTableModel,
-    config_of,
-)
+from tunelab.app.views.trials.columns import COLUMNS, CONFIG_COL, DEVICE_COL, USUAL_TEXT
+from tunelab.app.views.trials.model import TrialTableModel, config_of
 from tunelab.app.views.trials.proxy import TrialSortFilterProxy
 from tunelab.app.widgets.buffers import TrialColumns, columns_of, n_rows, rows_after
 from tunelab.app.widgets.formatting import fmt_ms
+from tunelab.app.widgets.pages import split
+from tunelab.app.widgets.row_table import sorted_rows
 from tunelab.app.workers.following import read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.faults import describe_failures
@@ -99,24 +90,6 @@ def csv_row(t: TrialRecord) -> list:
     ]
 
 
-# The widest text each column but the config usually shows, which its width is made for: numbers as
-# fmt_ms writes them (4 significant digits), the longest status, a common failure class and the first
-# words of an error. Longer text elides; the Error tab and the cells' tooltips hold all of an error.
-_USUAL_TEXT = {
-    0: "99999",
-    1: "999999",
-    2: "999",
-    3: "wrong_result",
-    4: "0.0002811",
-    5: "0.0002811",
-    6: "0.0002811",
-    7: "0.0002811",
-    ERROR_COL: "worker died:",
-    CV_COL: "100.0",
-    IQR_COL: "0.0002811",
-    FAILURE_COL: "build error",
-    DEVICE_COL: "127.0.0.1:9091",  # longer addresses elide: the cell's tooltip holds all of it
-}
 _CELL_PADDING = 14  # a cell's margins on both sides, with room to spare
 
 
@@ -138,11 +111,7 @@ class TrialsTable(QWidget):
         self._build_table()
         self._build_details()
 
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.table)
-        splitter.addWidget(self.details)
-        splitter.setStretchFactor(0, 3)
-        splitter.setStretchFactor(1, 1)
+        splitter = split(Qt.Orientation.Vertical, (self.table, self.details), (3, 1))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
@@ -177,14 +146,9 @@ class TrialsTable(QWidget):
 
     def _build_table(self) -> None:
         """The trials' table: sortable, the config taking the spare width, Copy and Copy config JSON."""
-        self.table = QTableView()
-        self.table.setModel(self.proxy)
-        self.table.setSortingEnabled(True)
-        self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.setAlternatingRowColors(True)
-        self.table.verticalHeader().hide()
+        self.table = sorted_rows(
+            self.proxy, Qt.SortOrder.AscendingOrder, QAbstractItemView.SelectionMode.ExtendedSelection
+        )
         self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
@@ -230,7 +194,7 @@ class TrialsTable(QWidget):
         """Every column but the config as wide as its title or its usual text, whichever is wider."""
         header = self.table.horizontalHeader()
         cell = self.table.fontMetrics()
-        for col, text in _USUAL_TEXT.items():
+        for col, text in USUAL_TEXT.items():
             width = max(header.sectionSizeHint(col), cell.horizontalAdvance(text) + _CELL_PADDING)
             self.table.setColumnWidth(col, width)
 

@@ -13,19 +13,13 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QHeaderView,
-    QLabel,
-    QTableWidget,
-    QTableWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
 from tunelab.app import theme
 from tunelab.app.widgets.captioned_plot import CaptionedPlot
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape
+from tunelab.app.widgets.log_axis import unit_axis
+from tunelab.app.widgets.row_table import single_row_table
 from tunelab.core.usecases.validation import ScheduleResult, ShapeRow, ValidationReport
 
 VERDICT_STYLE = {  # verdict -> (headline, text colour, background)
@@ -138,15 +132,8 @@ def make_table(columns: tuple[str, ...], stretch: int) -> QTableWidget:
     """A read-only table of whole-row single selection, column `stretch` taking the spare width."""
     table = QTableWidget(0, len(columns))
     table.setHorizontalHeaderLabels(columns)
-    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    table.verticalHeader().setVisible(False)
-    table.setWordWrap(False)
     table.setMinimumHeight(36)  # the window may be small: the splitters share what there is
-    header = table.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+    single_row_table(table).setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
     return table
 
 
@@ -274,8 +261,7 @@ class ShapesPlot(CaptionedPlot):
             36,
             parent,
         )
-        self.plot.setLabel("left", "GFLOP/s")
-        self.plot.getAxis("left").enableAutoSIPrefix(False)
+        unit_axis(self.plot.getAxis("left"), "GFLOP/s")
         self.plot.showGrid(x=False, y=True, alpha=0.25)
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=BAR_BRUSH)
         self.tuned_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=TUNED_BRUSH)
@@ -286,8 +272,7 @@ class ShapesPlot(CaptionedPlot):
         self.plot.scene().addItem(self.ratio_view)
         right = self.plot.getAxis("right")
         right.linkToView(self.ratio_view)
-        right.setLabel("× tuned time", color=RATIO_PEN)
-        right.enableAutoSIPrefix(False)
+        unit_axis(right, "× tuned time", color=RATIO_PEN)
         self.ratio_view.setXLink(self.plot)
         self.ratio_view.setZValue(self.plot.vb.zValue() + 1)  # the ratio line over the bars
         self.ratio_curve = pg.PlotDataItem(

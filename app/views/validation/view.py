@@ -16,17 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (
-    QComboBox,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
-    QPushButton,
-    QSpinBox,
-    QSplitter,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QWidget
 
 from tunelab.app import theme
 from tunelab.app.views.stated import superseded_words
@@ -45,8 +35,9 @@ from tunelab.app.views.validation.drawing import (
 )
 from tunelab.app.views.validation.verdict_box import VerdictBox
 from tunelab.app.views.worker_view import WorkerView
+from tunelab.app.widgets.fields import captioned_fields, int_spin, line_edit, push_button
 from tunelab.app.widgets.formatting import default_shapes, fmt_ms, fmt_shape
-from tunelab.app.widgets.pages import captioned
+from tunelab.app.widgets.pages import captioned, split
 from tunelab.app.workers.engine import StreamWorker
 from tunelab.core.errors import TunelabError
 from tunelab.core.store import Store
@@ -94,79 +85,62 @@ class ValidationView(WorkerView):
         self.across: AcrossShapes | None = None
         self._rule: FallsOffRule | None = None  # the falls-off rule of the shapes shown, once known
 
-        self.title = QLabel("No session selected.")
-        self.title.setObjectName("validation_title")
-        self.title.setWordWrap(True)
+        self._build_title("validation_title")
         controls = self._build_controls()
-        progress_row = self._build_progress_row()
-        self.stage.hide()
         # The verdict, in large plain words.
         self.verdict_box = VerdictBox("Not validated yet", NOT_VALIDATED)
         self.verdict_label = self.verdict_box.verdict_label
         self.cause_label = self.verdict_box.cause_label
         self.figures_label = self.verdict_box.figures_label
-        splitter = self._build_tables()
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.title)
-        layout.addLayout(controls)
-        layout.addLayout(progress_row)
-        layout.addWidget(self.verdict_box)
-        layout.addWidget(splitter, 1)
+        self._lay_out(self, controls, self.verdict_box, self._build_tables())
+        self.stage.hide()
         self._update_buttons()
 
     def _build_controls(self) -> QHBoxLayout:
         """Shape (for several), Top K, Repeats, other shapes, and the Validate / Shapes only / Stop buttons."""
-        self.k_spin = QSpinBox()
-        self.k_spin.setRange(1, 20)
-        self.k_spin.setValue(3)
-        self.k_spin.setToolTip("How many of the session's fastest schedules to re-measure")
-        self.runs_spin = QSpinBox()
-        self.runs_spin.setRange(1, 50)
-        self.runs_spin.setValue(5)
-        self.runs_spin.setToolTip(
-            "Fresh processes: each loads every schedule afresh and measures it once, in a rotated order"
+        self.k_spin = int_spin(1, 20, 3, "How many of the session's fastest schedules to re-measure")
+        self.runs_spin = int_spin(
+            1,
+            50,
+            5,
+            "Fresh processes: each loads every schedule afresh and measures it once, in a rotated order",
         )
         self.task_combo = QComboBox()
         self.task_combo.setToolTip("The session tunes several shapes: which one to re-measure")
         self.task_label = QLabel("Shape")
         self.task_combo.hide()  # shown for a session that tunes several shapes
         self.task_label.hide()
-        self.shapes_edit = QLineEdit()
-        self.shapes_edit.setObjectName("shapes_edit")
-        self.shapes_edit.setToolTip(
+        self.shapes_edit = line_edit(
+            "shapes_edit",
             "Other shapes to carry the best schedule over to (optional): "
-            "M=8,16,32,64 · M=16..128 · M=64,N=64,K=64;M=128,N=128,K=128"
+            "M=8,16,32,64 · M=16..128 · M=64,N=64,K=64;M=128,N=128,K=128",
         )
         self.shapes_edit.textChanged.connect(lambda _t: self._update_buttons())
-        self.validate_button = QPushButton("Validate")
-        self.validate_button.setObjectName("validate_button")
+        self.validate_button = push_button(
+            "Validate",
+            "Re-measure the K fastest schedules in fresh processes, then the shapes",
+            lambda: self.start(remeasure=True),
+            "validate_button",
+        )
         self.validate_button.setDefault(True)
-        self.validate_button.setToolTip(
-            "Re-measure the K fastest schedules in fresh processes, then the shapes"
+        self.shapes_button = push_button(
+            "Shapes only",
+            "Carry the best schedule over to the shapes, without re-measuring",
+            lambda: self.start(remeasure=False),
         )
-        self.validate_button.clicked.connect(lambda: self.start(remeasure=True))
-        self.shapes_button = QPushButton("Shapes only")
-        self.shapes_button.setToolTip("Carry the best schedule over to the shapes, without re-measuring")
-        self.shapes_button.clicked.connect(lambda: self.start(remeasure=False))
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stop_button")
-        self.stop_button.setToolTip(
+        self.stop_button = push_button(
+            "Stop",
             "Stop: nothing of this run is stored (a re-measurement's worker processes "
-            "are killed at once; the shapes stop after the one being measured)"
+            "are killed at once; the shapes stop after the one being measured)",
+            self.stop,
+            "stop_button",
         )
-        self.stop_button.clicked.connect(self.stop)
         controls = QHBoxLayout()
         controls.setContentsMargins(0, 0, 0, 0)
         controls.addWidget(self.task_label)
         controls.addWidget(self.task_combo)
-        for label, widget in (
-            ("Top K", self.k_spin),
-            ("Repeats", self.runs_spin),
-            ("Other shapes", self.shapes_edit),
-        ):
-            controls.addWidget(QLabel(label))
-            controls.addWidget(widget, 1 if widget is self.shapes_edit else 0)
+        fields = (("Top K", self.k_spin), ("Repeats", self.runs_spin), ("Other shapes", self.shapes_edit))
+        captioned_fields(fields, stretch=self.shapes_edit, layout=controls)
         for button in (self.validate_button, self.shapes_button, self.stop_button):
             controls.addWidget(button)
         return controls
@@ -187,22 +161,16 @@ class ValidationView(WorkerView):
         self.shapes_plot = ShapesPlot()
         self.bars = self.shapes_plot.bars
 
-        top = QSplitter(Qt.Orientation.Horizontal)
-        top.addWidget(titled("Re-measured schedules", self.schedule_table))
-        top.addWidget(past)
-        top.setStretchFactor(0, 3)
-        top.setStretchFactor(1, 2)
-        bottom = QSplitter(Qt.Orientation.Horizontal)
-        bottom.addWidget(titled("Across shapes", shapes_page))
-        bottom.addWidget(self.shapes_plot)
-        bottom.setStretchFactor(0, 1)
-        bottom.setStretchFactor(1, 1)
-        bottom.setSizes([700, 560])
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(top)
-        splitter.addWidget(bottom)
-        splitter.setSizes([260, 360])
-        return splitter
+        top = split(
+            Qt.Orientation.Horizontal, (titled("Re-measured schedules", self.schedule_table), past), (3, 2)
+        )
+        bottom = split(
+            Qt.Orientation.Horizontal,
+            (titled("Across shapes", shapes_page), self.shapes_plot),
+            (1, 1),
+            (700, 560),
+        )
+        return split(Qt.Orientation.Vertical, (top, bottom), sizes=(260, 360))
 
     # ---- helpers -------------------------------------------------------------------------------
     def _set_stage(self, text: str) -> None:
