@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tunelab.core.records_json import JsonRecord
+
 # The spec and the trust checks' records live beside this module; every name stays importable from here.
 from tunelab.core.records_spec import (  # noqa: F401
     _MEASURE_RANGES,
@@ -238,7 +240,7 @@ class RoundRecord:
 
 
 @dataclass(frozen=True)
-class SearchTime:
+class SearchTime(JsonRecord):
     """How long a session's search took between its rounds (Store.search_time): the time the budget
     spent on proposing candidates and learning from them rather than on building and measuring them.
 
@@ -250,6 +252,8 @@ class SearchTime:
     median_s: float  # per round
     max_s: float
     first_s: float | None  # round 0's search, when it was timed
+
+    json_properties = {"share": "wall_s"}
 
     @property
     def share(self) -> float:
@@ -284,14 +288,3 @@ class SearchTime:
             f"round{'s' if self.rounds != 1 else ''} (per round median {self.median_s:.1f} s, "
             f"max {self.max_s:.1f} s{first})"
         )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rounds": self.rounds,
-            "total_s": self.total_s,
-            "wall_s": self.wall_s,
-            "share": self.share,
-            "median_s": self.median_s,
-            "max_s": self.max_s,
-            "first_s": self.first_s,
-        }

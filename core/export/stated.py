@@ -15,11 +15,11 @@ one best everywhere and a speed-up is computed from the same figures the list sh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from tunelab.core.errors import StoreError
 from tunelab.core.export.pick import ExportPick, export_pick, untrusted_because
 from tunelab.core.records import SessionRecord
+from tunelab.core.records_json import JsonRecord
 from tunelab.core.store import Store
 
 KINDS = ("confirmed", "untrusted", "session")
@@ -33,7 +33,7 @@ KIND_WORDS = {
 
 
 @dataclass(frozen=True, slots=True)
-class StatedBest:
+class StatedBest(JsonRecord):
     """The best figure a session states (what its export would write) and its kind."""
 
     session_id: int
@@ -46,6 +46,8 @@ class StatedBest:
     session_ms: float | None  # the session's own figure of that trial (equal to ms for a session figure)
     runs: int = 0  # fresh processes of its confirmation (0: never confirmed)
     devices: tuple[str, ...] = ()  # the RPC servers whose fresh sessions confirmed it; (): processes here
+
+    json_properties = {"trusted": "kind"}
 
     @property
     def trusted(self) -> bool:
@@ -67,21 +69,6 @@ class StatedBest:
             if self.why:
                 text += f"; not a figure to hold to: {self.why}"
         return text
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "trial_id": self.trial_id,
-            "trial_number": self.trial_number,
-            "ms": self.ms,
-            "gflops": self.gflops,
-            "kind": self.kind,
-            "trusted": self.trusted,
-            "why": self.why,
-            "session_ms": self.session_ms,
-            "runs": self.runs,
-            "devices": list(self.devices),
-        }
 
 
 def stated_from_pick(pick: ExportPick, flops: float | None) -> StatedBest:

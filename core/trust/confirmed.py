@@ -7,12 +7,12 @@ the confirmed one without depending on the machinery that measures it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from tunelab.core.records_json import JsonRecord
 from tunelab.core.store import Store
 from tunelab.core.trust.remeasure.report import ScheduleResult, ValidationReport
+from tunelab.core.trust.remeasure.schedule_result import read_verdict
 from tunelab.core.trust.remeasure.verdict import DISTURBED_FRACTION, recording_disturbance
 
 CONFIRM_PURPOSE = "confirm"
@@ -20,7 +20,7 @@ CLEARLY_FASTER = 0.95  # a confirmed rival replaces the session's best only when
 
 
 @dataclass(frozen=True, slots=True)
-class Confirmation:
+class Confirmation(JsonRecord):
     """A trial's figure from a fresh-process confirmation (the latest that timed it)."""
 
     median_ms: float
@@ -41,40 +41,12 @@ class Confirmation:
     # the RPC servers ("HOST:PORT") whose fresh sessions gave its runs; empty: fresh processes here
     devices: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "median_ms": self.median_ms,
-            "samples_ms": list(self.samples_ms),
-            "runs": self.runs,
-            "cv": self.cv,
-            "run_cv": self.run_cv,
-            "verdict": self.verdict,
-            "session_ms": self.session_ms,
-            "reference_ms": self.reference_ms,
-            "validation_id": self.validation_id,
-            "disturbance": self.disturbance,
-            "run_medians_ms": list(self.run_medians_ms),
-            "layout_ms": dict(self.layout_ms),
-            "devices": list(self.devices),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Confirmation:
-        return cls(
-            median_ms=data["median_ms"],
-            samples_ms=tuple(data.get("samples_ms") or ()),
-            runs=int(data.get("runs") or 0),
-            cv=data.get("cv"),
-            run_cv=data.get("run_cv"),
-            verdict=str(data.get("verdict")),
-            session_ms=data.get("session_ms"),
-            reference_ms=data.get("reference_ms"),
-            validation_id=int(data["validation_id"]),
-            disturbance=data.get("disturbance"),
-            run_medians_ms=tuple(data.get("run_medians_ms") or ()),
-            layout_ms=dict(data.get("layout_ms") or {}),
-            devices=tuple(data.get("devices") or ()),
-        )
+    # a confirmation names its figure and its validation (no lenient default); its verdict as the reports read it
+    json_readers = {
+        "median_ms": lambda data: data["median_ms"],
+        "validation_id": lambda data: int(data["validation_id"]),
+        "verdict": read_verdict,
+    }
 
 
 def confirmations(store: Store, session_id: int) -> dict[int, Confirmation]:

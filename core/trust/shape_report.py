@@ -16,6 +16,11 @@ from typing import Any
 from tunelab.core.records_json import JsonRecord, fields_from_json, fields_to_json
 
 
+def read_status(data: Mapping[str, Any]) -> str:
+    """A figure's status: "ok" where a document older than it has none."""
+    return data.get("status", "ok")  # as stored: these rows have always read it so
+
+
 @dataclass(frozen=True, slots=True)
 class FallsOffRule(JsonRecord):
     """The limits a shape is judged by (:func:`tunelab.core.trust.shapes.judge`)."""
@@ -56,6 +61,8 @@ class ShapeRow(JsonRecord):
     falls_off: bool | None = None
     reasons: tuple[str, ...] = ()
 
+    json_readers = {"status": read_status}
+
     @staticmethod
     def is_row_json(data: Mapping[str, Any]) -> bool:
         """Whether a stored validation's ``shapes`` row is one of these (a validation's own-shape row
@@ -73,7 +80,7 @@ class SourceFigures(JsonRecord):
     error: str | None
     reference_gflops: float | None  # `gflops`, or the stored timing's when it fails there now
 
-    json_readers = {"status": lambda data: data.get("status", "ok")}
+    json_readers = {"status": read_status}
 
 
 @dataclass(frozen=True, slots=True)

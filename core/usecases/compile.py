@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tunelab.core.errors import SpaceError, TargetError, TunelabError
+from tunelab.core.records_json import JsonRecord
 from tunelab.core.search.space.factory import make_space
 from tunelab.core.search.space.tvm_context import InvalidSchedule
 from tunelab.core.target.build import build_scope
@@ -43,7 +44,7 @@ SAMPLE_TRIES = 50  # draws per wanted sample before the space is taken as unable
 
 
 @dataclass(frozen=True)
-class CompiledSample:
+class CompiledSample(JsonRecord):
     """One sampled config and what became of it."""
 
     index: int
@@ -53,17 +54,6 @@ class CompiledSample:
     reason: str | None = None
     files: tuple[str, ...] = ()  # names inside the output folder
     tensor_core: bool = False  # its PTX uses tensor-core instructions (CUDA only)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "config": self.config,
-            "ok": self.ok,
-            "stage": self.stage,
-            "reason": self.reason,
-            "files": list(self.files),
-            "tensor_core": self.tensor_core,
-        }
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunelab.core.errors import TunelabError
+from tunelab.core.records_json import JsonRecord
 from tunelab.core.trust.remeasure.report import ScheduleResult, ValidationReport, ms_text, pct_text
 from tunelab.core.trust.remeasure.verdict import recording_disturbance
 
 
 @dataclass(frozen=True, slots=True)
-class GateResult:
+class GateResult(JsonRecord):
     """The gate's finding: the stated and measured figures, how much slower, and the likeliest cause."""
 
     pct: float  # the tolerance, percent of the stated figure
@@ -30,6 +31,8 @@ class GateResult:
     passed: bool
     cause: str | None  # why it is slower, in words; None when it passed
     note: str | None  # what to keep in mind about the stated figure (recorded beside busy processes)
+
+    json_properties = {"slower": "measured_ms"}
 
     @property
     def slower(self) -> float:
@@ -44,17 +47,6 @@ class GateResult:
         else:
             text = f"gate failed: {figures}, beyond {self.pct:g}%; likely cause: {self.cause}"
         return text + (f" ({self.note})" if self.note else "")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "pct": self.pct,
-            "stated_ms": self.stated_ms,
-            "measured_ms": self.measured_ms,
-            "slower": self.slower,
-            "passed": self.passed,
-            "cause": self.cause,
-            "note": self.note,
-        }
 
 
 def check_gate_pct(pct: float) -> None:

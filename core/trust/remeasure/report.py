@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunelab.core.records import MeasureOptions
+from tunelab.core.records_json import JsonRecord
 from tunelab.core.trust.remeasure.run_records import Measurement, RecordedTelemetry, TelemetryWindow
-from tunelab.core.trust.remeasure.schedule_result import DRIFT_TOL, VERDICTS, ScheduleResult
+from tunelab.core.trust.remeasure.schedule_result import DRIFT_TOL, VERDICTS, ScheduleResult, read_verdict
 from tunelab.core.trust.remeasure.text import ms_text, pct_text
-from tunelab.core.trust.shape_report import AcrossShapes, ShapeRow
+from tunelab.core.trust.shape_report import AcrossShapes, ShapeRow, read_status
 
 __all__ = [
     "VERDICTS",
@@ -37,7 +38,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class OwnShapeRow:
+class OwnShapeRow(JsonRecord):
     """The validated shape itself as a per-shape row (the rows the shape check gives, in brief)."""
 
     shape: dict[str, int]
@@ -50,32 +51,7 @@ class OwnShapeRow:
     verdict: str
     label: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "shape": dict(self.shape),
-            "shape_text": self.shape_text,
-            "status": self.status,
-            "latency_ms": self.latency_ms,
-            "samples_ms": list(self.samples_ms),
-            "gflops": self.gflops,
-            "recorded_ms": self.recorded_ms,
-            "verdict": self.verdict,
-            "label": self.label,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> OwnShapeRow:
-        return cls(
-            shape=dict(data.get("shape") or {}),
-            shape_text=str(data.get("shape_text", "")),
-            status=data.get("status", "ok"),
-            latency_ms=data.get("latency_ms"),
-            samples_ms=tuple(data.get("samples_ms") or ()),
-            gflops=data.get("gflops"),
-            recorded_ms=data.get("recorded_ms"),
-            verdict=str(data.get("verdict")),
-            label=str(data.get("label", "")),
-        )
+    json_readers = {"status": read_status, "verdict": read_verdict}
 
 
 def _shape_row_from_json(data: Mapping[str, Any]) -> OwnShapeRow | ShapeRow:
@@ -86,7 +62,7 @@ def _shape_row_from_json(data: Mapping[str, Any]) -> OwnShapeRow | ShapeRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Ranking:
+class Ranking(JsonRecord):
     """Whether the recorded order of the schedules holds when re-measured (None with fewer than two)."""
 
     recorded_order: tuple[str, ...]  # labels, fastest first
@@ -94,22 +70,7 @@ class Ranking:
     holds: bool | None  # no pair the re-measurement clearly (IQRs apart) inverts
     kendall_tau: float | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "recorded_order": list(self.recorded_order),
-            "remeasured_order": list(self.remeasured_order),
-            "ranking_holds": self.holds,
-            "kendall_tau": self.kendall_tau,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Ranking:
-        return cls(
-            recorded_order=tuple(data.get("recorded_order") or ()),
-            remeasured_order=tuple(data.get("remeasured_order") or ()),
-            holds=data.get("ranking_holds"),
-            kendall_tau=data.get("kendall_tau"),
-        )
+    json_names = {"holds": "ranking_holds"}
 
 
 @dataclass(frozen=True, slots=True)
