@@ -6,8 +6,9 @@ The command line lists them (`tunelab workloads`, `tuners`, `devices`); the New-
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from tunelab.core.records_json import JsonRecord
 from tunelab.core.search.models import COST_MODEL_WORDS, cost_model_names
 from tunelab.core.search.tuners.registry import (
     get_tuner_class,
@@ -42,22 +43,14 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class TunerEntry:
+class TunerEntry(JsonRecord):
     """A registered tuner: its one line, the space kinds it drives, and why it does not load here (None:
     it loads)."""
 
     name: str
     description: str
     spaces: tuple[str, ...]
-    unavailable: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "spaces": list(self.spaces),
-            "unavailable": self.unavailable,  # None: it loads here
-        }
+    unavailable: str | None  # None: it loads here
 
 
 def tuner_entries() -> list[TunerEntry]:
