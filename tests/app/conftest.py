@@ -7,37 +7,17 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import shutil
-import sqlite3
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings, QThreadPool
+from PySide6.QtCore import QThreadPool
 
-from tunelab.core.records import MeasureOptions, SessionSpec
+from tests.app.qt_settings import _isolated_settings, settings  # noqa: F401 (fixtures every app test gets)
+from tests.core.specs import quick_spec as small_spec
+from tests.core.stores import copy_database as copy_db
 from tunelab.core.store import Store
-
-# No cool-down wait before a batch: on a shared test machine another process is nearly always busy, and
-# waiting up to 5 s per batch would only slow the suite (the trials are stamped either way).
-SMALL_MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0)
-
-
-def small_spec(**changes) -> SessionSpec:
-    """The issue's small session: gemm 32^3 on LLVM, template space, 8 random trials in batches of 4."""
-    values = dict(
-        workload="gemm",
-        shape={"M": 32, "N": 32, "K": 32},
-        target="llvm",
-        space_kind="template",
-        tuner="random",
-        trials=8,
-        batch=4,
-        measure=SMALL_MEASURE,
-    )
-    values.update(changes)
-    return SessionSpec(**values)
 
 
 @pytest.fixture(name="small_spec")
@@ -60,16 +40,6 @@ def tuned_db(tmp_path_factory) -> Path:
     finally:
         store.close()
     return path
-
-
-def copy_db(src: Path, dst: Path) -> Path:
-    src_conn, dst_conn = sqlite3.connect(src), sqlite3.connect(dst)
-    try:
-        src_conn.backup(dst_conn)
-    finally:
-        src_conn.close()
-        dst_conn.close()
-    return dst
 
 
 @pytest.fixture
@@ -114,22 +84,6 @@ def store_copy(db_copy):
     s = Store(db_copy)
     yield s
     s.close()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _isolated_settings(tmp_path_factory):
-    """QSettings() never touches the user's real configuration."""
-    folder = tmp_path_factory.mktemp("settings")
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-    for scope in (QSettings.Scope.UserScope, QSettings.Scope.SystemScope):
-        QSettings.setPath(QSettings.Format.IniFormat, scope, str(folder))
-    yield
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture
-def settings(tmp_path) -> QSettings:
-    return QSettings(str(tmp_path / "tunelab.ini"), QSettings.Format.IniFormat)
 
 
 @pytest.fixture(autouse=True)

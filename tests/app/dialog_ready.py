@@ -1,4 +1,5 @@
-"""Waiting for the New-session dialog's space editor: it derives the space in a worker thread."""
+"""Driving the New-session dialog as a person does: waiting for its space editor (it derives the space in
+a worker thread), asking for a small session, and starting it."""
 
 from __future__ import annotations
 
@@ -11,3 +12,33 @@ def settled(qtbot: Any, dialog: Any, timeout_ms: int = SPACE_WAIT_MS) -> Any:
     """``dialog`` once its space editor has derived the space (or said why it cannot)."""
     qtbot.waitUntil(lambda: not dialog.space_editor.is_pending(), timeout=timeout_ms)
     return dialog
+
+
+def ask_small_gemm(dialog: Any) -> None:
+    """GEMM 32^3 on this machine's CPU (llvm), asked at once (no typing debounce); the space follows."""
+    for name, value in {"M": 32, "N": 32, "K": 32}.items():
+        dialog._shape_spins[name].setValue(value)
+    dialog.target_combo.setCurrentIndex(dialog.target_combo.findData("llvm"))
+    dialog._on_problem_changed()
+
+
+def choose_random(dialog: Any) -> None:
+    """Random search, chosen by the person: a space's recommendation no longer replaces it."""
+    dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
+    dialog._on_tuner_chosen()
+
+
+def small_random_budget(dialog: Any, trials: int, batch: int) -> None:
+    """Random search over ``trials`` in batches of ``batch``, each measured quickly (two samples of one run)."""
+    choose_random(dialog)
+    dialog.trials_spin.setValue(trials)
+    dialog.batch_spin.setValue(batch)
+    dialog.number_spin.setValue(1)
+    dialog.repeat_spin.setValue(2)
+    dialog.min_repeat_spin.setValue(1)
+
+
+def start_accepted(qtbot: Any, dialog: Any) -> None:
+    """Click Start and wait until the dialog accepts: the spec is checked in a worker first."""
+    dialog.start_button.click()
+    qtbot.waitUntil(lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000)

@@ -1,9 +1,10 @@
 """Compare view: each session's tuner score against random search, on real sessions in a real store.
 
-The store holds real LLVM sessions of GEMM 32^3 on one small edited template space (6 configs): a grid
-session that measured all of it and two genetic ones, beside a random-search session whose trials are the
-grid's figures, slowest first. The expected scores are worked out here by brute force over every subset of
-the grid's table, not with the code under test.
+The store holds sessions of GEMM 64^3 on one small edited template space (6 configs) with the latencies a
+real LLVM machine measured for them (tests/core/data/gemm64_grid_llvm.json, an exhaustive recording): a
+grid session that measured all of it and two genetic ones (the real tuners, replayed on the recording),
+beside a random-search session whose trials are the grid's figures, slowest first. The expected scores are
+worked out here by brute force over every subset of the grid's table, not with the code under test.
 """
 
 from __future__ import annotations
@@ -13,16 +14,22 @@ import time
 
 import numpy as np
 import pytest
+from recorded_spaces import RecordedSpace, load_recorded
 
+from tests.core.specs import quick_spec
+from tests.core.stores import add_session, new_trial, open_built
 from tunelab.app.views.compare import CompareView
-from tunelab.core.records import MeasureOptions, NewTrial, SessionSpec
-from tunelab.core.search.space.base import config_key
+from tunelab.core.records import Config, SessionSpec
+from tunelab.core.search.space.base import SearchSpace, config_key
+from tunelab.core.search.tuners.registry import make_tuner
+from tunelab.core.session.replay import ReplayRunner, replay_tune
 from tunelab.core.store import Store
 
+RECORDING = "gemm64"
 KNOBS = {
-    "tile_i": [[1], [8]],
-    "tile_j": [[8]],
-    "tile_k": [[1], [8], [32]],
+    "tile_i": [[1], [16]],
+    "tile_j": [[16]],
+    "tile_k": [[1], [8], [64]],
     "order": ["ro,si,ri"],
     "unroll": [0],
     "vectorize": [True],
@@ -31,57 +38,62 @@ KNOBS = {
 SIZE = 6
 
 
-# As tests/app/conftest.py's small sessions measure: fast, no cool-down.
-MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0)
-
-
-def small_spec(**changes) -> SessionSpec:
-    values = dict(
-        workload="gemm",
-        shape={"M": 32, "N": 32, "K": 32},
-        target="llvm",
-        space_kind="template",
-        measure=MEASURE,
-    )
-    return SessionSpec(**(values | changes))
-
-
-def add_auto_session(store: Store) -> int:
-    """An auto-space session as MetaSchedule's search stores one (a trace's decisions, no knobs), with one
-    measured trial; written through the store's own API."""
-    auto_id = store.create_session(
-        small_spec(space_kind="auto", tuner="evolutionary", name="auto"),
-        target_json={"kind": "llvm"},
-        target_kind="llvm",
+def add_auto_session(store: Store, shape: dict[str, int]) -> int:
+    """An auto-space session of ``shape`` as MetaSchedule's search stores one (a trace's decisions, no
+    knobs), with one measured trial; written through the store's own API."""
+    auto_id = add_session(
+        store,
+        quick_spec(shape=shape, space_kind="auto", tuner="evolutionary", name="auto"),
         space_json={"kind": "auto", "rules": ["multi_level_tiling"]},
-        tvm_version="test",
-        flops=2.0 * 32**3,
+        flops=2.0 * shape["M"] * shape["N"] * shape["K"],
     )
-    now = time.time()
-    trial = NewTrial(
-        round=0,
-        config={"sketch": 0, "decisions": [[4, 8], [2, 16]]},
-        status="ok",
-        error=None,
-        samples_ms=(0.01, 0.011),
-        predicted_ms=None,
-        build_s=0.1,
-        run_s=0.1,
-        started_at=now,
-        finished_at=now + 0.2,
-    )
+    trial = new_trial({"sketch": 0, "decisions": [[4, 8], [2, 16]]}, (0.01, 0.011))
     store.add_trial(auto_id, trial, config_key="auto-0")
     return auto_id
 
 
+def add_recorded_session(
+    store: Store, recording: RecordedSpace, spec: SessionSpec, space: SearchSpace, configs: list[Config]
+) -> int:
+    """A finished session of ``spec`` that measured ``configs`` in this order, in rounds of ``spec.batch``,
+    each at the latency the recording holds for it; written through the store's API."""
+    session_id = add_session(
+        store,
+        spec,
+        target_json=recording.doc["target"],
+        space_json=space.to_json(),
+        tvm_version="recorded",
+        flops=2.0 * spec.shape["M"] * spec.shape["N"] * spec.shape["K"],
+    )
+    now = time.time()
+    for i, config in enumerate(configs):
+        ms = recording.table[recording.space.key(config)]
+        trial = new_trial(config, (ms,), round=i // spec.batch, started_at=now + i, finished_at=now + i + 0.5)
+        store.add_trial(session_id, trial, config_key=config_key(config))
+    store.set_status(session_id, "finished")
+    return session_id
+
+
+def replayed(
+    recording: RecordedSpace, space: SearchSpace, tuner: str, trials: int, batch: int, seed: int
+) -> list[Config]:
+    """The configs the real ``tuner`` measures on ``space``, in order, when the recording answers them."""
+    every = [space.point(i) for i in range(space.size)]
+    runner = ReplayRunner(space, {space.key(c): recording.table[recording.space.key(c)] for c in every})
+    return [o.config for o in replay_tune(make_tuner(tuner, space, seed=seed), runner, trials, batch)]
+
+
 @pytest.fixture(scope="module")
 def scored_db(tmp_path_factory):
-    from tunelab.core.session.loop import check_spec, create_session
+    from tunelab.core.session.loop import check_spec
 
-    space = check_spec(small_spec()).space
-    data = space.to_json()
+    recording = load_recorded(RECORDING)
+    shape = recording.doc["shape"]
+    data = check_spec(quick_spec(shape=shape)).space.to_json()
     for knob in data["knobs"]:
         knob["candidates"] = KNOBS[knob["name"]]
+    space = check_spec(quick_spec(shape=shape, space=data)).space
+    assert space.size == SIZE
     path = tmp_path_factory.mktemp("scores") / "scores.sqlite"
     ids = {}
     with Store(path) as store:
@@ -90,60 +102,40 @@ def scored_db(tmp_path_factory):
             ("genetic", "genetic", 4, 0),
             ("genetic2", "genetic", 3, 1),
         ):
-            spec = small_spec(tuner=tuner, trials=trials, batch=3, seed=seed, space=data, name=label)
-            session = create_session(store, spec)
-            for _ in session.run():
-                pass
-            ids[label] = session.session_id
-        ids["random"] = add_random_session(store, ids["grid"], data)
-        ids["auto"] = add_auto_session(store)
-    return path, ids
-
-
-def add_random_session(store: Store, grid_id: int, space: dict) -> int:
-    """A random-search session of the same space, written through the store's API with the grid session's
-    measured figures of the four slowest configs, slowest first. A real random session of 4 trials on this
-    6-config space holds the best figure of all from its first trial in some runs (noise decides between
-    configs a few percent apart): then there is nothing to score against it, which is a true answer but
-    not the one this test asks for."""
-    grid = store.session(grid_id)
-    random_id = store.create_session(
-        small_spec(tuner="random", trials=4, batch=3, seed=0, space=space, name="random"),
-        target_json=grid.target,
-        target_kind=grid.target_kind,
-        space_json=grid.space,
-        tvm_version=grid.tvm_version,
-        flops=grid.flops,
-    )
-    measured = sorted(
-        (t for t in store.trials(grid_id, with_samples=True) if t.ok and t.latency_ms is not None),
-        key=lambda t: -(t.latency_ms or 0.0),
-    )
-    now = time.time()
-    for i, t in enumerate(measured[:4]):
-        trial = NewTrial(
-            round=i // 3,
-            config=t.config,
-            status="ok",
-            error=None,
-            samples_ms=tuple(t.samples_ms or (t.latency_ms,)),
-            predicted_ms=None,
-            build_s=0.1,
-            run_s=0.1,
-            started_at=now + i,
-            finished_at=now + i + 0.5,
+            spec = quick_spec(
+                shape=shape, tuner=tuner, trials=trials, batch=3, seed=seed, space=data, name=label
+            )
+            ids[label] = add_recorded_session(
+                store, recording, spec, space, replayed(recording, space, tuner, trials, 3, seed)
+            )
+        grid = store.trials(ids["grid"])
+        slowest = sorted(grid, key=lambda t: -(t.latency_ms or 0.0))[:4]
+        # A random-search session of the same space that measured the four slowest configs, slowest first:
+        # a random session holding the best figure of all from its first trial leaves nothing to score against
+        # it, which is a true answer but not the one this test asks for.
+        ids["random"] = add_recorded_session(
+            store,
+            recording,
+            quick_spec(shape=shape, tuner="random", trials=4, batch=3, space=data, name="random"),
+            space,
+            [t.config for t in slowest],
         )
-        store.add_trial(random_id, trial, config_key=config_key(t.config))
-    store.set_status(random_id, "finished")
-    return random_id
+        ids["auto"] = add_auto_session(store, shape)
+    return path, ids
 
 
 @pytest.fixture
 def scored(scored_db):
-    path, ids = scored_db
-    store = Store(path)
-    yield store, ids
-    store.close()
+    yield from open_built(scored_db)
+
+
+def compare(qtbot, store: Store, checked: list[int]) -> CompareView:
+    """The Compare view shown with ``checked`` ticked."""
+    view = CompareView(store)
+    qtbot.addWidget(view)
+    view.show()
+    view.set_checked(checked)
+    return view
 
 
 def summary(view: CompareView) -> dict[str, list[str]]:
@@ -182,10 +174,7 @@ def test_sessions_on_an_exhaustively_measured_space_are_scored_against_calculate
     order = [ids["grid"], ids["random"], ids["genetic"]]
     grid = store.trials(ids["grid"])
     assert len({config_key(t.config) for t in grid}) == SIZE  # the grid session measured every config
-    view = CompareView(store)
-    qtbot.addWidget(view)
-    view.show()
-    view.set_checked(order)
+    view = compare(qtbot, store, order)
     text = view.score_label.text()
     assert f"#{ids['grid']}'s exhaustive space ({SIZE} configs)" in text, text
     budget = 4  # the common budget: the fewest trials of the ticked sessions
@@ -202,10 +191,7 @@ def test_sessions_on_an_exhaustively_measured_space_are_scored_against_calculate
 
 def test_a_random_session_is_the_reference_where_no_space_was_measured_whole(qtbot, scored):
     store, ids = scored
-    view = CompareView(store)
-    qtbot.addWidget(view)
-    view.show()
-    view.set_checked([ids["random"], ids["genetic"]])
+    view = compare(qtbot, store, [ids["random"], ids["genetic"]])
     assert f"random-search session #{ids['random']}" in view.score_label.text()
     cells = dict(zip(sorted([ids["random"], ids["genetic"]]), score_row(summary(view)), strict=True))
     # The reference scored against itself: 0 wherever random search has not yet found the best known.
@@ -215,21 +201,15 @@ def test_a_random_session_is_the_reference_where_no_space_was_measured_whole(qtb
 
 def test_without_an_exhaustive_space_or_a_random_session_it_says_why(qtbot, scored):
     store, ids = scored
-    view = CompareView(store)
-    qtbot.addWidget(view)
-    view.show()
-    view.set_checked([ids["genetic"], ids["genetic2"]])
+    view = compare(qtbot, store, [ids["genetic"], ids["genetic2"]])
     assert "none is a random-search session" in view.score_label.text()
     assert set(score_row(summary(view))) == {"—"}
 
 
 def test_best_trial_is_numbered_within_its_session_from_one(qtbot, scored):
     store, ids = scored
-    view = CompareView(store)
-    qtbot.addWidget(view)
-    view.show()
     chosen = sorted([ids["random"], ids["genetic"]])
-    view.set_checked(chosen)
+    view = compare(qtbot, store, chosen)
     shown = summary(view)["Best trial"]
     for col, sid in enumerate(chosen):
         best = store.best_trial(sid)
@@ -245,10 +225,7 @@ def test_best_trial_is_numbered_within_its_session_from_one(qtbot, scored):
 
 def test_a_template_session_and_an_auto_session_are_not_diffed_knob_by_knob(qtbot, scored):
     store, ids = scored
-    view = CompareView(store)
-    qtbot.addWidget(view)
-    view.show()
-    view.set_checked([ids["genetic"], ids["auto"]])
+    view = compare(qtbot, store, [ids["genetic"], ids["auto"]])
     assert view.diff_label.text() == "Best configs not comparable: different spaces (auto and template)."
     assert view.diff_table.rowCount() == 0
     assert "not comparable, different spaces" in view.score_label.text()

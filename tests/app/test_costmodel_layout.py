@@ -5,10 +5,11 @@ that says why it is empty."""
 from __future__ import annotations
 
 from PySide6.QtWidgets import QApplication
+from showing import on_screen
 
+from tests.core.stores import add_session
 from tunelab.app.views.bias_table import off_by, ratio_words
 from tunelab.app.views.costmodel_view import CostModelView
-from tunelab.core.records import SessionSpec
 
 
 def test_ratio_words_say_the_sign():
@@ -19,11 +20,7 @@ def test_ratio_words_say_the_sign():
 
 def test_header_and_table_say_the_bias_alike_and_the_panels_read(qtbot, store):
     record = store.sessions()[-1]
-    view = CostModelView(store, redraw_ms=10, bias_ms=10)
-    qtbot.addWidget(view)
-    view.resize(1280, 800)
-    view.show()
-    view.set_session(record.id)
+    view = on_screen(qtbot, CostModelView(store, redraw_ms=10, bias_ms=10), record.id, size=(1280, 800))
     qtbot.waitUntil(lambda: not view.bias_running and view.bias.report is not None, timeout=60_000)
     assert view.n_pairs > 0
     overall = next(g for g in view.bias.groups() if g.dimension == "all")
@@ -43,18 +40,8 @@ def test_header_and_table_say_the_bias_alike_and_the_panels_read(qtbot, store):
 
 
 def test_an_empty_cost_model_view_says_why(qtbot, store_copy):
-    session_id = store_copy.create_session(
-        SessionSpec(workload="gemm", shape={"M": 8, "N": 8, "K": 8}),
-        target_json={"kind": "llvm"},
-        target_kind="llvm",
-        space_json={"kind": "template", "knobs": []},
-        tvm_version="test",
-        flops=1024.0,
-    )
-    view = CostModelView(store_copy, redraw_ms=10, bias_ms=10)
-    qtbot.addWidget(view)
-    view.show()
-    view.set_session(session_id)
+    session_id = add_session(store_copy)
+    view = on_screen(qtbot, CostModelView(store_copy, redraw_ms=10, bias_ms=10), session_id)
     assert view.scatter_note.text == "No predictions yet" and view.residual_note.text == "No predictions yet"
     assert view.rank_note.text.startswith("No rank correlation yet")
     view.set_session(None)

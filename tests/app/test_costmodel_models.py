@@ -8,78 +8,48 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
+from showing import on_screen
 
-from tests.core.specs import small_spec
+from tests.core.specs import quick_spec
+from tests.core.stores import add_session, open_built
+from tests.core.stores import copy_database as copy_db
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.model_table import COLUMNS, bias_words, duration_words
-from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.records import SessionSpec
 from tunelab.core.store import Store
 from tunelab.core.usecases.model_compare import compare_models
 
 pytestmark = pytest.mark.slow
 
-# No cool-down between batches: the sessions only need real trials for the models to learn from.
-MEASURE = MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0)
 WAIT_MS = 120_000  # the child imports TVM and builds the space: seconds, more on a loaded machine
 
 
 @pytest.fixture(scope="module")
-def models_db(tmp_path_factory):
-    """A store with an xgb session steered by the mlp model (one shape), an xgb session tuning two shapes,
-    and a session with no trial. Returns (path, {name: session id})."""
+def models_db(xgb_db, tmp_path_factory):
+    """The run's xgb store (its xgb session tunes two shapes, tests/app/conftest.py) plus an xgb session
+    steered by the mlp model (one shape) and a session with no trial. Returns (path, {name: session id})."""
     from tunelab.core.session.loop import create_session
 
-    path = tmp_path_factory.mktemp("models") / "models.sqlite"
-    store = Store(path)
-    ids = {}
-    try:
-        for key, spec in (
-            (
-                "mlp",
-                small_spec(
-                    tuner="xgb",
-                    tuner_options={"model": "mlp"},
-                    shape={"M": 64, "N": 64, "K": 128},
-                    trials=16,
-                    batch=4,
-                    measure=MEASURE,
-                ),
-            ),
-            (
-                "two_shapes",
-                small_spec(tuner="xgb", trials=16, shapes=({"M": 16, "N": 32, "K": 32},), measure=MEASURE),
-            ),
-        ):
-            session = create_session(store, spec)
-            for _ in session.run():
-                pass
-            ids[key] = session.session_id
-        ids["empty"] = store.create_session(
-            SessionSpec(workload="gemm", shape={"M": 8, "N": 8, "K": 8}),
-            target_json={"kind": "llvm"},
-            target_kind="llvm",
-            space_json={"kind": "template", "knobs": []},
-            tvm_version="test",
-            flops=1024.0,
+    source, two_shapes = xgb_db
+    path = copy_db(source, tmp_path_factory.mktemp("models") / "models.sqlite")
+    with Store(path) as store:
+        spec = quick_spec(
+            tuner="xgb", tuner_options={"model": "mlp"}, shape={"M": 64, "N": 64, "K": 128}, trials=16
         )
-    finally:
-        store.close()
+        session = create_session(store, spec)
+        for _ in session.run():
+            pass
+        ids = {"mlp": session.session_id, "two_shapes": two_shapes, "empty": add_session(store)}
     return path, ids
 
 
 @pytest.fixture
 def models_store(models_db):
-    store = Store(models_db[0])
-    yield store, models_db[1]
-    store.close()
+    yield from open_built(models_db)
 
 
 def _view(qtbot, store, size=(1280, 800)):
-    view = CostModelView(store, redraw_ms=10, bias_ms=10)
-    qtbot.addWidget(view)
-    view.resize(*size)
-    view.show()
-    return view
+    return on_screen(qtbot, CostModelView(store, redraw_ms=10, bias_ms=10), size=size)
 
 
 def _cells(section, row):
@@ -236,16 +206,10 @@ def test_the_model_selector_draws_another_models_predictions_and_bias(qtbot, mod
 def test_a_sessions_shadow_models_come_second_in_the_selector(qtbot, models_store, tmp_path):
     store, _ = models_store
     with Store(tmp_path / "shadow.sqlite") as other:
-        sid = other.create_session(
-            SessionSpec(
-                workload="gemm", shape={"M": 8, "N": 8, "K": 8}, tuner="random", shadow_models=("hybrid",)
-            ),
-            target_json={"kind": "llvm"},
-            target_kind="llvm",
-            space_json={"kind": "template", "knobs": []},
-            tvm_version="test",
-            flops=1024.0,
+        spec = SessionSpec(
+            workload="gemm", shape={"M": 8, "N": 8, "K": 8}, tuner="random", shadow_models=("hybrid",)
         )
+        sid = add_session(other, spec)
         view = _view(qtbot, other)
         view.set_session(sid)
         box = view.model_box

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtWidgets import QApplication
+from readings import gpu_burst
+from showing import on_screen
 
 from tunelab.app.views.hardware_panels import min_span, split_title
 from tunelab.app.views.hardware_view import HardwareView
-from tunelab.core.telemetry.readings import TelemetrySample
 
 
 def test_split_title_and_min_span():
@@ -23,24 +24,9 @@ def test_stacked_panels_keep_their_titles_units_and_numbers_at_1280x800(qtbot, s
     record = store_copy.sessions()[-1]
     # after what the sampler recorded while it tuned: a window where only these samples are drawn
     t0 = max(s.t for s in store_copy.telemetry(record.id)) + 1.0
-    samples = [
-        TelemetrySample(
-            t=t0 + 0.1 * i,
-            gpu_temp_c=60 + i * 0.1,
-            gpu_power_w=200 + i,
-            gpu_power_limit_w=300,
-            gpu_sm_clock_mhz=2596.0 + (0.3 if i % 2 else -0.2),  # steady, with sensor noise
-            gpu_util_pct=95,
-            cpu_load_mean=40.0,
-        )
-        for i in range(50)
-    ]
+    samples = gpu_burst(t0, lambda i: 2596.0 + (0.3 if i % 2 else -0.2))  # a steady clock, with sensor noise
     store_copy.add_telemetry(record.id, samples)
-    view = HardwareView(store_copy, redraw_ms=10)
-    qtbot.addWidget(view)
-    view.resize(1280, 800)
-    view.show()
-    view.set_session(record.id)
+    view = on_screen(qtbot, HardwareView(store_copy, redraw_ms=10), record.id, size=(1280, 800))
     qtbot.waitExposed(view)
     QApplication.processEvents()
     assert {"trials", "temperature", "power", "clocks", "utilization"} <= set(view._plots)

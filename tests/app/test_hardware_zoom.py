@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt
+from showing import on_screen
 
 from tests.app.plot_events import ranges, sessions, wheel
 from tunelab.app.views.hardware_view import HardwareView
@@ -21,10 +22,7 @@ def test_hardware_panels_fresh_per_session_never_before_time_zero(qtbot, store_c
             for i in range(60)
         ]
         store_copy.add_telemetry(record.id, samples)
-    view = HardwareView(store_copy, redraw_ms=10)
-    qtbot.addWidget(view)
-    view.resize(1280, 800)
-    view.show()
+    view = on_screen(qtbot, HardwareView(store_copy, redraw_ms=10), size=(1280, 800))
     qtbot.waitExposed(view)
     view.set_session(first.id)
     qtbot.wait(50)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.core.specs import quick_spec
 from tunelab.app.main_window import MainWindow
-from tunelab.core.records import MeasureOptions, SessionSpec
 from tunelab.core.store import Store
 
 pytestmark = pytest.mark.slow
@@ -21,17 +21,7 @@ def database_folder(tmp_path_factory):
     root = tmp_path_factory.mktemp("ms_import")
     store = Store(root / "source.sqlite")
     try:
-        spec = SessionSpec(
-            workload="gemm",
-            shape={"M": 32, "N": 32, "K": 32},
-            target="llvm",
-            space_kind="auto",
-            tuner="random",
-            trials=4,
-            batch=4,
-            measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0),
-        )
-        session = create_session(store, spec)
+        session = create_session(store, quick_spec(space_kind="auto", trials=4))
         list(session.run())
         export_trial(store, session.session_id, out_dir=root / "export", formats=("database",))
         best_ms = store.session(session.session_id).best_ms

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from showing import on_screen
+
 from tests.app.plot_events import ranges, sessions
 from tunelab.app.views.live_plot import LivePlot
 from tunelab.core.export.stated import stated_best
@@ -13,11 +15,7 @@ from tunelab.core.export.stated import stated_best
 
 def test_the_stated_figure_is_a_line_on_the_gflops_axis(qtbot, store):
     record = sessions(store)[0]
-    view = LivePlot(store, redraw_ms=10)
-    qtbot.addWidget(view)
-    view.resize(1200, 700)
-    view.show()
-    view.set_session(record.id)
+    view = on_screen(qtbot, LivePlot(store, redraw_ms=10), record.id, size=(1200, 700))
     qtbot.wait(50)
     best = view._best.col("gflops")[-1]
     assert record.best_gflops is not None and abs(best - record.best_gflops) / best < 1e-6

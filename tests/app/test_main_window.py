@@ -10,6 +10,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from dialog_ready import ask_small_gemm, settled, small_random_budget
 from PySide6.QtCore import QObject, QTimer, Slot
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication, QMessageBox
@@ -44,18 +45,9 @@ def test_new_session_dialog_to_finished_session_then_export(qtbot, store_copy, s
     def fill_and_start() -> None:
         dialog = QApplication.activeModalWidget()
         assert isinstance(dialog, NewSessionDialog)
-        for name, value in {"M": 32, "N": 32, "K": 32}.items():
-            dialog._shape_spins[name].setValue(value)
-        dialog.target_combo.setCurrentIndex(dialog.target_combo.findData("llvm"))
-        dialog._on_problem_changed()
+        ask_small_gemm(dialog)
         # the space is derived in a worker thread, and its size recommends a tuner: wait, then choose
-        qtbot.waitUntil(lambda: not dialog.space_editor.is_pending(), timeout=120_000)
-        dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
-        dialog.trials_spin.setValue(8)
-        dialog.batch_spin.setValue(4)
-        dialog.number_spin.setValue(1)
-        dialog.repeat_spin.setValue(2)
-        dialog.min_repeat_spin.setValue(1)
+        small_random_budget(settled(qtbot, dialog), trials=8, batch=4)
         dialog.confirm_cap_spin.setValue(0)  # one attempt: measuring again has its own test
         assert dialog.can_start()
         dialog.start_button.click()
@@ -206,36 +198,19 @@ def test_run_bar_shows_what_the_session_does_after_its_trials(qtbot, store_copy,
 
 
 NO_TUNING_LOOP_HERE = r"""
-import json, sys, time
-from PySide6.QtCore import QSettings
-from PySide6.QtWidgets import QApplication
-from tunelab.app.main_window import MainWindow
-from tunelab.core.records import MeasureOptions, SessionSpec
-from tunelab.core.store import Store
+import json, sys
+from tests.app.child_app import launch, wait_for
+from tests.core.specs import quick_spec
 
-app = QApplication([])
-store = Store(sys.argv[1])
-window = MainWindow(store, QSettings(sys.argv[2], QSettings.Format.IniFormat), poll_ms=100)  # probe included
-window.show()
-
-def wait(done, timeout=300):
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, "timed out"
-        app.processEvents()
-        time.sleep(0.01)
-
-wait(lambda: window._probe is None or not window._probe.isRunning())
-spec = SessionSpec(workload="gemm", shape={"M": 32, "N": 32, "K": 32}, target="llvm", space_kind="template",
-                   tuner="random", trials=4, batch=2,
-                   measure=MeasureOptions(number=1, repeat=2, min_repeat_ms=1, cooldown_s=0, confirm_runs=0))
-worker = window.start_session(spec)
+app, store, window = launch(sys.argv[1], sys.argv[2])
+wait_for(app, lambda: window._probe is None or not window._probe.isRunning())
+worker = window.start_session(quick_spec(trials=4, batch=2))
 worker.cancel()  # at once: the child still stores the session, then ends it as cancelled
-wait(lambda: window.worker is None)
+wait_for(app, lambda: window.worker is None)
 sid = worker.session_id
 cancelled = store.session(sid).status
 window.resume_session(sid)
-wait(lambda: window.worker is None)
+wait_for(app, lambda: window.worker is None)
 record = store.session(sid)
 loop_or_space = [m for m in sys.modules
                  if m == "tunelab.core.session.loop" or m.startswith("tunelab.core.search.space")]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from dialog_ready import settled
+from dialog_ready import settled, small_random_budget
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QFileDialog
 
@@ -101,12 +101,7 @@ def test_custom_file_runs_a_real_session_from_start_to_finish(qtbot, store_copy,
             )
             assert "(recommended)" in dialog.tuner_combo.currentText()
             assert "custom (row_sum.py) M=32,N=32 float32" in dialog.summary.text()
-            dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
-            dialog.trials_spin.setValue(4)
-            dialog.batch_spin.setValue(4)
-            dialog.number_spin.setValue(1)
-            dialog.repeat_spin.setValue(2)
-            dialog.min_repeat_spin.setValue(1)
+            small_random_budget(dialog, trials=4, batch=4)
             assert settled(qtbot, dialog).can_start()
             seen["spec"] = dialog.spec()
             dialog.start_button.click()

@@ -5,32 +5,13 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from dialog_ready import settled
+from dialog_ready import choose_random, settled, start_accepted
 
+from tests.core.specs import CHANGED_MEASURE
 from tunelab.app.dialogs.new_session import NewSessionDialog
 from tunelab.app.dialogs.remote_options import REMOTE_FIELDS
 from tunelab.core.cli.parser import _parser
 from tunelab.core.records import MeasureOptions
-
-CHANGED = dict(
-    number=2,
-    repeat=4,
-    min_repeat_ms=7,
-    warmup=3,
-    timeout_s=12.5,
-    cache_flush=True,
-    check_correctness=False,
-    target_cv=0.02,
-    max_repeat=20,
-    leader_band=2.5,
-    cooldown_s=1.5,
-    confirm_runs=4,
-    confirm_top=5,
-    confirm_max_s=30.0,
-    fail_fast=6,
-    l2_flush="on",
-    lock_clocks=True,
-)
 
 
 def _dialog(qtbot, settings) -> NewSessionDialog:
@@ -41,7 +22,7 @@ def _dialog(qtbot, settings) -> NewSessionDialog:
 
 def test_every_cli_measurement_option_is_in_the_dialog_and_remembered(qtbot, settings):
     # Where it measures (the RPC tracker's fields) has a box of its own: test_new_session_remote.py.
-    assert set(CHANGED) == {f.name for f in fields(MeasureOptions)} - set(REMOTE_FIELDS)
+    assert set(CHANGED_MEASURE) == {f.name for f in fields(MeasureOptions)} - set(REMOTE_FIELDS)
     # the CLI sets each of them (tunelab.core.cli.tuning builds MeasureOptions from these flags)
     tune = next(
         a for a in _parser()._subparsers._group_actions[0].choices.values() if a.prog.endswith("tune")
@@ -61,20 +42,16 @@ def test_every_cli_measurement_option_is_in_the_dialog_and_remembered(qtbot, set
 
     dialog = _dialog(qtbot, settings)
     assert dialog.spec().measure == MeasureOptions()  # the dialog's defaults are the CLI's
-    dialog.measure_box.set_options(CHANGED)
-    assert dialog.spec().measure == MeasureOptions(**CHANGED)
+    dialog.measure_box.set_options(CHANGED_MEASURE)
+    assert dialog.spec().measure == MeasureOptions(**CHANGED_MEASURE)
     box = dialog.measure_box
     assert box.target_cv_spin.text() == "2.0 %" and box.cooldown_spin.text() == "1.5 s"
     box.confirm_spin.setValue(0)
     assert not box.confirm_top_spin.isEnabled() and not box.confirm_cap_spin.isEnabled()
     box.confirm_spin.setValue(4)
-    dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
-    dialog._on_tuner_chosen()
-    dialog.start_button.click()
-    qtbot.waitUntil(
-        lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000
-    )  # checked in a worker
-    assert _dialog(qtbot, settings).spec().measure == MeasureOptions(**CHANGED)
+    choose_random(dialog)
+    start_accepted(qtbot, dialog)
+    assert _dialog(qtbot, settings).spec().measure == MeasureOptions(**CHANGED_MEASURE)
 
 
 def test_the_early_stop_hint_follows_the_trial_count(qtbot, settings):

@@ -11,7 +11,7 @@ import socket
 import time
 
 import pytest
-from dialog_ready import settled
+from dialog_ready import ask_small_gemm, choose_random, settled, small_random_budget
 from PySide6.QtCore import QTimer
 from rpc_cluster import free_port, start_cluster
 
@@ -149,8 +149,7 @@ def test_the_trackers_keys_fill_the_key_box_and_the_spec_measures_there(qtbot, s
     assert box.status.text() == f"The tracker at {cluster.tracker} holds 2 servers under 1 key."
     assert set(box.key_combo.toolTip().removeprefix(f"{cluster.key}: ").split(", ")) == set(cluster.servers)
     box.workers_spin.setValue(4)
-    dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
-    dialog._on_tuner_chosen()
+    choose_random(dialog)
     assert settled(qtbot, dialog).can_start(), dialog.error_label.text()
     assert f"measured through {cluster.tracker} (tunelab-test, 4 at once)" in dialog.summary.text()
     spec = dialog.spec()
@@ -199,20 +198,11 @@ def test_a_session_started_from_the_dialog_is_measured_on_the_trackers_servers(
     qtbot.addWidget(window)
     window.show()
     dialog = _dialog(qtbot, settings)
-    for name, value in {"M": 32, "N": 32, "K": 32}.items():
-        dialog._shape_spins[name].setValue(value)
-    dialog.target_combo.setCurrentIndex(dialog.target_combo.findData("llvm"))
-    dialog._on_problem_changed()
+    ask_small_gemm(dialog)
     qtbot.waitUntil(
         lambda: dialog.space_editor.is_valid() and not dialog.space_editor.is_pending(), timeout=60_000
     )
-    dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
-    dialog._on_tuner_chosen()
-    dialog.trials_spin.setValue(4)
-    dialog.batch_spin.setValue(4)
-    dialog.number_spin.setValue(1)
-    dialog.repeat_spin.setValue(2)
-    dialog.min_repeat_spin.setValue(1)
+    small_random_budget(dialog, trials=4, batch=4)
     dialog.confirm_spin.setValue(0)
     _remote(dialog, cluster.tracker.host, cluster.tracker.port)
     _query(qtbot, dialog)
@@ -277,8 +267,7 @@ def test_the_servers_cpu_is_a_target_the_dialog_asks_a_server_for(qtbot, setting
     assert dialog.target_label.text() == expected.description
     assert f"key {cluster.key}" in dialog.target_label.toolTip()
     assert expected.description in dialog.summary.text()
-    dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
-    dialog._on_tuner_chosen()
+    choose_random(dialog)
     assert settled(qtbot, dialog).can_start(), dialog.error_label.text()
     spec = dialog.spec()
     assert spec.target == "remote" and spec.measure.rpc_key == cluster.key

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from dialog_ready import settled
+from dialog_ready import choose_random, settled, start_accepted
 
 from tunelab.app.dialogs.new_session import NewSessionDialog
 from tunelab.app.dialogs.target_options import check_arch, isa_flags, parse_mattr
@@ -108,12 +108,8 @@ def test_a_valid_mcpu_passes_the_self_check_and_is_the_spec_target_and_remembere
     assert resolved.json["mcpu"] == mcpu and resolved.json["num-cores"] == 1 and resolved.can_run
     assert dialog._target is not None and dialog._target.json == resolved.json
 
-    dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
-    dialog._on_tuner_chosen()
-    dialog.start_button.click()
-    qtbot.waitUntil(
-        lambda: dialog.result() == dialog.DialogCode.Accepted, timeout=60_000
-    )  # checked in a worker
+    choose_random(dialog)
+    start_accepted(qtbot, dialog)
     again = _dialog(qtbot, settings)  # the fields come back, and their target with them
     assert again.target_combo.currentData() == "llvm"
     assert again.target_options.mcpu_combo.currentText() == mcpu

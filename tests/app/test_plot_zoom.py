@@ -1,10 +1,12 @@
 """Plots that keep to what a person asked (issue 25, item 6): each session's plots start fresh, a plain
 wheel changes no range (Ctrl+wheel zooms), "Reset view" and a double-click show everything again, the
-Hardware panels never go to negative time, and the GFLOP/s axis starts at 0 with the header's figure on it."""
+Hardware panels never go to negative time (test_hardware_zoom.py), and the GFLOP/s axis starts at 0 with the
+header's figure on it (test_live_stated_line.py)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from showing import on_screen
 
 from tests.app.plot_events import double_click, ranges, sessions, wheel
 from tunelab.app.views.live_plot import LivePlot
@@ -12,10 +14,7 @@ from tunelab.app.views.live_plot import LivePlot
 
 def test_live_plot_zooms_with_ctrl_only_resets_and_starts_fresh_per_session(qtbot, store):
     first, second = sessions(store)[:2]
-    view = LivePlot(store, redraw_ms=10)
-    qtbot.addWidget(view)
-    view.resize(1200, 700)
-    view.show()
+    view = on_screen(qtbot, LivePlot(store, redraw_ms=10), size=(1200, 700))
     qtbot.waitExposed(view)
     view.set_session(first.id)
     box, widget = view.plot_item.vb, view.plot_widget
@@ -48,18 +47,3 @@ def test_live_plot_zooms_with_ctrl_only_resets_and_starts_fresh_per_session(qtbo
     fresh = ranges(box)
     assert box.autoRangeEnabled() == [True, True]
     assert fresh[0][0] <= 1 and fresh[0][1] >= second.n_trials
-
-
-def test_gflops_axis_starts_at_zero(qtbot, store):
-    record = sessions(store)[0]
-    view = LivePlot(store, redraw_ms=10)
-    qtbot.addWidget(view)
-    view.resize(1200, 700)
-    view.show()
-    view.set_session(record.id)
-    qtbot.wait(50)
-    best = view._best.col("gflops")[-1]
-    assert record.best_gflops is not None and abs(best - record.best_gflops) / best < 1e-6
-    lo, hi = ranges(view.gflops_view)[1]
-    assert lo == 0.0, "a gain of a few % must not read as a cliff"
-    assert best <= hi <= 1.2 * best

@@ -27,7 +27,7 @@ LAUNCHES = 10
 
 ONE_LAUNCH = textwrap.dedent(
     """
-    import json, sys, threading, time
+    import json, sys, threading
 
     tvm_imports = []  # (thread name, module) for every TVM module this process imports
 
@@ -39,44 +39,25 @@ ONE_LAUNCH = textwrap.dedent(
 
     sys.addaudithook(_audit)
 
-    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
     from tunelab.app.dialogs.new_session import NewSessionDialog
-    from tunelab.app.main_window import MainWindow
-    from tunelab.core.store import Store
+    from tests.app.child_app import launch, wait_for
+    from tests.app.dialog_ready import ask_small_gemm, small_random_budget  # no TVM import
 
     db, ini, out = sys.argv[1:4]
-    app = QApplication([])
-    store = Store(db)
-    window = MainWindow(store, QSettings(ini, QSettings.Format.IniFormat), poll_ms=100)  # probe included
-    window.show()
+    app, store, window = launch(db, ini)
     before = {r.id for r in store.sessions()}
     dialog_error = []
-
-
-    def wait(done, timeout=300):
-        deadline = time.monotonic() + timeout
-        while not done():
-            assert time.monotonic() < deadline, "timed out"
-            app.processEvents()
-            time.sleep(0.01)
 
 
     def fill_and_start():
         dialog = QApplication.activeModalWidget()
         assert isinstance(dialog, NewSessionDialog), dialog
-        for name, value in {"M": 32, "N": 32, "K": 32}.items():
-            dialog._shape_spins[name].setValue(value)
-        dialog.target_combo.setCurrentIndex(dialog.target_combo.findData("llvm"))
-        dialog._on_problem_changed()
+        ask_small_gemm(dialog)
         # the space is derived in a worker thread, and its size recommends a tuner: wait, then choose
-        wait(lambda: not dialog.space_editor.is_pending())
-        dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("random"))
-        dialog.trials_spin.setValue(4)
-        dialog.batch_spin.setValue(2)
-        dialog.number_spin.setValue(1)
-        dialog.repeat_spin.setValue(2)
-        dialog.min_repeat_spin.setValue(1)
+        wait_for(app, lambda: not dialog.space_editor.is_pending())
+        small_random_budget(dialog, trials=4, batch=2)
         dialog.confirm_cap_spin.setValue(0)
         if not dialog.can_start():
             dialog_error.append(dialog.error_label.text() or dialog.problem_error.text())
@@ -94,15 +75,15 @@ ONE_LAUNCH = textwrap.dedent(
 
     QTimer.singleShot(0, fill_and_start)
     window.new_action.trigger()  # at once, as a person clicks: TVM may still be importing
-    wait(lambda: window.worker is None)
+    wait_for(app, lambda: window.worker is None)
     (sid,) = {r.id for r in store.sessions()} - before or {None}
     record = store.session(sid) if sid is not None else None
     exported = None
     if record is not None and record.best_trial_id is not None:
         window.export_trial(sid, None, out, ("schedule", "tvmscript"))
-        wait(lambda: window.export_worker is None)
+        wait_for(app, lambda: window.export_worker is None)
         exported = window.message_bar.text
-    wait(lambda: window._probe is None or not window._probe.isRunning())
+    wait_for(app, lambda: window._probe is None or not window._probe.isRunning())
     app.processEvents()
     print(json.dumps({
         "dialog_error": dialog_error,

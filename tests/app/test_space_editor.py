@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dialog_ready import SPACE_WAIT_MS, settled
+from dialog_ready import SPACE_WAIT_MS, choose_random, settled, start_accepted
 
 from tunelab.app.dialogs.new_session import NewSessionDialog
 
@@ -121,12 +121,8 @@ def test_last_options_are_remembered(qtbot, settings):
     _set_shape(qtbot, first, M=64, N=32, K=16)
     first.trials_spin.setValue(12)
     first.repeat_spin.setValue(5)
-    first.tuner_combo.setCurrentIndex(first.tuner_combo.findData("random"))
-    first._on_tuner_chosen()
-    first.start_button.click()
-    qtbot.waitUntil(
-        lambda: first.result() == first.DialogCode.Accepted, timeout=60_000
-    )  # checked in a worker
+    choose_random(first)
+    start_accepted(qtbot, first)
     second = _dialog(qtbot, settings)
     assert second.shape() == {"M": 64, "N": 32, "K": 16}
     assert second.trials_spin.value() == 12

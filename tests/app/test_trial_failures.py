@@ -4,19 +4,16 @@ by Failure groups them) and shows a trial's knobs as name | value rows."""
 
 from __future__ import annotations
 
-import time
-
 from PySide6.QtCore import Qt
 
+from tests.core.stores import new_trial
 from tunelab.app.views.live_plot import LivePlot
 from tunelab.app.views.trials.model import COLUMNS
 from tunelab.app.views.trials.widget import TrialsTable
 from tunelab.core.faults import describe_failures
-from tunelab.core.records import NewTrial
 
 
 def _plant_failures(store, session_id: int) -> None:
-    now = time.time()
     for i, (status, error) in enumerate(
         (
             ("run_error", "worker died: signal 4 (SIGILL): an instruction this CPU lacks"),
@@ -24,22 +21,8 @@ def _plant_failures(store, session_id: int) -> None:
             ("build_error", "TVMError: cannot vectorize"),
         )
     ):
-        store.add_trial(
-            session_id,
-            NewTrial(
-                round=9,
-                config={"bad": i},
-                status=status,
-                error=error,
-                samples_ms=(),
-                predicted_ms=None,
-                build_s=0.1,
-                run_s=None,
-                started_at=now,
-                finished_at=now,
-            ),
-            f"bad-{i}",
-        )
+        failed = new_trial({"bad": i}, (), round=9, status=status, error=error, run_s=None)
+        store.add_trial(session_id, failed, f"bad-{i}")
 
 
 def test_describe_failures():

@@ -14,6 +14,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
+from tests.core.stores import add_session
 from tunelab.app.main_window import MainWindow
 from tunelab.app.resources import stylesheet
 from tunelab.app.views.trials.model import COLUMNS, CONFIG_COL, DEVICE_COL, ERROR_COL, FAILURE_COL, IQR_COL
@@ -50,13 +51,8 @@ def make_spread_store(path, devices=(None,)):
     """A store with one session: the ok trials of SAMPLES, then two failed ones (no samples); trial i
     measured on devices[i % len(devices)] (None: this machine)."""
     store = Store(path)
-    session_id = store.create_session(
-        SessionSpec(workload="gemm", shape={"M": 64, "N": 64, "K": 64}),
-        target_json={"kind": "llvm"},
-        target_kind="llvm",
-        space_json={"kind": "template", "knobs": []},
-        tvm_version="test",
-        flops=2.0 * 64**3,
+    session_id = add_session(
+        store, SessionSpec(workload="gemm", shape={"M": 64, "N": 64, "K": 64}), flops=2.0 * 64**3
     )
     now = time.time()
     trials = [("ok", None, samples) for samples in SAMPLES] + [(s, e, ()) for s, e in FAILURES]

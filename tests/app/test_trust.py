@@ -12,6 +12,7 @@ import pytest
 from neighbours import start_neighbour
 from PySide6.QtCore import Qt
 
+from tests.core.stores import open_built
 from tunelab.app.views.bias_table import FLAGGED_BRUSH
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
@@ -19,7 +20,6 @@ from tunelab.app.views.session_figures import SessionFigures
 from tunelab.app.views.validation.drawing import FALLS_OFF_BRUSH
 from tunelab.app.views.validation.view import ValidationView
 from tunelab.core.records import MeasureOptions
-from tunelab.core.store import Store
 from tunelab.core.trust.remeasure.pool import worker_processes
 
 # a child process imports TVM and fits the model: seconds on a quiet machine, minutes on a loaded one
@@ -28,10 +28,7 @@ BIAS_CHILD_MS = 180_000
 
 @pytest.fixture
 def xgb_store(xgb_db):
-    path, session_id = xgb_db
-    s = Store(path)
-    yield s, session_id
-    s.close()
+    yield from open_built(xgb_db)
 
 
 def _random_session(store) -> int:

@@ -9,7 +9,10 @@ import time
 import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
+from readings import gpu_burst
+from showing import on_screen
 
+from tests.core.stores import add_session, new_trial
 from tunelab.app.views.compare import CompareView
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
@@ -45,26 +48,9 @@ def test_live_plot_draws_every_trial(qtbot, store):
 
 
 def test_live_plot_marks_failed_trials_at_the_top(qtbot, store_copy):
-    from tunelab.core.records import NewTrial
-
     record = _first(store_copy)
-    now = time.time()
-    store_copy.add_trial(
-        record.id,
-        NewTrial(
-            round=9,
-            config={"broken": 1},
-            status="build_error",
-            error="TVMError: boom",
-            samples_ms=(),
-            predicted_ms=None,
-            build_s=0.1,
-            run_s=None,
-            started_at=now,
-            finished_at=now,
-        ),
-        "broken",
-    )
+    failed = new_trial({"broken": 1}, (), round=9, status="build_error", error="TVMError: boom", run_s=None)
+    store_copy.add_trial(record.id, failed, "broken")
     view = LivePlot(store_copy, redraw_ms=10)
     qtbot.addWidget(view)
     view.show()
@@ -202,21 +188,9 @@ def test_compare_two_sessions(qtbot, store):
 
 
 def test_hardware_view_without_telemetry_says_so(qtbot, store_copy):
-    from tunelab.core.records import SessionSpec
-
     # A session stored without any telemetry (as an older tunelab, or a CLI without a sampler, leaves it).
-    session_id = store_copy.create_session(
-        SessionSpec(workload="gemm", shape={"M": 8, "N": 8, "K": 8}),
-        target_json={"kind": "llvm"},
-        target_kind="llvm",
-        space_json={"kind": "template", "knobs": []},
-        tvm_version="test",
-        flops=1024.0,
-    )
-    view = HardwareView(store_copy, redraw_ms=10)
-    qtbot.addWidget(view)
-    view.show()
-    view.set_session(session_id)
+    session_id = add_session(store_copy)
+    view = on_screen(qtbot, HardwareView(store_copy, redraw_ms=10), session_id)
     assert view.stack.currentWidget() is view.empty
     assert f"No telemetry recorded for session {session_id}" in view.empty.text()
     from tunelab.app.workers.telemetry_source import machine_gpu_status
@@ -226,23 +200,9 @@ def test_hardware_view_without_telemetry_says_so(qtbot, store_copy):
 
 
 def test_hardware_view_plots_telemetry_and_throttling(qtbot, store_copy):
-    from tunelab.core.telemetry.readings import TelemetrySample
-
     record = _first(store_copy)
     t0 = record.created_at
-    samples = [
-        TelemetrySample(
-            t=t0 + 0.1 * i,
-            gpu_temp_c=60 + i * 0.1,
-            gpu_power_w=200 + i,
-            gpu_power_limit_w=300,
-            gpu_sm_clock_mhz=1980 - (300 if 20 <= i < 30 else 0),
-            gpu_util_pct=95,
-            throttle_reasons=("sw_power_cap",) if 20 <= i < 30 else (),
-            cpu_load_mean=40.0,
-        )
-        for i in range(50)
-    ]
+    samples = gpu_burst(t0, lambda i: 1980 - (300 if 20 <= i < 30 else 0), lambda i: 20 <= i < 30)
     recorded = len(store_copy.telemetry(record.id))  # what the sampler took while it tuned
     store_copy.add_telemetry(record.id, samples)
     view = HardwareView(store_copy, redraw_ms=10)

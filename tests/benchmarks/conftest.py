@@ -16,7 +16,6 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import json
-import shutil
 import sqlite3
 import statistics
 import tempfile
@@ -25,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+# QSettings in the run's own folder, and a file of each test's own: the app tests' fixtures.
+from tests.app.qt_settings import _isolated_settings, settings  # noqa: F401
 from tunelab.core.store import Store, schema_version
 
 HERE = Path(__file__).resolve().parent
@@ -138,26 +139,6 @@ def styled_qapp(qapp):
 
     qapp.setStyleSheet(stylesheet())
     return qapp
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _isolated_settings(tmp_path_factory):
-    """QSettings() never touches the user's real configuration."""
-    from PySide6.QtCore import QSettings
-
-    folder = tmp_path_factory.mktemp("settings")
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-    for scope in (QSettings.Scope.UserScope, QSettings.Scope.SystemScope):
-        QSettings.setPath(QSettings.Format.IniFormat, scope, str(folder))
-    yield
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture
-def settings(tmp_path):
-    from PySide6.QtCore import QSettings
-
-    return QSettings(str(tmp_path / "tunelab.ini"), QSettings.Format.IniFormat)
 
 
 # ---------------------------------------------------------------------------------- reporting

@@ -20,8 +20,10 @@ import time
 import pytest
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 
+from tests.core.specs import small_spec
+from tests.core.stores import open_built
 from tunelab.app.main_window import MainWindow
-from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.records import MeasureOptions
 from tunelab.core.store import Store
 
 N_TRIALS = 100_000
@@ -243,13 +245,18 @@ def test_redraw_live_plot(benchmark, styled_qapp, opened, record):
     counter = PaintCounter(live.plot_widget.viewport())
     times = _redraw_rounds(benchmark, styled_qapp, live._on_redraw, counter, rounds=8)
     record("redraw: live plot (slot + paint)", times, REDRAW_TARGET_MS)
-    set_data = []
-    for _ in range(5):
-        t = time.perf_counter()
-        live._on_redraw()
-        set_data.append(time.perf_counter() - t)
-    record("  live plot: slot only (setData)", set_data)
+    record("  live plot: slot only (setData)", _slot_only(live._on_redraw, 5))
     record("  live plot: paint only (repaint)", _paint_only(styled_qapp, live.plot_widget.viewport()))
+
+
+def _slot_only(slot, rounds: int) -> list[float]:
+    """Seconds each of ``rounds`` calls of the redraw ``slot`` takes, without the paint that follows."""
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        slot()
+        times.append(time.perf_counter() - t)
+    return times
 
 
 def test_redraw_cost_model(benchmark, styled_qapp, opened, record):
@@ -263,12 +270,7 @@ def test_redraw_cost_model(benchmark, styled_qapp, opened, record):
     counter = PaintCounter(view.layout_widget.viewport())
     times = _redraw_rounds(benchmark, styled_qapp, view._on_redraw, counter, rounds=5)
     record("redraw: cost-model view (slot + paint)", times, REDRAW_TARGET_MS)
-    slot = []
-    for _ in range(3):
-        t = time.perf_counter()
-        view._on_redraw()
-        slot.append(time.perf_counter() - t)
-    record("  cost model: slot only", slot)
+    record("  cost model: slot only", _slot_only(view._on_redraw, 3))
     record("  cost model: paint only (repaint)", _paint_only(styled_qapp, view.layout_widget.viewport()))
 
 
@@ -297,10 +299,7 @@ def test_sort_trials_table(benchmark, styled_qapp, opened, record):
 
 @pytest.fixture
 def big(big_store):
-    path, session_id = big_store
-    store = Store(path)
-    yield store, session_id
-    store.close()
+    yield from open_built(big_store)
 
 
 def _timed(fn, times):
@@ -379,12 +378,8 @@ def test_store_watcher_poll(benchmark, styled_qapp, big, record):
 # ------------------------------------------------------------------------------------ (d) heartbeat
 
 TICK_MS = 10
-HEARTBEAT_SPEC = SessionSpec(
-    workload="gemm",
+HEARTBEAT_SPEC = small_spec(
     shape={"M": 64, "N": 64, "K": 64},
-    target="llvm",
-    space_kind="template",
-    tuner="random",
     trials=32,
     batch=8,
     measure=MeasureOptions(number=2, repeat=3, min_repeat_ms=5),

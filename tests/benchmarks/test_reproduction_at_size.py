@@ -37,8 +37,9 @@ import numpy as np
 import pytest
 from neighbours import start_neighbour, stop_neighbours
 
+from tests.core.specs import small_spec
 from tunelab.core.export.files import export_trial
-from tunelab.core.records import MeasureOptions, SessionSpec
+from tunelab.core.records import MeasureOptions
 from tunelab.core.session.loop import create_session
 from tunelab.core.store import Store
 from tunelab.core.trust.confirm import confirm_session
@@ -125,15 +126,13 @@ def _in_a_persons_process(schedule: Path, library: Path, folder: Path) -> list[d
 def test_the_stated_figure_holds_in_a_persons_process_or_the_file_says_why_not(case, tmp_path):
     workload, shape = CASES[case]
     store = Store(tmp_path / "tunelab.sqlite")
-    spec = SessionSpec(
+    spec = small_spec(
         workload=workload,
         shape=shape or None,
-        target="llvm",
         space_kind="auto",
         tuner="evolutionary",
         trials=16,
         batch=8,
-        seed=0,
         measure=MeasureOptions(cooldown_s=0.5, confirm_runs=0),  # confirmed below, by hand
     )
     pids = _neighbours()

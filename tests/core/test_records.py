@@ -6,6 +6,7 @@ import json
 from dataclasses import fields
 
 import pytest
+from specs import CHANGED_MEASURE
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import MeasureOptions, SessionSpec
@@ -23,20 +24,7 @@ FULL = SessionSpec(
     batch=3,
     early_stop=5,
     seed=7,
-    measure=MeasureOptions(
-        number=1,
-        repeat=2,
-        min_repeat_ms=1,
-        warmup=0,
-        timeout_s=12.5,
-        cache_flush=True,
-        check_correctness=False,
-        target_cv=0.1,
-        max_repeat=4,
-        cooldown_s=0.0,
-        confirm_runs=0,
-        confirm_top=2,
-    ),
+    measure=MeasureOptions(**CHANGED_MEASURE),
     name="a name — with unicode ³",
     custom_source="import tvm\n# the TE compute\n",
     shapes=({"M": 16, "N": 16, "K": 8}, {"M": 64, "N": 16, "K": 8}),

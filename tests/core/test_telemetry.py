@@ -17,9 +17,10 @@ from pathlib import Path
 import psutil
 import pynvml
 import pytest
+from stores import new_trial
 
 from tunelab.core.errors import StoreError
-from tunelab.core.records import NewTrial, SessionSpec
+from tunelab.core.records import SessionSpec
 from tunelab.core.store import MIGRATIONS, Store
 from tunelab.core.store.telemetry_sink import StoreSink
 from tunelab.core.telemetry.cpu import PsutilSource
@@ -77,18 +78,7 @@ def new_session(store: Store) -> int:
 
 def add_trial(store: Store, session_id: int, key: str = "a") -> int:
     now = time.time()
-    trial = NewTrial(
-        round=0,
-        config={"k": key},
-        status="ok",
-        error=None,
-        samples_ms=(1.0, 1.1),
-        predicted_ms=None,
-        build_s=0.1,
-        run_s=0.2,
-        started_at=now - 1,
-        finished_at=now,
-    )
+    trial = new_trial({"k": key}, (1.0, 1.1), run_s=0.2, started_at=now - 1, finished_at=now)
     return store.add_trial(session_id, trial, key).id
 
 
