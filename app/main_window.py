@@ -19,12 +19,13 @@ from PySide6.QtWidgets import (
 
 from tunelab.app.dialogs.new_session import NewSessionDialog
 from tunelab.app.resources import icon
-from tunelab.app.views.browser import SessionBrowser, target_text
+from tunelab.app.views.browser import SessionBrowser
 from tunelab.app.views.compare import CompareView
 from tunelab.app.views.costmodel_view import CostModelView
 from tunelab.app.views.hardware_view import HardwareView
 from tunelab.app.views.jitter_view import JitterView
 from tunelab.app.views.live_plot import LivePlot
+from tunelab.app.views.target_words import target_text
 from tunelab.app.views.trials.widget import TrialsTable
 from tunelab.app.views.validation.view import ValidationView
 from tunelab.app.widgets.buffers import n_rows
@@ -123,6 +124,9 @@ class MainWindow(FilesWindow):
         self.browser = SessionBrowser(self.store, self.watcher)
         self.browser.session_selected.connect(self._on_session_selected)
         self.browser.resume_requested.connect(self._on_resume_session)
+        self.browser.model.target_words.described.connect(
+            self._show_target
+        )  # a target's ISA level, once known
         dock = QDockWidget("Sessions", self)
         dock.setObjectName("SessionsDock")
         dock.setWidget(self.browser)

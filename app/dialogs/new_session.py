@@ -367,7 +367,9 @@ class NewSessionDialog(NewSessionForm):
         if (
             last.get("tuner_chosen")
             and isinstance(tuner, str)
-            and tuner_availability().get(tuner, "missing") is None
+            and self.tuner_combo.findData(tuner) >= 0
+            and tuner_availability().get(tuner)
+            is None  # unknown yet: restored, greyed later if it cannot load
         ):
             self._set_combo(self.tuner_combo, last.get("tuner"))
             self._tuner_chosen = True

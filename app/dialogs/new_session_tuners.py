@@ -3,22 +3,32 @@ recommended for the space's size, and the xgb tuner's cost model."""
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel
 
 from tunelab.app.dialogs.new_session_target import TargetChecks
 from tunelab.app.widgets.combo import combo_item
+from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
 
 # When the recommended strategy cannot be loaded here, the next best that can.
 FALLBACK_TUNERS = ("xgb", "genetic", "random", "grid")
 
 
-@cache
+# Tuner name -> None when it loads here, else why not; None until a worker has loaded every tuner once
+# in this process (loading them imports Optuna, XGBoost and MetaSchedule: seconds, never on the GUI thread).
+_loaded: dict[str, str | None] | None = None
+
+
 def tuner_availability() -> dict[str, str | None]:
-    """Tuner name -> None when it loads here, else why not."""
+    """What is known of which tuners load here: empty until a worker has loaded them (every tuner is
+    offered until then; Start's check refuses one that cannot load, saying why)."""
+    return dict(_loaded or {})
+
+
+def load_tuners() -> dict[str, str | None]:
+    """Load every registered tuner: name -> None when it loads here, else why not. In a worker."""
     from tunelab.core.usecases.listing import get_tuner_class, tuner_names
 
     out: dict[str, str | None] = {}
@@ -45,15 +55,21 @@ class TunerChoice(TargetChecks):
         tuner_box = QGroupBox("Tuner")
         tuner_form = QFormLayout(tuner_box)
         self.tuner_combo = QComboBox()
-        from tunelab.core.usecases.listing import tuner_description
+        from tunelab.core.usecases.listing import tuner_description, tuner_names
 
         self._tuner_availability = tuner_availability()
-        for name, why in self._tuner_availability.items():
+        self._last_size: int | None = None
+        for name in tuner_names():
             self.tuner_combo.addItem(name, name)
             item = combo_item(self.tuner_combo, self.tuner_combo.count() - 1)
+            why = self._tuner_availability.get(name)
             item.setToolTip(why or tuner_description(name))  # the registry's one line, or why it cannot load
             if why:
                 item.setEnabled(False)
+        if _loaded is None:
+            worker = CallWorker(None, load_tuners)
+            worker.succeeded.connect(self._on_tuners_loaded)
+            keep_alive(worker).start()
         self.tuner_combo.activated.connect(self._on_tuner_chosen)
         self.space_kind_combo.currentIndexChanged.connect(self._offer_tuners)
         self.tuner_hint = QLabel()
@@ -77,9 +93,23 @@ class TunerChoice(TargetChecks):
         self._show_cost_model()
         return tuner_box
 
+    def tuners_known(self) -> bool:
+        """Whether the dialog knows which tuners load here (a worker loads them once per process)."""
+        return _loaded is not None
+
+    def _on_tuners_loaded(self, availability: dict[str, str | None]) -> None:
+        """Grey the tuners that cannot load here (saying why), and recommend again among the rest."""
+        global _loaded
+        _loaded = dict(availability)
+        self._tuner_availability = dict(availability)
+        self._offer_tuners()
+        if self._last_size is not None:
+            self._recommend(self._last_size)
+
     def _recommend(self, size: int) -> None:
         from tunelab.core.usecases.listing import recommend_tuner
 
+        self._last_size = size
         kind = self.space_kind_combo.currentData()
         recommended = recommend_tuner(kind, size)
         available = self._tuner_availability
@@ -117,7 +147,9 @@ class TunerChoice(TargetChecks):
             fits = kind in tuner_space_kinds(name)
             item = combo_item(self.tuner_combo, i)
             item.setEnabled(why is None and fits)
-            if why is None:
+            if why is not None:
+                item.setToolTip(why)
+            else:
                 item.setToolTip(
                     tuner_description(name)
                     if fits

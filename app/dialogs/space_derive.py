@@ -76,3 +76,80 @@ def derive_size(generation: int, problem: Problem, data: dict[str, Any]) -> Deri
     # what "auto" packing resolved to for this shape is part of what the person is choosing
     note = space.packing.words() if space.packing is not None else None
     return DerivedSize(generation, space.size, len(space.sketches), note)
+
+
+@dataclass(frozen=True)
+class CheckedEdit:
+    """One edit of a space as the core checked it (in a worker thread): a reason per row (None: the row
+    is valid), and the space as the core takes it with its size (None for an auto space: its sketches
+    are derived next), or why the whole is refused."""
+
+    generation: int
+    reasons: tuple[str | None, ...]
+    data: dict[str, Any] | None = None
+    size: int | None = None
+    error: str | None = None
+
+
+def check_knobs(
+    generation: int, template: dict[str, Any], axes: list[Any], kind: str, rows: list[tuple[Any, str | None]]
+) -> CheckedEdit:
+    """A template's knobs as typed, checked by the core: ``rows`` holds each knob's parsed candidates and
+    why its text did not parse (None: it did). Each knob is checked with the others at their defaults,
+    so its reason names it alone; then the whole. Never raises."""
+    from tunelab.core.usecases.spaces import check_template
+
+    defaults = template["knobs"]
+    reasons: list[str | None] = []
+    for i, (value, reason) in enumerate(rows):
+        if reason is None and not isinstance(value, list):
+            reason = "must be a JSON list of candidates, e.g. [1, 2, 4]"
+        elif reason is None:
+            knobs = [*defaults[:i], {**defaults[i], "candidates": value}, *defaults[i + 1 :]]
+            try:
+                check_template({**template, "knobs": knobs}, axes, kind)
+            except TunelabError as exc:
+                reason = str(exc)
+        reasons.append(reason)
+    errors = [f"{d['name']}: {r}" for d, r in zip(defaults, reasons, strict=True) if r]
+    if errors:
+        error = errors[0] if len(errors) == 1 else f"{len(errors)} knobs are invalid; first: {errors[0]}"
+        return CheckedEdit(generation, tuple(reasons), error=error)
+    knobs = [{**d, "candidates": value} for d, (value, _) in zip(defaults, rows, strict=True)]
+    data = {**template, "knobs": knobs}
+    try:
+        check_template(data, axes, kind)
+    except TunelabError as exc:
+        return CheckedEdit(generation, tuple(reasons), error=str(exc))
+    size = 1
+    for knob in knobs:
+        size *= len(knob["candidates"])
+    return CheckedEdit(generation, tuple(reasons), data, size)
+
+
+def check_rule_edit(
+    generation: int, auto: dict[str, Any], kind: str, rows: list[tuple[dict[str, Any], str | None]]
+) -> CheckedEdit:
+    """An auto space's rules as typed, checked by the core: ``rows`` holds each rule as typed and why one
+    of its parameters did not parse (None: they did). Each rule is checked with the others at their
+    defaults, then the whole. Never raises."""
+    from tunelab.core.usecases.spaces import check_rules
+
+    defaults = auto["rules"]
+    reasons: list[str | None] = []
+    for i, (rule, reason) in enumerate(rows):
+        if reason is None:
+            try:
+                check_rules({"rules": [*defaults[:i], rule, *defaults[i + 1 :]]}, kind)
+            except TunelabError as exc:
+                reason = str(exc)
+        reasons.append(reason)
+    first = next((r for r in reasons if r), None)
+    if first is not None:
+        return CheckedEdit(generation, tuple(reasons), error=first)
+    data: dict[str, Any] = {"kind": "auto", "target_kind": kind, "rules": [rule for rule, _ in rows]}
+    try:
+        data["rules"] = check_rules(data, kind)
+    except TunelabError as exc:
+        return CheckedEdit(generation, tuple(reasons), error=str(exc))
+    return CheckedEdit(generation, tuple(reasons), data)

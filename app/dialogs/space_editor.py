@@ -9,7 +9,6 @@ value against the derived axes or the rules' limits is plain Python and stays wh
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,16 +25,18 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app.dialogs.space_derive import (
+    CheckedEdit,
     DerivedDefaults,
     DerivedSize,
     Problem,
+    check_knobs,
+    check_rule_edit,
     derive_defaults,
     derive_size,
 )
 from tunelab.app.widgets.pages import scrolled
 from tunelab.app.widgets.timers import single_shot
 from tunelab.app.workers.engine import CallWorker, keep_alive
-from tunelab.core.errors import TunelabError
 
 SIZE_DEBOUNCE_MS = 250  # an auto space's size needs MetaSchedule to derive its sketches
 
@@ -212,7 +213,7 @@ class SpaceEditor(QWidget):
         keep_alive(worker).start()
         self.changed.emit()
 
-    def _on_worker_done(self, result: DerivedDefaults | DerivedSize) -> None:
+    def _on_worker_done(self, result: DerivedDefaults | DerivedSize | CheckedEdit) -> None:
         if result.generation == self._worker_generation:
             self._worker = None  # the latest worker ended (an older one's end leaves it running)
         if result.generation == self._generation:
@@ -315,47 +316,27 @@ class SpaceEditor(QWidget):
         if self._defaults is None or self._problem is None:
             return
         self._generation += 1  # a size being derived for the text before this edit is no longer wanted
+        self._size = None  # until the core has checked this edit (in a worker)
         if self._kind == "template":
             self._check_template(self._defaults, self._problem.target.kind)
         else:
             self._validate_auto(self._defaults, self._problem.target.kind)
 
     def _check_template(self, template: dict[str, Any], kind: str) -> None:
-        from tunelab.core.usecases.spaces import check_template
+        """Check the knobs as typed in a worker (the core's check_template reads the axes TVM derived)."""
+        rows = [_parse(row.edit.text()) for row in self._knob_rows]
+        for row, (_, reason) in zip(self._knob_rows, rows, strict=True):
+            if reason is not None:  # text that is not JSON is marked at once; the core's reasons follow
+                self._show_reason(row.edit, row.reason, reason)
+        self._start(check_knobs, template, self._axes, kind, rows, then=self._on_knobs_checked)
 
-        defaults = template["knobs"]
-        errors = []
-        for i, row in enumerate(self._knob_rows):
-            value, reason = _parse(row.edit.text())
-            if reason is None:
-                if not isinstance(value, list):
-                    reason = "must be a JSON list of candidates, e.g. [1, 2, 4]"
-                else:
-                    knobs = [*defaults[:i], {**defaults[i], "candidates": value}, *defaults[i + 1 :]]
-                    try:
-                        check_template({**template, "knobs": knobs}, self._axes, kind)
-                    except TunelabError as exc:
-                        reason = str(exc)
+    def _on_knobs_checked(self, checked: CheckedEdit) -> None:
+        for row, reason in zip(self._knob_rows, checked.reasons, strict=True):
+            value, _ = _parse(row.edit.text())
             row.candidates = value if reason is None else None
             self._show_reason(row.edit, row.reason, reason)
             row.count.setText("—" if reason else f"{len(value)} value{'s' * (len(value) != 1)}")
-            if reason:
-                errors.append(f"{row.knob['name']}: {reason}")
-        if errors:
-            self._set_state(
-                None,
-                errors[0] if len(errors) == 1 else f"{len(errors)} knobs are invalid; first: {errors[0]}",
-                None,
-            )
-            return
-        knobs = [{**d, "candidates": r.candidates} for d, r in zip(defaults, self._knob_rows, strict=True)]
-        data = {**template, "knobs": knobs}
-        try:
-            check_template(data, self._axes, kind)
-        except TunelabError as exc:
-            self._set_state(None, str(exc), None)
-            return
-        self._set_state(data, None, math.prod(len(k["candidates"]) for k in knobs))
+        self._set_state(checked.data, checked.error, checked.size)
 
     def _rule_value(self, row: _RuleRow) -> tuple[dict[str, Any], str | None]:
         params: dict[str, Any] = {}
@@ -369,33 +350,22 @@ class SpaceEditor(QWidget):
         return {"name": row.rule["name"], "enabled": row.enabled.isChecked(), "params": params}, reason
 
     def _validate_auto(self, auto: dict[str, Any], kind: str) -> None:
-        from tunelab.core.usecases.spaces import check_rules
+        """Check the rules as typed in a worker; a valid edit's size is derived after the typing pause."""
+        rows = [self._rule_value(row) for row in self._rule_rows]
+        for row, (_, reason) in zip(self._rule_rows, rows, strict=True):
+            if reason is not None:  # a parameter that is not JSON is said at once; the core's reasons follow
+                row.reason.setText(reason)
+                row.reason.setVisible(True)
+        self._start(check_rule_edit, auto, kind, rows, then=self._on_rules_checked)
 
-        defaults = auto["rules"]
-        rules, errors = [], []
-        for i, row in enumerate(self._rule_rows):
-            rule, reason = self._rule_value(row)
-            if reason is None:
-                trial = [*defaults[:i], rule, *defaults[i + 1 :]]
-                try:
-                    check_rules({"rules": trial}, kind)
-                except TunelabError as exc:
-                    reason = str(exc)
+    def _on_rules_checked(self, checked: CheckedEdit) -> None:
+        for row, reason in zip(self._rule_rows, checked.reasons, strict=True):
             row.reason.setText(reason or "")
             row.reason.setVisible(bool(reason))
-            if reason:
-                errors.append(reason)
-            rules.append(rule)
-        if errors:
-            self._set_state(None, errors[0], None)
+        if checked.error is not None or checked.data is None:
+            self._set_state(None, checked.error or "no rules", None)
             return
-        data = {"kind": "auto", "target_kind": kind, "rules": rules}
-        try:
-            data["rules"] = check_rules(data, kind)
-        except TunelabError as exc:
-            self._set_state(None, str(exc), None)
-            return
-        self._data, self._error, self._size = data, None, None
+        self._data, self._error, self._size = checked.data, None, None
         self.size_label.setText("Space size: deriving sketches…")
         self.error_label.hide()
         self._size_timer.start()

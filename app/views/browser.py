@@ -28,10 +28,10 @@ from PySide6.QtWidgets import (
 from tunelab.app import theme
 from tunelab.app.resources import icon
 from tunelab.app.views.stated import MARK_LEGEND, StatedFigures, stated_words
+from tunelab.app.views.target_words import TargetWords, target_text
 from tunelab.app.widgets.formatting import fmt_gflops, fmt_ms, fmt_shape, gflops
 from tunelab.app.widgets.row_table import sorted_rows
 from tunelab.app.widgets.table_model import HeaderedTableModel
-from tunelab.app.workers import tvm_loader
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord
@@ -50,19 +50,6 @@ STATUS_COLOURS = {
     "created": theme.TEXT_FAINT,
 }
 _HOST = socket.gethostname()
-
-
-def target_text(record: SessionRecord) -> str:
-    t = record.target
-    if record.target_kind == "cuda":
-        return f"CUDA {t.get('arch', '')}".strip()
-    if not tvm_loader.ready():
-        # The ISA level needs LLVM, and TVM is imported on one thread only (tvm_loader): until that
-        # import has finished, the mcpu alone. A module merely present in sys.modules may be half run.
-        return f"CPU {t.get('mcpu', '')}".strip()
-    from tunelab.core.usecases.targets import describe_target_json
-
-    return describe_target_json(t)  # the mcpu actually used and its ISA level
 
 
 def status_text(record: SessionRecord) -> str:
@@ -94,10 +81,13 @@ class SessionTableModel(HeaderedTableModel):
         super().__init__(parent)
         self._rows: list[SessionRecord] = []
         self._stated: dict[int, StatedBest] = {}  # each session's one best, by session id (StatedFigures)
+        self.target_words = TargetWords(self)
+        self.target_words.described.connect(self._on_targets_described)
         self.active_session: int | None = None  # the one this window is tuning
 
     def set_sessions(self, records: list[SessionRecord], stated: dict[int, StatedBest] | None = None) -> None:
         """`stated`: the sessions' stated bests (what an export states, with its kind), shown as their best."""
+        self.target_words.ask(records)
         old_stated, self._stated = self._stated, dict(stated or {})
         if [r.id for r in records] == [r.id for r in self._rows]:
             # Same sessions: only the rows whose record (or confirmed figure) changed are announced.
@@ -110,6 +100,10 @@ class SessionTableModel(HeaderedTableModel):
         self.beginResetModel()
         self._rows = list(records)
         self.endResetModel()
+
+    def _on_targets_described(self) -> None:
+        if self._rows:
+            self.dataChanged.emit(self.index(0, 4), self.index(len(self._rows) - 1, 4))
 
     def stated(self, session_id: int) -> StatedBest | None:
         return self._stated.get(session_id)

@@ -21,6 +21,7 @@ log-log coordinates) and the per-trial markers are thinned to a stable subset; t
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt
@@ -34,7 +35,7 @@ from tunelab.app.views.model_table import ModelCompareSection
 from tunelab.app.widgets.buffers import GrowingColumns, TrialColumns, columns_of, decimate, n_rows, rows_after
 from tunelab.app.widgets.pages import scrolled, split
 from tunelab.app.widgets.timers import single_shot
-from tunelab.app.workers.engine import BiasWorker, keep_alive
+from tunelab.app.workers.engine import BiasWorker, CallWorker, keep_alive
 from tunelab.app.workers.following import DrawnWhenShown, read_new
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import BiasReport
@@ -69,6 +70,9 @@ class CostModelView(DrawnWhenShown):
         self._n_highlighted = 0
         self._summary_key: tuple | None = None
         self._summary_text = ""
+        self._summary_head = ""
+        self._summary_miss = 0.0
+        self._overall_worker: CallWorker | None = None  # working out the summary's overall Spearman and bias
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -390,17 +394,38 @@ class CostModelView(DrawnWhenShown):
         key = (self.session_id, n, self._last_id, self.model)
         if key != self._summary_key:  # Spearman and the medians only when the data changed
             # Spearman and the bias as the table's "overall" row says them (the geometric mean of
-            # predicted ÷ measured), computed where the bias report computes them; the bias in words:
-            # a signed "+3 %" beside "1.06× too fast" read as a contradiction.
-            overall = group_stats(pairs.col("predicted"), pairs.col("measured"))
-            rho_text = "—" if overall.spearman is None else f"{overall.spearman:.2f}"
-            typical = overall.ratio
-            self._summary_text = (
-                f"<b>Session {self.session_id}</b>{whose} · {n} trials predicted before they were measured · "
-                f"Spearman ρ overall {rho_text} · typical miss {float(np.median(np.abs(residual))):.0f}% "
-                f"(median |error|) · the model guesses {ratio_words(typical)} on average"
-            )
+            # predicted ÷ measured), computed where the bias report computes them, in a worker; the bias
+            # in words: a signed "+3 %" beside "1.06× too fast" read as a contradiction.
             self._summary_key = key
+            self._summary_head = (
+                f"<b>Session {self.session_id}</b>{whose} · {n} trials predicted before they were measured · "
+            )
+            self._summary_miss = float(np.median(np.abs(residual)))
+            self._summary_text = self._summary_words(None)
+            worker = CallWorker(
+                None, group_stats, pairs.col("predicted").copy(), pairs.col("measured").copy()
+            )
+            worker.succeeded.connect(self._on_overall)
+            self._overall_worker = worker
+            keep_alive(worker).start()
+        self.summary.setText(self._summary_text)
+
+    def _summary_words(self, overall: Any) -> str:
+        if overall is None:
+            tail = "Spearman ρ overall … (working it out)"
+        else:
+            rho = "—" if overall.spearman is None else f"{overall.spearman:.2f}"
+            tail = f"Spearman ρ overall {rho}"
+        text = f"{self._summary_head}{tail} · typical miss {self._summary_miss:.0f}% (median |error|)"
+        return (
+            text if overall is None else f"{text} · the model guesses {ratio_words(overall.ratio)} on average"
+        )
+
+    def _on_overall(self, overall: Any) -> None:
+        if self.sender() is not self._overall_worker:
+            return  # for data since replaced
+        self._overall_worker = None
+        self._summary_text = self._summary_words(overall)
         self.summary.setText(self._summary_text)
 
     # ---- which model's predictions -----------------------------------------------------------

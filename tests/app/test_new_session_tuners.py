@@ -12,6 +12,8 @@ def test_every_tuner_is_listed_with_its_description(qtbot, settings):
     dialog = NewSessionDialog(settings)
     qtbot.addWidget(dialog)
     combo = dialog.tuner_combo
+    assert [combo.itemData(i) for i in range(combo.count())] == tuner_names()  # listed before they load
+    qtbot.waitUntil(dialog.tuners_known, timeout=60_000)  # loaded in a worker: Optuna takes seconds
     assert [combo.itemData(i) for i in range(combo.count())] == tuner_names()
     for i, name in enumerate(tuner_names()):
         item = combo.model().item(i)
@@ -28,6 +30,7 @@ def test_an_auto_space_greys_the_tuners_that_search_template_knobs(qtbot, settin
 
     dialog = NewSessionDialog(settings)
     qtbot.addWidget(dialog)
+    qtbot.waitUntil(dialog.tuners_known, timeout=60_000)
     combo, kinds = dialog.tuner_combo, dialog.space_kind_combo
     kinds.setCurrentIndex(kinds.findData("template"))
     combo.setCurrentIndex(combo.findData("tpe"))

@@ -56,6 +56,7 @@ def test_invalid_tile_factor_is_marked_and_blocks_start(qtbot, settings):
     assert not dialog.can_start()
 
     edit.setText("[[3], [4]]")  # 3 does not divide 32
+    settled(qtbot, dialog)  # the core checks the knobs in a worker
     assert edit.property("invalid") is True
     reason = editor.knob_reason("tile_i")
     assert not reason.isHidden() and "do not divide axis i" in reason.text()
@@ -64,6 +65,7 @@ def test_invalid_tile_factor_is_marked_and_blocks_start(qtbot, settings):
     assert "do not divide" in dialog.error_label.text()
 
     edit.setText("[[2], [4]]")  # fixed
+    settled(qtbot, dialog)
     assert edit.property("invalid") is False
     assert reason.isHidden()
     assert settled(qtbot, dialog).can_start()
@@ -89,6 +91,7 @@ def test_auto_space_rules_validate_and_size(qtbot, settings):
     qtbot.waitUntil(lambda: editor.space_size() is not None, timeout=SPACE_WAIT_MS)
     assert "pack_inputs true (set)" in editor.size_label.text()
     packing.setText('"sometimes"')
+    settled(qtbot, dialog)
     assert 'must be true, false or "auto"' in editor.rule_row("MultiLevelTiling").reason.text()
     assert not dialog.can_start()
     packing.setText('"auto"')
@@ -97,6 +100,7 @@ def test_auto_space_rules_validate_and_size(qtbot, settings):
 
     edit = editor.rule_row("MultiLevelTiling").params["max_innermost_factor"]
     edit.setText("0")  # out of range
+    settled(qtbot, dialog)
     assert "max_innermost_factor" in editor.rule_row("MultiLevelTiling").reason.text()
     assert not dialog.can_start()
     edit.setText("16")
@@ -112,6 +116,7 @@ def test_auto_space_rules_validate_and_size(qtbot, settings):
         "RandomComputeLocation",
     ):
         editor.rule_row(rule).enabled.setChecked(False)
+    settled(qtbot, dialog)
     assert "enable at least one" in (editor.error() or "")
     assert not dialog.can_start()
 
