@@ -27,6 +27,7 @@ from tunelab.app import theme
 from tunelab.app.widgets.formatting import flatten_config, fmt_gflops, fmt_ms, fmt_shape
 from tunelab.app.widgets.log_axis import IntegerAxis, LogAxis
 from tunelab.app.widgets.pages import captioned, split
+from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.app.workers.following import DrawnWhenShown
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionRecord, TrialRecord
@@ -153,6 +154,8 @@ class CompareView(DrawnWhenShown):
         super().__init__(parent=parent)
         self._store = store
         self._listed: list[tuple] = []
+        self._scores_worker: CallWorker | None = None  # working out the ticked sessions' scores
+        self._summary_parts: tuple[list, list, list] = ([], [], [])  # records, best trials, stated bests
         self.session_list = QListWidget()
         self.session_list.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.session_list.itemChanged.connect(self._on_item_changed)
@@ -291,13 +294,34 @@ class CompareView(DrawnWhenShown):
             curves = [best_so_far(self._store, i) for i in ids]
             stated = [stated_best(self._store, r) for r in records]  # the one best each session states
             best = [self._store.trial(b.trial_id) if b is not None else None for b in stated]
-            scores = compare_scores(self._store, records)
         except TunelabError as exc:
             self.diff_label.setText(str(exc))
             return
         self._draw_curves(records, curves)
-        self._fill_summary(records, best, stated, scores)
+        self._summary_parts = (records, best, stated)
+        self._fill_summary(records, best, stated, None)
         self._fill_diff(records, [None if b is None else b.config for b in best])
+        # The scores replay every ticked session's trials against random search: in a worker.
+        worker = CallWorker(self._store.path, compare_scores, records)
+        worker.succeeded.connect(self._on_scores)
+        worker.failed.connect(self._on_scores_failed)
+        self._scores_worker = worker
+        keep_alive(worker).start()
+
+    def scores_pending(self) -> bool:
+        """Whether the ticked sessions' scores are still being worked out."""
+        return self._scores_worker is not None
+
+    def _on_scores(self, scores: CompareScores) -> None:
+        if self.sender() is not self._scores_worker:
+            return  # for sessions ticked (or trials read) before the last redraw
+        self._scores_worker = None
+        self._fill_summary(*self._summary_parts, scores)
+
+    def _on_scores_failed(self, message: str, _details: str) -> None:
+        if self.sender() is self._scores_worker:
+            self._scores_worker = None
+            self.score_label.setText(f"No scores: {message}")
 
     # ---- drawing -------------------------------------------------------------------------------
     def _draw_curves(self, records: list[SessionRecord], curves: list) -> None:
@@ -317,9 +341,9 @@ class CompareView(DrawnWhenShown):
         records: list[SessionRecord],
         best: list[TrialRecord | None],
         stated: list[StatedBest | None],
-        scores: CompareScores,
+        scores: CompareScores | None,
     ) -> None:
-        self.score_label.setText(score_sentence(scores))
+        self.score_label.setText("Score: working it out…" if scores is None else score_sentence(scores))
         rows = summary_rows(records, best, scores, stated)
         self.summary_table.clear()
         self.summary_table.setColumnCount(len(records))

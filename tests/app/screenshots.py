@@ -179,6 +179,9 @@ def main() -> int:
             window.costmodel.models.start()  # the models compared on this session (a child process too)
             wait_for(app, lambda: not window.costmodel.models.running, 120)
             settle(app)
+        if view is window.compare:  # its scores are worked out in a worker once shown
+            wait_for(app, lambda: not window.compare.scores_pending(), 120)
+            settle(app)
         shots[name] = window.grab()
     window.tabs.setCurrentWidget(window.compare)
     window.compare.tables.setCurrentIndex(1)

@@ -135,6 +135,7 @@ def compare(qtbot, store: Store, checked: list[int]) -> CompareView:
     qtbot.addWidget(view)
     view.show()
     view.set_checked(checked)
+    qtbot.waitUntil(lambda: not view.scores_pending(), timeout=60_000)  # worked out in a worker
     return view
 
 

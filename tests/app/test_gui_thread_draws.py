@@ -26,9 +26,6 @@ WAIT_MS = 120_000
 # caller, as GuiThreadWatch.describe writes them). A pair that appears and is not here fails the test;
 # a pair here that no longer appears fails it too, so this list only shrinks.
 STILL_ON_GUI_THREAD: dict[str, str] = {
-    "core/search/scoring.py:aggregate  <-  app/views/compare.py:_draw": "the Compare view's scores",
-    "core/search/scoring.py:sampled_baseline  <-  app/views/compare.py:_draw": "the Compare view's scores",
-    "core/search/scoring.py:score_curve  <-  app/views/compare.py:_draw": "the Compare view's scores",
     "core/target/host_cpu.py:llvm_cpu_names  <-  app/dialogs/target_options.py:_build_fields": (
         "the CPU names LLVM knows, for the mcpu choice (once per process)"
     ),
