@@ -100,6 +100,7 @@ class NewSessionDialog(NewSessionForm):
         self._custom: Any = None
         self._custom_source: str | None = None
         self._custom_error: str | None = None
+        self._custom_loader: CallWorker | None = None
         self.custom_path: str | None = None
         self._catalog_index = 0  # the last catalog workload shown (picking no custom file goes back to it)
 

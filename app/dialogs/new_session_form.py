@@ -24,7 +24,7 @@ from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox
 from tunelab.app.dialogs.new_session_tuners import TunerChoice
 from tunelab.app.dialogs.space_derive import Problem
 from tunelab.app.dialogs.space_editor import SpaceEditor
-from tunelab.app.workers.engine import CallWorker
+from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.records import SessionSpec
 from tunelab.core.workloads.shape_text import format_shape
@@ -38,6 +38,19 @@ CUSTOM_HINT = (
     "(the format of `tunelab tune custom --custom FILE`)."
 )
 SHAPE_MAX = 1 << 20
+
+
+def load_custom(source: str, name: str) -> tuple[Any, str | None, str]:
+    """(the workload ``source`` defines or None, why it does not load or None, the source): the file is
+    run in a child process first, then built here. In a worker; never raises."""
+    from tunelab.core.usecases.listing import load_custom_workload
+
+    try:
+        return load_custom_workload(source), None, source
+    except TunelabError as exc:
+        return None, f"{name} does not load: {str(exc).removeprefix(CUSTOM + ': ')}", source
+    except Exception as exc:  # noqa: BLE001 - whatever the person's file does is a message, not a crash
+        return None, f"{name} does not load: {type(exc).__name__}: {exc}", source
 
 
 class ShapeSpin(QSpinBox):
@@ -70,6 +83,7 @@ class NewSessionForm(TunerChoice):
     _custom: Any
     _custom_source: str | None
     _custom_error: str | None
+    _custom_loader: CallWorker | None  # loading the custom file, until it has
     custom_path: str | None
     _catalog_index: int  # the last catalog workload shown (picking no custom file goes back to it)
     workload_combo: QComboBox
@@ -153,33 +167,45 @@ class NewSessionForm(TunerChoice):
         self.load_custom_file(path)
         return True
 
-    def load_custom_file(self, path: str, *, check_now: bool = True) -> bool:
-        """Load and check the custom workload file at `path` and show it (the workload list goes to
-        "Custom TE file…"). True when it loaded; else its error is shown and Start stays disabled.
-        `check_now` derives the space at once (no typing debounce: picking a file is one action)."""
-        from tunelab.core.usecases.listing import load_custom_workload
-
+    def load_custom_file(self, path: str, *, check_now: bool = True) -> None:
+        """Load and check the custom workload file at `path` in a worker (it is run in a child process
+        first, then built: seconds), then show it (the workload list goes to "Custom TE file…"); its
+        error is shown if it does not load, and Start stays disabled until it has. `check_now` derives
+        the space at once (no typing debounce: picking a file is one action)."""
         self.custom_path = str(path)
         self._custom = self._custom_source = self._custom_error = None
+        self._custom_loader = None
         try:
             source = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             self._custom_error = f"Cannot read {path}: {why}"
-        else:
-            try:
-                self._custom = load_custom_workload(source)
-                self._custom_source = source
-            except TunelabError as exc:
-                self._custom_error = (
-                    f"{Path(path).name} does not load: {str(exc).removeprefix(CUSTOM + ': ')}"
-                )
-            except Exception as exc:  # noqa: BLE001 - whatever the person's file does is a message, not a crash
-                self._custom_error = f"{Path(path).name} does not load: {type(exc).__name__}: {exc}"
+            self._show_custom(check_now)
+            return
+        worker = CallWorker(None, load_custom, source, Path(path).name)
+        worker.succeeded.connect(self._on_custom_loaded)  # a bound method: a closed dialog is not called back
+        self._custom_loader = worker
+        keep_alive(worker).start()
+        self._show_custom(check_now)
+
+    def custom_loading(self) -> bool:
+        """Whether a custom workload file is being loaded (in a worker)."""
+        return self._custom_loader is not None
+
+    def _on_custom_loaded(self, loaded: tuple[Any, str | None, str]) -> None:
+        if self.sender() is not self._custom_loader:
+            return  # a file since replaced by another
+        self._custom_loader = None
+        self._custom, self._custom_error, source = loaded
+        self._custom_source = source if self._custom is not None else None
         if self._custom is not None and self._settings is not None:
             self._settings.setValue(CUSTOM_FILE_KEY, self.custom_path)
-        self.custom_path_edit.setText(self.custom_path)
-        self.custom_path_edit.setToolTip(self.custom_path)
+        self._show_custom(True)  # what the dialog showed while the file loaded is out of date now
+
+    def _show_custom(self, check_now: bool) -> None:
+        """Show the custom file as it stands (loading, loaded or refused) as the chosen workload."""
+        self.custom_path_edit.setText(self.custom_path or "")
+        self.custom_path_edit.setToolTip(self.custom_path or "")
         index = self.workload_combo.findData(CUSTOM)
         if self.workload_combo.currentIndex() != index:
             self.workload_combo.blockSignals(True)
@@ -188,11 +214,15 @@ class NewSessionForm(TunerChoice):
         self._show_workload()
         if check_now:
             self._on_problem_changed()
-        return self._custom is not None
 
     # ---- slots ---------------------------------------------------------------------------------
     def _on_workload_changed(self) -> None:
-        if self.is_custom and self._custom is None and self._custom_error is None:
+        if (
+            self.is_custom
+            and self._custom is None
+            and self._custom_error is None
+            and self._custom_loader is None
+        ):
             # "Custom TE file…" with no file yet: ask for one; no file picked goes back to the catalog.
             if not self.choose_custom_file():
                 self.workload_combo.blockSignals(True)
@@ -280,7 +310,12 @@ class NewSessionForm(TunerChoice):
         self._show_detected()
         shape = None
         if self._target_error is None and self.workload is None:
-            self._problem_error = self._custom_error or CUSTOM_HINT
+            loading = self._custom_loader is not None
+            self._problem_error = (
+                f"Loading {Path(self.custom_path or '').name}…"
+                if loading
+                else self._custom_error or CUSTOM_HINT
+            )
         if self._target_error is None and self._problem_error is None:
             try:
                 shape = self.workload.parse_shape(self.shape())

@@ -4,11 +4,13 @@ thread, runs no engine work there (tests/app/gui_thread_guard.py says what count
 The journey: the main window on a store with a template session, an xgb session (cost-model
 predictions) and a compare of two sessions; every tab of every session; the New-session dialog
 deriving a template and an auto space, its space editor edited, its target options opened, its
-tuners offered; the export dialog. Work the app starts in its workers runs on their threads,
-unwatched; what the app does with their answers on the GUI thread is watched.
+tuners offered, a custom workload file loaded; the export dialog. Work the app starts in its workers
+runs on their threads, unwatched; what the app does with their answers on the GUI thread is watched.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from gui_thread_guard import engine_calls_on_gui_thread
@@ -17,8 +19,10 @@ from tunelab.app.dialogs.export_dialog import ExportDialog
 from tunelab.app.main_window import MainWindow
 from tunelab.core.store import Store
 from tunelab.core.usecases.export import export_pick
+from tunelab.core.workloads.custom import EXAMPLE_SOURCE
 
-pytestmark = pytest.mark.slow  # it waits for the app's workers: a space derivation, the target probe
+# It waits for the app's workers: spaces derived, a custom file loaded, the target probe.
+pytestmark = pytest.mark.slow
 
 WAIT_MS = 120_000
 
@@ -35,7 +39,7 @@ STILL_ON_GUI_THREAD: dict[str, str] = {
 }
 
 
-def _journey(qtbot, window: MainWindow, store: Store) -> None:
+def _journey(qtbot, window: MainWindow, store: Store, custom_file: Path) -> None:
     records = store.sessions()
     for record in records:
         window.browser.select_session(record.id)
@@ -55,6 +59,9 @@ def _journey(qtbot, window: MainWindow, store: Store) -> None:
         qtbot.waitUntil(lambda: not dialog.space_editor.is_pending(), timeout=WAIT_MS)
     dialog.target_options.setVisible(True)
     dialog.tuner_combo.setCurrentIndex(dialog.tuner_combo.findData("xgb"))
+    qtbot.waitUntil(dialog.can_start, timeout=WAIT_MS)
+    dialog.load_custom_file(str(custom_file))  # a person's TE file: run in a child process, then built
+    qtbot.waitUntil(lambda: not dialog.custom_loading(), timeout=WAIT_MS)
     qtbot.waitUntil(dialog.can_start, timeout=WAIT_MS)
     dialog.reject()
 
@@ -85,17 +92,19 @@ def _as_in_a_fresh_process(monkeypatch) -> None:
 
 
 def test_a_journey_through_every_view_runs_no_engine_work_on_the_gui_thread(
-    qtbot, xgb_db, settings, monkeypatch
+    qtbot, xgb_db, settings, monkeypatch, tmp_path
 ):
     path, _xgb_id = xgb_db
     _as_in_a_fresh_process(monkeypatch)
+    custom_file = tmp_path / "row_sum.py"
+    custom_file.write_text(EXAMPLE_SOURCE)
     store = Store(path)
     try:
         window = MainWindow(store, settings, poll_ms=100, probe_target=True)
         qtbot.addWidget(window)
         window.show()
         with engine_calls_on_gui_thread() as watch:
-            _journey(qtbot, window, store)
+            _journey(qtbot, window, store, custom_file)
         qtbot.waitUntil(lambda: window._probe is None or window._probe.isFinished(), timeout=WAIT_MS)
         window.close()
     finally:

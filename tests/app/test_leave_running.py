@@ -14,6 +14,7 @@ import textwrap
 import time
 
 import psutil
+import pytest
 
 from tunelab.app.main_window import MainWindow
 from tunelab.core.store import Store
@@ -69,6 +70,7 @@ def _wait_for(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow  # a tuning child outlives two windows: 12 s
 def test_a_session_left_running_outlives_the_app_and_the_next_window_steers_it(
     qtbot, tmp_path, settings, small_spec
 ):

@@ -54,12 +54,19 @@ def pick(monkeypatch):
     return picker
 
 
+def loaded(qtbot, dialog: NewSessionDialog) -> NewSessionDialog:
+    """``dialog`` once its custom file has loaded (in a worker: the file runs in a child process first)."""
+    qtbot.waitUntil(lambda: not dialog.custom_loading(), timeout=120_000)
+    return dialog
+
+
 def _dialog(qtbot, settings) -> NewSessionDialog:
     dialog = NewSessionDialog(settings)
     qtbot.addWidget(dialog)
-    return settled(qtbot, dialog)
+    return settled(qtbot, loaded(qtbot, dialog))
 
 
+@pytest.mark.slow  # a real session: 15 s
 def test_custom_file_runs_a_real_session_from_start_to_finish(qtbot, store_copy, settings, tmp_path, pick):
     folder = tmp_path / "my ops"
     folder.mkdir()
@@ -80,6 +87,7 @@ def test_custom_file_runs_a_real_session_from_start_to_finish(qtbot, store_copy,
             combo = dialog.workload_combo
             combo.setCurrentIndex(combo.findData("custom"))  # opens the file dialog, loads the file
             assert len(pick.calls) == 1
+            loaded(qtbot, dialog)
             assert dialog.is_custom and dialog.workload is not None and dialog.workload.name == "custom"
             assert dialog.custom_path_edit.text() == str(path) and dialog.custom_row.isVisible()
             assert "Row sum of squares" in dialog.workload_doc.text()
@@ -151,6 +159,9 @@ def test_broken_custom_file_is_one_message_and_start_stays_disabled(
     assert settled(qtbot, dialog).can_start()  # the catalog default
     dialog.workload_combo.setCurrentIndex(dialog.workload_combo.findData("custom"))
     assert dialog.is_custom and dialog.workload is None
+    assert dialog.problem_error.text() == "Loading broken.py…" and not dialog.can_start()
+    loaded(qtbot, dialog)
+    assert dialog.workload is None
     message = dialog.problem_error.text()
     assert message.startswith("broken.py does not load: syntax error on line 3"), message
     assert not dialog.problem_error.isHidden()
@@ -171,6 +182,7 @@ def test_broken_custom_file_is_one_message_and_start_stays_disabled(
     good.write_text(ROW_SUM)
     pick.path = str(good)
     dialog.custom_button.click()
+    loaded(qtbot, dialog)
     assert dialog.workload is not None and dialog.problem_error.isHidden()
     dialog.target_combo.setCurrentIndex(dialog.target_combo.findData("llvm"))
     dialog._on_problem_changed()

@@ -123,6 +123,7 @@ def test_hardware_view_marks_trials_measured_next_to_a_busy_neighbour(qtbot, sto
     assert "others" in view._plots  # the other-busy-processes panel
 
 
+@pytest.mark.slow  # a real validation across shapes: 13 s
 def test_validation_panel_verdict_and_across_shapes(qtbot, store_copy):
     sid = _random_session(store_copy)
     view = ValidationView(store_copy)

@@ -194,6 +194,7 @@ def test_a_case_rerun_on_its_own_is_headed_by_the_command_that_measured_it():
     assert f"`{short}`, `{doc['command']}`, " in header(doc)
 
 
+@pytest.mark.slow  # MetaSchedule tunes for real: 27 s
 def test_tune_tirs_trials_are_stamped_as_they_come_and_its_best_within_a_wall_time_is_built(tmp_path):
     """The real job: plain tune_tir with the suite's measure callback, then its best by a given time."""
     import subprocess

@@ -258,6 +258,7 @@ def test_bias_report_on_real_xgb_sessions(tmp_path):
     store.close()
 
 
+@pytest.mark.slow  # tunes two shapes: 11 s
 def test_a_session_with_several_shapes_is_grouped_per_shape(tmp_path):
     from tunelab.core.records import MeasureOptions, SessionSpec
     from tunelab.core.session.loop import create_session
@@ -331,6 +332,7 @@ def test_predictions_in_time_order_never_see_the_round_they_predict():
     assert not np.allclose(base.predicted_ms[rounds == 3], again.predicted_ms[rounds == 3])
 
 
+@pytest.mark.slow  # trains every cost model: 11 s
 def test_the_bias_report_judges_any_cost_model(tmp_path):
     """A shadow model's stored predictions, a model refit out of sample, the session's own: each one's
     residuals are the log of its own predictions over the measurements."""

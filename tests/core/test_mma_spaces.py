@@ -26,6 +26,7 @@ def compile_json(capsys, out, *argv: str) -> dict:
     return json.loads(captured.out)
 
 
+@pytest.mark.slow  # builds a GEMM 4096 with nvcc: 45 s
 @needs_nvcc
 @pytest.mark.parametrize(("dtype", "ptx_type"), [("float16:float32", "f16"), ("bfloat16:float32", "bf16")])
 def test_gemm_4096_builds_mma_sync_with_ldmatrix_and_a_cp_async_pipeline(tmp_path, capsys, dtype, ptx_type):
