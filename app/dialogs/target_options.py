@@ -99,6 +99,14 @@ def target_key(target: TargetInfo) -> str:
     return json.dumps(target.json, sort_keys=True)
 
 
+# The CPU names LLVM knows, by host architecture, once a worker has asked (_llvm_cpu_names).
+_cpu_names: dict[str, tuple[str, ...]] = {}
+
+
+def _llvm_cpu_names(arch: str) -> tuple[str, tuple[str, ...]]:
+    return arch, tuple(llvm_cpu_names(arch))
+
+
 class TargetCheckWorker(CallWorker):
     """The self-check of one target in a thread (it reads no store); `succeeded` carries the target's
     key, `failed` the check's message."""
@@ -161,7 +169,12 @@ class TargetOptions(QGroupBox):
         self.mcpu_combo.setObjectName("mcpu")
         self.mcpu_combo.setEditable(True)
         self.mcpu_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        self.mcpu_combo.addItems(list(llvm_cpu_names(host.arch)))
+        if _cpu_names.get(host.arch) is not None:
+            self.mcpu_combo.addItems(list(_cpu_names[host.arch]))
+        else:  # LLVM's list: asked in a worker (TVM's LLVM), once per process; the field takes any name meanwhile
+            worker = CallWorker(None, _llvm_cpu_names, host.arch)
+            worker.succeeded.connect(self._on_cpu_names)
+            keep_alive(worker).start()
         self.mcpu_combo.setMinimumContentsLength(14)
         self.mcpu_combo.setToolTip(
             "LLVM's CPU name: the instruction sets and the tuning kernels are built for"
@@ -419,6 +432,15 @@ class TargetOptions(QGroupBox):
             field.blockSignals(False)
         self._mark(None)
         self.reset_button.setEnabled(self.is_edited())
+
+    def _on_cpu_names(self, names: tuple[str, tuple[str, ...]]) -> None:
+        arch, listed = names
+        _cpu_names[arch] = listed
+        text = self.mcpu_combo.currentText()
+        self.mcpu_combo.blockSignals(True)  # the list changes, not the mcpu chosen
+        self.mcpu_combo.addItems(list(listed))
+        self.mcpu_combo.setCurrentText(text)
+        self.mcpu_combo.blockSignals(False)
 
     def _mcpu_edit(self) -> QLineEdit | None:
         """The -mcpu combo's line edit (it is editable; None only before that is set)."""

@@ -30,9 +30,6 @@ WAIT_MS = 120_000
 # caller, as GuiThreadWatch.describe writes them). A pair that appears and is not here fails the test;
 # a pair here that no longer appears fails it too, so this list only shrinks.
 STILL_ON_GUI_THREAD: dict[str, str] = {
-    "core/target/host_cpu.py:llvm_cpu_names  <-  app/dialogs/target_options.py:_build_fields": (
-        "the CPU names LLVM knows, for the mcpu choice (once per process)"
-    ),
     "core/target/info.py:resolve_target  <-  app/dialogs/new_session_target.py:resolved_target": (
         "the dialog's target resolved as the CLI would (once per target text)"
     ),
@@ -79,11 +76,12 @@ def _as_in_a_fresh_process(monkeypatch) -> None:
     and described, functools caches in tunelab): a cached answer hides the call that made it."""
     import sys
 
-    from tunelab.app.dialogs import new_session_tuners
+    from tunelab.app.dialogs import new_session_tuners, target_options
     from tunelab.app.views import target_words
 
     monkeypatch.setattr(new_session_tuners, "_loaded", None)
     monkeypatch.setattr(target_words, "_described", {})
+    monkeypatch.setattr(target_options, "_cpu_names", {})
     for name, module in list(sys.modules.items()):
         if name.startswith("tunelab.") and module is not None:
             for value in list(vars(module).values()):
