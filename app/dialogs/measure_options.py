@@ -40,7 +40,12 @@ class MeasureOptionsBox(QGroupBox):
         self._build_checks(d)
         self.confirm_spin.valueChanged.connect(self._on_confirm_changed)
         self._build_form()
+        from tunelab.app.workers.telemetry_source import ask_gpu_status
+
         self._show_gpu_options()
+        ask_gpu_status().known.connect(
+            self._show_gpu_options
+        )  # this machine's GPU: asked of NVML in a worker
         self._on_confirm_changed(self.confirm_spin.value())
 
     def _build_timing(self, d: MeasureOptions) -> None:
@@ -213,11 +218,14 @@ class MeasureOptionsBox(QGroupBox):
     def _show_gpu_options(self) -> None:
         """The L2 flush and the locked clocks act on a GPU of this machine (a remote session's kernels are
         timed without them): without one they are shown disabled, and a line says why."""
-        from tunelab.app.workers.telemetry_source import machine_gpu_status
+        from tunelab.app.workers.telemetry_source import gpu_status_known, machine_gpu_status
 
         has_gpu, _status = machine_gpu_status()
         for widget in (self.l2_combo, self.lock_check):
             widget.setEnabled(has_gpu)
+        if not gpu_status_known():
+            self.gpu_note.setText("Checking for an NVIDIA GPU on this machine…")
+            return
         self.gpu_note.setText(
             ""
             if has_gpu

@@ -41,6 +41,8 @@ from tunelab.app.workers.following import DrawnWhenShown
 from tunelab.app.workers.telemetry_source import (
     FIELDS,
     PANELS,
+    ask_gpu_status,
+    gpu_status_known,
     is_throttled,
     machine_gpu_status,
     read_samples,
@@ -95,6 +97,7 @@ class HardwareView(DrawnWhenShown):
         layout.addWidget(self.disturbed_label)
         layout.addWidget(splitter, 1)
 
+        ask_gpu_status().known.connect(self._update_status)  # this machine's GPU: asked of NVML in a worker
         self._x_min = 0.0  # the time axis' lower limit: the earliest reading, and never below 0 otherwise
         # The time axis shows every reading and trial until a person zooms or pans (then it stays put).
         self._follow = True
@@ -443,7 +446,7 @@ class HardwareView(DrawnWhenShown):
             self.empty.setText("No session selected.")
             return
         if len(self._samples) == 0:
-            cpu_only = "" if has_gpu else "\nNo NVIDIA GPU here: CPU only."
+            cpu_only = "" if has_gpu or not gpu_status_known() else "\nNo NVIDIA GPU here: CPU only."
             self.empty.setText(f"No telemetry recorded for session {self.session_id}.{cpu_only}")
         throttled = int(self._samples.col("throttled").sum()) if len(self._samples) else 0
         # What the samples hold, not what this machine can read now: a store tuned on a GPU machine is

@@ -6,9 +6,11 @@ machine without a GPU, is said in words instead of raising.
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
+from PySide6.QtCore import QObject, Signal
+
+from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.errors import TunelabError
 from tunelab.core.store import Store
 from tunelab.core.usecases.monitor import TelemetrySample
@@ -41,9 +43,14 @@ PANELS = (
 FIELDS = tuple(field for _, _, series in PANELS for field, _ in series)
 
 
-@cache
-def machine_gpu_status() -> tuple[bool, str]:
-    """(an NVIDIA GPU is readable here, what the telemetry sampler would say about it)."""
+# This machine's GPU as NVML reports it, once a worker has asked (NVML's init can take a second, and a
+# driver that hangs must not hang the window); what is said until then.
+_gpu_status: tuple[bool, str] | None = None
+CHECKING_GPU = (False, "checking for an NVIDIA GPU…")
+
+
+def probe_gpu_status() -> tuple[bool, str]:
+    """(an NVIDIA GPU is readable here, what the telemetry sampler would say about it). In a worker."""
     from tunelab.core.usecases.monitor import default_gpu_source
 
     try:
@@ -57,6 +64,44 @@ def machine_gpu_status() -> tuple[bool, str]:
             source.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+def machine_gpu_status() -> tuple[bool, str]:
+    """(an NVIDIA GPU is readable here, what the sampler would say about it) once known (gpu_status_known),
+    CHECKING_GPU until then: views ask with ask_gpu_status and redraw when it is known."""
+    return _gpu_status or CHECKING_GPU
+
+
+def gpu_status_known() -> bool:
+    return _gpu_status is not None
+
+
+class GpuStatusAsker(QObject):
+    """Asks NVML once per process, in a worker; `known` when the answer is in machine_gpu_status."""
+
+    known = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        worker = CallWorker(None, probe_gpu_status)
+        worker.succeeded.connect(self._on_answer)
+        keep_alive(worker).start()
+
+    def _on_answer(self, status: tuple[bool, str]) -> None:
+        global _gpu_status
+        _gpu_status = (bool(status[0]), str(status[1]))
+        self.known.emit()
+
+
+_asker: GpuStatusAsker | None = None
+
+
+def ask_gpu_status() -> GpuStatusAsker:
+    """The process's one asker (it asks when first called); connect to its `known` to redraw."""
+    global _asker
+    if _asker is None:
+        _asker = GpuStatusAsker()
+    return _asker
 
 
 def read_samples(store: Store, session_id: int, since_t: float = 0.0) -> list[TelemetrySample]:

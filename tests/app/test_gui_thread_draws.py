@@ -78,10 +78,13 @@ def _as_in_a_fresh_process(monkeypatch) -> None:
 
     from tunelab.app.dialogs import new_session_tuners, target_options
     from tunelab.app.views import target_words
+    from tunelab.app.workers import telemetry_source
 
     monkeypatch.setattr(new_session_tuners, "_loaded", None)
     monkeypatch.setattr(target_words, "_described", {})
     monkeypatch.setattr(target_options, "_cpu_names", {})
+    monkeypatch.setattr(telemetry_source, "_gpu_status", None)
+    monkeypatch.setattr(telemetry_source, "_asker", None)
     for name, module in list(sys.modules.items()):
         if name.startswith("tunelab.") and module is not None:
             for value in list(vars(module).values()):
@@ -98,13 +101,13 @@ def test_a_journey_through_every_view_runs_no_engine_work_on_the_gui_thread(
     custom_file.write_text(EXAMPLE_SOURCE)
     store = Store(path)
     try:
-        window = MainWindow(store, settings, poll_ms=100, probe_target=True)
-        qtbot.addWidget(window)
-        window.show()
-        with engine_calls_on_gui_thread() as watch:
+        with engine_calls_on_gui_thread() as watch:  # from the window's start: it is part of the journey
+            window = MainWindow(store, settings, poll_ms=100, probe_target=True)
+            qtbot.addWidget(window)
+            window.show()
             _journey(qtbot, window, store, custom_file)
-        qtbot.waitUntil(lambda: window._probe is None or window._probe.isFinished(), timeout=WAIT_MS)
-        window.close()
+            qtbot.waitUntil(lambda: window._probe is None or window._probe.isFinished(), timeout=WAIT_MS)
+            window.close()
     finally:
         store.close()
     seen = set(watch.lines())

@@ -11,7 +11,7 @@ from tunelab.app.dialogs.measure_options import MeasureOptionsBox
 from tunelab.app.dialogs.new_session import NewSessionDialog
 from tunelab.app.views.bias_table import BiasTable
 from tunelab.app.widgets.run_bar import RunBar, eta_seconds
-from tunelab.app.workers.telemetry_source import machine_gpu_status
+from tunelab.app.workers.telemetry_source import gpu_status_known, machine_gpu_status
 from tunelab.core.store import Store
 
 
@@ -123,6 +123,7 @@ def test_gpu_options_disabled_with_a_note_without_a_gpu(qtbot):
     box = MeasureOptionsBox()
     qtbot.addWidget(box)
     box.show()
+    qtbot.waitUntil(gpu_status_known, timeout=60_000)  # NVML is asked in a worker; the box follows
     has_gpu, _ = machine_gpu_status()
     assert box.lock_check.isEnabled() == has_gpu and box.l2_combo.isEnabled() == has_gpu
     assert box.gpu_note.isVisible() == (not has_gpu)

@@ -193,10 +193,11 @@ def test_hardware_view_without_telemetry_says_so(qtbot, store_copy):
     view = on_screen(qtbot, HardwareView(store_copy, redraw_ms=10), session_id)
     assert view.stack.currentWidget() is view.empty
     assert f"No telemetry recorded for session {session_id}" in view.empty.text()
-    from tunelab.app.workers.telemetry_source import machine_gpu_status
+    from tunelab.app.workers.telemetry_source import gpu_status_known, machine_gpu_status
 
+    qtbot.waitUntil(gpu_status_known, timeout=60_000)  # NVML is asked in a worker
     if not machine_gpu_status()[0]:
-        assert "No NVIDIA GPU here: CPU only" in view.empty.text()
+        qtbot.waitUntil(lambda: "No NVIDIA GPU here: CPU only" in view.empty.text(), timeout=5000)
 
 
 def test_hardware_view_plots_telemetry_and_throttling(qtbot, store_copy):
