@@ -119,7 +119,7 @@ def _has_null(value: Any) -> bool:
 def _trace_problem(trace: Any) -> str:
     """Why a trace's JSON must not reach TVM's replay, or "". TVM checks most of a trace itself and raises,
     but a few malformed ones crash the process instead (SIGSEGV, SIGFPE, abort): a null attribute or
-    decision, a decision for an instruction that does not exist, a zero tile factor."""
+    decision, a decision for an instruction that does not exist, a zero tile factor, a null input."""
     if not (isinstance(trace, list) and len(trace) == 2 and all(isinstance(part, list) for part in trace)):
         return "the trace must be a list of two lists (instructions, decisions)"
     insts, decisions = trace
@@ -134,6 +134,10 @@ def _trace_problem(trace: Any) -> str:
             return f"instruction {i} of the trace is not [kind, inputs, attributes, outputs]"
         if _has_null(inst[2]):
             return f"instruction {i} of the trace ({inst[0][:40]}) has a null attribute"
+        # TVM writes a split's inferred factor as the string "None": a null input is never its own, and a
+        # null where a loop or block belongs crashes the replay (SIGSEGV: found by test_fuzz_parsers).
+        if _has_null(inst[1]):
+            return f"instruction {i} of the trace ({inst[0][:40]}) has a null input"
     for entry in decisions:
         if not (
             isinstance(entry, list) and len(entry) == 2 and _is_int(entry[0]) and 0 <= entry[0] < len(insts)

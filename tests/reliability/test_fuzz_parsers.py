@@ -704,6 +704,25 @@ def test_schedule_file_trace_applied(tmp_path, schedule_doc):
     fuzz()
 
 
+@pytest.mark.parametrize("place", [0, -1])
+def test_a_null_input_in_a_trace_is_refused_before_tvm_replays_it(tmp_path, schedule_doc, place):
+    """A null where an instruction's loop or block belongs crashed TVM's replay (SIGSEGV; the fuzz test
+    above found it in CI): refused in one line, naming the instruction, with the process alive."""
+    from tunelab.core.export.files import schedule_from_file
+
+    insts, decisions = schedule_doc["trace"]
+    index = next(i for i, inst in enumerate(insts) if inst[1])  # the first instruction with inputs
+    inputs = list(insts[index][1])
+    inputs[place] = None
+    planted = [*insts[:index], [insts[index][0], inputs, *insts[index][2:]], *insts[index + 1 :]]
+    path = tmp_path / "x.schedule.json"
+    path.write_text(json.dumps({**schedule_doc, "trace": [planted, decisions]}))
+    with pytest.raises(TunelabError) as refused:
+        schedule_from_file(path)
+    assert f"instruction {index} of the trace ({insts[index][0]}) has a null input" in str(refused.value)
+    assert_one_line(refused.value)
+
+
 # ---- target strings -------------------------------------------------------------------------------------
 
 MCPUS = [
