@@ -33,7 +33,7 @@ from tunelab.app.widgets.message_bar import MessageBar
 from tunelab.app.widgets.run_bar import RunBar
 from tunelab.app.widgets.timers import single_shot
 from tunelab.app.window_files import FilesWindow
-from tunelab.app.workers import tvm_loader
+from tunelab.app.workers import target_facts, tvm_loader
 from tunelab.app.workers.engine import CallWorker, TuningWorker
 from tunelab.app.workers.store_watcher import StoreWatcher
 from tunelab.core.errors import TunelabError
@@ -56,12 +56,12 @@ def settle_heap(collect: bool = True) -> None:
     gc.freeze()
 
 
-def _probe_target(_store: Store) -> str:
-    # Also warms the TVM import so that the New-session dialog opens at once. The tuning loop
-    # (tunelab.core.session.loop) is never imported here: sessions are created and tuned in a child process.
-    from tunelab.core.usecases.targets import resolve_target
-
-    return resolve_target("auto").description
+def _default_target_words() -> str:
+    """What auto means here, in words, or why it cannot be resolved (once the target probe has answered)."""
+    auto = target_facts.known_target("auto")
+    if auto is None:
+        return "not detected"
+    return auto if isinstance(auto, str) else auto.description
 
 
 RUN_BAR_MS = 150  # a batch's trial reports refresh the run bar once
@@ -112,8 +112,13 @@ class MainWindow(FilesWindow):
         self.watcher.poll()
         self.watcher.start()
         if probe_target:
-            self._probe = CallWorker(store.path, _probe_target, parent=self)
-            self._probe.succeeded.connect(self._on_default_target)
+            # This machine's CPU and what auto, llvm and cuda mean here, found out once in a worker (which
+            # also warms the TVM import): the status bar says auto's, and the New-session dialog opens
+            # knowing them. The tuning loop (tunelab.core.session.loop) is never imported here: sessions
+            # are created and tuned in a child process.
+            self._probe = target_facts.FactsWorker(target_facts.DETECTED, parent=self)
+            target_facts.facts().follow(self._probe)
+            self._probe.succeeded.connect(lambda _answered: self._on_default_target(_default_target_words()))
             # TVM's modules are imported by now
             self._probe.finished.connect(lambda: settle_heap(collect=self.worker is None))
             self._probe.failed.connect(lambda msg, _d: self._on_default_target(msg))

@@ -11,8 +11,9 @@ The last custom file (and its folder) is remembered too, and loaded again the ne
 
 Under the Target choice, the target's own fields (tunelab.app.dialogs.target_options): this CPU as detected,
 an editable mcpu / mattr / threads, or a CUDA arch. Edited, they make the spec's target the JSON target they
-spell; a target this host cannot run is refused at once, and an edited mcpu or mattr must pass the
-self-check (in a thread) before Start is enabled.
+spell; a target this host cannot run is refused as soon as a worker has resolved it (tunelab.app.workers.
+target_facts; the dialog says "Checking the target…", Start off, until then), and an edited mcpu or mattr
+must pass the self-check (in a thread) before Start is enabled.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from PySide6.QtWidgets import (
 
 from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox
 from tunelab.app.dialogs.new_session_form import CUSTOM, CUSTOM_FILE_KEY, CUSTOM_HINT, NewSessionForm
-from tunelab.app.dialogs.new_session_target import resolved_target
 from tunelab.app.dialogs.new_session_tuners import tuner_availability
 from tunelab.app.dialogs.remote_options import RemoteOptions
 from tunelab.app.dialogs.space_editor import SpaceEditor
@@ -48,7 +48,7 @@ from tunelab.app.dialogs.target_options import TargetOptions
 from tunelab.app.widgets.fields import int_spin
 from tunelab.app.widgets.pages import scrolled
 from tunelab.app.widgets.timers import single_shot
-from tunelab.app.workers import tvm_loader
+from tunelab.app.workers import target_facts, tvm_loader
 from tunelab.app.workers.engine import CallWorker, keep_alive
 from tunelab.core.records import SPEC_DEFAULTS, SessionSpec
 from tunelab.core.usecases.targets import REMOTE_TARGET, TargetInfo
@@ -75,8 +75,8 @@ class NewSessionDialog(NewSessionForm):
 
     def __init__(self, settings: QSettings | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        # The dialog describes targets and checks spaces with TVM on this thread: only once the app's
-        # one import of it has finished (at most the rest of its ~1.5 s, right after launch).
+        # The catalog's workloads are TVM compute definitions: the dialog lists them only once the app's
+        # one import of TVM has finished (at most the rest of its ~1.5 s, right after launch).
         tvm_loader.wait()
         from tunelab.core.usecases.listing import list_workloads
 
@@ -89,6 +89,8 @@ class NewSessionDialog(NewSessionForm):
         self._problem_error: str | None = None  # what is wrong with the workload or its shape
         self._target_error: str | None = None  # why the target the dialog shows cannot be used here
         self._target: TargetInfo | None = None
+        # waiting for a worker's answer (tunelab.app.workers.target_facts): see TargetChecks
+        self._target_pending = self._features_pending = self._detected_pending = False
         # "Server's CPU": the targets servers reported, by (tracker address, key); the pair being asked now
         # (one question at a time) and the last pair that could not answer, with its message.
         self._server_targets: dict[tuple[str, str], TargetInfo] = {}
@@ -136,6 +138,8 @@ class NewSessionDialog(NewSessionForm):
         layout.addWidget(self.buttons)
 
         self._problem_timer = single_shot(self, PROBLEM_DEBOUNCE_MS, self._on_problem_changed)
+        # a bound method: a dialog gone is not called back
+        target_facts.facts().answered.connect(self._on_target_facts)
 
         self._restore()
         self._on_problem_changed()
@@ -184,9 +188,7 @@ class NewSessionDialog(NewSessionForm):
         self.target_combo.currentIndexChanged.connect(self._on_problem_changed)
         self.target_label = QLabel()
         self.target_label.setObjectName("detected_target")
-        from tunelab.core.usecases.targets import host_cpu
-
-        self.target_options = TargetOptions(host_cpu(), resolved_target("llvm"), resolved_target("cuda"))
+        self.target_options = TargetOptions()  # what was detected comes from workers (_check_target)
         self.target_options.edited.connect(self._on_target_edited)
         self.target_options.checked.connect(self._update_state)
         self.problem_error = QLabel()

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from tunelab.app.dialogs.measure_options import EarlyStopRow, MeasureOptionsBox
+from tunelab.app.dialogs.new_session_target import CHECKING_TARGET
 from tunelab.app.dialogs.new_session_tuners import TunerChoice
 from tunelab.app.dialogs.space_derive import Problem
 from tunelab.app.dialogs.space_editor import SpaceEditor
@@ -107,7 +108,9 @@ class NewSessionForm(TunerChoice):
     start_button: QPushButton
 
     def _on_target_edited(self) -> None:
-        self._check_target()  # cheap: a target this host cannot run is marked, and Start disabled, at once
+        # cheap: a target known to be refused is marked, and Start disabled, at once; one not resolved yet
+        # is asked of a worker ("Checking the target…" until it answers)
+        self._check_target()
         self._schedule_problem()  # the space follows the target once typing pauses
         self._update_state()
 
@@ -334,7 +337,8 @@ class NewSessionForm(TunerChoice):
         self._update_state()
 
     def _update_state(self) -> None:
-        problem = self._target_error or self._problem_error or self.target_options.check_error()
+        pending = CHECKING_TARGET if self._target_pending else None  # a worker resolves it: Start waits
+        problem = self._target_error or pending or self._problem_error or self.target_options.check_error()
         self.problem_error.setText(problem or "")
         self.problem_error.setVisible(problem is not None)
         reason = problem or self.space_editor.error() or self.remote_options.error()

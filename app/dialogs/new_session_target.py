@@ -1,27 +1,20 @@
-"""The New-session dialog's target: the one it shows resolved as the CLI would, and "Server's CPU" asked
-of a server under the chosen key, in a thread."""
+"""The New-session dialog's target: the one it shows resolved as the CLI would (in a worker: "Checking the
+target…" until it is known), and "Server's CPU" asked of a server under the chosen key, in a thread."""
 
 from __future__ import annotations
 
-from functools import cache
-
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QComboBox, QDialog, QLabel
 
 from tunelab.app.dialogs.remote_options import RemoteOptions
 from tunelab.app.dialogs.target_options import TargetOptions
 from tunelab.app.workers.engine import CallWorker, keep_alive
-from tunelab.core.errors import TunelabError
-from tunelab.core.usecases.targets import REMOTE_TARGET, TargetInfo
+from tunelab.app.workers.target_facts import known_host, known_target
+from tunelab.core.errors import TargetError, TunelabError
+from tunelab.core.usecases.targets import REMOTE_TARGET, HostCPU, TargetInfo
 
-
-@cache
-def resolved_target(text: str, elsewhere: bool = False) -> TargetInfo:
-    """resolve_target, once per target text (the CUDA probe and LLVM host detection are not free); a
-    choice ("auto", "llvm", "cuda") is what tunelab detects, a JSON target is checked as the CLI would
-    (``elsewhere``: measured on an RPC tracker's servers, so built here for whatever it names)."""
-    from tunelab.core.usecases.targets import resolve_target
-
-    return resolve_target(text, elsewhere=elsewhere)
+CHECKING_TARGET = "Checking the target…"  # what the dialog says while a worker resolves it
+DETECTING = "detecting this machine's target…"  # the Detected row, until a worker has resolved auto
 
 
 def server_target(address: str, key: str) -> TargetInfo:
@@ -39,6 +32,7 @@ class TargetChecks(QDialog):
     target_label: QLabel
     target_options: TargetOptions
     remote_options: RemoteOptions
+    _problem_timer: QTimer  # the form's typing debounce: the space follows the target when it fires
     _target: TargetInfo | None
     _target_error: str | None  # why the target the dialog shows cannot be used here
     # "Server's CPU": the targets servers reported, by (tracker address, key); the pair being asked now
@@ -46,6 +40,12 @@ class TargetChecks(QDialog):
     _server_targets: dict[tuple[str, str], TargetInfo]
     _server_query: CallWorker | None
     _server_failure: tuple[tuple[str, str], str] | None
+    # Waiting for a worker (tunelab.app.workers.target_facts): the target the dialog shows (or what the
+    # target options need) is not resolved yet; an edited mattr's features are not all checked yet; the
+    # Detected row's target (auto) is not known yet.
+    _target_pending: bool
+    _features_pending: bool
+    _detected_pending: bool
 
     def _on_problem_changed(self) -> None:
         """Check the problem again (the form's; a server's answer changes the target)."""
@@ -56,9 +56,11 @@ class TargetChecks(QDialog):
         raise NotImplementedError
 
     def _check_target(self) -> None:
-        """Resolve the target the dialog shows as the CLI would, and ask for its self-check when edited."""
+        """The target the dialog shows, resolved as the CLI would (by a worker: pending until it has), and
+        its self-check asked for when edited."""
         options = self.target_options
         self._target, self._target_error = None, None
+        self._target_pending = self._features_pending = False
         choice = self.target_combo.currentData()
         options.setVisible(choice != REMOTE_TARGET)  # a server's CPU is what the server says, not fields
         if choice == REMOTE_TARGET:
@@ -69,13 +71,17 @@ class TargetChecks(QDialog):
         # mtriple cross-compiled); the session checks them on a server before it stores anything.
         remote = self.remote_options.is_remote
         try:
-            options.show_kind(resolved_target(choice).kind)
-            options.check_spelling()
+            chosen = self._resolved(choice) if self._detected_known() else None
+            if chosen is None:
+                options.want_check(None)
+                return
+            options.show_kind(chosen.kind)
+            self._features_pending = not options.check_spelling()
         except TunelabError as exc:
             self._target_error = str(exc)
         else:
             try:
-                self._target = resolved_target(options.target_text(choice), remote)
+                self._target = self._resolved(options.target_text(choice), remote)
             except TunelabError as exc:
                 self._target_error = str(exc)
                 options.mark_refused()
@@ -83,6 +89,53 @@ class TargetChecks(QDialog):
             self._target_error = f"{self._target.description}: kernels can be built here but not measured"
         wanted = self._target_error is None and options.is_edited() and not remote
         options.want_check(self._target if wanted else None)
+
+    def _resolved(self, text: str, elsewhere: bool = False) -> TargetInfo | None:
+        """``text`` resolved as the CLI would, once a worker has; None (pending, asked) until then.
+        TargetError with the worker's message when it is refused."""
+        answer = known_target(text, elsewhere)
+        if answer is None:
+            self._target_pending = True
+            return None
+        if isinstance(answer, str):
+            raise TargetError(answer)
+        return answer
+
+    def _detected_known(self) -> bool:
+        """Hand the target options what was detected here once workers have said it (this CPU, the llvm
+        and cuda targets); False (pending, asked) while they have not. TargetError when one failed."""
+        options = self.target_options
+        if options.is_detected():
+            return True
+        host, cpu, gpu = known_host(), known_target("llvm"), known_target("cuda")
+        for answer in (host, cpu, gpu):
+            if isinstance(answer, str):
+                raise TargetError(answer)
+        if not (isinstance(host, HostCPU) and isinstance(cpu, TargetInfo) and isinstance(gpu, TargetInfo)):
+            self._target_pending = True
+            return False
+        options.set_detected(host, cpu, gpu)
+        return True
+
+    def is_resolving_target(self) -> bool:
+        """Whether the dialog waits for a worker to resolve its target, check an mattr's features, or
+        say what auto means here (the Detected row)."""
+        return self._target_pending or self._features_pending or self._detected_pending
+
+    def _on_target_facts(self) -> None:
+        """A worker's answers are in: check again what waited for them. The space is derived again only
+        when the target itself changed (as for Where to measure), and not while typing pauses."""
+        if not (self._target_pending or self._features_pending):
+            self._show_detected()
+            return
+        before = (self._target.json if self._target else None, self._target_error, self._target_pending)
+        self._check_target()
+        after = (self._target.json if self._target else None, self._target_error, self._target_pending)
+        if after != before and not self._problem_timer.isActive():
+            self._on_problem_changed()
+        else:
+            self._show_detected()
+            self._update_state()
 
     def _target_text(self) -> str:
         choice = self.target_combo.currentData()
@@ -144,8 +197,14 @@ class TargetChecks(QDialog):
 
     def _show_detected(self) -> None:
         """The Detected row: this host's target, or what the server under the key says of its CPU."""
+        self._detected_pending = False
         if self.target_combo.currentData() != REMOTE_TARGET:
-            auto = resolved_target("auto")
+            auto = known_target("auto")
+            self._detected_pending = auto is None
+            if not isinstance(auto, TargetInfo):  # asked of a worker, or why it cannot be resolved here
+                self.target_label.setText(auto or DETECTING)
+                self.target_label.setToolTip("")
+                return
             self.target_label.setText(auto.description)
             self.target_label.setToolTip(
                 auto.note or "LLVM's host CPU name; this host can execute its instruction sets"

@@ -4,13 +4,15 @@ target a session's kernels are built for, prefilled with what tunelab detects.
 For a CPU target they are LLVM's `mcpu`, `mattr` and the threads (`num-cores`); for CUDA the `arch`, so
 kernels can be built for another GPU than this machine's (or for one where there is none). Fields that
 hold what was detected leave the spec's target as chosen ("auto", "llvm", "cuda"); an edited one makes it
-the JSON target dict the fields spell, the form `tunelab tune --target` takes.
+the JSON target dict the fields spell, the form `tunelab tune --target` takes. What was detected is found
+out in workers (tunelab.app.workers.target_facts): the fields are disabled until it is known (set_detected).
 
-The checks run from cheap to costly. The spelling of an `mattr` or an `arch`, and features LLVM does not
-know, are checked as the person types; whether this CPU has what an `mcpu` / `mattr` implies is
-tunelab.core.target.info's check, made when the dialog resolves the target as the CLI does; the proof, the
-self-check (tunelab.core.target.selfcheck: a small kernel built and run in a child process, seconds), runs in
-a thread once typing pauses, one check at a time, and its verdict is kept per target.
+The checks run from cheap to costly. The spelling of an `mattr` or an `arch` is checked as the person
+types, and features LLVM does not know as soon as a worker has said which it knows (asked once per feature;
+unchecked until then); whether this CPU has what an `mcpu` / `mattr` implies is tunelab.core.target.info's
+check, made when the dialog has the target resolved as the CLI does (in a worker); the proof, the self-check
+(tunelab.core.target.selfcheck: a small kernel built and run in a child process, seconds), runs in a thread
+once typing pauses, one check at a time, and its verdict is kept per target.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QL
 from tunelab.app.widgets.fields import captioned_fields, int_spin, line_edit, push_button
 from tunelab.app.widgets.timers import single_shot
 from tunelab.app.workers.engine import CallWorker, keep_alive
+from tunelab.app.workers.target_facts import known_feature
 from tunelab.core.errors import TargetError, shown
-from tunelab.core.usecases.targets import HostCPU, TargetInfo, is_known_feature, llvm_cpu_names
+from tunelab.core.usecases.targets import HostCPU, TargetInfo, llvm_cpu_names
 
 # sm_ and a compute capability: sm_80, sm_90, sm_120; "a"/"f" mark the arch-specific feature sets (sm_90a).
 # TVM itself only checks the "sm_" prefix and would pass "sm_8" on to nvcc.
@@ -67,13 +70,18 @@ def cpu_text(host: HostCPU, cpu: TargetInfo) -> str:
     return " · ".join([p for p in parts if p] + [naming])
 
 
-def parse_mattr(text: str, arch: str) -> tuple[str, ...]:
-    """An mattr as typed ("+avx2, +fma") as its entries; TargetError naming the first bad one."""
+def parse_mattr(text: str, arch: str, unchecked: list[str] | None = None) -> tuple[str, ...]:
+    """An mattr as typed ("+avx2, +fma") as its entries; TargetError naming the first bad one. Whether LLVM
+    knows a feature is a worker's answer (target_facts): one not known yet is asked, left unchecked and
+    named in ``unchecked``."""
     entries = split_mattr(text)
     for entry in entries:
         if not MATTR_ENTRY.fullmatch(entry):
             raise TargetError(f"mattr entry {shown(entry)} is not +feature or -feature (e.g. +avx2,+fma)")
-        if not is_known_feature(entry[1:], arch):
+        known = known_feature(entry[1:], arch)
+        if known is None and unchecked is not None:
+            unchecked.append(entry)
+        elif known is False:
             raise TargetError(
                 f"LLVM knows no feature {shown(entry[1:])} for this {arch} host (mattr {entry})"
             )
@@ -124,57 +132,74 @@ def _self_check(key: str, target: TargetInfo) -> str:
 
 
 class TargetOptions(QGroupBox):
-    """The target's fields, prefilled with what tunelab detects. `edited` when the person changes one
-    (or restores the detected values); `checked` when a self-check has a verdict."""
+    """The target's fields, prefilled with what tunelab detects (disabled until set_detected). `edited` when
+    the person changes one (or restores the detected values); `checked` when a self-check has a verdict."""
 
     edited = Signal()
     checked = Signal()
 
-    def __init__(
-        self, host: HostCPU, cpu: TargetInfo, gpu: TargetInfo, parent: QWidget | None = None
-    ) -> None:
+    def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Target options", parent)
-        self._host = host
-        self._cpu = cpu  # the detected CPU target (resolve_target("llvm"))
-        self._gpu = gpu  # the detected CUDA target (this GPU's arch, or tunelab's default without one)
-        self._kind = cpu.kind
+        # What was detected (set_detected): this CPU, resolve_target("llvm") and resolve_target("cuda").
+        self._host: HostCPU | None = None
+        self._cpu: TargetInfo | None = None
+        self._gpu: TargetInfo | None = None  # this GPU's arch, or tunelab's default without one
+        self._restored: Any = None  # a remembered target (set_target_text) to fill in once detected
+        self._kind = "llvm"
         self._verdicts: dict[str, str | None] = {}  # target_key -> the self-check's error; None: it passed
         self._wanted: tuple[str, TargetInfo] | None = None  # the target the dialog shows, still to be checked
         self._worker: TargetCheckWorker | None = None  # the check running now (one at a time)
 
-        self._build_fields(host, cpu, gpu)
+        self._build_fields()
         self._build_form()
 
         self._check_timer = single_shot(self, SELF_CHECK_DEBOUNCE_MS, self._start_check)
 
-        self._fill(self._detected_fields_all())
         self.mcpu_combo.currentTextChanged.connect(self._on_edited)
         self.mattr_edit.textChanged.connect(self._on_edited)
         self.threads_spin.valueChanged.connect(self._on_edited)
         self.arch_edit.textChanged.connect(self._on_edited)
+        self._set_fields_enabled(False)
         self.show_kind(self._kind)
 
-    def _build_fields(self, host: HostCPU, cpu: TargetInfo, gpu: TargetInfo) -> None:
-        """What was detected, the CPU's mcpu / mattr / threads, the CUDA arch, and Use detected."""
-        self.cpu_label = QLabel(cpu_text(host, cpu))
-        self.cpu_label.setObjectName("detected_cpu")
-        self.cpu_label.setWordWrap(True)
+    def set_detected(self, host: HostCPU, cpu: TargetInfo, gpu: TargetInfo) -> None:
+        """What workers detected here: shown, filled in (a remembered target over it), the fields enabled."""
+        self._host, self._cpu, self._gpu = host, cpu, gpu
+        self.cpu_label.setText(cpu_text(host, cpu))
         self.cpu_label.setToolTip(
             cpu.note or "The most specific CPU name whose instruction sets this host can all execute"
         )
-        self.gpu_label = QLabel(gpu.description)
-        self.gpu_label.setObjectName("detected_gpu")
-
-        self.mcpu_combo = QComboBox()
-        self.mcpu_combo.setObjectName("mcpu")
-        self.mcpu_combo.setEditable(True)
-        self.mcpu_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.gpu_label.setText(gpu.description)
         if _cpu_names.get(host.arch) is not None:
             self.mcpu_combo.addItems(list(_cpu_names[host.arch]))
         else:  # LLVM's list: asked in a worker (TVM's LLVM), once per process; the field takes any name meanwhile
             worker = CallWorker(None, _llvm_cpu_names, host.arch)
             worker.succeeded.connect(self._on_cpu_names)
             keep_alive(worker).start()
+        self._fill(self._detected_fields_all())
+        self.set_target_text(self._restored)
+        self._set_fields_enabled(True)
+        self.show_kind(self._kind)
+
+    def is_detected(self) -> bool:
+        return self._cpu is not None
+
+    def _set_fields_enabled(self, enabled: bool) -> None:
+        for field in (self.mcpu_combo, self.mattr_edit, self.threads_spin, self.arch_edit):
+            field.setEnabled(enabled)
+
+    def _build_fields(self) -> None:
+        """What was detected, the CPU's mcpu / mattr / threads, the CUDA arch, and Use detected."""
+        self.cpu_label = QLabel("checking this machine's CPU…")
+        self.cpu_label.setObjectName("detected_cpu")
+        self.cpu_label.setWordWrap(True)
+        self.gpu_label = QLabel("checking this machine's GPU…")
+        self.gpu_label.setObjectName("detected_gpu")
+
+        self.mcpu_combo = QComboBox()
+        self.mcpu_combo.setObjectName("mcpu")
+        self.mcpu_combo.setEditable(True)
+        self.mcpu_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.mcpu_combo.setMinimumContentsLength(14)
         self.mcpu_combo.setToolTip(
             "LLVM's CPU name: the instruction sets and the tuning kernels are built for"
@@ -240,8 +265,8 @@ class TargetOptions(QGroupBox):
         self._update_status()
 
     def is_edited(self) -> bool:
-        """Whether the shown kind's fields hold anything but what was detected."""
-        return self._fields() != self._detected_fields()
+        """Whether the shown kind's fields hold anything but what was detected (never before it is known)."""
+        return self.is_detected() and self._fields() != self._detected_fields()
 
     def target_dict(self) -> dict[str, Any]:
         """The JSON target the shown fields spell (whether or not they were edited)."""
@@ -261,13 +286,15 @@ class TargetOptions(QGroupBox):
         """The spec's target: `choice` while the fields hold what was detected, else the JSON they spell."""
         return json.dumps(self.target_dict()) if self.is_edited() else choice
 
-    def check_spelling(self) -> None:
+    def check_spelling(self) -> bool:
         """The cheap checks of the edited fields (mcpu given, mattr and arch spelt right, features LLVM
-        knows); TargetError saying what is wrong, with that field marked."""
+        knows); TargetError saying what is wrong, with that field marked. False while a feature is left
+        unchecked: a worker has not said yet whether LLVM knows it (check again once it has)."""
         bad: QWidget | None = None
+        unchecked: list[str] = []
         try:
             if not self.is_edited():
-                return
+                return True
             if self._kind == "cuda":
                 bad = self.arch_edit
                 check_arch(self.arch_edit.text())
@@ -276,13 +303,17 @@ class TargetOptions(QGroupBox):
                 if not self.mcpu_combo.currentText().strip():
                     raise TargetError("mcpu is empty; give an LLVM CPU name or press Use detected")
                 bad = self.mattr_edit
-                parse_mattr(self.mattr_edit.text(), self._host.arch)
+                assert self._host is not None  # edited: detected
+                parse_mattr(self.mattr_edit.text(), self._host.arch, unchecked)
             bad = None
         finally:
             self._mark(bad)
+        return not unchecked
 
     def mark_refused(self) -> None:
         """Mark the fields the person changed: the target they spell is refused here (the CLI's check)."""
+        if not self.is_detected():
+            return
         if self._kind == "cuda":
             _set_invalid(self.arch_edit, self.is_edited())
             return
@@ -293,7 +324,11 @@ class TargetOptions(QGroupBox):
 
     def set_target_text(self, text: Any) -> None:
         """Fill the fields from a target as the spec holds it (from the settings); a choice ("auto",
-        "llvm", "cuda") or anything that is not a JSON target leaves them as they are."""
+        "llvm", "cuda") or anything that is not a JSON target leaves them as they are. Before the detected
+        target is known, kept to fill in then."""
+        if not self.is_detected():
+            self._restored = text
+            return
         if not isinstance(text, str) or not text.strip().startswith("{"):
             return
         try:
@@ -314,6 +349,8 @@ class TargetOptions(QGroupBox):
 
     def reset(self) -> None:
         """Put back the detected values of every field."""
+        if not self.is_detected():
+            return
         self._fill(self._detected_fields_all())
         self._on_edited()
 
@@ -395,7 +432,7 @@ class TargetOptions(QGroupBox):
 
     def _isa_edited(self) -> bool:
         """Whether the mcpu or the mattr differ from the detected ones (what a kernel may execute)."""
-        return self._kind == "llvm" and self._fields()[:2] != self._detected_fields()[:2]
+        return self._kind == "llvm" and self.is_edited() and self._fields()[:2] != self._detected_fields()[:2]
 
     def _fields(self) -> tuple[Any, ...]:
         if self._kind == "cuda":
@@ -411,6 +448,7 @@ class TargetOptions(QGroupBox):
         return (arch,) if self._kind == "cuda" else (mcpu, mattr, cores)
 
     def _detected_fields_all(self) -> tuple[str, tuple[str, ...], int, str]:
+        assert self._cpu is not None and self._gpu is not None, "set_detected first"
         cpu = self._cpu.json
         return (
             str(cpu.get("mcpu", "generic")),

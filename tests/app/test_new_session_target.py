@@ -1,15 +1,17 @@
 """The New-session dialog's target options: this CPU as detected, an editable mcpu / mattr / threads
-(or CUDA arch) that make the spec's target the JSON the CLI takes, refused at once when this host cannot
-run it, and proved by the real self-check (a kernel built and run in a child) before Start is enabled."""
+(or CUDA arch) that make the spec's target the JSON the CLI takes, refused as soon as a worker has resolved
+it when this host cannot run it ("Checking the target…" until then), and proved by the real self-check (a
+kernel built and run in a child) before Start is enabled."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from dialog_ready import choose_random, settled, start_accepted
+from dialog_ready import choose_random, is_settled, settled, start_accepted
 
 from tunelab.app.dialogs.new_session import NewSessionDialog
+from tunelab.app.dialogs.new_session_target import CHECKING_TARGET, DETECTING
 from tunelab.app.dialogs.target_options import check_arch, isa_flags, parse_mattr
 from tunelab.core.cli.parser import _parser
 from tunelab.core.errors import TargetError
@@ -18,6 +20,7 @@ from tunelab.core.target.host_cpu import X86_FLAGS, HostCPU, host_cpu
 from tunelab.core.target.info import llvm_target, resolve_target
 
 SELF_CHECK_TIMEOUT_MS = 180_000  # a child imports TVM and runs the kernel: seconds, more on a loaded machine
+RESOLVE_TIMEOUT_MS = 30_000  # a worker resolves a typed target (LLVM, milliseconds) on a loaded machine
 
 
 def _dialog(qtbot, settings) -> NewSessionDialog:
@@ -27,12 +30,15 @@ def _dialog(qtbot, settings) -> NewSessionDialog:
 
 
 def _settled(dialog: NewSessionDialog) -> bool:
-    """Nothing left to wait for: no typing debounce, no space being derived, no self-check to come."""
-    return not (
-        dialog._problem_timer.isActive()
-        or dialog.space_editor.is_pending()
-        or dialog.target_options.is_checking()
-    )
+    """Nothing left to wait for: the target resolved, no typing debounce, no space being derived, no
+    self-check to come."""
+    return is_settled(dialog) and not dialog.target_options.is_checking()
+
+
+def _resolved(qtbot, dialog: NewSessionDialog) -> NewSessionDialog:
+    """``dialog`` once a worker has resolved the target its fields spell (and checked their features)."""
+    qtbot.waitUntil(lambda: not dialog.is_resolving_target(), timeout=RESOLVE_TIMEOUT_MS)
+    return dialog
 
 
 def _as_the_cli_takes_it(target: str):
@@ -64,6 +70,34 @@ def _a_feature_this_host_lacks() -> str:
         if X86_FLAGS[feature] not in host.flags:
             return feature
     pytest.skip("this host has every AVX-512 and AMX feature tried")
+
+
+def test_a_dialog_opened_before_the_targets_are_known_says_so_then_shows_them(qtbot, settings, monkeypatch):
+    from tunelab.app.workers import target_facts
+
+    # As right after launch: no worker has said yet what this CPU is or what auto, llvm and cuda mean here.
+    monkeypatch.setattr(target_facts, "_answers", {})
+    monkeypatch.setattr(target_facts, "_asking", set())
+    dialog = NewSessionDialog(settings)
+    qtbot.addWidget(dialog)
+    options = dialog.target_options
+    assert dialog.is_resolving_target() and not dialog.can_start()
+    assert dialog.problem_error.text() == CHECKING_TARGET and not dialog.problem_error.isHidden()
+    assert dialog.error_label.text() == CHECKING_TARGET
+    assert dialog.target_label.text() == DETECTING
+    assert not options.is_detected() and not options.mcpu_combo.isEnabled() and not options.is_edited()
+    assert dialog.spec().target == dialog.target_combo.currentData()  # the fields stand for the detected
+
+    settled(qtbot, dialog)
+    assert dialog.can_start(), dialog.error_label.text()
+    assert (
+        dialog.problem_error.isHidden() and dialog.target_label.text() == resolve_target("auto").description
+    )
+    detected = llvm_target()
+    assert options.mcpu_combo.isEnabled() and options.mcpu_combo.currentText() == detected.json["mcpu"]
+    assert f"mcpu {detected.json['mcpu']}" in options.cpu_label.text()
+    assert options.gpu_label.text() == resolve_target("cuda").description
+    assert dialog.spec().target == dialog.target_combo.currentData()
 
 
 def test_untouched_fields_show_the_detected_cpu_and_keep_todays_target(qtbot, settings):
@@ -126,7 +160,7 @@ def test_threads_alone_change_the_target_without_a_self_check(qtbot, settings):
     if options.threads_spin.value() == llvm_target().json["num-cores"]:
         pytest.skip("this host allows one thread only")
     assert not options.is_checking()
-    qtbot.waitUntil(dialog.can_start, timeout=10_000)
+    qtbot.waitUntil(dialog.can_start, timeout=RESOLVE_TIMEOUT_MS)
     target = json.loads(dialog.spec().target)
     assert target["num-cores"] == options.threads_spin.value()
     assert target["mcpu"] == llvm_target().json["mcpu"]
@@ -139,8 +173,9 @@ def test_an_isa_this_cpu_lacks_is_refused_at_once_naming_the_feature(qtbot, sett
     options = dialog.target_options
     assert settled(qtbot, dialog).can_start()
     options.mattr_edit.setText(f"+{feature}")
-    # at once: no debounce, no self-check (the flags already say no)
-    message = dialog.problem_error.text()
+    assert not dialog.can_start()
+    # once a worker has resolved it: no debounce, no self-check (the flags already say no)
+    message = _resolved(qtbot, dialog).problem_error.text()
     assert not dialog.problem_error.isHidden() and feature in message and "lacks" in message
     assert "\n" not in message
     assert dialog.error_label.text() == message
@@ -154,7 +189,7 @@ def test_an_isa_this_cpu_lacks_is_refused_at_once_naming_the_feature(qtbot, sett
 
     options.reset_button.click()
     assert options.mattr_edit.property("invalid") is not True
-    qtbot.waitUntil(dialog.can_start, timeout=10_000)
+    qtbot.waitUntil(dialog.can_start, timeout=RESOLVE_TIMEOUT_MS)
     assert dialog.problem_error.isHidden()
 
 
@@ -162,14 +197,16 @@ def test_an_mcpu_llvm_does_not_know_or_this_cpu_lacks_is_refused(qtbot, settings
     dialog = _dialog(qtbot, settings)
     options = dialog.target_options
     options.mcpu_combo.setCurrentText("pentium-9000")
-    assert "knows no CPU 'pentium-9000'" in dialog.problem_error.text() and not dialog.can_start()
+    assert "knows no CPU 'pentium-9000'" in _resolved(qtbot, dialog).problem_error.text()
+    assert not dialog.can_start()
     assert options.mcpu_combo.lineEdit().property("invalid") is True
     options.mcpu_combo.setCurrentText("")
     assert "mcpu is empty" in dialog.problem_error.text() and not dialog.can_start()
     feature = _a_feature_this_host_lacks()
     if feature == "avx512f":
         options.mcpu_combo.setCurrentText("skylake-avx512")
-        assert "avx512f" in dialog.problem_error.text() and "lacks" in dialog.problem_error.text()
+        assert "avx512f" in _resolved(qtbot, dialog).problem_error.text()
+        assert "lacks" in dialog.problem_error.text()
         assert not dialog.can_start() and not options.is_checking()
 
 
@@ -180,7 +217,9 @@ def test_mattr_spelling_is_checked_as_it_is_typed(qtbot, settings):
     assert "is not +feature or -feature" in dialog.problem_error.text() and not dialog.can_start()
     assert options.mattr_edit.property("invalid") is True
     options.mattr_edit.setText("+avx2,+avx3000")
-    assert "LLVM knows no feature 'avx3000'" in dialog.problem_error.text() and not dialog.can_start()
+    # which features LLVM knows is a worker's answer: the spelling check names the unknown one once it is in
+    assert "LLVM knows no feature 'avx3000'" in _resolved(qtbot, dialog).problem_error.text()
+    assert not dialog.can_start()
     assert parse_mattr(" +avx2 , -fma ,", "x86_64") == ("+avx2", "-fma")
     options.mattr_edit.setText("")
     assert dialog.problem_error.isHidden()
@@ -206,7 +245,7 @@ def test_a_target_whose_kernel_dies_here_is_refused_with_the_self_checks_message
     assert not dialog.can_start()
     assert options.mcpu_combo.lineEdit().property("invalid") is True
     options.reset_button.click()  # the detected target needs no check here: Start comes back
-    qtbot.waitUntil(dialog.can_start, timeout=10_000)
+    qtbot.waitUntil(dialog.can_start, timeout=RESOLVE_TIMEOUT_MS)
 
 
 def test_cuda_arch_is_checked_and_spells_a_target_for_another_gpu(qtbot, settings):
@@ -222,7 +261,7 @@ def test_cuda_arch_is_checked_and_spells_a_target_for_another_gpu(qtbot, setting
         assert not dialog.can_start() and options.arch_edit.property("invalid") is True
     other = "sm_80" if resolve_target("cuda").json["arch"] != "sm_80" else "sm_86"
     options.arch_edit.setText(other)
-    assert options.arch_edit.property("invalid") is not True
+    assert _resolved(qtbot, dialog).target_options.arch_edit.property("invalid") is not True
     assert json.loads(dialog.spec().target) == {"kind": "cuda", "arch": other}
     resolved = _as_the_cli_takes_it(dialog.spec().target)
     assert resolved.kind == "cuda" and resolved.json["arch"] == other and other in resolved.description
@@ -268,5 +307,5 @@ def test_a_remembered_target_this_host_cannot_run_is_shown_refused(qtbot, settin
     assert feature in dialog.problem_error.text() and not dialog.can_start()
     assert options.mattr_edit.property("invalid") is True
     options.reset_button.click()
-    qtbot.waitUntil(dialog.can_start, timeout=10_000)
+    qtbot.waitUntil(dialog.can_start, timeout=RESOLVE_TIMEOUT_MS)
     assert dialog.spec().target == "llvm"
