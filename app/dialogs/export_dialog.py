@@ -16,12 +16,11 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
-    QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
+from tunelab.app.widgets.fields import line_edit, push_button
 from tunelab.app.widgets.formatting import fmt_ms
 from tunelab.core.records import SessionRecord, TrialRecord
 from tunelab.core.usecases.export import MARKS, ExportPick
@@ -95,9 +94,9 @@ class ExportDialog(QDialog):
             check.setChecked(True)
             self.format_checks[name] = check
             formats_box.addWidget(check)
-        self.folder_edit = QLineEdit(folder)
-        browse = QPushButton("Browse…")
-        browse.clicked.connect(self._on_browse)
+        self.folder_edit = line_edit("export_folder", "The folder the exported files are written to")
+        self.folder_edit.setText(folder)
+        browse = push_button("Browse…", "Choose the folder", self._on_browse)
         folder_row = QHBoxLayout()
         folder_row.addWidget(self.folder_edit, 1)
         folder_row.addWidget(browse)

@@ -4,6 +4,7 @@ The space editor runs these in worker threads; each result carries the generatio
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,9 +122,7 @@ def check_knobs(
         check_template(data, axes, kind)
     except TunelabError as exc:
         return CheckedEdit(generation, tuple(reasons), error=str(exc))
-    size = 1
-    for knob in knobs:
-        size *= len(knob["candidates"])
+    size = math.prod(len(knob["candidates"]) for knob in knobs)
     return CheckedEdit(generation, tuple(reasons), data, size)
 
 

@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QPushButton,
     QVBoxLayout,
     QWidget,
 )
@@ -34,6 +33,7 @@ from tunelab.app.dialogs.space_derive import (
     derive_defaults,
     derive_size,
 )
+from tunelab.app.widgets.fields import push_button
 from tunelab.app.widgets.pages import scrolled
 from tunelab.app.widgets.timers import single_shot
 from tunelab.app.workers.engine import CallWorker, keep_alive
@@ -135,8 +135,9 @@ class SpaceEditor(QWidget):
         self.size_label.setWordWrap(True)
         self.error_label = _error_label()
         self.error_label.setObjectName("space_error")
-        reset = QPushButton("Reset to defaults")
-        reset.clicked.connect(self._on_reset)
+        reset = push_button(
+            "Reset to defaults", "The space tunelab derives, without your edits", self._on_reset
+        )
         top = QHBoxLayout()
         top.addWidget(self.size_label, 1)
         top.addWidget(reset, 0, Qt.AlignmentFlag.AlignTop)

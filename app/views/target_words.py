@@ -50,13 +50,8 @@ class TargetWords(QObject):
         self._asked: set[str] = set()
 
     def ask(self, records: list[SessionRecord]) -> None:
-        wanted = {
-            _key(r.target): r.target
-            for r in records
-            if r.target_kind != "cuda"
-            and _key(r.target) not in _described
-            and _key(r.target) not in self._asked
-        }
+        cpu_targets = {_key(r.target): r.target for r in records if r.target_kind != "cuda"}
+        wanted = {k: t for k, t in cpu_targets.items() if k not in _described and k not in self._asked}
         if not wanted:
             return
         self._asked |= set(wanted)

@@ -70,11 +70,21 @@ class _Batch:
     started: float
 
 
+@dataclass(frozen=True)
+class Problem:
+    """What a Measurer measures: a workload at a shape and dtype, built for a target (a custom workload's
+    object holds its source)."""
+
+    workload: Any
+    shape: dict[str, int]
+    dtype: str
+    target: TargetInfo
+
+
 class Measurer:
     """Builds and runs schedules for one problem (workload, shape, dtype) on one target.
 
-    ``custom_source`` is accepted for callers that pass it; the workload object already holds it, and
-    its inputs and reference are computed here, once (the workers only load them).
+    The problem's inputs and reference are computed here, once (the workers only load them).
 
     ``vendor_ms``: the vendor library's time for the problem where it is known. It stands in for the best
     so far until the task has one, so that a hopeless candidate costs one call from the first one on
@@ -83,35 +93,33 @@ class Measurer:
 
     def __init__(
         self,
-        workload: Any,
-        shape: dict[str, int],
-        dtype: str,
-        target: TargetInfo,
+        problem: Problem,
         options: MeasureOptions,
         *,
         seed: int = 0,
-        custom_source: str | None = None,
         vendor_ms: float | None = None,
         call_limit_s: float | None = None,
     ) -> None:
         from tunelab.core.faults import keep_worker_exit_status
 
         keep_worker_exit_status()  # a kernel that kills its worker is named by its signal
-        self.target = target
+        self.target = target = problem.target
         self.options = options
         self.vendor_s = vendor_ms / 1e3 if vendor_ms and vendor_ms > 0 else None
         self.call_limit_s = (
             options.timeout_s * CALL_LIMIT_SHARE if call_limit_s is None else max(0.0, call_limit_s)
         )
-        self._folder, self.problem = problem_folder(workload, shape, dtype, seed, options.check_correctness)
+        self._folder, self._problem_files = problem_folder(
+            problem.workload, problem.shape, problem.dtype, seed, options.check_correctness
+        )
         self._builder = BuildPool(target.tvm_target(), options.timeout_s)
         self.lost_servers: list[str] = []  # RPC servers lost while they ran a candidate (re-sent elsewhere)
         # set when a batch ended at a candidate whose build or run found the disk full (one line)
         self.disk_full: str | None = None
         self.tracker: Any = None
-        self.runner = self._make_runner(workload, shape, dtype)
+        self.runner = self._make_runner(problem)
 
-    def _make_runner(self, workload: Any, shape: dict[str, int], dtype: str) -> Any:
+    def _make_runner(self, problem: Problem) -> Any:
         """MetaSchedule's LocalRunner with tunelab's plug-ins or, with an RPC tracker in the options, its
         RPCRunner on the tracker's servers (``tracker`` set then)."""
         from tvm.s_tir import meta_schedule as ms
@@ -126,15 +134,15 @@ class Measurer:
             enable_cpu_cache_flush=options.cache_flush,
         )
         evaluate_args = (
-            self.problem,
+            self._problem_files,
             options.warmup,
             options.check_correctness,
-            workload.tolerance(dtype, shape),
+            problem.workload.tolerance(problem.dtype, problem.shape),
             options.target_cv,
             max(options.max_repeat, options.repeat),
             options.leader_band,
             options.l2_flush,
-            workload.bytes_moved(shape, dtype),
+            problem.workload.bytes_moved(problem.shape, problem.dtype),
         )
         if options.remote:
             from tunelab.core.measure import remote
@@ -146,13 +154,13 @@ class Measurer:
                 options.rpc_workers,
                 options.timeout_s,
                 config,
-                remote.RemoteAllocArguments(self.problem),
+                remote.RemoteAllocArguments(self._problem_files),
                 remote.RemoteEvaluate(*evaluate_args),
             )
         return ms.runner.LocalRunner(
             timeout_sec=options.timeout_s,
             evaluator_config=config,
-            f_alloc_argument=AllocArguments(self.problem),
+            f_alloc_argument=AllocArguments(self._problem_files),
             f_run_evaluator=Evaluate(*evaluate_args, call_limit_s=self.call_limit_s),
             initializer=stop_on_sigint_like_sigterm,
         )

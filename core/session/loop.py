@@ -296,17 +296,13 @@ class TuningSession:
     def _build(self, run: _Run, task: TuningTask) -> str | None:
         """Ready the task's measurer (it builds and runs the kernels) and wait for a quiet machine;
         the reason the machine is not quiet, if it stays so."""
-        from tunelab.core.measure.runner import Measurer, stored_vendor_ms
+        from tunelab.core.measure.runner import Measurer, Problem, stored_vendor_ms
 
         if task.measurer is None:
             task.measurer = Measurer(
-                self.workload,
-                task.record.shape,
-                self.dtype,
-                self.target,
+                Problem(self.workload, task.record.shape, self.dtype, self.target),
                 run.options,
                 seed=run.record.seed,
-                custom_source=run.record.custom_source,
                 vendor_ms=stored_vendor_ms(
                     self.store, self.workload.name, task.record.shape, self.dtype, self.target.kind
                 ),

@@ -142,17 +142,11 @@ class _Carrier:
     source_schedule: Any
 
     def measure(self, shape: dict[str, int], schedules: list[Any]) -> list[Any]:
-        from tunelab.core.measure.runner import Measurer
+        from tunelab.core.measure.runner import Measurer, Problem
 
         record = self.record
         measurer = Measurer(
-            self.workload,
-            shape,
-            record.dtype,
-            self.target,
-            self.opts,
-            seed=record.seed,
-            custom_source=record.custom_source,
+            Problem(self.workload, shape, record.dtype, self.target), self.opts, seed=record.seed
         )
         try:
             return measurer.measure(schedules)

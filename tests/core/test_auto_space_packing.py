@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tunelab.core.errors import SpaceError
-from tunelab.core.measure.runner import Measurer
+from tunelab.core.measure.runner import Measurer, Problem
 from tunelab.core.records import MeasureOptions
 from tunelab.core.search.space.auto import AutoSpace, default_auto_space
 from tunelab.core.search.space.factory import _space_data
@@ -88,7 +88,7 @@ def test_packed_sketches_build_and_compute_the_reference():
             except Exception:  # noqa: BLE001 - an invalid point of this sketch: sample another
                 continue
     options = MeasureOptions(number=1, repeat=1, min_repeat_ms=1, cooldown_s=0)  # checked against NumPy
-    measurer = Measurer(get_workload("gemm"), SHAPE, "float32", llvm_target(), options)
+    measurer = Measurer(Problem(get_workload("gemm"), SHAPE, "float32", llvm_target()), options)
     try:
         results = measurer.measure(schedules)
     finally:

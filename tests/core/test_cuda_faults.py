@@ -191,7 +191,7 @@ def test_the_worker_is_replaced_after_a_cuda_fault_and_kept_after_a_wrong_result
     """A fault found while a kernel ran leaves the worker's CUDA context broken: the next candidate must
     not run in it. A wrong result says nothing about the process, which is kept."""
 
-    from tunelab.core.measure.runner import Measurer
+    from tunelab.core.measure.runner import Measurer, Problem
     from tunelab.core.search.space.template import TemplateSpace
     from tunelab.core.target.info import llvm_target
     from tunelab.core.workloads.catalog import get_workload
@@ -207,7 +207,7 @@ def test_the_worker_is_replaced_after_a_cuda_fault_and_kept_after_a_wrong_result
     for fault in ("cuda_error_misaligned_address", "wrong"):
         plant(monkeypatch, tmp_path, f"{fault}@run/2")  # the second of three candidates
         (tmp_path / "plant-counter").unlink(missing_ok=True)
-        measurer = Measurer(workload, shape, "float32", target, FAST_MEASURE)
+        measurer = Measurer(Problem(workload, shape, "float32", target), FAST_MEASURE)
         results, pids = [], []
         try:
             for schedule in schedules:

@@ -17,7 +17,7 @@ from schedules import valid_schedules
 
 from tunelab.core.faults import failure_class
 from tunelab.core.measure.evaluate import CLEARLY_SLOW, ONE_CALL_S
-from tunelab.core.measure.runner import Measurer
+from tunelab.core.measure.runner import Measurer, Problem
 from tunelab.core.records import MeasureOptions
 from tunelab.core.search.space.template import TemplateSpace
 from tunelab.core.target.info import llvm_target
@@ -46,7 +46,9 @@ def _tiled(workload, shape, target):
 
 def _measure(shape, schedules, **kwargs):
     workload = get_workload("gemm")
-    measurer = Measurer(workload, shape, "float32", llvm_target(), kwargs.pop("options", OPTIONS), **kwargs)
+    measurer = Measurer(
+        Problem(workload, shape, "float32", llvm_target()), kwargs.pop("options", OPTIONS), **kwargs
+    )
     try:
         return measurer.measure(schedules, best_ms=kwargs.get("best_ms")), measurer
     finally:
@@ -57,7 +59,7 @@ def test_a_slow_candidate_after_a_fast_one_is_timed_once():
     shape = {"M": 512, "N": 512, "K": 512}
     workload, target = get_workload("gemm"), llvm_target()
     fast, slow = _tiled(workload, shape, target), _naive(workload, shape)
-    measurer = Measurer(workload, shape, "float32", target, OPTIONS)
+    measurer = Measurer(Problem(workload, shape, "float32", target), OPTIONS)
     try:
         # One batch: the fast kernel becomes the best so far, the slow one after it is hopeless.
         leader, hopeless = measurer.measure([fast, slow])
@@ -113,7 +115,7 @@ def test_the_default_per_call_limit_is_a_share_of_the_run_timeout():
     from tunelab.core.measure.runner import CALL_LIMIT_SHARE
 
     shape = {"M": 16, "N": 16, "K": 16}
-    measurer = Measurer(get_workload("gemm"), shape, "float32", llvm_target(), OPTIONS)
+    measurer = Measurer(Problem(get_workload("gemm"), shape, "float32", llvm_target()), OPTIONS)
     try:
         assert measurer.call_limit_s == OPTIONS.timeout_s * CALL_LIMIT_SHARE
         assert measurer.runner.f_run_evaluator.call_limit_s == measurer.call_limit_s

@@ -104,7 +104,7 @@ def test_cli_fail_fast_exits_1_with_one_line(tmp_path):
 
 def test_a_real_illegal_instruction_in_the_runner_is_named(store):
     """Not planted: a kernel built for an AVX-512 CPU on a host without it (as an unchecked target did)."""
-    from tunelab.core.measure.runner import Measurer
+    from tunelab.core.measure.runner import Measurer, Problem
     from tunelab.core.search.space.template import TemplateSpace
     from tunelab.core.target.host_cpu import host_cpu
     from tunelab.core.target.info import llvm_target
@@ -118,7 +118,7 @@ def test_a_real_illegal_instruction_in_the_runner_is_named(store):
     shape = {"M": 64, "N": 64, "K": 64}
     space = TemplateSpace(workload, shape, "float32", target)
     schedules = valid_schedules(space, 3)
-    measurer = Measurer(workload, shape, "float32", target, FAST_MEASURE)
+    measurer = Measurer(Problem(workload, shape, "float32", target), FAST_MEASURE)
     try:
         results = measurer.measure(schedules)
     finally:
