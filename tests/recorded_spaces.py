@@ -13,6 +13,7 @@ from tunelab.core.search.space.base import SearchSpace
 from tunelab.core.session.loop import check_spec
 
 DATA = Path(__file__).resolve().parent / "core" / "data"
+BENCH_DATA = Path(__file__).resolve().parent / "benchmarks" / "data"
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,9 @@ def recording_names() -> list[str]:
     return sorted(p.name.removesuffix("_grid_llvm.json") for p in DATA.glob("*_grid_llvm.json"))
 
 
-def load_recorded(name: str) -> RecordedSpace:
-    doc = json.loads((DATA / f"{name}_grid_llvm.json").read_text())
+def load_recorded(name: str, folder: Path = DATA) -> RecordedSpace:
+    """The recording ``name`` in ``folder`` (the tests' own, or BENCH_DATA: the benchmarks' larger ones)."""
+    doc = json.loads((folder / f"{name}_grid_llvm.json").read_text())
     spec = SessionSpec(workload=doc["workload"], shape=doc["shape"], target="llvm", space_kind="template")
     space = check_spec(spec).space
     data = space.to_json()

@@ -7,6 +7,7 @@ SimulationRunner idea) instead of a synthetic table. Re-run it on another machin
 
     python tests/core/data/record_grid.py            # every recording below
     python tests/core/data/record_grid.py conv2d     # one of them
+    python tests/core/data/record_grid.py gemm1024   # the benchmarks' GEMM 1024^3 (tests/benchmarks/data)
 
 Each grid's knob candidates are cut down so that the whole space is a few hundred configs (a few
 minutes of building and running on 2 cores).
@@ -80,8 +81,31 @@ GRIDS: dict[str, tuple[str, dict[str, int], dict[str, list[Any]]]] = {
 }
 
 
+# Recordings too large for the tests' replays, for the benchmarks alone (tests/benchmarks/data): name ->
+# (workload, shape, knob candidates, how each config is measured). Not recorded unless named.
+BENCH_DATA = HERE.parents[1] / "benchmarks" / "data"
+BENCHMARK_GRIDS: dict[str, tuple[str, dict[str, int], dict[str, list[Any]], MeasureOptions]] = {
+    # Issue 28's GEMM 1024^3 template space (16,464 configs, hours on 2 cores) cut to the tiles that keep a
+    # 1024^3 kernel within seconds a call: 4 * 4 * 3 * 3 * 2 * 2 = 576 configs. One run of three samples
+    # each: a 2 GFLOP kernel is long enough to be its own figure, and the runner's leader band times the
+    # contenders fully while a clearly slow one is timed once (MeasureOptions.leader_band).
+    "gemm1024": (
+        "gemm",
+        {"M": 1024, "N": 1024, "K": 1024},
+        {
+            "tile_i": [[8], [16], [32], [64]],
+            "tile_j": [[8], [16], [32], [64]],
+            "tile_k": [[4], [16], [64]],
+            **LOOP_KNOBS,
+        },
+        MeasureOptions(number=1, repeat=3, min_repeat_ms=2),
+    ),
+}
+
+
 def recording_path(name: str) -> Path:
-    return HERE / f"{name}_grid_llvm.json"
+    folder = BENCH_DATA if name in BENCHMARK_GRIDS else HERE
+    return folder / f"{name}_grid_llvm.json"
 
 
 def cpu_model() -> str:
@@ -95,7 +119,11 @@ def cpu_model() -> str:
 
 
 def record(name: str) -> Path:
-    workload, shape, knobs = GRIDS[name]
+    if name in BENCHMARK_GRIDS:
+        workload, shape, knobs, measure = BENCHMARK_GRIDS[name]
+    else:
+        workload, shape, knobs = GRIDS[name]
+        measure = MeasureOptions(number=5, repeat=5, min_repeat_ms=2)
     spec = SessionSpec(
         workload=workload,
         shape=shape,
@@ -104,7 +132,7 @@ def record(name: str) -> Path:
         tuner="grid",
         trials=10**6,
         batch=16,
-        measure=MeasureOptions(number=5, repeat=5, min_repeat_ms=2),
+        measure=measure,
     )
     space = check_spec(spec).space
     data = space.to_json()
@@ -133,6 +161,7 @@ def record(name: str) -> Path:
         for t in trials
     ]
     out = recording_path(name)
+    out.parent.mkdir(parents=True, exist_ok=True)
     head = json.dumps(doc, indent=1)[:-2]
     out.write_text(head + ',\n "trials": [\n' + ",\n".join(lines) + "\n ]\n}\n")
     json.loads(out.read_text())  # what was written reads back
@@ -142,11 +171,14 @@ def record(name: str) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help=f"recordings to make, of {', '.join(GRIDS)} (default: all)")
+    known = [*GRIDS, *BENCHMARK_GRIDS]
+    parser.add_argument(
+        "names", nargs="*", help=f"recordings to make, of {', '.join(known)} (default: {', '.join(GRIDS)})"
+    )
     names = parser.parse_args().names or list(GRIDS)
-    unknown = [n for n in names if n not in GRIDS]
+    unknown = [n for n in names if n not in known]
     if unknown:
-        parser.error(f"no recording named {', '.join(unknown)}; choose from {', '.join(GRIDS)}")
+        parser.error(f"no recording named {', '.join(unknown)}; choose from {', '.join(known)}")
     for name in names:
         record(name)
 
