@@ -14,24 +14,16 @@ pools of xgb (64, as test_tuner_scores). Run:
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 from recorded_spaces import load_recorded, recording_names
-from tuner_replays import replay_seeds
+from tuner_replays import replay_every_tuner
 
 from tunelab.core.search.scoring import exhaustive_baseline, score_runs
-from tunelab.core.search.tuners.registry import tuner_names, tuner_unavailable
 
 SEEDS = int(os.environ.get("TUNELAB_BENCH_SEEDS", "3"))  # 3 by default: the run takes under a minute here
 BUDGETS = (16, 32, 64)
 BATCH = 8
-LEFT_OUT = {"evolutionary": "test_tuner_scores (minutes a replay)"}
-FAST_OPTIONS = {"xgb": {"pool_size": 64}}
-
-
-def runs_of(rec, name: str) -> list[list[float | None]]:
-    return replay_seeds(rec, name, SEEDS, max(BUDGETS), BATCH, FAST_OPTIONS.get(name, {}))
 
 
 def test_every_tuner():
@@ -48,14 +40,8 @@ def test_every_tuner():
     for space_name in recording_names():
         rec = load_recorded(space_name)
         baseline = exhaustive_baseline(list(rec.table.values()), max(BUDGETS))
-        found: dict[str, tuple[list[list[float | None]], float]] = {}
-        for name in tuner_names():
-            why = LEFT_OUT.get(name) or tuner_unavailable(name)
-            if why is not None:
-                skipped.append(f"{name}: {why}")
-                continue
-            started = time.perf_counter()
-            found[name] = (runs_of(rec, name), time.perf_counter() - started)
+        found, left_out = replay_every_tuner(rec, SEEDS, max(BUDGETS), BATCH)
+        skipped += left_out
         best_of_all = min(min(v for v in run if v is not None) for runs, _ in found.values() for run in runs)
         for name, (runs, seconds) in found.items():
             bests = [min(v for v in run if v is not None) for run in runs]

@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import numpy as np
 import pytest
 from recorded_spaces import BENCH_DATA, load_recorded
-from test_every_tuner import FAST_OPTIONS, LEFT_OUT
-from tuner_replays import replay_seeds
+from tuner_replays import replay_every_tuner
 
 from tunelab.core.search.scoring import exhaustive_baseline, score_runs
-from tunelab.core.search.tuners.registry import tuner_names, tuner_unavailable
 
 SEEDS = int(os.environ.get("TUNELAB_BENCH_SEEDS", "3"))
 BUDGETS = (64, 256)
@@ -53,17 +50,7 @@ def test_every_tuner_at_size(recording):
         pytest.skip(f"no recording {recording}: python tests/core/data/record_grid.py {recording}")
     rec = load_recorded(recording, BENCH_DATA)
     baseline = exhaustive_baseline(list(rec.table.values()), max(BUDGETS))
-    found: dict[str, tuple[list[list[float | None]], float]] = {}
-    skipped = []
-    for name in tuner_names():
-        why = LEFT_OUT.get(name) or tuner_unavailable(name)
-        if why is not None:
-            skipped.append(f"{name}: {why}")
-            continue
-        started = time.perf_counter()
-        runs = replay_seeds(rec, name, SEEDS, max(BUDGETS), BATCH, FAST_OPTIONS.get(name, {}))
-        found[name] = (runs, time.perf_counter() - started)
-        print(f"{name}: {found[name][1]:.0f} s", flush=True)
+    found, skipped = replay_every_tuner(rec, SEEDS, max(BUDGETS), BATCH)
     # the best any tuner found by 64 trials: the "within 5 % of the best tuner's best-found"
     best_of_all = min(min(v for v in run[:64] if v is not None) for runs, _ in found.values() for run in runs)
     space = f"{recording} ({len(rec.table)} configs, {rec.doc['machine']})"

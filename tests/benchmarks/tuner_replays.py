@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from tunelab.core.search.tuners.registry import make_tuner
+from tunelab.core.search.tuners.registry import make_tuner, tuner_names, tuner_unavailable
 from tunelab.core.session.replay import ReplayRunner, replay_tune
 
 
@@ -27,3 +28,27 @@ def replay_seeds(
         assert len(keys) == len(set(keys)), f"{name} measured a config twice"
         runs.append([o.latency_ms for o in history])
     return runs
+
+
+# What the every-tuner benchmarks replay, and with which options: MetaSchedule's evolutionary search is
+# left to test_tuner_scores (a replay of it takes minutes); xgb's candidate pool as test_tuner_scores's.
+LEFT_OUT = {"evolutionary": "test_tuner_scores (minutes a replay)"}
+FAST_OPTIONS = {"xgb": {"pool_size": 64}}
+
+
+def replay_every_tuner(
+    rec: Any, seeds: int, budget: int, batch: int
+) -> tuple[dict[str, tuple[list[list[float | None]], float]], list[str]]:
+    """Every tuner that loads here (but LEFT_OUT) replayed on ``rec`` (replay_seeds, FAST_OPTIONS):
+    {tuner: (its runs, seconds)}, and why each left-out tuner was left out."""
+    found: dict[str, tuple[list[list[float | None]], float]] = {}
+    skipped = []
+    for name in tuner_names():
+        why = LEFT_OUT.get(name) or tuner_unavailable(name)
+        if why is not None:
+            skipped.append(f"{name}: {why}")
+            continue
+        started = time.perf_counter()
+        runs = replay_seeds(rec, name, seeds, budget, batch, FAST_OPTIONS.get(name, {}))
+        found[name] = (runs, time.perf_counter() - started)
+    return found, skipped
