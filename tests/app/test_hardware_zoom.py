@@ -43,10 +43,12 @@ def test_hardware_panels_fresh_per_session_never_before_time_zero(qtbot, store_c
     assert ranges(box) == whole
 
     box.setXRange(10, 11, padding=0)
-    old_plots = set(map(id, view._plots.values()))
+    # Hold the old panels themselves, not their id()s: a freed panel's id can be reused by a new one.
+    old_plots = list(view._plots.values())
     view.set_session(second.id)
     qtbot.wait(50)
-    assert not old_plots & set(map(id, view._plots.values())), "new panels for a new session"
+    new_plots = list(view._plots.values())
+    assert not any(new is old for new in new_plots for old in old_plots), "new panels for a new session"
     box = view._plots["temperature"].vb
     t = np.array([s.t - second.created_at for s in store_copy.telemetry(second.id)])
     lo, hi = ranges(box)[0]
