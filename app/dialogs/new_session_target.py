@@ -3,6 +3,8 @@ target…" until it is known), and "Server's CPU" asked of a server under the ch
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QComboBox, QDialog, QLabel
 
@@ -128,10 +130,18 @@ class TargetChecks(QDialog):
         if not (self._target_pending or self._features_pending):
             self._show_detected()
             return
-        before = (self._target.json if self._target else None, self._target_error, self._target_pending)
+        self._recheck_target()
+
+    def _target_state(self) -> tuple[Any, str | None, bool]:
+        """What the space is derived from: the target's JSON, why there is none, whether it is being resolved."""
+        return (self._target.json if self._target else None, self._target_error, self._target_pending)
+
+    def _recheck_target(self) -> None:
+        """Check the target again. The space is derived again (dropping its edits) only when the target
+        itself changed, and not while typing pauses (the debounce derives it when it fires)."""
+        before = self._target_state()
         self._check_target()
-        after = (self._target.json if self._target else None, self._target_error, self._target_pending)
-        if after != before and not self._problem_timer.isActive():
+        if self._target_state() != before and not self._problem_timer.isActive():
             self._on_problem_changed()
         else:
             self._show_detected()
@@ -186,14 +196,8 @@ class TargetChecks(QDialog):
 
     def _on_remote_changed(self) -> None:
         """Where to measure changed: a server's CPU follows the key, and edited fields are checked for
-        there. The space is derived again (dropping its edits) only when the target itself changed."""
-        before = (self._target.json if self._target else None, self._target_error)
-        self._check_target()
-        if (self._target.json if self._target else None, self._target_error) != before:
-            self._on_problem_changed()
-        else:
-            self._show_detected()
-            self._update_state()
+        there."""
+        self._recheck_target()
 
     def _show_detected(self) -> None:
         """The Detected row: this host's target, or what the server under the key says of its CPU."""

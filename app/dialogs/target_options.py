@@ -28,9 +28,9 @@ from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QL
 from tunelab.app.widgets.fields import captioned_fields, int_spin, line_edit, push_button
 from tunelab.app.widgets.timers import single_shot
 from tunelab.app.workers.engine import CallWorker, keep_alive
-from tunelab.app.workers.target_facts import known_feature
+from tunelab.app.workers.target_facts import facts, known_cpu_names, known_feature
 from tunelab.core.errors import TargetError, shown
-from tunelab.core.usecases.targets import HostCPU, TargetInfo, llvm_cpu_names
+from tunelab.core.usecases.targets import HostCPU, TargetInfo
 
 # sm_ and a compute capability: sm_80, sm_90, sm_120; "a"/"f" mark the arch-specific feature sets (sm_90a).
 # TVM itself only checks the "sm_" prefix and would pass "sm_8" on to nvcc.
@@ -107,14 +107,6 @@ def target_key(target: TargetInfo) -> str:
     return json.dumps(target.json, sort_keys=True)
 
 
-# The CPU names LLVM knows, by host architecture, once a worker has asked (_llvm_cpu_names).
-_cpu_names: dict[str, tuple[str, ...]] = {}
-
-
-def _llvm_cpu_names(arch: str) -> tuple[str, tuple[str, ...]]:
-    return arch, tuple(llvm_cpu_names(arch))
-
-
 class TargetCheckWorker(CallWorker):
     """The self-check of one target in a thread (it reads no store); `succeeded` carries the target's
     key, `failed` the check's message."""
@@ -170,12 +162,8 @@ class TargetOptions(QGroupBox):
             cpu.note or "The most specific CPU name whose instruction sets this host can all execute"
         )
         self.gpu_label.setText(gpu.description)
-        if _cpu_names.get(host.arch) is not None:
-            self.mcpu_combo.addItems(list(_cpu_names[host.arch]))
-        else:  # LLVM's list: asked in a worker (TVM's LLVM), once per process; the field takes any name meanwhile
-            worker = CallWorker(None, _llvm_cpu_names, host.arch)
-            worker.succeeded.connect(self._on_cpu_names)
-            keep_alive(worker).start()
+        if not self._list_cpu_names():  # LLVM's list, asked of a worker once per process: any name meanwhile
+            facts().answered.connect(self._on_facts_answered)
         self._fill(self._detected_fields_all())
         self.set_target_text(self._restored)
         self._set_fields_enabled(True)
@@ -471,14 +459,22 @@ class TargetOptions(QGroupBox):
         self._mark(None)
         self.reset_button.setEnabled(self.is_edited())
 
-    def _on_cpu_names(self, names: tuple[str, tuple[str, ...]]) -> None:
-        arch, listed = names
-        _cpu_names[arch] = listed
+    def _list_cpu_names(self) -> bool:
+        """Offer the CPU names LLVM knows for this host in the -mcpu combo; False while they are not known."""
+        assert self._host is not None
+        listed = known_cpu_names(self._host.arch)
+        if listed is None:
+            return False
         text = self.mcpu_combo.currentText()
         self.mcpu_combo.blockSignals(True)  # the list changes, not the mcpu chosen
         self.mcpu_combo.addItems(list(listed))
         self.mcpu_combo.setCurrentText(text)
         self.mcpu_combo.blockSignals(False)
+        return True
+
+    def _on_facts_answered(self) -> None:
+        if self._list_cpu_names():
+            facts().answered.disconnect(self._on_facts_answered)
 
     def _mcpu_edit(self) -> QLineEdit | None:
         """The -mcpu combo's line edit (it is editable; None only before that is set)."""

@@ -1,5 +1,6 @@
 """What the New-session dialog knows of targets: each target text resolved as the CLI would, this host's CPU,
-and whether LLVM knows an mattr feature, found out in workers, once per process, and kept here.
+whether LLVM knows an mattr feature and the CPU names it knows, found out in workers, once per process, and
+kept here.
 
 Resolving a target needs LLVM's host detection and the CUDA probe (TVM), so the GUI thread never does it:
 it asks (:func:`ask`), a worker answers into this cache, and `answered` (of :func:`facts`) tells the
@@ -21,7 +22,8 @@ from tunelab.core.usecases.targets import HostCPU, TargetInfo
 
 class Question(NamedTuple):
     """One thing to find out: "target" (``text`` resolved as the CLI would, ``elsewhere`` for an RPC
-    tracker's servers), "host" (this machine's CPU) or "feature" (``text``, LLVM's feature, for ``arch``)."""
+    tracker's servers), "host" (this machine's CPU), "feature" (``text``, LLVM's feature, for ``arch``) or
+    "cpus" (the CPU names LLVM knows for ``arch``)."""
 
     kind: str
     text: str = ""
@@ -29,7 +31,9 @@ class Question(NamedTuple):
     arch: str = ""
 
 
-Answer = TargetInfo | HostCPU | bool | str  # a str: why there is no fact (the error's message)
+Answer = (
+    TargetInfo | HostCPU | bool | tuple[str, ...] | str
+)  # a str: why there is no fact (the error's message)
 
 HOST = Question("host")
 
@@ -44,6 +48,10 @@ def feature_question(feature: str, arch: str) -> Question:
     return Question("feature", feature, arch=arch)
 
 
+def cpu_names_question(arch: str) -> Question:
+    return Question("cpus", arch=arch)
+
+
 # What the dialog shows before anything is typed: this CPU, and the targets auto, llvm and cuda mean here.
 DETECTED = (HOST, target_question("auto"), target_question("llvm"), target_question("cuda"))
 
@@ -55,13 +63,15 @@ _asking: set[Question] = set()  # asked of a worker still running (GUI thread on
 
 def _answer(question: Question) -> Answer:
     """One question answered; an error is its message. In a worker (TVM)."""
-    from tunelab.core.usecases.targets import host_cpu, is_known_feature, resolve_target
+    from tunelab.core.usecases.targets import host_cpu, is_known_feature, llvm_cpu_names, resolve_target
 
     try:
         if question.kind == "host":
             return host_cpu()
         if question.kind == "feature":
             return is_known_feature(question.text, question.arch)
+        if question.kind == "cpus":
+            return tuple(llvm_cpu_names(question.arch))
         return resolve_target(question.text, elsewhere=question.elsewhere)
     except Exception as exc:  # noqa: BLE001 - an answer the dialog shows, never a dialog left waiting
         return describe_error(exc)[0]
@@ -161,3 +171,12 @@ def known_feature(feature: str, arch: str) -> bool | None:
     if answer is None:
         return None
     return answer if isinstance(answer, bool) else True
+
+
+def known_cpu_names(arch: str) -> tuple[str, ...] | None:
+    """The CPU names LLVM knows for ``arch`` (none where LLVM could not be asked: the -mcpu field takes any
+    name, and resolving the target says what is wrong); None (asked) while not known yet."""
+    answer = known_or_ask(cpu_names_question(arch))
+    if answer is None:
+        return None
+    return answer if isinstance(answer, tuple) else ()

@@ -91,13 +91,12 @@ def _as_in_a_fresh_process(monkeypatch) -> None:
     and described, functools caches in tunelab): a cached answer hides the call that made it."""
     import sys
 
-    from tunelab.app.dialogs import new_session_tuners, target_options
+    from tunelab.app.dialogs import new_session_tuners
     from tunelab.app.views import target_words
     from tunelab.app.workers import target_facts, telemetry_source
 
     monkeypatch.setattr(new_session_tuners, "_loaded", None)
     monkeypatch.setattr(target_words, "_described", {})
-    monkeypatch.setattr(target_options, "_cpu_names", {})
     monkeypatch.setattr(target_facts, "_answers", {})
     monkeypatch.setattr(target_facts, "_asking", set())
     monkeypatch.setattr(telemetry_source, "_gpu_status", None)

@@ -16,7 +16,7 @@ from tunelab.app.dialogs.target_options import check_arch, isa_flags, parse_matt
 from tunelab.core.cli.parser import _parser
 from tunelab.core.errors import TargetError
 from tunelab.core.records import SessionSpec
-from tunelab.core.target.host_cpu import X86_FLAGS, HostCPU, host_cpu
+from tunelab.core.target.host_cpu import X86_FLAGS, HostCPU, host_cpu, llvm_cpu_names
 from tunelab.core.target.info import llvm_target, resolve_target
 
 SELF_CHECK_TIMEOUT_MS = 180_000  # a child imports TVM and runs the kernel: seconds, more on a loaded machine
@@ -98,6 +98,13 @@ def test_a_dialog_opened_before_the_targets_are_known_says_so_then_shows_them(qt
     assert f"mcpu {detected.json['mcpu']}" in options.cpu_label.text()
     assert options.gpu_label.text() == resolve_target("cuda").description
     assert dialog.spec().target == dialog.target_combo.currentData()
+
+    # LLVM's CPU names for this host come from a worker too, into the -mcpu list, the detected mcpu kept.
+    combo = options.mcpu_combo
+    qtbot.waitUntil(lambda: combo.count() > 0, timeout=RESOLVE_TIMEOUT_MS)
+    listed = [combo.itemText(i) for i in range(combo.count())]
+    assert listed == list(llvm_cpu_names(host_cpu().arch)) and detected.json["mcpu"] in listed
+    assert combo.currentText() == detected.json["mcpu"] and not options.is_edited()
 
 
 def test_untouched_fields_show_the_detected_cpu_and_keep_todays_target(qtbot, settings):
