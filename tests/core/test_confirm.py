@@ -231,6 +231,7 @@ def test_cancel_during_confirmation_keeps_the_session_finished(tmp_path):
     store.close()
 
 
+@pytest.mark.serial
 def test_a_confirmation_beside_a_busy_neighbour_is_not_evidence_and_is_measured_again(tmp_path):
     """Issue 15 part 1: a confirmation taken while another process is busy says so and picks or states
     nothing to hold to; given time, it is measured again until the machine is quiet.

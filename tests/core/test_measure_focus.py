@@ -17,7 +17,7 @@ from tunelab.core.search.space.template import TemplateSpace
 from tunelab.core.target.info import llvm_target
 from tunelab.core.workloads.catalog import get_workload
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 SHAPE = {"M": 64, "N": 64, "K": 128}
 # target_cv 0 keeps sampling up to max_repeat wherever adaptive repeats are allowed at all.

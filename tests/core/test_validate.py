@@ -286,6 +286,7 @@ def test_a_figure_recorded_on_a_busy_machine_is_optimistic_not_regressed():
     assert Confirmation.from_json({**c.to_json(), "disturbance": None}).disturbance is None
 
 
+@pytest.mark.serial
 def test_exported_schedule_reproduces_within_5_percent(tmp_path):
     """A 256^3 GEMM recorded with number=10, repeat=10, min_repeat_ms=50, exported, then re-measured in five
     fresh processes: on a quiet machine (no other busy process while recording or re-measuring, runs that
