@@ -88,6 +88,7 @@ def test_bias_table_shows_shapes_and_highlights_flagged_groups(qtbot, xgb_store)
     assert view.bias_session_ids() == [sid, _random_session(store)]
 
 
+@pytest.mark.serial
 def test_hardware_view_marks_trials_measured_next_to_a_busy_neighbour(qtbot, store_copy, small_spec):
     from tunelab.core.session.loop import create_session
 

@@ -305,6 +305,7 @@ def test_a_confirmation_beside_a_busy_neighbour_is_not_evidence_and_is_measured_
     store.close()
 
 
+@pytest.mark.serial
 def test_an_unsettled_confirmation_is_measured_again_until_settled_or_out_of_time(tmp_path):
     """The loop behind a confirmation's time cap, on a real disturbed report (a busy neighbour planted
     through one real confirmation) and that report with the neighbour gone: measured again while

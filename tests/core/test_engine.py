@@ -254,6 +254,7 @@ def test_repeats_adapt_to_the_spread(store, target_cv, expected):
     assert [len(t.samples_ms) for t in trials] == [expected, expected]
 
 
+@pytest.mark.serial
 def test_busy_neighbour_is_waited_for_then_marked(store):
     import os
     import signal

@@ -78,6 +78,7 @@ def content(path) -> str:
         conn.close()
 
 
+@pytest.mark.serial
 def test_planted_noisy_neighbour_is_named(tuned):
     path, sid = tuned
     store = Store(path)

@@ -30,6 +30,7 @@ def gemm_session(tmp_path_factory):
     store.close()
 
 
+@pytest.mark.serial
 def test_a_vendor_timed_among_planted_neighbours_records_their_share():
     options = MeasureOptions(number=20, repeat=10, min_repeat_ms=20)
     planted = start_neighbours()
