@@ -1,0 +1,222 @@
+"""Issue 28's auto-space problems: every tuner that drives an auto space, tuning for real, scored as the
+Compare view scores.
+
+An auto space cannot be recorded whole (its decisions are open-ended), so nothing is replayed here: each
+(problem, seed, tuner) is a real ``tunelab tune`` session in a process of its own, into one store per
+problem and seed. A seed's sessions are scored against that seed's random-search session
+(``core/usecases/compare_scores.py``: mean P(t) over the budget, the optimum being the best any of them
+found), and each tuner's best found by T trials is set against the best any tuner found by T on the
+problem (every seed). Within a seed the tuners run in a rotated order, so a drift in the machine's load
+falls on a different tuner each seed. Run:
+
+    python tests/benchmarks/tuners_on_auto.py --problem gemm1024 --seeds 3 --trials 64
+    python tests/benchmarks/tuners_on_auto.py --problem conv_resnet --seeds 3 --trials 64
+    python tests/benchmarks/tuners_on_auto.py --render      # the tables from the JSON files
+
+The stores go to ``--stores`` (default ``<tmp>/tunelab-bench/auto-tuners``); a session already finished
+there is not tuned again, so a stopped run goes on where it stopped. The results go to
+``tests/benchmarks/results/auto_tuners_<problem>_<trials>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+# The problems of issue 28 that have an auto space: (workload, shape text; "" is the workload's default).
+PROBLEMS: dict[str, tuple[str, str]] = {
+    "gemm1024": ("gemm", "M=1024,N=1024,K=1024"),
+    "conv_resnet": ("conv2d_nchw", ""),  # the catalog's default: ResNet's 64-channel 3x3 layer at 56x56
+}
+# Timing as the recorded grids were timed (record_grid.py): one run per sample, three samples, 2 ms at
+# least; candidates far behind the leader get no repeats (tunelab's default leader band). No cool-down
+# and no confirmation: every tuner is timed the same way, and the score reads the trials as measured.
+MEASURE = ["--number", "1", "--repeat", "3", "--min-repeat-ms", "2", "--timeout", "20"]
+MEASURE += ["--cooldown", "0", "--confirm-runs", "0", "--batch", "8"]
+
+
+def auto_tuners() -> list[str]:
+    from tunelab.core.search.tuners.registry import tuner_names, tuner_space_kinds, tuner_unavailable
+
+    return [n for n in tuner_names() if "auto" in tuner_space_kinds(n) and tuner_unavailable(n) is None]
+
+
+def session_name(tuner: str, seed: int) -> str:
+    return f"{tuner} s{seed}"
+
+
+def finished_sessions(db: Path) -> dict[str, int]:
+    """{session name: id} of the store's finished sessions (none when there is no store yet)."""
+    if not db.exists():
+        return {}
+    from tunelab.core.store import Store
+
+    with Store(db, create=False) as store:
+        return {s.name: s.id for s in store.sessions() if s.status == "finished"}
+
+
+def tune(problem: str, tuner: str, seed: int, trials: int, db: Path) -> float:
+    """One real session in its own process; its wall time in seconds."""
+    workload, shape = PROBLEMS[problem]
+    command = [sys.executable, "-m", "tunelab", "tune", workload, "--space", "auto", "--tuner", tuner]
+    command += ["--seed", str(seed), "--trials", str(trials), "--db", str(db), *MEASURE]
+    command += ["--name", session_name(tuner, seed), *(["--shape", shape] if shape else [])]
+    started = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True)
+    wall_s = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return wall_s
+
+
+def run(problem: str, seeds: int, trials: int, stores: Path) -> dict[str, Any]:
+    tuners = auto_tuners()
+    walls: dict[str, float] = {}
+    for seed in range(seeds):
+        db = stores / f"{problem}-{trials}-s{seed}.sqlite"
+        order = tuners[seed % len(tuners) :] + tuners[: seed % len(tuners)]
+        for tuner in order:
+            if session_name(tuner, seed) in finished_sessions(db):
+                continue
+            print(
+                f"[auto-tuners] {problem} seed {seed}: {tuner}, {trials} trials", file=sys.stderr, flush=True
+            )
+            walls[session_name(tuner, seed)] = tune(problem, tuner, seed, trials, db)
+            print(f"[auto-tuners]   {walls[session_name(tuner, seed)]:.0f} s", file=sys.stderr, flush=True)
+    return score(problem, seeds, trials, stores, tuners, walls)
+
+
+def score(
+    problem: str, seeds: int, trials: int, stores: Path, tuners: list[str], walls: dict[str, float]
+) -> dict[str, Any]:
+    """Per tuner, seed and budget: the Compare view's score against the seed's random session (each run
+    cut to the budget, as sessions of that many trials would be scored), and the best found by then."""
+    import math
+
+    from tunelab.core.search.scoring import aggregate, sampled_baseline, score_curve
+    from tunelab.core.store import Store
+    from tunelab.core.usecases.compare_scores import compare_scores, primary_run
+
+    budgets = sorted({64, trials} & set(range(1, trials + 1)))
+    per_seed: list[dict[str, Any]] = []
+    for seed in range(seeds):
+        db = stores / f"{problem}-{trials}-s{seed}.sqlite"
+        with Store(db, create=False) as store:
+            by_name = {s.name: s for s in store.sessions()}
+            records = [by_name[session_name(t, seed)] for t in tuners]
+            runs = {r.tuner: primary_run(store, r)[1] for r in records}
+            viewed = compare_scores(store, records)  # what the Compare view says of them, at the full budget
+        for budget in budgets:
+            cut = {tuner: run[:budget] for tuner, run in runs.items()}
+            ok = [v for run in cut.values() for v in run if v is not None]
+            baseline = sampled_baseline(cut["random"], optimum=min(ok), fill=max(ok), budget=budget)
+            for r in records:
+                p = aggregate(score_curve(cut[r.tuner], baseline, budget))
+                if budget == viewed.budget:
+                    shown = viewed.scores[viewed.session_ids.index(r.id)]
+                    assert (shown is None and math.isnan(p)) or math.isclose(p, shown or 0.0, abs_tol=1e-12)
+                found = [v for v in cut[r.tuner] if v is not None]
+                per_seed.append({
+                    "seed": seed,
+                    "tuner": r.tuner,
+                    "budget": budget,
+                    "trials": len(runs[r.tuner]),
+                    "P": None if math.isnan(p) else p,
+                    "best_ms": min(found) if found else None,
+                    "failed": len(cut[r.tuner]) - len(found),
+                    # the session's own span (created to last written) where this run did not tune it
+                    "wall_s": walls.get(session_name(r.tuner, seed), r.updated_at - r.created_at),
+                })  # fmt: skip
+    return {
+        "problem": problem,
+        "workload": PROBLEMS[problem],
+        "seeds": seeds,
+        "trials": trials,
+        "measure": MEASURE,
+        "machine": machine(),
+        "per_seed": per_seed,
+    }
+
+
+def machine() -> dict[str, Any]:
+    from tunelab.core.target.info import llvm_target
+
+    model = platform.processor() or "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    return {"cores": os.cpu_count(), "cpu_model": model, "target": llvm_target().description}
+
+
+def table(doc: dict[str, Any]) -> str:
+    """The Markdown table of one result file: per tuner, the mean P over the seeds, and the best found
+    against the best any tuner found (median and worst seed), at each budget."""
+    rows = doc["per_seed"]
+    budgets = sorted({r["budget"] for r in rows})
+    tuners = list(dict.fromkeys(r["tuner"] for r in rows))
+    best_of_all = {b: min(r["best_ms"] for r in rows if r["budget"] == b and r["best_ms"]) for b in budgets}
+    head = ["tuner"]
+    for b in budgets:
+        head += [f"P, T = {b} (mean, median seed)", f"best / best of all, T = {b} (median, worst seed)"]
+    head += ["failed trials", "s per session (median)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for tuner in tuners:
+        cells = [tuner]
+        for b in budgets:
+            mine = [r for r in rows if r["tuner"] == tuner and r["budget"] == b]
+            ps = [r["P"] for r in mine if r["P"] is not None]
+            ratios = [r["best_ms"] / best_of_all[b] for r in mine if r["best_ms"]]
+            shown = f"{statistics.mean(ps):+.2f}, {statistics.median(ps):+.2f}" if ps else "—"
+            cells.append(shown if tuner != "random" else "0 (reference)")
+            cells.append(f"{statistics.median(ratios):.3f}, {max(ratios):.3f}" if ratios else "—")
+        last = [r for r in rows if r["tuner"] == tuner and r["budget"] == budgets[-1]]
+        cells.append(str(sum(r["failed"] for r in last)))
+        walls = [r["wall_s"] for r in last if r["wall_s"]]
+        cells.append(f"{statistics.median(walls):.0f}" if walls else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    bests = ", ".join(f"T = {b}: {best_of_all[b]:.3f} ms" for b in budgets)
+    workload, shape = doc["workload"]
+    title = f"**{workload} {shape or '(default shape)'}, auto space**, {doc['seeds']} seeds, {doc['trials']} trials"
+    return f"{title}; the best any tuner found: {bests}\n\n" + "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--problem", choices=sorted(PROBLEMS))
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument(
+        "--stores", type=Path, default=Path(tempfile.gettempdir()) / "tunelab-bench" / "auto-tuners"
+    )
+    parser.add_argument("--render", action="store_true", help="print the tables of the result files")
+    args = parser.parse_args(argv)
+    if args.render:
+        for path in sorted(RESULTS.glob("auto_tuners_*.json")):
+            print(table(json.loads(path.read_text())), end="\n\n")
+        return 0
+    if args.problem is None:
+        parser.error("--problem is needed (or --render)")
+    args.stores.mkdir(parents=True, exist_ok=True)
+    doc = run(args.problem, args.seeds, args.trials, args.stores)
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"auto_tuners_{args.problem}_{args.trials}.json"
+    out.write_text(json.dumps(doc, indent=1))
+    print(table(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
