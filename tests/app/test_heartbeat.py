@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from PySide6.QtCore import QTimer
 
 from tunelab.app.main_window import MainWindow
@@ -12,6 +13,9 @@ TICK_MS = 10
 MAX_STALL_MS = 250  # robust on two busy cores; the measured figure is printed
 
 
+# Serial: it times the GUI thread's own scheduling; beside another test lane's worker on the other core a
+# stall of 848 ms came from the lane, not from the app (scripts/test.sh --fast, 2 cores).
+@pytest.mark.serial
 def test_event_loop_keeps_beating_while_tuning(qtbot, store_copy, settings, small_spec):
     window = MainWindow(store_copy, settings, poll_ms=100, probe_target=False)
     qtbot.addWidget(window)
