@@ -31,9 +31,8 @@ class Question(NamedTuple):
     arch: str = ""
 
 
-Answer = (
-    TargetInfo | HostCPU | bool | tuple[str, ...] | str
-)  # a str: why there is no fact (the error's message)
+# A str: why there is no fact (the error's message).
+Answer = TargetInfo | HostCPU | bool | tuple[str, ...] | str
 
 HOST = Question("host")
 

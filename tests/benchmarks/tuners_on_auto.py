@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -34,6 +32,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+
+from run_suite import machine  # noqa: E402 - beside this script, found once HERE is on the path
 
 # The problems of issue 28 that have an auto space: (workload, shape text; "" is the workload's default).
 PROBLEMS: dict[str, tuple[str, str]] = {
@@ -145,20 +146,9 @@ def score(
         "seeds": seeds,
         "trials": trials,
         "measure": MEASURE,
-        "machine": machine(),
+        "machine": machine(),  # run_suite's: cores, CPU model, target, TVM
         "per_seed": per_seed,
     }
-
-
-def machine() -> dict[str, Any]:
-    from tunelab.core.target.info import llvm_target
-
-    model = platform.processor() or "unknown"
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    return {"cores": os.cpu_count(), "cpu_model": model, "target": llvm_target().description}
 
 
 def table(doc: dict[str, Any]) -> str:
