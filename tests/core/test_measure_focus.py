@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from schedules import valid_schedules
 
-from tunelab.core.measure.evaluate import PROBE_SAMPLES
+from tunelab.core.measure.evaluate import CLEARLY_SLOW, PROBE_SAMPLES
 from tunelab.core.measure.runner import Measurer, Problem
 from tunelab.core.records import MeasureOptions
 from tunelab.core.search.space.template import TemplateSpace
@@ -75,12 +75,34 @@ def test_each_candidate_gets_the_precision_its_standing_needs(kernel):
     assert len(everything.samples_ms) == 9
 
 
-def test_a_batch_leader_sets_the_band_for_the_rest_of_its_batch(kernel):
-    """Two equal candidates after a best far slower than them: the first becomes the leader (timed
-    fully), and the second, level with it, is inside the band and timed fully as well.
+# Two schedules of the same GEMM far apart: a tiled, vectorised one and a scalar one with every loop
+# split to 1: 0.009 against 0.335 ms on one thread of an AMD EPYC (znver4), 36x apart.
+FAST = {"tile_i": [32], "tile_j": [16], "tile_k": [8], "order": "ro,si,ri", "unroll": 16, "vectorize": True,
+        "parallel": False}  # fmt: skip
+SLOW = {"tile_i": [1], "tile_j": [1], "tile_k": [1], "order": "si,ro,ri", "unroll": 0, "vectorize": False,
+        "parallel": False}  # fmt: skip
 
-    The same kernel run twice read 1.7x apart on a busy CI machine (0.0058 against 0.0100 ms), outside
-    the default band of 1.25x; "level" here means within a band wide enough for that noise."""
-    wide_band = MeasureOptions(**{**OPTIONS.to_json(), "leader_band": 4.0})
-    first, second = _measure(kernel, wide_band, 1e6, n=2)
-    assert len(first.samples_ms) == len(second.samples_ms) == 9
+
+def test_a_batch_leader_sets_the_band_for_the_rest_of_its_batch(kernel):
+    """A fast candidate and a far slower one in one batch, after a planted best slower than both: the fast
+    one leads (timed fully), and its figure, not the planted best, judges the slow one, which gets one
+    probe sample only.
+
+    Without the leader's figure the slow candidate would be inside the band of the planted best and timed
+    fully. Noise only adds time, so the slow one is at least as slow as it is; the leader's median would
+    have to be inflated by the ratio of the two kernels over CLEARLY_SLOW (18x here) for the slow one
+    to look level with it, where two equal kernels timed against each other were seen 1.7x apart beside
+    busy neighbours and failed a band of 4x."""
+    workload, target, _ = kernel
+    space = TemplateSpace(workload, SHAPE, "float32", target)
+    fast, slow = space.schedule(FAST), space.schedule(SLOW)
+    measurer = Measurer(Problem(workload, SHAPE, "float32", target), OPTIONS)
+    try:
+        lead, behind = measurer.measure([fast, slow], best_ms=1e6)
+    finally:
+        measurer.close()
+    assert lead.status == behind.status == "ok", (lead.error, behind.error)
+    assert len(lead.samples_ms) == 9
+    assert len(behind.samples_ms) == PROBE_SAMPLES
+    # The probe's figure is the slow kernel's: far above the leader's fastest sample.
+    assert min(behind.samples_ms) > CLEARLY_SLOW * min(lead.samples_ms)
