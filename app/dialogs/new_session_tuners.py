@@ -1,5 +1,5 @@
 """The New-session dialog's tuner: the strategies that load here and drive the chosen space kind, the one
-recommended for the space's size, and the xgb tuner's cost model."""
+recommended for the space's kind, size and target, and the xgb tuner's cost model."""
 
 from __future__ import annotations
 
@@ -111,7 +111,8 @@ class TunerChoice(TargetChecks):
 
         self._last_size = size
         kind = self.space_kind_combo.currentData()
-        recommended = recommend_tuner(kind, size)
+        target_kind = self._target.kind if self._target is not None else "llvm"
+        recommended = recommend_tuner(kind, size, target_kind)
         available = self._tuner_availability
         usable = (
             recommended
@@ -122,9 +123,11 @@ class TunerChoice(TargetChecks):
             name = self.tuner_combo.itemData(i)
             self.tuner_combo.setItemText(i, f"{name} (recommended)" if name == usable else name)
         article = "an" if kind == "auto" else "a"
+        # an auto space's recommendation depends on the target's kind (registry.recommend_tuner)
+        on = {"llvm": " on a CPU", "cuda": " on a CUDA GPU"}.get(target_kind, "") if kind == "auto" else ""
         if usable == recommended:
             self.tuner_hint.setText(
-                f"Recommended for {article} {kind} space of {size:,} configs: {recommended}."
+                f"Recommended for {article} {kind} space of {size:,} configs{on}: {recommended}."
             )
         else:
             self.tuner_hint.setText(

@@ -36,7 +36,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 def cmd_tuners(args: argparse.Namespace) -> int:
     """Every registered tuner: its one line, the space kinds it drives, and whether it loads here (a
     tuner whose optional dependency is missing says which)."""
-    from tunelab.core.usecases.listing import tuner_entries
+    from tunelab.core.usecases.listing import recommendation_words, tuner_entries
 
     items: list[dict[str, Any]] = [entry.to_json() for entry in tuner_entries()]
     if args.json:
@@ -50,6 +50,9 @@ def cmd_tuners(args: argparse.Namespace) -> int:
     for t in items:
         if t["unavailable"] is not None:
             print(f"{t['name']}: {t['unavailable']}")
+    print("recommended (what tune runs without --tuner):")
+    for line in recommendation_words():
+        print(f"  {line}")
     return 0
 
 

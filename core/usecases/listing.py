@@ -13,6 +13,7 @@ from tunelab.core.search.models import COST_MODEL_WORDS, cost_model_names
 from tunelab.core.search.tuners.registry import (
     get_tuner_class,
     recommend_tuner,
+    recommendation_words,
     tuner_description,
     tuner_names,
     tuner_space_kinds,
@@ -31,6 +32,7 @@ __all__ = [
     "list_workloads",
     "load_custom_workload",
     "recommend_tuner",
+    "recommendation_words",
     "tracker_devices",
     "tuner_description",
     "tuner_entries",

@@ -82,7 +82,9 @@ def plan_session(spec: SessionSpec, *, recommend: bool) -> PlannedSession:
     checked = check_spec(spec)
     if recommend:
         spec = replace(
-            spec, tuner=recommend_tuner(checked.space.kind, checked.space.size), tuner_options=options
+            spec,
+            tuner=recommend_tuner(checked.space.kind, checked.space.size, checked.target.kind),
+            tuner_options=options,
         )
         try:
             resolve_options(get_tuner_class(spec.tuner), spec.tuner_options)

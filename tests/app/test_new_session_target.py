@@ -316,3 +316,33 @@ def test_a_remembered_target_this_host_cannot_run_is_shown_refused(qtbot, settin
     options.reset_button.click()
     qtbot.waitUntil(dialog.can_start, timeout=RESOLVE_TIMEOUT_MS)
     assert dialog.spec().target == "llvm"
+
+
+def test_an_auto_space_is_recommended_the_tuner_of_its_target_kind(qtbot, settings):
+    """The auto space's recommendation follows the target: MetaSchedule's search on a CUDA GPU (its
+    postprocessors check the device's limits that most uniform draws break), the CPU's choice on a CPU;
+    the hint says which target it was chosen for."""
+    from dialog_ready import SPACE_WAIT_MS
+
+    from tunelab.core.search.tuners.registry import recommend_tuner
+
+    dialog = _dialog(qtbot, settings)
+    for name, value in {"M": 32, "N": 32, "K": 32}.items():
+        dialog._shape_spins[name].setValue(value)
+    dialog.space_kind_combo.setCurrentIndex(dialog.space_kind_combo.findData("auto"))
+    for target, words in (("cuda", "on a CUDA GPU"), ("llvm", "on a CPU")):
+        dialog.target_combo.setCurrentIndex(dialog.target_combo.findData(target))
+        expected = recommend_tuner("auto", 1, target)
+        qtbot.waitUntil(
+            lambda: words in dialog.tuner_hint.text() and is_settled(dialog),  # noqa: B023
+            timeout=SPACE_WAIT_MS,
+        )
+        size = dialog.space_editor.space_size()
+        assert size and recommend_tuner("auto", size, target) == expected
+        assert (
+            dialog.tuner_hint.text()
+            == f"Recommended for an auto space of {size:,} configs {words}: {expected}."
+        )
+        assert dialog.tuner_combo.currentData() == expected, target
+        assert dialog.tuner_combo.currentText() == f"{expected} (recommended)"
+    assert recommend_tuner("auto", 1, "cuda") == "evolutionary" != recommend_tuner("auto", 1, "llvm")

@@ -8,9 +8,12 @@ options and seed, batches of 8, timed as the recording was timed. Each real run 
   same, or the replay does not drive the tuner as a session does (the benchmark fails).
 - **recorded / real**: for the configs both measured, the real latency over the recorded one (median and
   range): how well the machine reproduces the recording the replay reads.
-- **best / optimum at T**: the best found by T trials over the recording's optimum, real and replayed.
+- **best / optimum at T**: the best found by T trials over the recording's optimum, real and replayed; and
+  the real run's fastest config judged on the recording (its recorded latency over the optimum), which
+  compares with the replay's figure even where the machine runs faster or slower than when it recorded.
+- **rank correlation**: Spearman's, of the real and the recorded latencies of the configs both measured.
 - **P at T**: the Compare view's score against random search of the recording (its exhaustive baseline,
-  as test_tuners_at_size scores), real and replayed.
+  as test_tuners_at_size scores) of the real run's configs judged on the recording, and of the replay.
 
 After the first batch the two runs part: each tells its tuner what it measured, and the machine's noise
 makes the real figures differ from the recorded ones. What has to hold is that the replay's verdict (how
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -101,10 +105,36 @@ def compare(rec: Any, tuner: str, seed: int, trials: list[Any]) -> dict[str, Any
     row[f"best / optimum @{budget} (real, replay)"] = [
         min(v for v in run[:budget] if v is not None) / optimum for run in (real, replayed)
     ]
-    row[f"P @{budget} (real, replay)"] = [
-        score_runs(tuner, [run], baseline, budget).mean for run in (real, replayed)
+    # The real run's fastest config judged on the recording: comparable with the replay's figure even
+    # where the machine is faster or slower today than when it recorded.
+    ok_real = [
+        (t.latency_ms, key) for t, key in zip(trials[:budget], real_keys[:budget], strict=True) if t.ok
+    ]
+    real_pick = min(ok_real)[1]
+    row[f"real's best config, recorded / optimum @{budget}"] = (rec.table[real_pick] or math.inf) / optimum
+    shared = [
+        (t.latency_ms, rec.table[key])
+        for t, key in zip(trials, real_keys, strict=True)
+        if t.ok and rec.table.get(key)
+    ]
+    row["rank correlation, real and recorded"] = _spearman([a for a, _ in shared], [b for _, b in shared])
+    # P of the real run's choices judged on the recording (the real latencies would be scored against a
+    # baseline measured on another day), beside the replay's
+    judged = [rec.table.get(key) if t.ok else None for t, key in zip(trials, real_keys, strict=True)]
+    row[f"P @{budget} (real choices on the recording, replay)"] = [
+        score_runs(tuner, [run], baseline, budget).mean for run in (judged, replayed)
     ]
     return row
+
+
+def _spearman(a: list[float], b: list[float]) -> float | None:
+    """Spearman's rank correlation of two paired lists (ties broken by order: latencies rarely tie)."""
+    import numpy as np
+
+    if len(a) < 3:
+        return None
+    ra, rb = (np.argsort(np.argsort(np.asarray(x))).astype(float) for x in (a, b))
+    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def replay(rec: Any, tuner: str, seed: int, budget: int) -> list[Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -40,11 +41,15 @@ def replay_every_tuner(
     rec: Any, seeds: int, budget: int, batch: int
 ) -> tuple[dict[str, tuple[list[list[float | None]], float]], list[str]]:
     """Every tuner that loads here (but LEFT_OUT) replayed on ``rec`` (replay_seeds, FAST_OPTIONS):
-    {tuner: (its runs, seconds)}, and why each left-out tuner was left out."""
+    {tuner: (its runs, seconds)}, and why each left-out tuner was left out.
+
+    TUNELAB_BENCH_TUNERS=a,b replays those tuners only, a LEFT_OUT one included (the best of all is then
+    theirs: set a row against a whole run's by hand)."""
+    named = [n.strip() for n in os.environ.get("TUNELAB_BENCH_TUNERS", "").split(",") if n.strip()]
     found: dict[str, tuple[list[list[float | None]], float]] = {}
     skipped = []
-    for name in tuner_names():
-        why = LEFT_OUT.get(name) or tuner_unavailable(name)
+    for name in named or tuner_names():
+        why = (None if named else LEFT_OUT.get(name)) or tuner_unavailable(name)
         if why is not None:
             skipped.append(f"{name}: {why}")
             continue

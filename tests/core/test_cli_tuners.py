@@ -8,6 +8,7 @@ import subprocess
 from cli_runs import run_tunelab
 
 from tunelab.core.search.tuners.registry import (
+    recommendation_words,
     tuner_description,
     tuner_names,
     tuner_space_kinds,
@@ -44,6 +45,11 @@ def test_tuners_table_says_why_one_does_not_load():
         assert (" yes " in row) == (tuner_unavailable(name) is None)
         if tuner_unavailable(name) is not None:  # gp without PyTorch: the reason, on its own line
             assert f"{name}: {tuner_unavailable(name)}" in lines
+    # then what `tunelab tune` runs without --tuner, per space kind
+    assert lines[-3:] == [
+        "recommended (what tune runs without --tuner):",
+        *[f"  {w}" for w in recommendation_words()],
+    ]
 
 
 def test_tuners_takes_no_positional_argument():

@@ -22,6 +22,7 @@ from tunelab.core.search.tuners.registry import (
     get_tuner_class,
     make_tuner,
     recommend_tuner,
+    recommendation_words,
     tuner_description,
     tuner_names,
     tuner_space_kinds,
@@ -142,18 +143,23 @@ def test_bad_option_values(name, options):
 
 
 @pytest.mark.parametrize(
-    "kind, size, expected",
+    "kind, size, target_kind, expected",
     [
-        ("template", 12, "grid"),
-        ("template", 2000, "grid"),
-        ("template", 2001, "xgb"),
-        ("template", 10_000_000, "xgb"),
-        ("template", 10**12, "evolutionary"),
-        ("auto", 10, "evolutionary"),
+        ("template", 12, "llvm", "grid"),
+        ("template", 2000, "llvm", "grid"),
+        ("template", 2001, "llvm", "xgb"),
+        ("template", 10_000_000, "cuda", "xgb"),
+        ("template", 10**12, "llvm", "evolutionary"),
+        # issue 28's benchmark on the two auto problems (BENCHMARKS.md) on a CPU; MetaSchedule's search,
+        # which checks a GPU's limits, on CUDA
+        ("auto", 10, "llvm", "xgb"),
+        ("auto", 10**9, "llvm", "xgb"),
+        ("auto", 10, "cuda", "evolutionary"),
     ],
 )
-def test_recommend_tuner(kind, size, expected):
-    assert recommend_tuner(kind, size) == expected
+def test_recommend_tuner(kind, size, target_kind, expected):
+    assert recommend_tuner(kind, size, target_kind) == expected
+    assert expected in next(line for line in recommendation_words() if line.startswith(kind))
 
 
 def test_recommend_tuner_rejects_unknown_kind():

@@ -131,8 +131,17 @@ def make_tuner(name: str, space: SearchSpace, *, seed: int, cost_model: Any = No
     return cls(space, seed=seed, cost_model=cost_model, **resolve_options(cls, options))
 
 
-def recommend_tuner(space_kind: str, size: int) -> str:
-    """A sensible default strategy for a space of this kind and size."""
+# Auto spaces, by the target's kind. On a CPU: issue 28's benchmark of every tuner in real sessions, ten
+# seeds of the two auto problems (BENCHMARKS.md, "Every tuner on the two auto problems"): xgb's worst gap
+# to the best tuner over the two is the smallest (4.3 % against each seed's best), and its sessions take
+# half as long as MetaSchedule's search; ucb and evolutionary are as close within the seeds' noise. On a
+# GPU most uniform draws of an auto space break the device's limits, and xgb's pool and the bandit's
+# arms draw uniformly; MetaSchedule's search applies the postprocessors that check those limits.
+_AUTO_TUNERS = {"llvm": "xgb", "cuda": "evolutionary"}
+
+
+def recommend_tuner(space_kind: str, size: int, target_kind: str = "llvm") -> str:
+    """A sensible default strategy for a space of this kind and size on a target of this kind."""
     if space_kind == "template":
         if size <= _GRID_MAX_SIZE:
             return "grid"
@@ -140,5 +149,13 @@ def recommend_tuner(space_kind: str, size: int) -> str:
             return "xgb"
         return "evolutionary"
     if space_kind == "auto":
-        return "evolutionary"
+        return _AUTO_TUNERS.get(target_kind, "evolutionary")
     raise TunerError(f"unknown space kind {space_kind!r}; expected 'template' or 'auto'")
+
+
+def recommendation_words() -> list[str]:
+    """recommend_tuner's table in words, one line per space kind (`tunelab tuners` prints them)."""
+    return [
+        f"template spaces: grid up to {_GRID_MAX_SIZE:,} configs, xgb up to {_XGB_MAX_SIZE:,}, evolutionary above",
+        f"auto spaces: {_AUTO_TUNERS['llvm']} on a CPU, {_AUTO_TUNERS['cuda']} on a CUDA GPU",
+    ]
