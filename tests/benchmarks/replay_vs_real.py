@@ -43,7 +43,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from recorded_spaces import BENCH_DATA, DATA, load_recorded  # noqa: E402 - tests/, put on the path above
 from run_suite import machine  # noqa: E402
-from tuner_replays import FAST_OPTIONS  # noqa: E402
+from tuner_replays import FAST_OPTIONS, replay_one  # noqa: E402
 from tuners_on_auto import MEASURE, finished_sessions  # noqa: E402
 
 RECORDING = "gemm1024"  # issue 28's template problem; the tests' small recordings check the plumbing
@@ -82,13 +82,14 @@ def compare(rec: Any, tuner: str, seed: int, trials: list[Any]) -> dict[str, Any
     space = rec.space
     real = [t.latency_ms if t.ok else None for t in trials]
     real_keys = [space.key(t.config) for t in trials]
-    history = replay(rec, tuner, seed, len(trials))
+    history = replay_one(rec, tuner, seed, len(trials), BATCH, FAST_OPTIONS.get(tuner, {}))
     replayed = [o.latency_ms for o in history]
     replay_keys = [space.key(o.config) for o in history]
+    replayed_set = set(replay_keys)
     ratios = [
         t.latency_ms / rec.table[key]
         for t, key in zip(trials, real_keys, strict=True)
-        if t.ok and key in rec.table and rec.table[key] and key in set(replay_keys)
+        if t.ok and rec.table.get(key) and key in replayed_set
     ]
     budget = min(BUDGET, len(trials))  # fewer where a plumbing check asked for fewer trials
     baseline = exhaustive_baseline(list(rec.table.values()), budget)
@@ -97,7 +98,7 @@ def compare(rec: Any, tuner: str, seed: int, trials: list[Any]) -> dict[str, Any
         "tuner": tuner,
         "seed": seed,
         "first batch same": real_keys[:BATCH] == replay_keys[:BATCH],
-        "configs in common": len(set(real_keys) & set(replay_keys)),
+        "configs in common": len(set(real_keys) & replayed_set),
         "real / recorded (median, min, max)": (
             [statistics.median(ratios), min(ratios), max(ratios)] if ratios else None
         ),
@@ -135,19 +136,6 @@ def _spearman(a: list[float], b: list[float]) -> float | None:
         return None
     ra, rb = (np.argsort(np.argsort(np.asarray(x))).astype(float) for x in (a, b))
     return float(np.corrcoef(ra, rb)[0, 1])
-
-
-def replay(rec: Any, tuner: str, seed: int, budget: int) -> list[Any]:
-    """The observations of ``tuner`` (seed ``seed``, the benchmarks' options) replayed on the recording."""
-    from tunelab.core.search.tuners.registry import make_tuner
-    from tunelab.core.session.replay import ReplayRunner, replay_tune
-
-    made = make_tuner(tuner, rec.space, seed=seed, **FAST_OPTIONS.get(tuner, {}))
-    try:
-        history = replay_tune(made, ReplayRunner(rec.space, rec.table), budget, batch=BATCH)
-    finally:
-        made.close()
-    return history
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,15 +20,21 @@ def replay_seeds(
     twice fails the benchmark."""
     runs = []
     for seed in range(seeds):
-        tuner = make_tuner(name, rec.space, seed=seed, **options)
-        try:
-            history = replay_tune(tuner, ReplayRunner(rec.space, rec.table), budget, batch=batch)
-        finally:
-            tuner.close()
+        history = replay_one(rec, name, seed, budget, batch, options)
         keys = [rec.space.key(o.config) for o in history]
         assert len(keys) == len(set(keys)), f"{name} measured a config twice"
         runs.append([o.latency_ms for o in history])
     return runs
+
+
+def replay_one(rec: Any, name: str, seed: int, budget: int, batch: int, options: dict[str, Any]) -> list[Any]:
+    """The observations, in the order measured, of one replay of the tuner ``name`` (seed ``seed``, made
+    with ``options``) on the recording ``rec``."""
+    tuner = make_tuner(name, rec.space, seed=seed, **options)
+    try:
+        return replay_tune(tuner, ReplayRunner(rec.space, rec.table), budget, batch=batch)
+    finally:
+        tuner.close()
 
 
 # What the every-tuner benchmarks replay, and with which options: MetaSchedule's evolutionary search is
