@@ -107,7 +107,7 @@ class TunerChoice(TargetChecks):
             self._recommend(self._last_size)
 
     def _recommend(self, size: int) -> None:
-        from tunelab.core.usecases.listing import recommend_tuner
+        from tunelab.core.usecases.listing import ON_TARGET, recommend_tuner
 
         self._last_size = size
         kind = self.space_kind_combo.currentData()
@@ -124,7 +124,7 @@ class TunerChoice(TargetChecks):
             self.tuner_combo.setItemText(i, f"{name} (recommended)" if name == usable else name)
         article = "an" if kind == "auto" else "a"
         # an auto space's recommendation depends on the target's kind (registry.recommend_tuner)
-        on = {"llvm": " on a CPU", "cuda": " on a CUDA GPU"}.get(target_kind, "") if kind == "auto" else ""
+        on = f" {ON_TARGET[target_kind]}" if kind == "auto" and target_kind in ON_TARGET else ""
         if usable == recommended:
             self.tuner_hint.setText(
                 f"Recommended for {article} {kind} space of {size:,} configs{on}: {recommended}."

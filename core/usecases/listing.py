@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from tunelab.core.records_json import JsonRecord
 from tunelab.core.search.models import COST_MODEL_WORDS, cost_model_names
 from tunelab.core.search.tuners.registry import (
+    ON_TARGET,
     get_tuner_class,
     recommend_tuner,
     recommendation_words,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from tunelab.core.workloads.base import Workload
 
 __all__ = [
+    "ON_TARGET",
     "COST_MODEL_WORDS",
     "TunerEntry",
     "cost_model_names",

@@ -138,6 +138,8 @@ def make_tuner(name: str, space: SearchSpace, *, seed: int, cost_model: Any = No
 # GPU most uniform draws of an auto space break the device's limits, and xgb's pool and the bandit's
 # arms draw uniformly; MetaSchedule's search applies the postprocessors that check those limits.
 _AUTO_TUNERS = {"llvm": "xgb", "cuda": "evolutionary"}
+# How the recommendation names the target it was made for (here, and the New-session dialog's hint).
+ON_TARGET = {"llvm": "on a CPU", "cuda": "on a CUDA GPU"}
 
 
 def recommend_tuner(space_kind: str, size: int, target_kind: str = "llvm") -> str:
@@ -157,5 +159,5 @@ def recommendation_words() -> list[str]:
     """recommend_tuner's table in words, one line per space kind (`tunelab tuners` prints them)."""
     return [
         f"template spaces: grid up to {_GRID_MAX_SIZE:,} configs, xgb up to {_XGB_MAX_SIZE:,}, evolutionary above",
-        f"auto spaces: {_AUTO_TUNERS['llvm']} on a CPU, {_AUTO_TUNERS['cuda']} on a CUDA GPU",
+        "auto spaces: " + ", ".join(f"{tuner} {ON_TARGET[kind]}" for kind, tuner in _AUTO_TUNERS.items()),
     ]
