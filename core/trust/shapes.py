@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from tunelab.core.errors import StoreError, TargetError, TunelabError, WorkloadError
 from tunelab.core.records import Config, MeasureOptions
@@ -230,6 +230,41 @@ class _Carrier:
         )
 
 
+SETTLED = 1.25  # the own shape's two figures within this factor: the machine held still through the check
+
+
+def _faster(a: ShapeRow, b: ShapeRow) -> ShapeRow:
+    """The row whose carried schedule measured faster; noise only adds time. A failed one loses."""
+    if b.latency_ms is None:
+        return a
+    if a.latency_ms is None or b.latency_ms < a.latency_ms:
+        return b
+    return a
+
+
+class _RowMeasurer(Protocol):
+    def row(self, shape: dict[str, int]) -> ShapeRow: ...
+
+
+def _bracketed(
+    carrier: _RowMeasurer, source_shape: dict[str, int], first: ShapeRow, others: dict[str, ShapeRow]
+) -> tuple[ShapeRow, dict[str, ShapeRow]]:
+    """The own shape measured again after the other shapes, each keeping its faster figure.
+
+    The GFLOP/s rule and the jitter report's shape cause set the shapes against each other, so a
+    neighbour busy while one of them was measured would blame a shape for the machine. Measuring
+    the own shape before and after the others brackets them: where its two figures agree (within
+    :data:`SETTLED`) the machine held still; where they do not, every other shape is measured once
+    more too, and each keeps its faster figure."""
+    again = carrier.row(source_shape)
+    before, after = first.latency_ms, again.latency_ms
+    # A schedule that fails on its own shape gives no bracket to read: the others stand as measured.
+    settled = before is None or after is None or max(before, after) <= SETTLED * min(before, after)
+    if not settled:
+        others = {text: _faster(row, carrier.row(row.shape)) for text, row in others.items()}
+    return _faster(first, again), others
+
+
 def across_shapes(
     store: Any,
     session_id: int,
@@ -246,8 +281,10 @@ def across_shapes(
     checked. Where the store holds a session tuned for exactly a shape, its best schedule is
     measured again in the same run (``tuned_ms``; the stored value is ``tuned_stored_ms``) and
     ``ratio_to_tuned = latency_ms / tuned_ms``. The schedule is also measured on its own shape
-    (``source``) for the GFLOP/s rule. `on_row` is called with each row as soon as it is measured
-    and judged.
+    (``source``) for the GFLOP/s rule, before the other shapes and again after them (see
+    :func:`_bracketed`: a machine that changed during the check has every shape measured twice, each
+    keeping its faster figure). `on_row` is called with each row as soon as it is first measured,
+    judged against the own shape's first figure; the rows returned are judged against the final one.
     """
     import tvm_ffi  # noqa: F401  (TVM loads first: without it nothing is read or measured)
 
@@ -270,19 +307,36 @@ def across_shapes(
         space_from.schedule(trial.config),
     )
     source_shape = dict(record.shape)
-    # The schedule on its own shape first: its GFLOP/s is the reference of the 50 % rule.
-    source_row = carrier.row(source_shape)
-    reference = source_row.gflops
-    if reference is None:  # it fails on its own shape now: fall back on the stored timing
-        reference = _gflops(float(carrier.workload.flops(source_shape)), trial.latency_ms)
-    rows = []
-    for shape in shape_list:
-        row = source_row if shape == source_shape else carrier.row(shape)
+    source_flops = float(carrier.workload.flops(source_shape))
+
+    def reference_of(source_row: ShapeRow) -> float | None:
+        if source_row.gflops is not None:
+            return source_row.gflops
+        return _gflops(source_flops, trial.latency_ms)  # it fails on its own shape now: the stored timing
+
+    def judged(row: ShapeRow, reference: float | None) -> ShapeRow:
         falls_off, reasons = judge(row.ratio_to_tuned, row.gflops, reference, row.status)
-        row = replace(row, falls_off=falls_off, reasons=tuple(reasons))
-        rows.append(row)
+        return replace(row, falls_off=falls_off, reasons=tuple(reasons))
+
+    # The schedule on its own shape first: its GFLOP/s is the reference of the 50 % rule. Each row is
+    # reported as soon as it is measured, judged against that first figure.
+    source_row = carrier.row(source_shape)
+    others: dict[str, ShapeRow] = {}
+    for shape in shape_list:
+        if shape == source_shape:
+            row = source_row
+        else:
+            row = carrier.row(shape)
+            others[row.shape_text] = row
         if on_row is not None:
-            on_row(row)
+            on_row(judged(row, reference_of(source_row)))
+    if others:
+        source_row, others = _bracketed(carrier, source_shape, source_row, others)
+    reference = reference_of(source_row)
+    rows = [
+        judged(source_row if shape == source_shape else others[format_shape(shape)], reference)
+        for shape in shape_list
+    ]
     return AcrossShapes(
         session_id=session_id,
         trial_id=trial.id,
