@@ -280,10 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--render", action="store_true", help="print the tables of the result files")
     args = parser.parse_args(argv)
     if args.render:
-        docs = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("auto_tuners_*_64.json"))]
         for path in sorted(RESULTS.glob("auto_tuners_*.json")):
             print(table(json.loads(path.read_text())), end="\n\n")
-        print(choice(docs))
+        for trials in (64, 256):  # the goal at each budget the issue names, over the problems run at it
+            docs = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(f"auto_tuners_*_{trials}.json"))]
+            if docs:
+                print(f"At {trials} trials ({', '.join(d['problem'] for d in docs)}):\n")
+                print(choice(docs, trials), end="\n\n")
         return 0
     if args.problem is None:
         parser.error("--problem is needed (or --render)")

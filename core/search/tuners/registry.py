@@ -134,7 +134,9 @@ def make_tuner(name: str, space: SearchSpace, *, seed: int, cost_model: Any = No
 # Auto spaces, by the target's kind. On a CPU: issue 28's benchmark of every tuner in real sessions, ten
 # seeds of the two auto problems (BENCHMARKS.md, "Every tuner on the two auto problems"): xgb's worst gap
 # to the best tuner over the two is the smallest (4.3 % against each seed's best), and its sessions take
-# half as long as MetaSchedule's search; ucb and evolutionary are as close within the seeds' noise. On a
+# half as long as MetaSchedule's search; ucb and evolutionary are as close within the seeds' noise. That
+# is at 64 trials: at 256 (three seeds) ucb leads on both problems and xgb is fifth on the conv, so the
+# recommendation is a 64-trial one until it takes the budget into account. On a
 # GPU most uniform draws of an auto space break the device's limits, and xgb's pool and the bandit's
 # arms draw uniformly; MetaSchedule's search applies the postprocessors that check those limits.
 _AUTO_TUNERS = {"llvm": "xgb", "cuda": "evolutionary"}
