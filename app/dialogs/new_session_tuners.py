@@ -1,11 +1,11 @@
 """The New-session dialog's tuner: the strategies that load here and drive the chosen space kind, the one
-recommended for the space's kind, size and target, and the xgb tuner's cost model."""
+recommended for the space's kind, size, target and trials, and the xgb tuner's cost model."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel
+from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QSpinBox
 
 from tunelab.app.dialogs.new_session_target import TargetChecks
 from tunelab.app.widgets.combo import combo_item
@@ -47,6 +47,7 @@ class TunerChoice(TargetChecks):
     """The tuner part of the New-session dialog (NewSessionDialog builds the space kind's combo)."""
 
     space_kind_combo: QComboBox
+    trials_spin: QSpinBox
     _tuner_chosen: bool
 
     def _tuner_box(self) -> QGroupBox:
@@ -106,13 +107,19 @@ class TunerChoice(TargetChecks):
         if self._last_size is not None:
             self._recommend(self._last_size)
 
+    def _recommend_again(self) -> None:
+        """The trials changed: an auto space's recommendation on a CPU depends on them."""
+        if self._last_size is not None:
+            self._recommend(self._last_size)
+
     def _recommend(self, size: int) -> None:
-        from tunelab.core.usecases.listing import ON_TARGET, recommend_tuner
+        from tunelab.core.usecases.listing import ON_TARGET, recommend_tuner, recommendation_follows_trials
 
         self._last_size = size
         kind = self.space_kind_combo.currentData()
         target_kind = self._target.kind if self._target is not None else "llvm"
-        recommended = recommend_tuner(kind, size, target_kind)
+        trials = self.trials_spin.value()
+        recommended = recommend_tuner(kind, size, target_kind, trials)
         available = self._tuner_availability
         usable = (
             recommended
@@ -125,6 +132,8 @@ class TunerChoice(TargetChecks):
         article = "an" if kind == "auto" else "a"
         # an auto space's recommendation depends on the target's kind (registry.recommend_tuner)
         on = f" {ON_TARGET[target_kind]}" if kind == "auto" and target_kind in ON_TARGET else ""
+        if recommendation_follows_trials(kind, target_kind):  # on a CPU: xgb for short sessions, ucb for long
+            on += f" and {trials:,} trials"
         if usable == recommended:
             self.tuner_hint.setText(
                 f"Recommended for {article} {kind} space of {size:,} configs{on}: {recommended}."
