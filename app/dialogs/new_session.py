@@ -136,6 +136,8 @@ class NewSessionDialog(NewSessionForm):
         layout.addWidget(self.summary)
         layout.addWidget(self.error_label)
         layout.addWidget(self.buttons)
+        # The summary names the tuner: a person's pick, or the recommendation following the trials.
+        self.tuner_combo.currentIndexChanged.connect(self._update_summary)
 
         self._problem_timer = single_shot(self, PROBLEM_DEBOUNCE_MS, self._on_problem_changed)
         # a bound method: a dialog gone is not called back

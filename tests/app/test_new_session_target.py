@@ -360,11 +360,13 @@ def test_an_auto_space_is_recommended_the_tuner_of_its_target_kind(qtbot, settin
         )
         assert dialog.tuner_combo.currentData() == expected
         assert dialog.tuner_combo.currentText() == f"{expected} (recommended)"
+        assert f" · {expected} · {trials} trials in batches of " in dialog.summary.text()
     # a tuner the person chose stays chosen when the trials change; the mark moves
     chosen = dialog.tuner_combo.findData("random")
     dialog.tuner_combo.setCurrentIndex(chosen)
     dialog.tuner_combo.activated.emit(chosen)  # as a person's pick in the list emits it
     dialog.trials_spin.setValue(256)
     assert dialog.tuner_combo.currentData() == "random"
+    assert " · random · 256 trials in batches of " in dialog.summary.text()
     ucb = dialog.tuner_combo.findData("ucb")
     assert dialog.tuner_combo.itemText(ucb) == "ucb (recommended)"
