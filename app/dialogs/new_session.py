@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPushButton,
     QSpinBox,
+    QStyle,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -111,7 +112,14 @@ class NewSessionDialog(NewSessionForm):
         # and a form squeezed below its minimum overlaps its rows.
         self.tabs.addTab(scrolled(self._problem_page()), "Problem")
         self.tabs.addTab(self._space_page(), "Search space")
-        self.tabs.addTab(self._tuning_page(), "Tuner, budget, measurement")
+        tuning_page = self._tuning_page()
+        self.tabs.addTab(scrolled(tuning_page), "Tuner, budget, measurement")
+        # Its two columns side by side need this width (and its height's scroll bar beside them); below it
+        # their labels and fields clip. Its height scrolls.
+        scroll_bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
+        self.setMinimumWidth(
+            max(self.minimumWidth(), tuning_page.minimumSizeHint().width() + 32 + scroll_bar)
+        )
 
         self.summary = QLabel()
         self.summary.setProperty("role", "hint")
@@ -235,6 +243,8 @@ class NewSessionDialog(NewSessionForm):
 
         budget_box = QGroupBox("Budget")
         budget = QFormLayout(budget_box)
+        # The early-stop row is wide: in a narrow column it goes under its label rather than clip it.
+        budget.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         self.trials_spin = int_spin(1, 1_000_000, SPEC_DEFAULTS["trials"], "Trials to measure in all")
         self.batch_spin = int_spin(
             1, 4096, SPEC_DEFAULTS["batch"], "Candidates built and measured together per round"

@@ -105,3 +105,23 @@ def test_a_fresh_dialog_starts_from_the_records_defaults(qtbot, settings):
     spec = dialog.spec()
     assert (spec.trials, spec.batch, spec.seed) == shown
     assert spec.measure == MeasureOptions()
+
+
+def test_the_tuning_page_fits_the_dialogs_width_and_scrolls_its_height(qtbot, settings):
+    """At the dialog's smallest the tuning page's two columns keep their labels and fields whole: the page
+    is never squeezed below its own minimum width (it was, clipping "Early stop" to "Early s") and never
+    scrolls sideways; what does not fit in height scrolls."""
+    from PySide6.QtWidgets import QLabel, QScrollArea
+
+    dialog = _dialog(qtbot, settings)
+    dialog.show()
+    dialog.resize(dialog.minimumSize())
+    dialog.tabs.setCurrentIndex(dialog.tabs.count() - 1)
+    scroll = dialog.tabs.currentWidget()
+    assert isinstance(scroll, QScrollArea)
+    page = scroll.widget()
+    qtbot.waitUntil(lambda: page.width() >= page.minimumSizeHint().width())
+    assert scroll.horizontalScrollBar().maximum() == 0
+    label = next(w for w in page.findChildren(QLabel) if w.text() == "Early stop")
+    assert label.width() >= label.sizeHint().width()  # the whole word, as the other rows' labels
+    assert dialog.trials_spin.isVisibleTo(page) and dialog.measure_box.isVisibleTo(page)
