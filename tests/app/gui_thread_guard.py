@@ -46,6 +46,11 @@ ENGINE_ROOTS: tuple[str, ...] = LIBRARIES + tuple(
 TVM_HOOKS = frozenset({"find_spec", "_patched_inspect_getfile"})
 # Engine files that only hold words and tables (no computing): the app may read them on the GUI thread.
 NOT_ENGINE: tuple[str, ...] = (str(_CORE / "workloads" / "shape_text.py"),)
+# App functions that run a full garbage collection on purpose (at moments busy anyway): the finalizers of
+# engine objects that workers left in reference cycles (a TVM process pool, an XGBoost booster) run there,
+# on whichever thread collects, and which objects are still cyclic garbage then depends on when the
+# collector last ran. Those finalizers are where objects die, not engine work the app asked for.
+COLLECTS_GARBAGE = frozenset({"settle_heap"})
 # Functions in engine packages that only read the store, word a record or look up a table: the GUI
 # thread may call them (what a view shows must be worded somewhere). "package path:function".
 WORDS_READS_AND_TABLES: dict[str, str] = {
@@ -73,6 +78,7 @@ WORDS_READS_AND_TABLES: dict[str, str] = {
     "core/search/tuners/registry.py:tuner_description": "a tuner's one line",
     "core/search/tuners/registry.py:tuner_space_kinds": "the space kinds a tuner drives",
     "core/search/tuners/registry.py:recommend_tuner": "a table of space sizes (the size comes from a worker)",
+    "core/search/tuners/registry.py:recommendation_follows_trials": "whether that table depends on the trials",
     "core/workloads/base.py:parse_shape": "a shape's text, parsed",
     "core/workloads/catalog.py:list_workloads": "the catalog's table of operators",
 }
@@ -140,6 +146,8 @@ def engine_calls_on_gui_thread() -> Iterator[GuiThreadWatch]:
         while caller is not None and caller.f_code.co_filename.startswith(_PASSED_OVER):
             caller = caller.f_back  # the import machinery, abc's metaclass: who called it is the caller
         if not _is_entry(path, code.co_name, None if caller is None else real(caller.f_code.co_filename)):
+            return
+        if code.co_name == "__del__" and caller is not None and caller.f_code.co_name in COLLECTS_GARBAGE:
             return
         entry = _where(path, code.co_name)
         if entry in WORDS_READS_AND_TABLES:
