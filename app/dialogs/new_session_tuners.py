@@ -104,11 +104,11 @@ class TunerChoice(TargetChecks):
         _loaded = dict(availability)
         self._tuner_availability = dict(availability)
         self._offer_tuners()
-        if self._last_size is not None:
-            self._recommend(self._last_size)
+        self._recommend_again()
 
     def _recommend_again(self) -> None:
-        """The trials changed: an auto space's recommendation on a CPU depends on them."""
+        """Recommend again for the space last sized (the tuners that load here, or the trials, changed: an
+        auto space's recommendation on a CPU depends on them)."""
         if self._last_size is not None:
             self._recommend(self._last_size)
 
