@@ -356,6 +356,15 @@ _VALIDATE = Command(
             "the figure its file states, 5 when slower (the line says by how much and the likely cause), 2 "
             "when the file cannot be judged here",
         ),
+        option(
+            "--gate-wait",
+            type=float,
+            default=None,
+            metavar="S",
+            help="with --gate: a failure measured while other processes were busy or the machine throttled "
+            "is measured again, for up to S seconds in all, until it passes or fails undisturbed (default "
+            f"{_MEASURE.confirm_max_s:g}; 0: one attempt)",
+        ),
         JSON,
         DB,
     ),

@@ -10,7 +10,7 @@ from typing import Any
 
 from tunelab.core.cli.common import EXIT_GATE_FAILED, _open_store, _print_table
 from tunelab.core.errors import TunelabError
-from tunelab.core.records import figure_text
+from tunelab.core.records import MeasureOptions, figure_text
 
 
 def cmd_bias(args: argparse.Namespace) -> int:
@@ -61,6 +61,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     source = parse_source(args.source)
     if args.gate is not None:
         return _validate_gate(args, source)
+    if args.gate_wait is not None:
+        raise TunelabError("--gate-wait is the patience of a --gate; give --gate PCT too", option="gate-wait")
     if isinstance(source, int):
         store = _open_store(args.db, create=False, write=True)
         report = validate_and_store(
@@ -102,7 +104,8 @@ def _stored(args: argparse.Namespace, report: Any) -> Any:
 def _validate_gate(args: argparse.Namespace, source: int | Path) -> int:
     """`validate SCHEDULE_FILE --gate PCT`: 0 within PCT of the file's figure, 5 slower, 2 not judged here
     (a session, a file whose figure cannot be held to or whose target cannot run here: one line, before
-    the store is opened). The re-measurement is stored as any file's validation."""
+    the store is opened). A failure beside busy processes is measured again for up to --gate-wait seconds.
+    The re-measurement judged is stored as any file's validation."""
 
     from tunelab.core.usecases.validation import gate_schedule_file
 
@@ -113,7 +116,9 @@ def _validate_gate(args: argparse.Namespace, source: int | Path) -> int:
         trust_custom=args.trust_custom,
         shapes=args.shapes,
         task=args.task,
+        wait_s=MeasureOptions().confirm_max_s if args.gate_wait is None else args.gate_wait,
         on_progress=_progress_line,
+        on_stage=lambda text: print(f"gate: {text}", file=sys.stderr, flush=True),
     )
     report = _stored(args, report)
     if args.json:

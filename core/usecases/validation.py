@@ -192,19 +192,34 @@ def gate_schedule_file(
     trust_custom: bool,
     shapes: str | None = None,
     task: int = 0,
+    wait_s: float = 120.0,
     on_progress: ProgressFn | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> tuple[ValidationReport, GateResult]:
     """A deployment gate: a schedule file's kernel re-measured in fresh processes and judged against the
-    figure the file states, within ``pct`` percent. What the gate cannot judge here (a session, shapes, a
-    file whose figure cannot be held to) raises TunelabError (one line) before anything is measured."""
+    figure the file states, within ``pct`` percent; a failure beside busy processes is measured again for
+    up to ``wait_s`` seconds (:func:`tunelab.core.trust.remeasure.gate.gate_until_judged`). What the gate
+    cannot judge here (a session, shapes, a file whose figure cannot be held to) raises TunelabError (one
+    line) before anything is measured."""
     from tunelab.core.export.files import load_schedule_file
-    from tunelab.core.trust.remeasure.gate import check_gate_pct, judge_gate, stated_figure
+    from tunelab.core.trust.remeasure.gate import (
+        check_gate_pct,
+        check_gate_wait,
+        gate_until_judged,
+        stated_figure,
+    )
 
     check_gate_pct(pct)
+    check_gate_wait(wait_s)
     if isinstance(source, int) or shapes is not None or task:
         raise TunelabError(
             "--gate judges a schedule file (the figure it states), not a session", option="gate"
         )
     stated_ms = stated_figure(load_schedule_file(source, trust_custom=trust_custom), str(source))
-    report = validate_schedule_file(source, runs=runs, on_progress=on_progress, trust_custom=trust_custom)
-    return report, judge_gate(report, stated_ms, pct)
+    return gate_until_judged(
+        lambda: validate_schedule_file(source, runs=runs, on_progress=on_progress, trust_custom=trust_custom),
+        stated_ms,
+        pct,
+        max_s=wait_s,
+        on_stage=on_stage,
+    )
