@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from PySide6.QtCore import QTimer
 
 from tunelab.app.views.jitter_view import CAUSE_COLUMNS, NOT_RUN, JitterView
@@ -18,6 +19,7 @@ def _random_session(store) -> int:
     return next(r.id for r in store.sessions() if r.tuner == "random")
 
 
+@pytest.mark.serial  # its planted layout must stand out and the GUI must not stall 1 s: no second lane beside it
 def test_the_view_explains_a_planted_placement_cause_and_stays_responsive(qtbot, store_copy, monkeypatch):
     monkeypatch.setenv(PLANT_ENV, "slowlayout@aligned")  # the worker processes time "aligned" at ~4x
     sid = _random_session(store_copy)

@@ -251,7 +251,14 @@ def test_signals_steer_a_running_tune(tmp_path):
         if CONTROL_READY in line:
             break
     proc.send_signal(signal.SIGUSR1)  # pause
-    time.sleep(3)
+    # paused once the round under way ends (its builds and runs take longer on a busy machine)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with Store(db) as store:
+            if store.session(1).status == "paused":
+                break
+        time.sleep(0.2)
+    time.sleep(1)
     with Store(db) as store:
         paused_at = store.session(1).n_trials
         assert store.session(1).status == "paused"

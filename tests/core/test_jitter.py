@@ -24,7 +24,9 @@ from tunelab.core.store import Store
 from tunelab.core.trust.jitter import CAUSES, JitterReport
 from tunelab.core.usecases.jitter import jitter_report
 
-pytestmark = pytest.mark.slow
+# serial: every test here judges real kernels against each other (layouts, shapes, a planted neighbour);
+# beside the other lane's worker, the own shape read 12x slower per FLOP than the planted awkward one (CI)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 SPEC = small_spec(
     shape={"M": 64, "N": 64, "K": 256},
@@ -39,7 +41,6 @@ def tuned(tmp_path_factory):
     return path, finished_in_file(path, SPEC)
 
 
-@pytest.mark.serial
 def test_a_neighbour_that_arrives_mid_way_is_named_with_its_pid(tuned):
     path, sid = tuned
     store = Store(path)
@@ -155,7 +156,6 @@ def test_cli_jitter_json_text_and_bad_input(tuned, tmp_path):
     assert "no predictions" in JitterReport.from_json(doc).cause("cost_model").sentence
 
 
-@pytest.mark.serial
 def test_the_story_replayed_a_figure_confirmed_beside_a_neighbour_names_it_later(tmp_path):
     """Issue 15's story: the stated figure was confirmed while another user's jobs ran; later, on a quiet
     machine, the kernel runs differently. The report names the recording's neighbours by pid."""

@@ -81,8 +81,10 @@ def test_a_remote_session_is_confirmed_on_its_servers(cluster, tmp_path):
         assert set(c.devices) <= set(cluster.servers) and c.devices
         session_ms = store.trial(trial_id).latency_ms
         assert c.session_ms == pytest.approx(session_ms)
-        # the same kernel on the same servers: the figures agree within the noise of a small kernel
-        assert 0.25 < c.median_ms / session_ms < 4, (c.median_ms, session_ms)
+        # the same kernel on the same servers, in the same unit: no telemetry reaches here to tell a busy
+        # neighbour (the other test lane's worker moves a microsecond kernel's figure several-fold), a unit
+        # slip (seconds for milliseconds) would be 1000x
+        assert 0.02 < c.median_ms / session_ms < 50, (c.median_ms, session_ms)
     pick = export_pick(store, sid)
     assert pick.confirmation is not None and pick.confirmation.devices
     assert pick.stated_ms == pytest.approx(confirmed[pick.trial.id].median_ms)

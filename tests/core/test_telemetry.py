@@ -103,6 +103,7 @@ def test_throttle_reasons_decode_by_name() -> None:
 # ----------------------------------------------------------------------------------- the real CPU
 
 
+@pytest.mark.serial  # its thread's 100 ms ticks and process scans are what a busy neighbour delays
 def test_sampler_on_the_real_cpu_every_100_ms() -> None:
     sampler = TelemetrySampler()  # this machine's NVML and psutil, whatever they are
     sampler.start()

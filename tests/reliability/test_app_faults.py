@@ -34,6 +34,7 @@ def _window(qtbot, tmp_path):
     return window, store
 
 
+@pytest.mark.serial  # its GUI must not stall 2 s: no second test lane taking the other core beside it
 def test_segfaulting_kernels_are_failed_trials_and_the_gui_stays_responsive(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv(PLANT_ENV, "sigsegv@run/2")
     monkeypatch.setenv(COUNTER_ENV, str(tmp_path / "counter"))
