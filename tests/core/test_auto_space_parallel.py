@@ -85,6 +85,16 @@ def test_a_parallel_mutation_decodes_to_the_config_that_replays_it(space: AutoSp
         assert space.key(config) != space.key(plain)
 
 
+def test_a_config_s_region_is_its_sketch_and_the_moves_keep_it(space: AutoSpace):
+    """What the xgb tuner's per-sketch slots group by (SearchSpace.region)."""
+    rng = np.random.default_rng(3)
+    configs = [space.sample(rng) for _ in range(30)]
+    assert {space.region(c) for c in configs} == {c["sketch"] for c in configs}
+    for a, b in zip(configs, configs[1:], strict=False):
+        assert space.region(space.mutate(a, rng)) == space.region(a)
+        assert space.region(space.crossover(a, b, rng)) == space.region(a)
+
+
 def test_a_config_without_a_limit_keeps_the_sketch_s(space: AutoSpace):
     config = space.point(0)
     assert "parallel" not in config

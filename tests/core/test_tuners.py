@@ -124,6 +124,8 @@ def test_options_default_and_override():
         ("xgb", {"epsilon": -0.1}),
         ("xgb", {"pool_size": 0}),
         ("xgb", {"loss": "pairwise"}),
+        ("xgb", {"per_sketch": -1}),
+        ("xgb", {"sketch_trials": -1}),
         ("tpe", {"n_startup_trials": -1}),
         ("cmaes", {"popsize": 1}),
         ("cmaes", {"n_startup_trials": -2}),

@@ -209,6 +209,9 @@ class AutoSpace(ScheduledSpace):
         mixed = [x if rng.random() < 0.5 else y for x, y in zip(a["decisions"], b["decisions"], strict=True)]
         return _with_parallel_of(a, {"sketch": a["sketch"], "decisions": mixed})
 
+    def region(self, config: Config) -> int:
+        return int(config["sketch"])  # a mutation or crossover keeps its sketch
+
     def knob_vector(self, config: Config) -> np.ndarray:
         values = [float(config["sketch"])]
         for d in config["decisions"]:

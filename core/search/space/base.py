@@ -65,6 +65,11 @@ class SearchSpace(ABC):
     def crossover(self, a: Config, b: Config, rng: np.random.Generator) -> Config:
         """A child config taking each knob from `a` or `b`."""
 
+    def region(self, config: Config) -> int:
+        """The part of the space ``config`` lies in that :meth:`mutate` and :meth:`crossover` never leave
+        (an auto space's sketch); 0 in a space of one part (a template's)."""
+        return 0
+
     @abstractmethod
     def knob_vector(self, config: Config) -> np.ndarray:
         """A fixed-length float vector of the config's knob values (cheap; for models and distances)."""

@@ -12,6 +12,16 @@ that keeps feature computation (about 1 ms per config on real spaces) to `pool_s
    on the model).
 
 Until the model has `min_samples` successful measurements, proposals are random.
+
+An auto space's sketches are parts of the space that no mutation leaves (``SearchSpace.region``), and
+their limits differ: on the ResNet conv the best kernel of one sketch was 1.26x another's. Followed from
+the fastest configs alone, the pool stays in the sketch of the first good config (99 % of the model's
+picks in the incumbent's sketch, in 13 real conv sessions), whichever it is. With ``per_sketch`` k > 0
+every sketch's fastest measured configs seed walks too, every sketch's predicted best is refined, and each
+sketch other than the incumbent's gets k of a batch's model-picked slots (its predicted best), an even
+share of them until ``sketch_trials`` are measured: the model still ranks within a sketch, and the
+sketches are compared on measurements. A template space is one part, and there the options change
+nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from tunelab.core.search.tuners.registry import resolve_options
 _N_PARENTS = 8  # measured configs that mutation walks start from
 _MAX_WALK = 3  # mutation steps per walk
 _N_REFINE = 8  # predicted-best pool configs that step 2 mutates
+_SKETCH_PARENTS = 2  # with per_sketch: each sketch's fastest measured configs that walks start from too
 
 
 class XGBTuner(Tuner):
@@ -54,6 +65,13 @@ class XGBTuner(Tuner):
         # recorded grids (10 seeds, 64 trials) its mean P was +0.08 against reg's -0.47 and its median best
         # found within 0.3 % of the optimum on each, reg's 1-19 % (BENCHMARKS.md, tests/benchmarks/test_xgb_loss.py).
         "loss": "rank",
+        # Model-picked slots of a batch that each sketch other than the incumbent's gets (an auto space;
+        # the module's docstring). 0: the pool follows the fastest configs only, as before 2026-12-06.
+        "per_sketch": 1,
+        # With per_sketch: until this many trials are measured, a batch's model-picked slots are split
+        # evenly among the sketches (each its predicted best), so that they are compared on measurements
+        # before the pool follows one of them.
+        "sketch_trials": 64,
     }
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
@@ -65,6 +83,12 @@ class XGBTuner(Tuner):
             raise TunerError(f"xgb: pool_size must be at least 1; got {self.pool_size}")
         if not 0.0 <= self.epsilon <= 1.0:
             raise TunerError(f"xgb: epsilon must be in [0, 1]; got {self.epsilon}")
+        self.per_sketch = int(opts["per_sketch"])
+        if self.per_sketch < 0:
+            raise TunerError(f"xgb: per_sketch must be 0 or more; got {self.per_sketch}")
+        self.sketch_trials = int(opts["sketch_trials"])
+        if self.sketch_trials < 0:
+            raise TunerError(f"xgb: sketch_trials must be 0 or more; got {self.sketch_trials}")
         self.warm_start = str(opts["warm_start"]).strip()
         self.loss = str(opts["loss"])
         if self.loss not in LOSSES:
@@ -158,7 +182,10 @@ class XGBTuner(Tuner):
 
         # Step 1: mutation walks from the fastest measured configs, then random samples.
         first = max(1, self.pool_size * 3 // 4)
-        parents = sorted(self._measured.values(), key=lambda m: m[1])[:_N_PARENTS]
+        ranked = sorted(self._measured.values(), key=lambda m: m[1])
+        parents = ranked[:_N_PARENTS]
+        if self.per_sketch:
+            parents += self._sketch_leaders(ranked, skip=len(parents))
         # Half of step 1 is walks (duplicates are dropped, not retried); a warm start's first ask has
         # no measured parents yet, so its pool is all random samples.
         for _ in range(first if parents else 0):
@@ -175,7 +202,14 @@ class XGBTuner(Tuner):
         # Step 2: one mutation of the predicted best of step 1.
         second: list[Config] = []
         if len(configs):
-            best = [configs[i] for i in np.argsort(pred, kind="stable")[:_N_REFINE]]
+            order = np.argsort(pred, kind="stable")
+            best = [configs[i] for i in order[:_N_REFINE]]
+            if self.per_sketch:  # and each other sketch's predicted best
+                regions = {self.space.region(c) for c in best}
+                for i in order[_N_REFINE:]:
+                    if self.space.region(configs[i]) not in regions:
+                        regions.add(self.space.region(configs[i]))
+                        best.append(configs[i])
             for _ in range(2 * (self.pool_size - first)):
                 if len(second) >= self.pool_size - first:
                     break
@@ -187,7 +221,41 @@ class XGBTuner(Tuner):
         configs2, pred2 = self._predict(second)
         configs += configs2
         pred = np.concatenate([pred, pred2])
-        return [configs[i] for i in np.argsort(pred, kind="stable")[:n]]
+        incumbent = self.space.region(ranked[0][0]) if ranked else None
+        return [configs[i] for i in self._picks(configs, pred, n, incumbent)]
+
+    def _sketch_leaders(self, ranked: list[tuple[Config, float, np.ndarray]], skip: int) -> list[Any]:
+        """Each sketch's fastest measured configs (up to _SKETCH_PARENTS) not among ``ranked[:skip]``."""
+        counts: dict[int, int] = {}
+        leaders = []
+        for i, m in enumerate(ranked):
+            region = self.space.region(m[0])
+            if counts.get(region, 0) < _SKETCH_PARENTS:
+                counts[region] = counts.get(region, 0) + 1
+                if i >= skip:
+                    leaders.append(m)
+        return leaders
+
+    def _picks(self, configs: list[Config], pred: np.ndarray, n: int, incumbent: int | None) -> list[int]:
+        """Indices of the ``n`` configs to propose, fastest predicted first: with per_sketch, first each
+        sketch but the incumbent's (``incumbent``: the fastest measured config's) its per_sketch predicted
+        best (an even share of ``n`` while fewer than sketch_trials are measured), leaving one slot at
+        least to the prediction alone; then the predicted fastest of the rest."""
+        order = [int(i) for i in np.argsort(pred, kind="stable")]
+        picked: list[int] = []
+        if self.per_sketch and incumbent is not None:
+            quota = self.per_sketch
+            if len(self._measured) < self.sketch_trials:  # the sketches compared evenly first
+                quota = max(quota, n // max(1, len({self.space.region(c) for c in configs})))
+            taken: dict[int, int] = {}
+            for i in order:
+                region = self.space.region(configs[i])
+                if region != incumbent and taken.get(region, 0) < quota and len(picked) < n - 1:
+                    taken[region] = taken.get(region, 0) + 1
+                    picked.append(i)
+        chosen = set(picked)
+        picked += [i for i in order if i not in chosen][: n - len(picked)]
+        return sorted(picked, key=lambda i: (pred[i], order.index(i)))
 
     def _predict(self, configs: list[Config]) -> tuple[list[Config], np.ndarray]:
         rows = self._features(configs)
