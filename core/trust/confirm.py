@@ -33,6 +33,7 @@ from dataclasses import replace
 from tunelab.core.records import MeasureOptions, TaskRecord
 from tunelab.core.store import Store
 from tunelab.core.trust.confirmed import CONFIRM_PURPOSE, disturbance_of
+from tunelab.core.trust.remeasure.attempts import measure_until
 from tunelab.core.trust.remeasure.report import ValidationReport
 
 StageFn = Callable[[str], None]
@@ -135,23 +136,19 @@ def _measure_until_settled(
     fits in ``max_s`` seconds from the start (judged by the last attempt's length). Returns the first
     settled attempt, or, when none settled in time, the least disturbed one (its figures then say what
     disturbed them, and an export neither picks by them nor trusts them)."""
-    started = clock()
-    attempts: list[tuple[ValidationReport, str | None]] = []
-    while True:
-        t0 = clock()
-        report = measure()
-        why = unsettled(report, target_cv)
-        attempts.append((report, why))
-        if why is None:
-            return report
-        spent, last = clock() - started, clock() - t0
-        if spent + last > max_s:
-            break
+
+    def again(why: str, attempt: int, left_s: float) -> None:
         if on_stage is not None:
             on_stage(
                 f"the confirmation is not evidence yet ({why}); measuring again "
-                f"(attempt {len(attempts) + 1}, {max_s - spent:.0f} s left of {max_s:.0f} s)"
+                f"(attempt {attempt}, {left_s:.0f} s left of {max_s:.0f} s)"
             )
+
+    attempts = measure_until(
+        measure, lambda report: unsettled(report, target_cv), max_s=max_s, on_again=again, clock=clock
+    )
+    if attempts[-1][1] is None:
+        return attempts[-1][0]
     if on_stage is not None and len(attempts) > 1:
         on_stage(f"the machine did not settle in {max_s:.0f} s: the confirmation is stored as noisy")
     return min(attempts, key=lambda a: _disturbance_rank(a[0]))[0]

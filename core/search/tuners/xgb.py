@@ -255,7 +255,8 @@ class XGBTuner(Tuner):
                     picked.append(i)
         chosen = set(picked)
         picked += [i for i in order if i not in chosen][: n - len(picked)]
-        return sorted(picked, key=lambda i: (pred[i], order.index(i)))
+        position = {i: rank for rank, i in enumerate(order)}  # order is by prediction, ties stable
+        return sorted(picked, key=position.__getitem__)
 
     def _predict(self, configs: list[Config]) -> tuple[list[Config], np.ndarray]:
         rows = self._features(configs)

@@ -24,6 +24,7 @@ from typing import Any
 
 from tunelab.core.errors import TunelabError
 from tunelab.core.records_json import JsonRecord
+from tunelab.core.trust.remeasure.attempts import measure_until
 from tunelab.core.trust.remeasure.report import ScheduleResult, ValidationReport, ms_text, pct_text
 from tunelab.core.trust.remeasure.verdict import recording_disturbance
 
@@ -129,24 +130,23 @@ def gate_until_judged(
     attempt fits in ``max_s`` seconds from the start (judged by the last attempt's length). Returns the
     first attempt that passes or fails undisturbed; else the fastest attempt, its result saying how many
     there were. A pass is never measured again: noise only adds time."""
-    started = clock()
-    attempts: list[tuple[ValidationReport, GateResult]] = []
-    while True:
-        t0 = clock()
+
+    def judged() -> tuple[ValidationReport, GateResult]:
         report = measure()
-        result = judge_gate(report, stated_ms, pct)
-        attempts.append((report, result))
-        if result.passed or result.disturbed is None:
-            break
-        spent, last = clock() - started, clock() - t0
-        if spent + last > max_s:
-            report, result = min(attempts, key=lambda a: a[1].measured_ms)
-            break
+        return report, judge_gate(report, stated_ms, pct)
+
+    def again(why: str, attempt: int, left_s: float) -> None:
         if on_stage is not None:
             on_stage(
-                f"failed while {result.disturbed}: measuring again "
-                f"(attempt {len(attempts) + 1}, {max_s - spent:.0f} s left of {max_s:.0f} s)"
+                f"failed while {why}: measuring again (attempt {attempt}, {left_s:.0f} s left of {max_s:.0f} s)"
             )
+
+    attempts = measure_until(
+        judged, lambda a: None if a[1].passed else a[1].disturbed, max_s=max_s, on_again=again, clock=clock
+    )
+    (report, result), why = attempts[-1]
+    if why is not None:  # out of time, every attempt failed beside busy processes: the fastest
+        report, result = min((a for a, _ in attempts), key=lambda a: a[1].measured_ms)
     return report, replace(result, attempts=len(attempts))
 
 
