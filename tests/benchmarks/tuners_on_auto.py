@@ -16,6 +16,11 @@ falls on a different tuner each seed. Run:
 The stores go to ``--stores`` (default ``<tmp>/tunelab-bench/auto-tuners``); a session already finished
 there is not tuned again, so a stopped run goes on where it stopped. The results go to
 ``tests/benchmarks/results/auto_tuners_<problem>_<trials>.json``.
+
+After a tuner changed, ``--retune xgb,ucb --from OLD_STORES --stores NEW_STORES`` tunes only those tuners
+again: each seed's store is copied from ``OLD_STORES`` (once: a stopped run goes on) without their
+sessions, and the other tuners' sessions are scored as they were. ``OLD_STORES`` is left as it was, so
+the sessions before the change can still be re-measured beside the new ones (``remeasure_bests.py``).
 """
 
 from __future__ import annotations
@@ -82,11 +87,45 @@ def tune(problem: str, tuner: str, seed: int, trials: int, db: Path) -> float:
     return wall_s
 
 
-def run(problem: str, seeds: int, trials: int, stores: Path) -> dict[str, Any]:
+def store_path(stores: Path, problem: str, trials: int, seed: int) -> Path:
+    return stores / f"{problem}-{trials}-s{seed}.sqlite"
+
+
+def copy_without(source: Path, db: Path, tuners: list[str], seed: int) -> None:
+    """``db`` as a copy of ``source`` less the named tuners' sessions of ``seed``; nothing when ``db``
+    exists already (a retune that stopped goes on where it stopped)."""
+    import shutil
+
+    from tunelab.core.store import Store
+
+    if db.exists():
+        return
+    if not source.exists():
+        raise SystemExit(f"--from has no store {source}: nothing to retune from")
+    partial = db.with_suffix(".copying")
+    shutil.copyfile(source, partial)
+    with Store(partial, create=False) as store:
+        for s in store.sessions():
+            if s.name in {session_name(t, seed) for t in tuners}:
+                store.delete_session(s.id)
+    partial.rename(db)
+
+
+def run(
+    problem: str,
+    seeds: int,
+    trials: int,
+    stores: Path,
+    retune: list[str] | None = None,
+    source: Path | None = None,
+) -> dict[str, Any]:
     tuners = auto_tuners()
     walls: dict[str, float] = {}
     for seed in range(seeds):
-        db = stores / f"{problem}-{trials}-s{seed}.sqlite"
+        db = store_path(stores, problem, trials, seed)
+        if retune:
+            assert source is not None
+            copy_without(store_path(source, problem, trials, seed), db, retune, seed)
         order = tuners[seed % len(tuners) :] + tuners[: seed % len(tuners)]
         for tuner in order:
             if session_name(tuner, seed) in finished_sessions(db):
@@ -96,7 +135,10 @@ def run(problem: str, seeds: int, trials: int, stores: Path) -> dict[str, Any]:
             )
             walls[session_name(tuner, seed)] = tune(problem, tuner, seed, trials, db)
             print(f"[auto-tuners]   {walls[session_name(tuner, seed)]:.0f} s", file=sys.stderr, flush=True)
-    return score(problem, seeds, trials, stores, tuners, walls)
+    doc = score(problem, seeds, trials, stores, tuners, walls)
+    if retune:  # which sessions are newer than the others, and where the ones before them are
+        doc.update(retuned=retune, retuned_from=str(source))
+    return doc
 
 
 def score(
@@ -113,7 +155,7 @@ def score(
     budgets = sorted({64, trials} & set(range(1, trials + 1)))
     per_seed: list[dict[str, Any]] = []
     for seed in range(seeds):
-        db = stores / f"{problem}-{trials}-s{seed}.sqlite"
+        db = store_path(stores, problem, trials, seed)
         with Store(db, create=False) as store:
             by_name = {s.name: s for s in store.sessions()}
             records = [by_name[session_name(t, seed)] for t in tuners]
@@ -142,6 +184,7 @@ def score(
                 })  # fmt: skip
     return {
         "problem": problem,
+        "stores": str(stores),
         "workload": PROBLEMS[problem],
         "seeds": seeds,
         "trials": trials,
@@ -277,10 +320,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stores", type=Path, default=Path(tempfile.gettempdir()) / "tunelab-bench" / "auto-tuners"
     )
+    parser.add_argument(
+        "--retune",
+        type=lambda text: [t for t in text.split(",") if t],
+        help="tune only these tuners again (comma-separated), into stores copied from --from without them",
+    )
+    parser.add_argument("--from", dest="source", type=Path, help="the stores --retune copies")
     parser.add_argument("--render", action="store_true", help="print the tables of the result files")
     args = parser.parse_args(argv)
+    if bool(args.retune) != bool(args.source):
+        parser.error("--retune and --from go together")
+    if args.retune and args.source.resolve() == args.stores.resolve():
+        parser.error("--from must be other stores than --stores: the sessions before stay where they are")
+    unknown = sorted(set(args.retune or ()) - set(auto_tuners()))
+    if unknown:
+        parser.error(f"--retune: not a tuner of auto spaces here: {', '.join(unknown)}")
     if args.render:
-        for path in sorted(RESULTS.glob("auto_tuners_*.json")):
+        for path in sorted(RESULTS.glob("auto_tuners_*_[0-9]*.json")):  # not remeasure_bests.py's files
             print(table(json.loads(path.read_text())), end="\n\n")
         for trials in (64, 256):  # the goal at each budget the issue names, over the problems run at it
             docs = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(f"auto_tuners_*_{trials}.json"))]
@@ -291,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.problem is None:
         parser.error("--problem is needed (or --render)")
     args.stores.mkdir(parents=True, exist_ok=True)
-    doc = run(args.problem, args.seeds, args.trials, args.stores)
+    doc = run(args.problem, args.seeds, args.trials, args.stores, args.retune, args.source)
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"auto_tuners_{args.problem}_{args.trials}.json"
     out.write_text(json.dumps(doc, indent=1))

@@ -162,7 +162,7 @@ def test_a_schedule_that_fails_in_its_worker_is_regressed(tuned):
         space_for_session(rec).schedule(trial.config),
     )
     problem = Problem(rec.workload, {"M": 64, "N": 64, "K": 32}, rec.dtype, rec.target, None, 0, rec.flops)
-    report = api._validate(
+    report = api.validate_schedules(
         problem,
         [item],
         2,

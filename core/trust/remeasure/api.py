@@ -66,6 +66,7 @@ __all__ = [
     "ValidationCancelled",
     "parse_source",
     "validate_schedule_file",
+    "validate_schedules",
     "validate_session",
 ]
 
@@ -123,7 +124,7 @@ def validate_session(
     flops = float(chosen.flops) if chosen is not None else float(rec.flops)
     problem = Problem(rec.workload, shape, rec.dtype, dict(rec.target), rec.custom_source, rec.seed, flops)
     source = ValidationSource("session", session_id=session_id, name=rec.name, top_k=top_k, task=task)
-    report = _validate(
+    report = validate_schedules(
         problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled, builds=builds
     )
     check_cancelled(is_cancelled)
@@ -254,7 +255,7 @@ def validate_schedule_file(
     )
     opts = options or MeasureOptions.from_json(_known_options(stats.get("measure") or {}))
     source = ValidationSource("file", path=str(Path(path).resolve()), file_session=session)
-    report = _validate(problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled)
+    report = validate_schedules(problem, items, runs, opts, source, on_progress, is_cancelled=is_cancelled)
     check_cancelled(is_cancelled)
     if store is not None:
         report = replace(report, id=store.add_validation(report.to_json()))
@@ -301,7 +302,7 @@ def _known_options(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
-def _validate(
+def validate_schedules(
     problem: Problem,
     items: list[RecordedSchedule],
     runs: int,
@@ -313,7 +314,11 @@ def _validate(
     builds: BuildCache | None = None,
 ) -> ValidationReport:
     """Build, measure in fresh processes (here, or on the RPC servers of a session measured through a
-    tracker: :mod:`~tunelab.core.trust.remeasure.remote_pool`), judge and summarize."""
+    tracker: :mod:`~tunelab.core.trust.remeasure.remote_pool`), judge and summarize.
+
+    ``items`` are schedules of one ``problem``, from one session or several: each fresh process measures
+    every one of them once, in a rotated order, so schedules tuned on different days are compared on
+    the same machine state (a benchmark re-measures the bests of many sessions this way)."""
     remote = options.remote
     if remote:
         # the tracker first: one sentence, before anything is built
