@@ -103,6 +103,12 @@ class Measurer:
         from tunelab.core.faults import keep_worker_exit_status
 
         keep_worker_exit_status()  # a kernel that kills its worker is named by its signal
+        if not options.remote:
+            from tunelab.core.measure.threads import use_every_core
+
+            # LocalRunner's workers inherit this process's environment: kernels on every core for a
+            # caller of the Python API too, as `tunelab` sets it for itself (a person's setting stays)
+            use_every_core()
         self.target = target = problem.target
         self.options = options
         self.vendor_s = vendor_ms / 1e3 if vendor_ms and vendor_ms > 0 else None

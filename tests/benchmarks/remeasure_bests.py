@@ -184,6 +184,27 @@ def spread(again: dict[str, Any]) -> str:
     return text + (f"; {len(failed)} failed" if failed else "")
 
 
+def before_and_after(again: dict[str, Any]) -> str:
+    """Each retuned tuner against its sessions before the change, seed by seed (the same seed's best
+    now over its best before, both re-measured in the same processes): median, range, seeds faster."""
+    figure = {(r["seed"], r["tuner"], r["budget"]): r["remeasured_ms"] for r in again["rows"]}
+    lines = []
+    pairs = sorted({(label, budget) for _, label, budget in figure if label.endswith("(before)")})
+    for label, budget in pairs:
+        tuner = label.removesuffix(" (before)")
+        ratios = [
+            figure[(s, tuner, budget)] / figure[(s, label, budget)]
+            for s in range(again["seeds"])
+            if figure.get((s, tuner, budget)) and figure.get((s, label, budget))
+        ]
+        if ratios:
+            lines.append(
+                f"- {tuner} at {budget} trials, now / before (same seed): median {statistics.median(ratios):.3f}, "
+                f"{min(ratios):.3f}-{max(ratios):.3f}, faster in {sum(r < 1 for r in ratios)} of {len(ratios)} seeds"
+            )
+    return "\n".join(lines)
+
+
 def render() -> None:
     for trials in (64, 256):
         docs = []
@@ -193,6 +214,11 @@ def render() -> None:
             scored = as_scored(doc, again)
             print(table(scored), end="\n\n")
             print(f"Re-measured: {spread(again)}.\n")
+            changed = before_and_after(again)
+            if changed:
+                print(changed + "\n")
+            # the goal is among the tuners as they are: the sessions before a change are shown, not chosen
+            scored["per_seed"] = [r for r in scored["per_seed"] if not r["tuner"].endswith("(before)")]
             docs.append(scored)
         if docs:
             print(f"At {trials} trials, re-measured ({', '.join(d['problem'] for d in docs)}):\n")

@@ -179,7 +179,14 @@ def worker_processes() -> list[Any]:
 
 
 def _worker_env() -> dict[str, str]:
+    from tunelab.core.measure.threads import use_every_core
+
     env = dict(os.environ)
+    # Kernels on every core, as the session measured them, whoever started this process: plain TVM
+    # takes half the CPUs on x86, and a caller of the Python API (not `tunelab`, which sets it for
+    # itself and its children) would re-measure every kernel about 2x slower and call it regressed.
+    # A person's TVM_NUM_THREADS / OMP_NUM_THREADS stays.
+    use_every_core(env)
     env["TVM_USE_RUNTIME_LIB"] = "1"  # the runtime alone: 0.5 s to import instead of 2.5 s
     # the reference kernel's BLAS on one thread (TVM reads TVM_NUM_THREADS / OMP_NUM_THREADS, not these)
     env["OPENBLAS_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1"
