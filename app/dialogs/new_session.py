@@ -286,7 +286,6 @@ class NewSessionDialog(NewSessionForm):
         layout.addLayout(right, 1)
         for w in (self.trials_spin, self.batch_spin, self.seed_spin):
             w.valueChanged.connect(self._update_summary)
-        self.trials_spin.valueChanged.connect(self._recommend_again)
         return page
 
     # ---- Start: the spec checked in a thread ---------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QSpinBox
+from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel
 
 from tunelab.app.dialogs.new_session_target import TargetChecks
 from tunelab.app.widgets.combo import combo_item
@@ -47,7 +47,6 @@ class TunerChoice(TargetChecks):
     """The tuner part of the New-session dialog (NewSessionDialog builds the space kind's combo)."""
 
     space_kind_combo: QComboBox
-    trials_spin: QSpinBox
     _tuner_chosen: bool
 
     def _tuner_box(self) -> QGroupBox:
@@ -107,19 +106,17 @@ class TunerChoice(TargetChecks):
         self._recommend_again()
 
     def _recommend_again(self) -> None:
-        """Recommend again for the space last sized (the tuners that load here, or the trials, changed: an
-        auto space's recommendation on a CPU depends on them)."""
+        """Recommend again for the space last sized (the tuners that load here changed)."""
         if self._last_size is not None:
             self._recommend(self._last_size)
 
     def _recommend(self, size: int) -> None:
-        from tunelab.core.usecases.listing import ON_TARGET, recommend_tuner, recommendation_follows_trials
+        from tunelab.core.usecases.listing import ON_TARGET, recommend_tuner
 
         self._last_size = size
         kind = self.space_kind_combo.currentData()
         target_kind = self._target.kind if self._target is not None else "llvm"
-        trials = self.trials_spin.value()
-        recommended = recommend_tuner(kind, size, target_kind, trials)
+        recommended = recommend_tuner(kind, size, target_kind)
         available = self._tuner_availability
         usable = (
             recommended
@@ -132,8 +129,6 @@ class TunerChoice(TargetChecks):
         article = "an" if kind == "auto" else "a"
         # an auto space's recommendation depends on the target's kind (registry.recommend_tuner)
         on = f" {ON_TARGET[target_kind]}" if kind == "auto" and target_kind in ON_TARGET else ""
-        if recommendation_follows_trials(kind, target_kind):  # on a CPU: xgb for short sessions, ucb for long
-            on += f" and {trials:,} trials"
         if usable == recommended:
             self.tuner_hint.setText(
                 f"Recommended for {article} {kind} space of {size:,} configs{on}: {recommended}."

@@ -83,7 +83,7 @@ def plan_session(spec: SessionSpec, *, recommend: bool) -> PlannedSession:
     if recommend:
         spec = replace(
             spec,
-            tuner=recommend_tuner(checked.space.kind, checked.space.size, checked.target.kind, spec.trials),
+            tuner=recommend_tuner(checked.space.kind, checked.space.size, checked.target.kind),
             tuner_options=options,
         )
         try:

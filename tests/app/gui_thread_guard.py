@@ -78,7 +78,6 @@ WORDS_READS_AND_TABLES: dict[str, str] = {
     "core/search/tuners/registry.py:tuner_description": "a tuner's one line",
     "core/search/tuners/registry.py:tuner_space_kinds": "the space kinds a tuner drives",
     "core/search/tuners/registry.py:recommend_tuner": "a table of space sizes (the size comes from a worker)",
-    "core/search/tuners/registry.py:recommendation_follows_trials": "whether that table depends on the trials",
     "core/workloads/base.py:parse_shape": "a shape's text, parsed",
     "core/workloads/catalog.py:list_workloads": "the catalog's table of operators",
 }

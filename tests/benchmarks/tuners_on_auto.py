@@ -336,7 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--retune: not a tuner of auto spaces here: {', '.join(unknown)}")
     if args.render:
-        for path in sorted(RESULTS.glob("auto_tuners_*_[0-9]*.json")):  # not remeasure_bests.py's files
+        for path in sorted(RESULTS.glob("auto_tuners_*.json")):
+            if path.stem.endswith("_remeasured"):  # remeasure_bests.py's: it renders them
+                continue
             print(table(json.loads(path.read_text())), end="\n\n")
         for trials in (64, 256):  # the goal at each budget the issue names, over the problems run at it
             docs = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(f"auto_tuners_*_{trials}.json"))]
