@@ -33,7 +33,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run_suite import machine  # noqa: E402 - beside this script
+from process_spread import ESTIMATORS, estimate  # noqa: E402 - beside this script
+from run_suite import machine  # noqa: E402
 from tuners_on_auto import RESULTS, choice, session_name, store_path, table  # noqa: E402
 
 RUNS = 7  # fresh processes; each times every kernel once
@@ -139,6 +140,18 @@ def remeasure(doc: dict[str, Any], runs: int) -> dict[str, Any]:
             quiet_runs=s.quiet_runs,
             verdict=s.verdict,
             error=None if s.remeasured_ms is not None else s.cause,
+            # each fresh process's figure of it, for the decomposition into process and kernel
+            # (``decompose``): the process's number, the kernel's place in its order, when, the median
+            per_run=[
+                {
+                    "run": m.run,
+                    "position": m.position,
+                    "t0": m.t0,
+                    "median_ms": statistics.median(m.samples_ms),
+                }
+                for m in s.measurements
+                if m.ok and m.samples_ms
+            ],
         )
     return {
         "problem": doc["problem"],
@@ -154,18 +167,32 @@ def remeasure(doc: dict[str, Any], runs: int) -> dict[str, Any]:
     }
 
 
-def as_scored(doc: dict[str, Any], again: dict[str, Any]) -> dict[str, Any]:
+def figure(row: dict[str, Any], estimator: str) -> float | None:
+    """A re-measured best's figure: "median", the median of all its samples (the validation's own), or
+    an estimator of ``process_spread`` over its processes' medians (a low quantile: "q10")."""
+    if estimator == "median" or row["remeasured_ms"] is None:
+        return row["remeasured_ms"]
+    if not row.get("per_run"):
+        raise SystemExit(f"--estimator {estimator}: this result keeps no per-process figures; re-measure it")
+    return estimate([m["median_ms"] for m in row["per_run"]], estimator)
+
+
+def figures(again: dict[str, Any], estimator: str) -> dict[tuple[int, str, int], float | None]:
+    return {(r["seed"], r["tuner"], r["budget"]): figure(r, estimator) for r in again["rows"]}
+
+
+def as_scored(doc: dict[str, Any], again: dict[str, Any], estimator: str = "median") -> dict[str, Any]:
     """``doc`` with each best replaced by its re-measured figure (P and the rest as the sessions scored
     them), and a row per seed and budget for each "<tuner> (before)"; for ``tuners_on_auto``'s tables."""
     out = copy.deepcopy(doc)
-    figure = {(r["seed"], r["tuner"], r["budget"]): r["remeasured_ms"] for r in again["rows"]}
+    again_ms = figures(again, estimator)
     for r in out["per_seed"]:
-        r["best_ms"] = figure.get((r["seed"], r["tuner"], r["budget"]))
-    for r in again["rows"]:
-        if r["tuner"].endswith("(before)"):
+        r["best_ms"] = again_ms.get((r["seed"], r["tuner"], r["budget"]))
+    for (seed, tuner, budget), ms in again_ms.items():
+        if tuner.endswith("(before)"):
             out["per_seed"].append({
-                "seed": r["seed"], "tuner": r["tuner"], "budget": r["budget"], "trials": r["budget"], "P": None,
-                "best_ms": r["remeasured_ms"], "failed": 0, "wall_s": None,
+                "seed": seed, "tuner": tuner, "budget": budget, "trials": budget, "P": None,
+                "best_ms": ms, "failed": 0, "wall_s": None,
             })  # fmt: skip
     return out
 
@@ -184,18 +211,18 @@ def spread(again: dict[str, Any]) -> str:
     return text + (f"; {len(failed)} failed" if failed else "")
 
 
-def before_and_after(again: dict[str, Any]) -> str:
+def before_and_after(again: dict[str, Any], estimator: str = "median") -> str:
     """Each retuned tuner against its sessions before the change, seed by seed (the same seed's best
     now over its best before, both re-measured in the same processes): median, range, seeds faster."""
-    figure = {(r["seed"], r["tuner"], r["budget"]): r["remeasured_ms"] for r in again["rows"]}
+    again_ms = figures(again, estimator)
     lines = []
-    pairs = sorted({(label, budget) for _, label, budget in figure if label.endswith("(before)")})
+    pairs = sorted({(label, budget) for _, label, budget in again_ms if label.endswith("(before)")})
     for label, budget in pairs:
         tuner = label.removesuffix(" (before)")
         ratios = [
-            figure[(s, tuner, budget)] / figure[(s, label, budget)]
+            now / before
             for s in range(again["seeds"])
-            if figure.get((s, tuner, budget)) and figure.get((s, label, budget))
+            if (now := again_ms.get((s, tuner, budget))) and (before := again_ms.get((s, label, budget)))
         ]
         if ratios:
             lines.append(
@@ -205,16 +232,16 @@ def before_and_after(again: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render() -> None:
+def render(estimator: str) -> None:
     for trials in (64, 256):
         docs = []
         for path in sorted(RESULTS.glob(f"auto_tuners_*_{trials}_remeasured.json")):
             again = json.loads(path.read_text())
             doc = json.loads((RESULTS / f"auto_tuners_{again['problem']}_{trials}.json").read_text())
-            scored = as_scored(doc, again)
+            scored = as_scored(doc, again, estimator)
             print(table(scored), end="\n\n")
             print(f"Re-measured: {spread(again)}.\n")
-            changed = before_and_after(again)
+            changed = before_and_after(again, estimator)
             if changed:
                 print(changed + "\n")
             # the goal is among the tuners as they are: the sessions before a change are shown, not chosen
@@ -231,9 +258,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--runs", type=int, default=RUNS, help=f"fresh processes (default {RUNS})")
     parser.add_argument("--render", action="store_true", help="print the tables of the re-measured files")
+    parser.add_argument(
+        "--estimator",
+        choices=ESTIMATORS,
+        default="median",
+        help="with --render: a best's figure from its processes' medians (default: the median of its samples)",
+    )
     args = parser.parse_args(argv)
     if args.render:
-        render()
+        render(args.estimator)
         return 0
     source = RESULTS / f"auto_tuners_{args.problem}_{args.trials}.json"
     if args.problem is None or not source.exists():

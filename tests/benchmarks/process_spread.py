@@ -1,0 +1,201 @@
+"""Where the spread between fresh processes comes from: the process as a whole, or each kernel alone.
+
+``remeasure_bests.py`` times many kernels in the same fresh processes, each process every kernel once.
+One kernel's medians in different processes lay apart by CV 15 % in median. If that were the process's
+(every kernel in process 3 slower, as a busy host would make it), dividing each figure by its process's
+factor would leave little, and kernels could be ranked far more finely than their raw CVs allow; if it
+is each kernel's own, nothing can be taken out. Tukey's median polish on the logarithms separates the
+two: log(ms of kernel k in process r) = overall + kernel_k + process_r + residual, robust to the odd
+outlier. The residuals in a process's time order show whether what is left moves with time inside a
+process (neighbours alike: the machine's minutes) or not.
+
+    python tests/benchmarks/process_spread.py [RESULT.json ...]   # default: every *_remeasured.json
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+MAD_TO_SD = 1.4826  # a normal distribution's standard deviation over its median absolute deviation
+
+
+def median_polish(
+    cells: dict[tuple[int, int], float], sweeps: int = 20
+) -> tuple[float, dict[int, float], dict[int, float], dict[tuple[int, int], float]]:
+    """Tukey's median polish of a two-way table with missing cells: (overall, row effects, column
+    effects, residuals), with cell = overall + row + column + residual and each effect's median 0."""
+    rows = sorted({k for k, _ in cells})
+    cols = sorted({r for _, r in cells})
+    row_fx = dict.fromkeys(rows, 0.0)
+    col_fx = dict.fromkeys(cols, 0.0)
+    overall = 0.0
+    resid = dict(cells)
+    for _ in range(sweeps):
+        for k in rows:
+            m = statistics.median(v for (kk, _), v in resid.items() if kk == k)
+            row_fx[k] += m
+            for key in resid:
+                if key[0] == k:
+                    resid[key] -= m
+        shift = statistics.median(row_fx.values())
+        overall += shift
+        row_fx = {k: v - shift for k, v in row_fx.items()}
+        for r in cols:
+            m = statistics.median(v for (_, rr), v in resid.items() if rr == r)
+            col_fx[r] += m
+            for key in resid:
+                if key[1] == r:
+                    resid[key] -= m
+        shift = statistics.median(col_fx.values())
+        overall += shift
+        col_fx = {r: v - shift for r, v in col_fx.items()}
+    return overall, row_fx, col_fx, resid
+
+
+def robust_sd(values: list[float]) -> float:
+    centre = statistics.median(values)
+    return MAD_TO_SD * statistics.median(abs(v - centre) for v in values)
+
+
+def lag1_correlation(series: list[list[float]]) -> float | None:
+    """The correlation of each value with the next in the same series, pooled over the series."""
+    pairs = [(a, b) for s in series for a, b in zip(s, s[1:], strict=False)]
+    if len(pairs) < 3:
+        return None
+    xs, ys = [a for a, _ in pairs], [b for _, b in pairs]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in pairs)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return sxy / math.sqrt(sxx * syy) if sxx and syy else None
+
+
+def decompose(again: dict[str, Any]) -> dict[str, Any]:
+    """The spread of a ``remeasure_bests`` result taken apart; the rows need ``per_run`` (kept since
+    the decomposition was written)."""
+    kernels: dict[tuple[str, int], int] = {}  # (store, trial id) -> row number: a best at two budgets once
+    cells: dict[tuple[int, int], float] = {}
+    when: dict[tuple[int, int], float] = {}
+    for row in again["rows"]:
+        if not row.get("per_run"):
+            continue
+        k = kernels.setdefault((row["db"], row["trial_id"]), len(kernels))
+        for m in row["per_run"]:
+            cells[(k, m["run"])] = math.log(m["median_ms"])
+            when[(k, m["run"])] = m["t0"]
+    if not cells:
+        raise SystemExit("no per-process figures in this result: re-measure it with remeasure_bests.py")
+    overall, kernel_fx, process_fx, resid = median_polish(cells)
+    # each kernel's own spread before and after taking out its processes' factors (robust, as a CV)
+    raw_sd, left_sd = [], []
+    for k in kernel_fx:
+        mine = [(r, v) for (kk, r), v in cells.items() if kk == k]
+        if len(mine) >= 3:
+            raw_sd.append(robust_sd([v for _, v in mine]))
+            left_sd.append(robust_sd([v - process_fx[r] for r, v in mine]))
+    in_time = [
+        [resid[key] for key in sorted((key for key in resid if key[1] == r), key=lambda key: when[key])]
+        for r in process_fx
+    ]
+    total = [v - overall - kernel_fx[k] for (k, _), v in cells.items()]
+    return {
+        "kernels": len(kernel_fx),
+        "processes": len(process_fx),
+        # exp(effect): a process's kernels all ran this many times their typical figure
+        "process_factors": {r: math.exp(v) for r, v in sorted(process_fx.items())},
+        "kernel_cv_raw": statistics.median(raw_sd),
+        "kernel_cv_left": statistics.median(left_sd),
+        # robust SDs, so a process factor of nothing can read a little below 0: none, then
+        "share_of_process": max(0.0, 1 - (robust_sd(list(resid.values())) / robust_sd(total)) ** 2),
+        "residual_sd": robust_sd(list(resid.values())),
+        "residual_lag1": lag1_correlation(in_time),
+        # each kernel's figure in a typical process: exp(overall + kernel effect), by (store, trial)
+        "adjusted_ms": {key: math.exp(overall + kernel_fx[k]) for key, k in kernels.items()},
+    }
+
+
+ESTIMATORS = ("median", "q25", "q10", "min")  # of a kernel's per-process medians
+
+
+def estimate(values: list[float], kind: str) -> float:
+    """A kernel's figure from its processes' medians: their median, a low quantile, or the fastest.
+    The slowdowns that move it here are one-sided (nothing runs a kernel faster than the machine can),
+    so a low quantile estimates the undisturbed figure where the median takes in the disturbed share."""
+    ordered = sorted(values)
+    if kind == "median":
+        return statistics.median(ordered)
+    if kind == "min":
+        return ordered[0]
+    fraction = {"q25": 0.25, "q10": 0.10}[kind]
+    at = fraction * (len(ordered) - 1)  # linear interpolation between the closest ranks
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def split_half(again: dict[str, Any], draws: int = 200, seed: int = 0) -> dict[str, float]:
+    """How well each estimator agrees with itself: the processes split at random into two halves, each
+    kernel estimated from either half; the robust SD of log(half A / half B) over kernels and draws,
+    divided by sqrt(2), is one half's precision (as a CV). Kernels lacking a process are left out."""
+    import random
+
+    per_kernel: dict[tuple[str, int], dict[int, float]] = {}
+    for row in again["rows"]:
+        if row.get("per_run"):
+            per_kernel[(row["db"], row["trial_id"])] = {m["run"]: m["median_ms"] for m in row["per_run"]}
+    runs = sorted({r for v in per_kernel.values() for r in v})
+    complete = [v for v in per_kernel.values() if all(r in v for r in runs)]
+    rng = random.Random(seed)
+    found = {}
+    for kind in ESTIMATORS:
+        logs = []
+        draw = random.Random(rng.random())
+        for _ in range(draws):
+            order = runs[:]
+            draw.shuffle(order)
+            a, b = order[: len(order) // 2], order[len(order) // 2 : 2 * (len(order) // 2)]
+            for v in complete:
+                logs.append(math.log(estimate([v[r] for r in a], kind) / estimate([v[r] for r in b], kind)))
+        found[kind] = robust_sd(logs) / math.sqrt(2)
+    return found
+
+
+def sentence(name: str, d: dict[str, Any]) -> str:
+    factors = list(d["process_factors"].values())
+    lag = d["residual_lag1"]
+    return (
+        f"{name}: {d['kernels']} kernels x {d['processes']} processes. Process factors "
+        f"{min(factors):.3f}-{max(factors):.3f} (every kernel of a process slower or faster together); "
+        f"a kernel's spread between processes CV {d['kernel_cv_raw']:.1%} raw, {d['kernel_cv_left']:.1%} "
+        f"with its processes' factors taken out (median over kernels); the process explains "
+        f"{d['share_of_process']:.0%} of the variance; what is left, next to the kernel timed after it in "
+        f"the same process: correlation {'-' if lag is None else f'{lag:+.2f}'}"
+    )
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a) for a in argv] or sorted(RESULTS.glob("*_remeasured.json"))
+    for path in paths:
+        again = json.loads(path.read_text())
+        if not any(r.get("per_run") for r in again["rows"]):
+            print(f"{path.name}: no per-process figures (re-measured before they were kept)")
+            continue
+        print(sentence(path.name, decompose(again)))
+        halves = split_half(again)
+        n = len({m["run"] for r in again["rows"] for m in r.get("per_run", ())}) // 2
+        print(
+            f"  each estimator from {n} processes, against itself from {n} others (CV): "
+            + ", ".join(f"{k} {v:.1%}" for k, v in halves.items())
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
