@@ -125,3 +125,22 @@ def test_the_tuning_page_fits_the_dialogs_width_and_scrolls_its_height(qtbot, se
     label = next(w for w in page.findChildren(QLabel) if w.text() == "Early stop")
     assert label.width() >= label.sizeHint().width()  # the whole word, as the other rows' labels
     assert dialog.trials_spin.isVisibleTo(page) and dialog.measure_box.isVisibleTo(page)
+
+
+def test_the_summary_line_gets_the_height_its_wrapped_text_needs(qtbot, settings):
+    """The summary under the tabs wraps at the dialog's width (workload, shape, target, space, tuner,
+    budget, where: a custom file's name or a remote tracker makes it longer). Whatever it says, it is as
+    tall as its text needs at its width, at the dialog's smallest and wider: no line of it is cut off."""
+    from PySide6.QtCore import QMargins
+
+    dialog = _dialog(qtbot, settings)
+    dialog.show()
+    summary = dialog.summary
+    planted = " · ".join(["custom (a_workload_file_with_a_long_name.py) M=4096,N=4096,K=4096 float32"] * 4)
+    for size in (dialog.minimumSize(), dialog.minimumSize().grownBy(QMargins(0, 0, 300, 0))):
+        dialog.resize(size)
+        summary.setText(planted)
+        qtbot.waitUntil(lambda size=size: dialog.width() == size.width())
+        line = summary.fontMetrics().lineSpacing()
+        assert summary.heightForWidth(summary.width()) >= 2 * line  # the planted text wraps here
+        qtbot.waitUntil(lambda: summary.height() >= summary.heightForWidth(summary.width()))
