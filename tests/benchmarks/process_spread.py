@@ -31,32 +31,29 @@ def median_polish(
 ) -> tuple[float, dict[int, float], dict[int, float], dict[tuple[int, int], float]]:
     """Tukey's median polish of a two-way table with missing cells: (overall, row effects, column
     effects, residuals), with cell = overall + row + column + residual and each effect's median 0."""
-    rows = sorted({k for k, _ in cells})
-    cols = sorted({r for _, r in cells})
-    row_fx = dict.fromkeys(rows, 0.0)
-    col_fx = dict.fromkeys(cols, 0.0)
+    row_fx = dict.fromkeys(sorted({k for k, _ in cells}), 0.0)
+    col_fx = dict.fromkeys(sorted({r for _, r in cells}), 0.0)
     overall = 0.0
     resid = dict(cells)
     for _ in range(sweeps):
-        for k in rows:
-            m = statistics.median(v for (kk, _), v in resid.items() if kk == k)
-            row_fx[k] += m
-            for key in resid:
-                if key[0] == k:
-                    resid[key] -= m
-        shift = statistics.median(row_fx.values())
-        overall += shift
-        row_fx = {k: v - shift for k, v in row_fx.items()}
-        for r in cols:
-            m = statistics.median(v for (_, rr), v in resid.items() if rr == r)
-            col_fx[r] += m
-            for key in resid:
-                if key[1] == r:
-                    resid[key] -= m
-        shift = statistics.median(col_fx.values())
-        overall += shift
-        col_fx = {r: v - shift for r, v in col_fx.items()}
+        overall += _sweep(resid, row_fx, 0)
+        overall += _sweep(resid, col_fx, 1)
     return overall, row_fx, col_fx, resid
+
+
+def _sweep(resid: dict[tuple[int, int], float], effects: dict[int, float], axis: int) -> float:
+    """One half-sweep of the polish along ``axis`` (0: rows, 1: columns): each level's median residual
+    moves into its effect, then the effects are centred on their median; the shift, for the overall."""
+    for level in effects:
+        m = statistics.median(v for key, v in resid.items() if key[axis] == level)
+        effects[level] += m
+        for key in resid:
+            if key[axis] == level:
+                resid[key] -= m
+    shift = statistics.median(effects.values())
+    for level in effects:
+        effects[level] -= shift
+    return shift
 
 
 def robust_sd(values: list[float]) -> float:
