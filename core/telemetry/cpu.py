@@ -134,10 +134,18 @@ class PsutilSource:
                     own.add(child)
                     todo.append(child)
         self._own = frozenset(own)
-        self._busy = tuple(sorted(p for p, pct in load.items() if pct > self.busy_pct and p not in own))
+        self._busy = busiest_first(load, own, self.busy_pct)
 
     def close(self) -> None:
         self._procs.clear()
+
+
+def busiest_first(load: dict[int, float], own: set[int] | frozenset[int], busy_pct: float) -> tuple[int, ...]:
+    """The pids of ``load`` (pid -> % of one core) above ``busy_pct`` and not ``own``, busiest first: a
+    warning names the first few, and by pid it named the oldest busy processes, not the ones slowing the
+    measurement most (a neighbour started last was never named beside three older busy ones)."""
+    busy = [p for p, pct in load.items() if pct > busy_pct and p not in own]
+    return tuple(sorted(busy, key=lambda p: (-load[p], p)))
 
 
 _CPU_SENSOR_CHIPS = frozenset(

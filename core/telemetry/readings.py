@@ -81,7 +81,7 @@ class TelemetrySample:
     cpu_freq_mhz: float | None = None
     cpu_temp_c: float | None = None  # hottest CPU sensor, where the OS reports one
     other_busy_procs: int = 0  # processes outside our tree using more than the busy threshold
-    other_busy_pids: tuple[int, ...] = ()
+    other_busy_pids: tuple[int, ...] = ()  # busiest first (busy_reason names the first three)
 
     @property
     def throttled(self) -> bool:
@@ -129,7 +129,7 @@ class CpuReading:
     freq_mhz: float | None = None
     temp_c: float | None = None
     own_pids: frozenset[int] = frozenset()  # this process and its descendants (build/run workers)
-    busy_pids: tuple[int, ...] = ()  # busy processes outside own_pids
+    busy_pids: tuple[int, ...] = ()  # busy processes outside own_pids, busiest first
 
 
 def _num(raw: Mapping[str, Any], key: str, per_unit: int = 1) -> float | None:

@@ -271,8 +271,12 @@ def test_busy_neighbour_is_waited_for_then_marked(store):
     finally:
         os.kill(pid, signal.SIGKILL)
     stamps = store.trial_telemetry(session.session_id)
-    warnings = [stamps[t.id].get("warning", "") for t in trials]
-    assert all(str(pid) in w for w in warnings), warnings
+    for t in trials:
+        warning, busy = stamps[t.id].get("warning", ""), stamps[t.id].get("other_busy_pids", [])
+        assert "busy on the CPU" in warning, warning
+        # The warning names the three busiest; where more strangers than that are as busy as the planted
+        # loop (a shared machine), it is in the stamp's whole list of busy pids.
+        assert str(pid) in warning or pid in busy, (warning, busy)
 
 
 def test_several_shapes_share_one_budget(store, tmp_path):

@@ -574,3 +574,18 @@ def test_a_session_whose_app_is_gone_still_owns_its_workers():
         worker.kill()
         worker.wait()
         os.kill(gone_app, signal.SIGKILL)
+
+
+def test_the_busiest_neighbours_come_first_and_are_the_ones_a_warning_names():
+    """A warning names three busy pids; by pid it named the oldest busy processes, and a neighbour
+    started last (the one slowing the measurement most) was left out beside three older ones."""
+    from tunelab.core.session.machine_load import busy_reason
+    from tunelab.core.telemetry.cpu import busiest_first
+    from tunelab.core.telemetry.readings import TelemetrySample
+
+    load = {101: 30.0, 102: 25.0, 103: 40.0, 104: 5.0, 999: 100.0, 7: 95.0}  # pid -> % of one core
+    busy = busiest_first(load, own={7}, busy_pct=20.0)
+    assert busy == (999, 103, 101, 102)  # 104 is under the threshold, 7 is our own
+    assert busiest_first({5: 50.0, 3: 50.0}, own=set(), busy_pct=20.0) == (3, 5)  # ties by pid
+    sample = TelemetrySample(t=0.0, other_busy_procs=len(busy), other_busy_pids=busy)
+    assert "(pid 999, 103, 101)" in (busy_reason(sample) or "")
