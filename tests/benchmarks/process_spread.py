@@ -74,19 +74,28 @@ def lag1_correlation(series: list[list[float]]) -> float | None:
     return sxy / math.sqrt(sxx * syy) if sxx and syy else None
 
 
+def runs_by_kernel(again: dict[str, Any]) -> dict[tuple[str, int], dict[int, dict[str, Any]]]:
+    """Each re-measured kernel's figures by process, (store, trial id) -> run -> its ``per_run`` entry: a
+    best at two budgets is one kernel; rows without ``per_run`` (re-measured before it was kept) are left
+    out."""
+    return {
+        (row["db"], row["trial_id"]): {m["run"]: m for m in row["per_run"]}
+        for row in again["rows"]
+        if row.get("per_run")
+    }
+
+
 def decompose(again: dict[str, Any]) -> dict[str, Any]:
     """The spread of a ``remeasure_bests`` result taken apart; the rows need ``per_run`` (kept since
     the decomposition was written)."""
-    kernels: dict[tuple[str, int], int] = {}  # (store, trial id) -> row number: a best at two budgets once
+    runs = runs_by_kernel(again)
+    kernels = {key: k for k, key in enumerate(runs)}  # (store, trial id) -> row number
     cells: dict[tuple[int, int], float] = {}
     when: dict[tuple[int, int], float] = {}
-    for row in again["rows"]:
-        if not row.get("per_run"):
-            continue
-        k = kernels.setdefault((row["db"], row["trial_id"]), len(kernels))
-        for m in row["per_run"]:
-            cells[(k, m["run"])] = math.log(m["median_ms"])
-            when[(k, m["run"])] = m["t0"]
+    for key, by_run in runs.items():
+        for run, m in by_run.items():
+            cells[(kernels[key], run)] = math.log(m["median_ms"])
+            when[(kernels[key], run)] = m["t0"]
     if not cells:
         raise SystemExit("no per-process figures in this result: re-measure it with remeasure_bests.py")
     overall, kernel_fx, process_fx, resid = median_polish(cells)
@@ -102,6 +111,7 @@ def decompose(again: dict[str, Any]) -> dict[str, Any]:
         for r in process_fx
     ]
     total = [v - overall - kernel_fx[k] for (k, _), v in cells.items()]
+    resid_sd = robust_sd(list(resid.values()))
     return {
         "kernels": len(kernel_fx),
         "processes": len(process_fx),
@@ -110,8 +120,8 @@ def decompose(again: dict[str, Any]) -> dict[str, Any]:
         "kernel_cv_raw": statistics.median(raw_sd),
         "kernel_cv_left": statistics.median(left_sd),
         # robust SDs, so a process factor of nothing can read a little below 0: none, then
-        "share_of_process": max(0.0, 1 - (robust_sd(list(resid.values())) / robust_sd(total)) ** 2),
-        "residual_sd": robust_sd(list(resid.values())),
+        "share_of_process": max(0.0, 1 - (resid_sd / robust_sd(total)) ** 2),
+        "residual_sd": resid_sd,
         "residual_lag1": lag1_correlation(in_time),
         # each kernel's figure in a typical process: exp(overall + kernel effect), by (store, trial)
         "adjusted_ms": {key: math.exp(overall + kernel_fx[k]) for key, k in kernels.items()},
@@ -143,12 +153,11 @@ def split_half(again: dict[str, Any], draws: int = 200, seed: int = 0) -> dict[s
     divided by sqrt(2), is one half's precision (as a CV). Kernels lacking a process are left out."""
     import random
 
-    per_kernel: dict[tuple[str, int], dict[int, float]] = {}
-    for row in again["rows"]:
-        if row.get("per_run"):
-            per_kernel[(row["db"], row["trial_id"])] = {m["run"]: m["median_ms"] for m in row["per_run"]}
-    runs = sorted({r for v in per_kernel.values() for r in v})
-    complete = [v for v in per_kernel.values() if all(r in v for r in runs)]
+    per_kernel = [
+        {run: m["median_ms"] for run, m in by_run.items()} for by_run in runs_by_kernel(again).values()
+    ]
+    runs = sorted({r for v in per_kernel for r in v})
+    complete = [v for v in per_kernel if all(r in v for r in runs)]
     rng = random.Random(seed)
     found = {}
     for kind in ESTIMATORS:
