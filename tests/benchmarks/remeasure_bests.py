@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE))
 
 from process_spread import ESTIMATORS, estimate  # noqa: E402 - beside this script
 from run_suite import machine  # noqa: E402
-from tuners_on_auto import RESULTS, choice, session_name, store_path, table  # noqa: E402
+from tuners_on_auto import RESULTS, choice, result_name, session_name, store_path, table  # noqa: E402
 
 RUNS = 7  # fresh processes; each times every kernel once
 # More samples per kernel than a session takes (one run per sample, 3 samples, 2 ms at least): each
@@ -232,12 +232,12 @@ def before_and_after(again: dict[str, Any], estimator: str = "median") -> str:
     return "\n".join(lines)
 
 
-def render(estimator: str) -> None:
+def render(estimator: str, label: str | None = None) -> None:
     for trials in (64, 256):
         docs = []
-        for path in sorted(RESULTS.glob(f"auto_tuners_*_{trials}_remeasured.json")):
+        for path in sorted(RESULTS.glob(result_name("*", trials, label, "_remeasured"))):
             again = json.loads(path.read_text())
-            doc = json.loads((RESULTS / f"auto_tuners_{again['problem']}_{trials}.json").read_text())
+            doc = json.loads((RESULTS / result_name(again["problem"], trials, label)).read_text())
             scored = as_scored(doc, again, estimator)
             print(table(scored), end="\n\n")
             print(f"Re-measured: {spread(again)}.\n")
@@ -264,17 +264,18 @@ def main(argv: list[str] | None = None) -> int:
         default="median",
         help="with --render: a best's figure from its processes' medians (default: the median of its samples)",
     )
+    parser.add_argument("--label", help="a side experiment of tuners_on_auto.py --label (its result files)")
     args = parser.parse_args(argv)
     if args.render:
-        render(args.estimator)
+        render(args.estimator, args.label)
         return 0
-    source = RESULTS / f"auto_tuners_{args.problem}_{args.trials}.json"
+    source = RESULTS / result_name(args.problem, args.trials, args.label)
     if args.problem is None or not source.exists():
         parser.error(f"--problem: no result file {source.name} (tuners_on_auto.py makes it), or --render")
     if args.runs < 2:
         parser.error("--runs: at least 2 fresh processes")
     again = remeasure(json.loads(source.read_text()), args.runs)
-    (RESULTS / f"auto_tuners_{args.problem}_{args.trials}_remeasured.json").write_text(
+    (RESULTS / result_name(args.problem, args.trials, args.label, "_remeasured")).write_text(
         json.dumps(again, indent=1)
     )
     print(spread(again))

@@ -21,6 +21,11 @@ After a tuner changed, ``--retune xgb,ucb --from OLD_STORES --stores NEW_STORES`
 again: each seed's store is copied from ``OLD_STORES`` (once: a stopped run goes on) without their
 sessions, and the other tuners' sessions are scored as they were. ``OLD_STORES`` is left as it was, so
 the sessions before the change can still be re-measured beside the new ones (``remeasure_bests.py``).
+
+A side experiment on some tuners, or on one tuner with other options, names them and a label:
+``--tuners random,xgb,ucb,ucb:split=share --label ucbsplit`` (random among them: the scores are against
+it; ``:`` before each ``--tuner-option``). Its results go to ``auto_tuners_<problem>_<trials>_<label>.json``
+and ``remeasure_bests.py --label`` re-measures and renders them; the main result files stay as they are.
 """
 
 from __future__ import annotations
@@ -59,6 +64,11 @@ def auto_tuners() -> list[str]:
     return [n for n in tuner_names() if "auto" in tuner_space_kinds(n) and tuner_unavailable(n) is None]
 
 
+def result_name(problem: str, trials: int, label: str | None = None, suffix: str = "") -> str:
+    """The result file of a run (``suffix``: ``_remeasured`` for remeasure_bests.py's of it)."""
+    return f"auto_tuners_{problem}_{trials}{f'_{label}' if label else ''}{suffix}.json"
+
+
 def session_name(tuner: str, seed: int) -> str:
     return f"{tuner} s{seed}"
 
@@ -73,10 +83,19 @@ def finished_sessions(db: Path) -> dict[str, int]:
         return {s.name: s.id for s in store.sessions() if s.status == "finished"}
 
 
+def tuner_spec(spec: str) -> tuple[str, list[str]]:
+    """A tuner as ``--tuners`` names it: ``ucb`` or, with options, ``ucb:split=share`` (``:`` before each
+    option); its name and the ``--tuner-option`` values."""
+    name, *options = spec.split(":")
+    return name, options
+
+
 def tune(problem: str, tuner: str, seed: int, trials: int, db: Path) -> float:
     """One real session in its own process; its wall time in seconds."""
     workload, shape = PROBLEMS[problem]
-    command = [sys.executable, "-m", "tunelab", "tune", workload, "--space", "auto", "--tuner", tuner]
+    name, options = tuner_spec(tuner)
+    command = [sys.executable, "-m", "tunelab", "tune", workload, "--space", "auto", "--tuner", name]
+    command += [arg for option in options for arg in ("--tuner-option", option)]
     command += ["--seed", str(seed), "--trials", str(trials), "--db", str(db), *MEASURE]
     command += ["--name", session_name(tuner, seed), *(["--shape", shape] if shape else [])]
     started = time.perf_counter()
@@ -118,8 +137,9 @@ def run(
     stores: Path,
     retune: list[str] | None = None,
     source: Path | None = None,
+    tuners: list[str] | None = None,
 ) -> dict[str, Any]:
-    tuners = auto_tuners()
+    tuners = tuners or auto_tuners()
     walls: dict[str, float] = {}
     for seed in range(seeds):
         db = store_path(stores, problem, trials, seed)
@@ -158,29 +178,30 @@ def score(
         db = store_path(stores, problem, trials, seed)
         with Store(db, create=False) as store:
             by_name = {s.name: s for s in store.sessions()}
-            records = [by_name[session_name(t, seed)] for t in tuners]
-            runs = {r.tuner: primary_run(store, r)[1] for r in records}
-            viewed = compare_scores(store, records)  # what the Compare view says of them, at the full budget
+            # by the tuner as --tuners names it: two of them may be one tuner with other options
+            records = {t: by_name[session_name(t, seed)] for t in tuners}
+            runs = {t: primary_run(store, r)[1] for t, r in records.items()}
+            viewed = compare_scores(store, list(records.values()))  # the Compare view's, at the full budget
         for budget in budgets:
             cut = {tuner: run[:budget] for tuner, run in runs.items()}
             ok = [v for run in cut.values() for v in run if v is not None]
             baseline = sampled_baseline(cut["random"], optimum=min(ok), fill=max(ok), budget=budget)
-            for r in records:
-                p = aggregate(score_curve(cut[r.tuner], baseline, budget))
+            for tuner, r in records.items():
+                p = aggregate(score_curve(cut[tuner], baseline, budget))
                 if budget == viewed.budget:
                     shown = viewed.scores[viewed.session_ids.index(r.id)]
                     assert (shown is None and math.isnan(p)) or math.isclose(p, shown or 0.0, abs_tol=1e-12)
-                found = [v for v in cut[r.tuner] if v is not None]
+                found = [v for v in cut[tuner] if v is not None]
                 per_seed.append({
                     "seed": seed,
-                    "tuner": r.tuner,
+                    "tuner": tuner,
                     "budget": budget,
-                    "trials": len(runs[r.tuner]),
+                    "trials": len(runs[tuner]),
                     "P": None if math.isnan(p) else p,
                     "best_ms": min(found) if found else None,
-                    "failed": len(cut[r.tuner]) - len(found),
+                    "failed": len(cut[tuner]) - len(found),
                     # the session's own span (created to last written) where this run did not tune it
-                    "wall_s": walls.get(session_name(r.tuner, seed), r.updated_at - r.created_at),
+                    "wall_s": walls.get(session_name(tuner, seed), r.updated_at - r.created_at),
                 })  # fmt: skip
     return {
         "problem": problem,
@@ -326,15 +347,29 @@ def main(argv: list[str] | None = None) -> int:
         help="tune only these tuners again (comma-separated), into stores copied from --from without them",
     )
     parser.add_argument("--from", dest="source", type=Path, help="the stores --retune copies")
+    parser.add_argument(
+        "--tuners",
+        type=lambda text: [t for t in text.split(",") if t],
+        help="only these (comma-separated; random among them; options as ucb:split=share), default every "
+        "auto tuner; with --label",
+    )
+    parser.add_argument(
+        "--label", help="a side experiment: results to auto_tuners_<problem>_<trials>_<label>.json"
+    )
     parser.add_argument("--render", action="store_true", help="print the tables of the result files")
     args = parser.parse_args(argv)
     if bool(args.retune) != bool(args.source):
         parser.error("--retune and --from go together")
     if args.retune and args.source.resolve() == args.stores.resolve():
         parser.error("--from must be other stores than --stores: the sessions before stay where they are")
-    unknown = sorted(set(args.retune or ()) - set(auto_tuners()))
-    if unknown:
-        parser.error(f"--retune: not a tuner of auto spaces here: {', '.join(unknown)}")
+    if args.tuners and not args.label:
+        parser.error("--tuners needs --label: the main result files hold every tuner")
+    if args.tuners and "random" not in args.tuners:
+        parser.error("--tuners: random must be among them (every score is against it)")
+    for flag, named in (("--retune", args.retune), ("--tuners", args.tuners)):
+        unknown = sorted({tuner_spec(t)[0] for t in named or ()} - set(auto_tuners()))
+        if unknown:
+            parser.error(f"{flag}: not a tuner of auto spaces here: {', '.join(unknown)}")
     if args.render:
         for path in sorted(RESULTS.glob("auto_tuners_*.json")):
             if path.stem.endswith("_remeasured"):  # remeasure_bests.py's: it renders them
@@ -349,9 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.problem is None:
         parser.error("--problem is needed (or --render)")
     args.stores.mkdir(parents=True, exist_ok=True)
-    doc = run(args.problem, args.seeds, args.trials, args.stores, args.retune, args.source)
+    doc = run(args.problem, args.seeds, args.trials, args.stores, args.retune, args.source, args.tuners)
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"auto_tuners_{args.problem}_{args.trials}.json"
+    out = RESULTS / result_name(args.problem, args.trials, args.label)
     out.write_text(json.dumps(doc, indent=1))
     print(table(doc))
     return 0

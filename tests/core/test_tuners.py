@@ -133,6 +133,7 @@ def test_options_default_and_override():
         ("ucb", {"arms": ""}),
         ("ucb", {"c": -1}),
         ("ucb", {"window": 0}),
+        ("ucb", {"split": "even"}),
         ("rl", {"num_agents": 0}),
         ("rl", {"pool_size": 2}),
         ("rl", {"epsilon": 2.0}),
@@ -473,6 +474,48 @@ def test_ucb_gives_the_budget_to_the_arm_that_improves_and_says_why(gemm):
     assert "batches improved the best) against grid " in pick
     assert tuner.last_pick == said[-1]
     assert all("\n" not in line for line in said)
+
+
+def test_ucb_shared_batches_lean_to_the_arm_that_improves(gemm):
+    """split=share: the first batch is split evenly between the untried arms, later ones in proportion to
+    the bounds; grid never improves on xgb's best, so xgb's part grows and grid keeps a small one."""
+    space, runner = gemm
+    tuner = new_tuner("ucb", space, seed=0, arms="grid,xgb", split="share")
+    said: list[str] = []
+    tuner.report = said.append
+    history = replay_tune(tuner, runner, budget=12 * 8, batch=8)
+    assert len(history) == 96 and len({space.key(o.config) for o in history}) == 96
+    assert said[0] == "ucb: batch shared grid 4, xgb 4, not tried yet"
+    assert tuner.pulls == [12, 12]  # both had a part of every batch
+    assert not any(r > 0 for r in tuner.rewards[0]) and sum(r > 0 for r in tuner.rewards[1]) >= 3
+    last = said[-1]
+    assert last.startswith("ucb: batch shared grid ") and "xgb " in last and "improved the best)" in last
+    grid_part = int(last.split("grid ")[1].split(" ")[0])
+    assert 1 <= grid_part <= 3  # less than half, never nothing
+    assert all("\n" not in line for line in said)
+
+
+def test_ucb_shares_follow_the_bounds():
+    space, _ = tiny_replay()
+    tuner = make_tuner("ucb", space, seed=0, split="share")
+    assert tuner.shares(8) == [3, 3, 2]  # untried: evenly, the remainder to the earlier arms
+    tuner.pulls, tuner.rewards = [3, 3, 3], [[0.0, 0.0], [0.1, 0.0], [0.2, 0.1]]
+    bounds = tuner.bounds()
+    parts = tuner.shares(8)
+    assert sum(parts) == 8 and parts == sorted(parts)  # random < genetic < xgb, as their bounds
+    assert all(abs(k - 8 * b / sum(bounds)) < 1 for k, b in zip(parts, bounds, strict=True))
+    assert tuner.shares(1) == [0, 0, 1]
+
+
+def test_ucb_shared_state_resumes(gemm):
+    space, runner = gemm
+    tuner = new_tuner("ucb", space, seed=3, split="share")
+    replay_tune(tuner, runner, budget=40, batch=8)
+    state = json.loads(json.dumps(tuner.state_dict()))
+    fresh = new_tuner("ucb", space, seed=3, split="share")
+    fresh.load_state_dict(state)
+    assert fresh.pulls == tuner.pulls and fresh.rewards == tuner.rewards
+    assert fresh.shares(8) == tuner.shares(8)
 
 
 def test_ucb_every_arm_learns_from_every_measurement(gemm):

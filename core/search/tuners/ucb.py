@@ -1,5 +1,6 @@
 """A bandit over search policies: each batch goes to the policy (an "arm": random, genetic, xgb, ...) with
-the highest upper confidence bound on its recent improvement (sliding-window UCB1).
+the highest upper confidence bound on its recent improvement (sliding-window UCB1), or with
+``split="share"`` is shared between them in proportion to their bounds.
 
 An arm's reward for a batch it proposed is 1 when the batch improved the best latency so far, else 0 (the
 gain itself, as a share of the best before, is kept in the state for the record: one early gain of 50 %
@@ -7,6 +8,11 @@ would otherwise dwarf every later one of 2 %). An arm's bound is the share of it
 that improved the best, plus `c` * sqrt(ln(batches) / its batches): a policy that stopped finding better
 configs loses the budget to the others, one that was rarely tried gets it back. Arms never tried go first,
 in order.
+
+A session of 64 trials in batches of 8 has 8 batches: with ``split="batch"`` three of them go to trying
+each arm once, and the five left follow a bound that rests on one or two batches per arm. Shared, every
+batch has a part for each arm (the first is split evenly), the part an arm has more of the more often it
+improved, and an arm is rewarded for a batch when its part beat the best before the batch.
 
 Every arm is told every measurement, whichever arm proposed it, so each learns from the whole session and
 none proposes a config another already measured. `last_pick` says in words why the last batch went where
@@ -38,7 +44,12 @@ class UCBTuner(Tuner):
     description = (
         "A bandit giving each batch to the policy (random, genetic, xgb) with the best UCB on recent gains."
     )
-    default_options: ClassVar[dict[str, Any]] = {"arms": "random,genetic,xgb", "c": 0.3, "window": 8}
+    default_options: ClassVar[dict[str, Any]] = {
+        "arms": "random,genetic,xgb",
+        "c": 0.3,
+        "window": 8,
+        "split": "batch",
+    }
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
         super().__init__(space, seed=seed, cost_model=cost_model, **options)
@@ -46,6 +57,7 @@ class UCBTuner(Tuner):
         self.arm_names = [a.strip() for a in str(opts["arms"]).split(",") if a.strip()]
         self.c = float(opts["c"])
         self.window = int(opts["window"])
+        self.split = str(opts["split"])
         self._check()
         # Each arm its own seed; the xgb arm the shared cost model when the session gives one.
         self.arms: list[Tuner] = [
@@ -75,6 +87,8 @@ class UCBTuner(Tuner):
             raise TunerError(f"ucb: c must be 0 or more; got {self.c}")
         if self.window < 1:
             raise TunerError(f"ucb: window must be at least 1; got {self.window}")
+        if self.split not in ("batch", "share"):
+            raise TunerError(f"ucb: split must be batch or share; got {shown(self.split)}")
 
     # ---- the bandit -------------------------------------------------------------------------------
     def bounds(self) -> list[float]:
@@ -118,27 +132,83 @@ class UCBTuner(Tuner):
     def ask(self, n: int) -> list[Config]:
         if n <= 0:
             return []
-        order = [self._pick()]
-        # An arm with nothing left (its own notion of exhausted) hands over to the others in bound order.
-        order += [int(i) for i in np.argsort([-b for b in self.bounds()], kind="stable") if i != order[0]]
-        out: list[Config] = []
-        for arm in order:
-            for config in self.arms[arm].ask(n - len(out)):
-                key = self.space.key(config)
-                if key in self._seen:
-                    continue  # handed out by another arm and not told yet
-                self._seen.add(key)
-                self._owner[key] = arm
-                out.append(config)
-            if out:
-                self.pulls[arm] += 1
-                break
+        out = self._ask_batch(n) if self.split == "batch" else self._ask_shared(n)
         if len(out) < n:
             taken = {self.space.key(c) for c in out}
             for config in draw_unseen(self.space, self.rng, n - len(out), AnyOf(self._seen, taken)):
                 self._seen.add(self.space.key(config))
                 out.append(config)
         return out
+
+    def _take(self, arm: int, n: int, out: list[Config]) -> int:
+        """Up to ``n`` of the arm's proposals not handed out yet, appended to ``out``; how many."""
+        taken = 0
+        for config in self.arms[arm].ask(n):
+            key = self.space.key(config)
+            if key in self._seen:
+                continue  # handed out by another arm and not told yet
+            self._seen.add(key)
+            self._owner[key] = arm
+            out.append(config)
+            taken += 1
+        return taken
+
+    def _ask_batch(self, n: int) -> list[Config]:
+        order = [self._pick()]
+        # An arm with nothing left (its own notion of exhausted) hands over to the others in bound order.
+        order += [int(i) for i in np.argsort([-b for b in self.bounds()], kind="stable") if i != order[0]]
+        out: list[Config] = []
+        for arm in order:
+            if self._take(arm, n - len(out), out):
+                self.pulls[arm] += 1
+                break
+        return out
+
+    def shares(self, n: int) -> list[int]:
+        """How many of a batch of ``n`` each arm gets: evenly among the arms never tried while there are
+        any, else in proportion to the bounds (largest remainders; ties to the earlier arm)."""
+        bounds = self.bounds()
+        weights = [1.0 if math.isinf(b) else 0.0 for b in bounds]
+        if not any(weights):
+            weights = [max(b, 0.0) for b in bounds]
+        if not any(weights):
+            weights = [1.0] * len(bounds)
+        quotas = [n * w / sum(weights) for w in weights]
+        out = [math.floor(q) for q in quotas]
+        by_remainder = sorted(range(len(quotas)), key=lambda i: (out[i] - quotas[i], i))
+        for i in by_remainder[: n - sum(out)]:
+            out[i] += 1
+        return out
+
+    def _ask_shared(self, n: int) -> list[Config]:
+        bounds, parts = self.bounds(), self.shares(n)
+        out: list[Config] = []
+        got = [0] * len(self.arms)
+        for arm in sorted(range(len(self.arms)), key=lambda i: -parts[i]):
+            if parts[arm]:
+                got[arm] = self._take(arm, parts[arm], out)
+        # An arm short of its part (its own notion of exhausted) leaves it to the others, larger parts first.
+        for arm in sorted(range(len(self.arms)), key=lambda i: -parts[i]):
+            if len(out) < n:
+                got[arm] += self._take(arm, n - len(out), out)
+        for arm, k in enumerate(got):
+            self.pulls[arm] += k > 0
+        self.last_pick = "ucb: batch shared " + ", ".join(
+            f"{name} {k}" + ("" if math.isinf(b) else f" (bound {b:.2f}: {self._record(i)})")
+            for i, (name, k, b) in enumerate(zip(self.arm_names, got, bounds, strict=True))
+            if k
+        )
+        if all(math.isinf(b) for b, k in zip(bounds, got, strict=True) if k):
+            self.last_pick += ", not tried yet"
+        if self.report is not None:
+            self.report(self.last_pick)
+        return out
+
+    def _record(self, arm: int) -> str:
+        recent = self.rewards[arm][-self.window :]
+        if not recent:
+            return "no batch to judge yet"
+        return f"{sum(r > 0 for r in recent)} of its last {len(recent)} improved the best"
 
     def tell(self, observations: list[Observation]) -> None:
         for tuner in self.arms:
@@ -153,16 +223,17 @@ class UCBTuner(Tuner):
                 by_arm.setdefault(owner, []).append(lat)
             elif not math.isnan(lat) and (self.best is None or lat < self.best):
                 self.best = lat  # another session's, or a resumed one's: no arm earned it
+        # Each arm's part of the batch against the best before it (a shared batch's arms against one bar).
+        bar = self.best
         for arm, latencies in by_arm.items():
             ok = [lat for lat in latencies if not math.isnan(lat)]
             batch_best = min(ok) if ok else None
-            if self.best is None:
-                self.best = batch_best  # the first batch sets the bar: nothing to improve on yet
-                continue
-            improved = batch_best is not None and batch_best < self.best
-            self.rewards[arm].append((self.best - batch_best) / self.best if improved else 0.0)  # type: ignore[operator]
-            if improved:
+            if batch_best is not None and (self.best is None or batch_best < self.best):
                 self.best = batch_best
+            if bar is None:
+                continue  # the first batch sets the bar: nothing to improve on yet
+            improved = batch_best is not None and batch_best < bar
+            self.rewards[arm].append((bar - batch_best) / bar if improved else 0.0)  # type: ignore[operator]
 
     # ---- resume -----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
