@@ -14,7 +14,10 @@ reads those figures and gives each candidate cause a *share*: the relative slowd
 * ``clocks``: among the runs without neighbours, throttled runs against the rest; else the slow
   half of the runs by CPU clock against the fast half, when the kernel's time follows the clock
   (correlation below -0.5); else the reference BLAS kernel each process times: when it moved
-  between the runs as the kernel did (correlation above 0.5), the machine moved, not the kernel.
+  with the kernel beyond chance (correlation above 0.5, reached by under 5 % of shuffles of the
+  reference), the machine moved, not the kernel; its share is what the runs where the reference ran
+  slower lost against the rest, judged against :data:`TOLERANCE` alone (the runs' noise is the spread
+  it would explain).
 * ``first_run``: the first timed sample of each process against the rest of its samples (first-run
   cost leaking into the steady figures). The cold call (module load, thread pool start, first-touch
   allocation) is stated beside it: a once-per-process cost that warm-up hides, not a spread of the
