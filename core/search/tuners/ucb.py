@@ -11,8 +11,9 @@ in order.
 
 A session of 64 trials in batches of 8 has 8 batches: with ``split="batch"`` three of them go to trying
 each arm once, and the five left follow a bound that rests on one or two batches per arm. Shared, every
-batch has a part for each arm (the first is split evenly), the part an arm has more of the more often it
-improved, and an arm is rewarded for a batch when its part beat the best before the batch.
+batch has a part for each arm (the first is split evenly), an arm's part the larger the more often it
+improved, and an arm is rewarded for a batch when its part beat the best before the batch. Measured on
+both auto problems at 64 trials it finds kernels as fast as ``batch`` (BENCHMARKS.md), in more time.
 
 Every arm is told every measurement, whichever arm proposed it, so each learns from the whole session and
 none proposes a config another already measured. `last_pick` says in words why the last batch went where
