@@ -52,10 +52,7 @@ def clocks_cause(runs: list[Run], tolerance: float) -> JitterCause:
         r_freq = pearson(freqs, [r.median_ms for r in clocked])
         evidence.update(cpu_freq_mhz_min=min(freqs), cpu_freq_mhz_max=max(freqs), freq_correlation=r_freq)
         if r_freq is not None and r_freq < -CORRELATED:
-            by_freq = sorted(clocked, key=lambda r: r.freq or 0.0)
-            half = len(by_freq) // 2
-            slow, fast = by_freq[:half], by_freq[len(by_freq) - half :]
-            share = med_of([r.median_ms for r in slow]) / med_of([r.median_ms for r in fast]) - 1
+            share = slow_half_share(sorted(clocked, key=lambda r: r.freq or 0.0)[::-1])  # slow-clocked last
             evidence["freq_share"] = share
             findings.append(
                 (
@@ -70,7 +67,7 @@ def clocks_cause(runs: list[Run], tolerance: float) -> JitterCause:
         reference = reference_finding(refs)
         evidence.update(reference.evidence)
         if reference.sentence:
-            findings.append((reference.share, reference.sentence, reference.tolerance))
+            findings.append((reference.share, reference.sentence, TOLERANCE))
     if not findings:
         parts = []
         if "reference_range" in evidence:
@@ -91,15 +88,22 @@ def clocks_cause(runs: list[Run], tolerance: float) -> JitterCause:
     return JitterCause("clocks", share, tolerance, explains, sentence, evidence)
 
 
+def slow_half_share(ranked: list[Run]) -> float:
+    """The kernel's median over the last half of ``ranked`` (the runs expected slowest) against its median
+    over the first half, less 1 (an odd run out in the middle)."""
+    half = len(ranked) // 2
+    slow, fast = ranked[len(ranked) - half :], ranked[:half]
+    return med_of([r.median_ms for r in slow]) / med_of([r.median_ms for r in fast]) - 1
+
+
 @dataclass(frozen=True, slots=True)
 class ReferenceFinding:
     """What the reference kernel says of the runs: a sentence when it moved with the kernel beyond chance
-    (``share``: the kernel's slow-reference half against its fast-reference half, judged by ``tolerance``),
+    (``share``: the kernel's slow-reference half against its fast-reference half, judged by :data:`TOLERANCE`),
     and the figures either way."""
 
     share: float
     sentence: str
-    tolerance: float
     evidence: dict[str, Any]
 
 
@@ -122,22 +126,20 @@ def reference_finding(refs: list[Run]) -> ReferenceFinding:
         reference_range=ref_range, kernel_range=kernel_range, reference_correlation=r_ref
     )
     if r_ref is None or r_ref <= CORRELATED or len(refs) < 4:
-        return ReferenceFinding(0.0, "", TOLERANCE, evidence)
+        return ReferenceFinding(0.0, "", evidence)
     chance = _chance_of(ref_ms, ker_ms, r_ref)
-    by_ref = sorted(refs, key=lambda r: float(r.reference_ms or 0.0))
-    half = len(by_ref) // 2
-    slow, fast = by_ref[len(by_ref) - half :], by_ref[:half]
-    share = med_of([r.median_ms for r in slow]) / med_of([r.median_ms for r in fast]) - 1
+    half = len(refs) // 2
+    share = slow_half_share(sorted(refs, key=lambda r: float(r.reference_ms or 0.0)))
     evidence.update(reference_chance=chance, reference_share=share)
     if chance >= CHANCE_P:
-        return ReferenceFinding(0.0, "", TOLERANCE, evidence)
+        return ReferenceFinding(0.0, "", evidence)
     sentence = (
         f"the reference BLAS kernel moved with the kernel (r = {r_ref:.2f}, by chance in {chance:.1%} of "
         f"shuffles): the {half} runs where it ran slower ran {pct(share)} slower than the {half} where it "
         f"ran faster (the reference moved by {pct(ref_range)}, the kernel by {pct(kernel_range)}): the "
         "machine moved, not the kernel"
     )
-    return ReferenceFinding(share, sentence, TOLERANCE, evidence)
+    return ReferenceFinding(share, sentence, evidence)
 
 
 def _chance_of(xs: list[float], ys: list[float], r: float) -> float:

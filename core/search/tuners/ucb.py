@@ -185,11 +185,12 @@ class UCBTuner(Tuner):
         bounds, parts = self.bounds(), self.shares(n)
         out: list[Config] = []
         got = [0] * len(self.arms)
-        for arm in sorted(range(len(self.arms)), key=lambda i: -parts[i]):
+        larger_first = sorted(range(len(self.arms)), key=lambda i: -parts[i])
+        for arm in larger_first:
             if parts[arm]:
                 got[arm] = self._take(arm, parts[arm], out)
         # An arm short of its part (its own notion of exhausted) leaves it to the others, larger parts first.
-        for arm in sorted(range(len(self.arms)), key=lambda i: -parts[i]):
+        for arm in larger_first:
             if len(out) < n:
                 got[arm] += self._take(arm, n - len(out), out)
         for arm, k in enumerate(got):
