@@ -4,6 +4,7 @@ session shown and selected; a bad folder is a message, not a crash."""
 from __future__ import annotations
 
 import pytest
+import shiboken6
 
 from tests.core.specs import quick_spec
 from tunelab.app.main_window import MainWindow
@@ -37,6 +38,14 @@ def _window(qtbot, store, settings) -> MainWindow:
     return window
 
 
+def _wait_until_ended(qtbot, worker, timeout_ms: int) -> None:
+    """Wait for an import worker the window has already started. Not ``waitSignal(worker.finished)``:
+    it connects only when entered, and a worker that fails at once (a folder without a database) can
+    finish before that, so the signal is missed and the wait runs to its timeout. The window deletes
+    the worker (deleteLater) once its ``finished`` reaches the GUI thread."""
+    qtbot.waitUntil(lambda: not shiboken6.isValid(worker) or worker.isFinished(), timeout=timeout_ms)
+
+
 def test_import_a_metaschedule_run_from_the_window(qtbot, store_copy, settings, database_folder):
     folder, best_ms = database_folder
     window = _window(qtbot, store_copy, settings)
@@ -44,8 +53,7 @@ def test_import_a_metaschedule_run_from_the_window(qtbot, store_copy, settings, 
     before = {r.id for r in store_copy.sessions()}
     worker = window.import_run(str(folder))
     assert worker is not None
-    with qtbot.waitSignal(worker.finished, timeout=120_000):
-        pass
+    _wait_until_ended(qtbot, worker, 120_000)
     qtbot.waitUntil(lambda: "Imported 1 session" in window.message_bar.text, timeout=10_000)
     (new_id,) = {r.id for r in store_copy.sessions()} - before
     record = store_copy.session(new_id)
@@ -59,8 +67,7 @@ def test_importing_a_folder_without_a_database_is_a_message(qtbot, store_copy, s
     before = [r.id for r in store_copy.sessions()]
     worker = window.import_run(str(tmp_path))
     assert worker is not None
-    with qtbot.waitSignal(worker.finished, timeout=60_000):
-        pass
+    _wait_until_ended(qtbot, worker, 60_000)
     qtbot.waitUntil(lambda: window.message_bar.level == "error", timeout=10_000)
     assert "holds no MetaSchedule database" in window.message_bar.text
     assert [r.id for r in store_copy.sessions()] == before
