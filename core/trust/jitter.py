@@ -13,7 +13,8 @@ reads those figures and gives each candidate cause a *share*: the relative slowd
   the figure the session recorded (if it was recorded on a quiet machine) is the baseline.
 * ``clocks``: among the runs without neighbours, throttled runs against the rest; else the slow
   half of the runs by CPU clock against the fast half, when the kernel's time follows the clock
-  (correlation below -0.5); else the reference BLAS kernel each process times: when it moved
+  (correlation below -0.5); else the reference BLAS kernel each process times right before and after
+  the kernel's window: when it moved
   with the kernel beyond chance (correlation above 0.5, reached by under 5 % of shuffles of the
   reference), the machine moved, not the kernel; its share is what the runs where the reference ran
   slower lost against the rest, judged against :data:`TOLERANCE` alone (the runs' noise is the spread

@@ -130,6 +130,9 @@ def test_session_report_interleaves_fresh_processes(tuned):
     }
     first, second = report.schedules[0].measurements, report.schedules[1].measurements
     assert all(a.pid == b.pid for a, b in zip(first, second, strict=True))  # same process measures both
+    # each schedule's reference kernel is its own, timed beside its window: not one per process
+    assert all(a.reference_ms > 0 and b.reference_ms > 0 for a, b in zip(first, second, strict=True))
+    assert all(a.reference_ms != b.reference_ms for a, b in zip(first, second, strict=True))
     assert report.ranking.holds in (True, False) and len(report.ranking.recorded_order) == 2
     assert report.shapes[0].shape == SMALL.shape
     with pytest.raises(TunelabError):

@@ -271,10 +271,7 @@ def _talk(
     for line in stdout.decode(errors="replace").splitlines():
         if line.startswith(RESULT_MARK):
             doc = json.loads(line[len(RESULT_MARK) :])
-            return {
-                m["index"]: dict(m, pid=doc["pid"], reference_ms=doc.get("reference_ms"))
-                for m in doc["results"]
-            }
+            return {m["index"]: dict(m, pid=doc["pid"]) for m in doc["results"]}
     why = f"the worker died (code {proc.returncode})"
     tail = _stderr_tail(folder, run)
     return {i: {"ok": False, "error": why + (f": {tail}" if tail else "")} for i in order}

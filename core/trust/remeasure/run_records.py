@@ -49,8 +49,9 @@ class RecordedTelemetry(JsonRecord):
 class Measurement(JsonRecord):
     """One schedule measured in one fresh process (run ``run``, at ``position`` in its order).
 
-    ``layout_ms`` (the median per buffer layout) and ``reference_ms`` (the reference kernel in that
-    process) feed the schedule's figures and are not kept per run in the document."""
+    ``layout_ms`` (the median per buffer layout) and ``reference_ms`` (the reference kernel timed right
+    before and after its window in that process) feed the schedule's figures and are not kept per run in
+    the document."""
 
     run: int
     position: int

@@ -26,6 +26,7 @@ from tunelab.core.measure.placement import DEFAULT_LAYOUT, placed_tensors
 from tunelab.core.measure.timing import kernel_timer, time_callable
 
 RESULT_MARK = "TUNELAB-RESULT "
+REFERENCE_SAMPLES = 5  # reference samples on each side of a kernel's window (each at least 10 ms)
 PLANTED_SLOWDOWN = (
     4  # kernel calls per timed call of a layout planted as slow (TUNELAB_PLANT_FAULT=slowlayout@...)
 )
@@ -94,8 +95,10 @@ def timed_result(
     cold_ms: float,
     t0: float,
     t1: float,
+    reference_ms: float | None = None,
 ) -> dict[str, Any]:
-    """A schedule that ran and checked out, as a worker reports it (its samples in ms)."""
+    """A schedule that ran and checked out, as a worker reports it (its samples in ms; ``reference_ms``:
+    the reference kernel timed beside its window, None where none runs, as on an RPC server)."""
     return {
         "ok": True,
         "error": None,
@@ -105,6 +108,7 @@ def timed_result(
         "cold_ms": cold_ms,
         "t0": t0,
         "t1": t1,
+        "reference_ms": reference_ms,
     }
 
 
@@ -119,28 +123,25 @@ def _worker(job_path: str) -> int:
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     order = json.loads(sys.stdin.readline())
-    # Before any kernel of ours: TVM's pool threads spin for a while after each parallel kernel.
-    reference_ms = reference_kernel_ms()
     results = []
     for index in order:
         result = _worker_measure(tvm, dev, job, job["items"][index], inputs, expected)
         result["index"] = index
         results.append(result)
-    doc = {"pid": os.getpid(), "results": results, "reference_ms": reference_ms}
+    doc = {"pid": os.getpid(), "results": results}
     sys.stdout.write(RESULT_MARK + json.dumps(doc) + "\n")
     sys.stdout.flush()
     return 0
 
 
-def reference_kernel_ms(samples: int = 9, min_sample_ms: float = 10.0) -> float:
-    """The median time (ms) of a fixed reference kernel, NumPy's BLAS on a 256^3 float32 product (one
-    BLAS thread in a worker: two threads on a small product make a noisy ruler). Measured with every
-    validation run and confirmation, it tells "the machine got slower" (other tenants of a virtual
+def reference_samples_ms(samples: int = REFERENCE_SAMPLES, min_sample_ms: float = 10.0) -> list[float]:
+    """Samples (ms) of a fixed reference kernel, NumPy's BLAS on a 256^3 float32 product (one BLAS thread
+    in a worker: two threads on a small product make a noisy ruler). Timed beside every kernel's window in
+    every validation run and confirmation, it tells "the machine got slower" (other tenants of a virtual
     machine's host, clock limits: things no process list shows) from "the schedule got slower"."""
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
-    times = time_callable(lambda: a @ b, number=1, repeat=samples, min_repeat_ms=min_sample_ms, warmup=3)
-    return float(statistics.median(times))
+    return time_callable(lambda: a @ b, number=1, repeat=samples, min_repeat_ms=min_sample_ms, warmup=3)
 
 
 def _worker_measure(
@@ -180,16 +181,23 @@ def _worker_measure(
             )
             return [x * 1e-3 for x in slowed]
 
+        # The reference right before and right after the window: a machine slowed in episodes of seconds
+        # (a VM's vCPU on a busy host) is caught by a reference timed within the same seconds, not by one
+        # timed once per process. TVM's pool threads no longer spin after the kernel: a worker inherits
+        # the short spin count (tunelab.core.measure.threads), so they do not slow the one after it.
+        reference_before = reference_samples_ms()
         t0 = time.time()
         samples_s = timed(layouts[0], args)
         t1 = time.time()
+        reference_after = reference_samples_ms()
+        reference_ms = float(statistics.median(reference_before + reference_after))
         layout_ms = {layouts[0]: float(statistics.median(samples_s)) * 1e3}
         for layout in layouts[1:]:  # the same kernel with its buffers placed otherwise: placement sensitivity
             other = placed_tensors(arrays, dev, layout)
             func(*other)
             dev.sync()
             layout_ms[layout] = float(statistics.median(timed(layout, other))) * 1e3
-        return timed_result(samples_s, layout_ms, load_ms, cold_ms, t0, t1)
+        return timed_result(samples_s, layout_ms, load_ms, cold_ms, t0, t1, reference_ms)
     except Exception as exc:  # noqa: BLE001 - a crash of one kernel is reported, the others still run
         return {"ok": False, "error": f"run error: {error_text(exc)}"}
 
