@@ -11,14 +11,16 @@ reads those figures and gives each candidate cause a *share*: the relative slowd
 * ``neighbours``: the runs during which telemetry saw another busy process against the runs it did
   not: busy median / other median - 1, naming the pids and process names. When every run was busy,
   the figure the session recorded (if it was recorded on a quiet machine) is the baseline.
-* ``clocks``: among the runs without neighbours, throttled runs against the rest; else the slow
-  half of the runs by CPU clock against the fast half, when the kernel's time follows the clock
-  (correlation below -0.5); else the reference BLAS kernel each process times right before and after
-  the kernel's window: when it moved
-  with the kernel beyond chance (correlation above 0.5, reached by under 5 % of shuffles of the
-  reference), the machine moved, not the kernel; its share is what the runs where the reference ran
-  slower lost against the rest, judged against :data:`TOLERANCE` alone (the runs' noise is the spread
-  it would explain).
+* ``clocks``: among the runs without neighbours, the largest of four findings. Throttled runs against
+  the rest. The slow half of the runs by CPU clock against the fast half, when the kernel's time
+  follows the clock (correlation below -0.5). The reference BLAS kernel each process times right
+  before and after the kernel's window: when it moved with the kernel beyond chance (correlation above
+  0.5, reached by under 5 % of shuffles of the reference), the machine moved, not the kernel; its
+  share is what the runs where the reference ran slower lost against the rest, judged against
+  :data:`TOLERANCE` alone (the runs' noise is the spread it would explain). The kernel against itself:
+  each process times it again after its other layouts, and when it changed speed within processes
+  (the half that changed most, slower window over faster, beyond :data:`NOISE_FACTOR` times the
+  spread within a window), the machine moved in episodes that no reading shows.
 * ``first_run``: the first timed sample of each process against the rest of its samples (first-run
   cost leaking into the steady figures). The cold call (module load, thread pool start, first-touch
   allocation) is stated beside it: a once-per-process cost that warm-up hides, not a spread of the

@@ -63,16 +63,24 @@ def clocks_cause(runs: list[Run], tolerance: float) -> JitterCause:
                 )
             )
     refs = [r for r in runs if r.reference_ms]
-    if len(refs) >= 2:
-        reference = reference_finding(refs)
-        evidence.update(reference.evidence)
-        if reference.sentence:
-            findings.append((reference.share, reference.sentence, TOLERANCE))
+    again = [r for r in runs if r.again_ms]
+    for finding in (
+        reference_finding(refs) if len(refs) >= 2 else None,
+        episodes_finding(again) if len(again) >= 2 else None,
+    ):
+        if finding is not None:
+            evidence.update(finding.evidence)
+            if finding.sentence:
+                findings.append((finding.share, finding.sentence, finding.tolerance))
     if not findings:
         parts = []
         if "reference_range" in evidence:
             parts.append(
                 f"the reference BLAS kernel held within {pct(evidence['reference_range'])} across the runs"
+            )
+        if "within_process_share" in evidence:
+            parts.append(
+                f"each process's two windows of the kernel agreed within {pct(evidence['within_process_share'])}"
             )
         if "cpu_freq_mhz_min" in evidence:
             parts.append(
@@ -97,17 +105,18 @@ def slow_half_share(ranked: list[Run]) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class ReferenceFinding:
-    """What the reference kernel says of the runs: a sentence when it moved with the kernel beyond chance
-    (``share``: the kernel's slow-reference half against its fast-reference half, judged by :data:`TOLERANCE`),
-    and the figures either way."""
+class MachineFinding:
+    """What one reading of the machine says of the runs: a sentence when it found the machine moving
+    (``share``: how much slower the kernel ran under it, judged by ``tolerance``), and the figures
+    either way (an empty sentence: no finding)."""
 
     share: float
     sentence: str
     evidence: dict[str, Any]
+    tolerance: float = TOLERANCE
 
 
-def reference_finding(refs: list[Run]) -> ReferenceFinding:
+def reference_finding(refs: list[Run]) -> MachineFinding:
     """The reference BLAS kernel against the kernel, run by run.
 
     A one-thread reference under a machine slowed in episodes (a VM's vCPU slowed on its host) moves less
@@ -126,20 +135,60 @@ def reference_finding(refs: list[Run]) -> ReferenceFinding:
         reference_range=ref_range, kernel_range=kernel_range, reference_correlation=r_ref
     )
     if r_ref is None or r_ref <= CORRELATED or len(refs) < 4:
-        return ReferenceFinding(0.0, "", evidence)
+        return MachineFinding(0.0, "", evidence)
     chance = _chance_of(ref_ms, ker_ms, r_ref)
     half = len(refs) // 2
     share = slow_half_share(sorted(refs, key=lambda r: float(r.reference_ms or 0.0)))
     evidence.update(reference_chance=chance, reference_share=share)
     if chance >= CHANCE_P:
-        return ReferenceFinding(0.0, "", evidence)
+        return MachineFinding(0.0, "", evidence)
     sentence = (
         f"the reference BLAS kernel moved with the kernel (r = {r_ref:.2f}, by chance in {chance:.1%} of "
         f"shuffles): the {half} runs where it ran slower ran {pct(share)} slower than the {half} where it "
         f"ran faster (the reference moved by {pct(ref_range)}, the kernel by {pct(kernel_range)}): the "
         "machine moved, not the kernel"
     )
-    return ReferenceFinding(share, sentence, evidence)
+    return MachineFinding(share, sentence, evidence)
+
+
+def episodes_finding(runs: list[Run]) -> MachineFinding:
+    """The kernel against itself, seconds later, in the same process (each run's second window of the
+    recorded layout, timed after its other layouts).
+
+    What is fixed for a process's life (its memory pages, where its threads were placed, what its
+    allocator did) cannot change between two windows of one process; a machine that moves in episodes
+    (a VM's vCPUs slowed on a busy host, seconds at a time) does, and then no process list, clock or
+    throttle reading need show it, and a one-thread reference kernel can miss what slows a kernel on
+    every core. The share is how much slower the processes that changed most ran in their slower window:
+    each process's slower window over its faster one, the median over the half of the processes with the
+    largest such ratio, less 1 (an episode covers some windows, not all). Two windows of one process
+    always differ a little,
+    so its tolerance is :data:`NOISE_FACTOR` times the samples' spread within a window (their median CV),
+    and at least :data:`TOLERANCE`; not the runs' spread, which is what it would explain."""
+    slower = [max(r.median_ms, float(r.again_ms or 0.0)) for r in runs]
+    faster = [min(r.median_ms, float(r.again_ms or 0.0)) for r in runs]
+    within = median([r.within_cv for r in runs if r.within_cv is not None])
+    tolerance = max(TOLERANCE, NOISE_FACTOR * within) if within is not None else TOLERANCE
+    ratios = sorted(s / f for s, f in zip(slower, faster, strict=True))
+    share = med_of(ratios[len(ratios) // 2 :]) - 1
+    moved = sum(r - 1 > tolerance for r in ratios)
+    after = median([r.again_after_s for r in runs if r.again_after_s is not None])
+    evidence: dict[str, Any] = dict(
+        within_process_share=share,
+        within_process_moved=moved,
+        within_process_after_s=after,
+        within_window_cv=within,
+    )
+    if not beyond(share, tolerance):
+        return MachineFinding(0.0, "", evidence, tolerance)
+    later = f"{after:.1f} s later" if after is not None else "later"
+    sentence = (
+        f"the kernel changed speed within its processes: timed again {later} in the same process, "
+        f"{moved} of {len(runs)} runs moved beyond {pct(tolerance)}, and the half that changed most ran "
+        f"{pct(share)} slower in their slower window: the machine moved in episodes that no process list, "
+        "clock or throttle reading here shows"
+    )
+    return MachineFinding(share, sentence, evidence, tolerance)
 
 
 def _chance_of(xs: list[float], ys: list[float], r: float) -> float:

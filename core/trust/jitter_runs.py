@@ -51,6 +51,8 @@ class Run:
     cold_ms: float | None
     layout_ms: dict[str, float]
     watched: bool  # telemetry covered its window
+    again_ms: float | None = None  # a second window of the same process, after its other layouts
+    again_after_s: float | None = None  # how long after the first window it began
 
 
 def runs_of(measurements: Sequence[Measurement]) -> list[Run]:
@@ -78,6 +80,8 @@ def runs_of(measurements: Sequence[Measurement]) -> list[Run]:
                 cold_ms=m.cold_ms,
                 layout_ms=dict(m.layout_ms or {}),
                 watched=w is not None,
+                again_ms=m.again_ms,
+                again_after_s=m.again_t0 - m.t0 if m.again_t0 is not None and m.t0 is not None else None,
             )
         )
     return out

@@ -133,6 +133,8 @@ def test_session_report_interleaves_fresh_processes(tuned):
     # each schedule's reference kernel is its own, timed beside its window: not one per process
     assert all(a.reference_ms > 0 and b.reference_ms > 0 for a, b in zip(first, second, strict=True))
     assert all(a.reference_ms != b.reference_ms for a, b in zip(first, second, strict=True))
+    # and each schedule timed again in the same process, after its other layouts
+    assert all(m.again_ms > 0 and m.again_t0 > m.t1 for m in first + second)
     assert report.ranking.holds in (True, False) and len(report.ranking.recorded_order) == 2
     assert report.shapes[0].shape == SMALL.shape
     with pytest.raises(TunelabError):

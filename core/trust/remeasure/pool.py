@@ -145,6 +145,8 @@ def as_measurement(m: dict[str, Any], run: int, position: int, window: Telemetry
         telemetry=window,
         layout_ms=m.get("layout_ms"),
         reference_ms=m.get("reference_ms"),
+        again_ms=m.get("again_ms"),
+        again_t0=m.get("again_t0"),
         device=m.get("device"),
     )
 

@@ -49,9 +49,10 @@ class RecordedTelemetry(JsonRecord):
 class Measurement(JsonRecord):
     """One schedule measured in one fresh process (run ``run``, at ``position`` in its order).
 
-    ``layout_ms`` (the median per buffer layout) and ``reference_ms`` (the reference kernel timed right
-    before and after its window in that process) feed the schedule's figures and are not kept per run in
-    the document."""
+    ``layout_ms`` (the median per buffer layout), ``reference_ms`` (the reference kernel timed right
+    before and after its window in that process) and ``again_ms`` (the median of a second window of the
+    recorded layout, begun at ``again_t0``, after the other layouts) feed the schedule's figures and the
+    jitter report and are not kept per run in the document."""
 
     run: int
     position: int
@@ -66,9 +67,11 @@ class Measurement(JsonRecord):
     telemetry: TelemetryWindow | None
     layout_ms: dict[str, float] | None = None
     reference_ms: float | None = None
+    again_ms: float | None = None
+    again_t0: float | None = None
     # the RPC server ("HOST:PORT") whose fresh session measured it (tunelab.core.trust.remeasure.remote_pool);
     # None: a worker process on this machine
     device: str | None = None
 
     json_unless_none = frozenset({"device"})
-    json_left_out = frozenset({"layout_ms", "reference_ms"})
+    json_left_out = frozenset({"layout_ms", "reference_ms", "again_ms", "again_t0"})

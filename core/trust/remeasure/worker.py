@@ -197,7 +197,13 @@ def _worker_measure(
             func(*other)
             dev.sync()
             layout_ms[layout] = float(statistics.median(timed(layout, other))) * 1e3
-        return timed_result(samples_s, layout_ms, load_ms, cold_ms, t0, t1, reference_ms)
+        # The recorded layout once more, seconds after its first window, in the same process: a kernel
+        # whose speed changed within its process tells a machine that moved in episodes from processes
+        # that differ (tunelab.core.trust.jitter_machine).
+        again_t0 = time.time()
+        again_ms = float(statistics.median(timed(layouts[0], args))) * 1e3
+        result = timed_result(samples_s, layout_ms, load_ms, cold_ms, t0, t1, reference_ms)
+        return {**result, "again_ms": again_ms, "again_t0": again_t0}
     except Exception as exc:  # noqa: BLE001 - a crash of one kernel is reported, the others still run
         return {"ok": False, "error": f"run error: {error_text(exc)}"}
 

@@ -1,6 +1,7 @@
-"""The validation worker times the reference BLAS kernel right before and right after each schedule's
-timed window, with a real exported kernel and the real reference: a machine slowed in episodes of seconds
-shows in a reference timed within the same seconds (tunelab.core.trust.jitter_machine reads it run by run)."""
+"""The validation worker's windows, with a real exported kernel and the real reference: it times the
+reference BLAS kernel right before and right after each schedule's window (a machine slowed in episodes of
+seconds shows in a reference timed within the same seconds), and the schedule again after its other
+layouts (a kernel that changed speed within its process: tunelab.core.trust.jitter_machine)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ SPEC = small_spec(
 )
 
 
-def test_the_reference_is_timed_right_before_and_after_the_window(tmp_path, monkeypatch):
+def test_the_reference_beside_the_window_and_the_kernel_again_after_the_layouts(tmp_path, monkeypatch):
     import tvm
 
     db = tmp_path / "tunelab.sqlite"
@@ -40,7 +41,7 @@ def test_the_reference_is_timed_right_before_and_after_the_window(tmp_path, monk
     rtol, atol = workload.tolerance(SPEC.dtype, SPEC.shape)
     job = dict(
         device="cpu", rtol=rtol, atol=atol, check=True, number=2, repeat=3, min_repeat_ms=5, warmup=1,
-        cache_flush=False, layouts=[DEFAULT_LAYOUT],
+        cache_flush=False, layouts=[DEFAULT_LAYOUT, "aligned"],
     )  # fmt: skip
     item = {"label": "best", "lib": lib, "outputs": [[[64, 64], "float32"]]}
     timings: list[tuple[float, float, list[float]]] = []  # (start, end, samples) of each reference timing
@@ -60,3 +61,6 @@ def test_the_reference_is_timed_right_before_and_after_the_window(tmp_path, monk
     assert len(before) == len(after) == worker.REFERENCE_SAMPLES
     assert result["reference_ms"] == pytest.approx(statistics.median(before + after))
     assert np.isfinite(result["reference_ms"]) and result["reference_ms"] > 0
+    # the recorded layout timed again, after the other layout, in the same process
+    assert set(result["layout_ms"]) == {DEFAULT_LAYOUT, "aligned"}
+    assert result["again_t0"] >= after_end and result["again_ms"] > 0
