@@ -152,8 +152,8 @@ def reference_finding(refs: list[Run]) -> MachineFinding:
 
 
 def episodes_finding(runs: list[Run]) -> MachineFinding:
-    """The kernel against itself, seconds later, in the same process (each run's second window of the
-    recorded layout, timed after its other layouts).
+    """The kernel against itself, moments later, in the same process (each run's second window of the
+    recorded layout, timed after its other layouts: 0.3 s later for a 12 ms GEMM).
 
     What is fixed for a process's life (its memory pages, where its threads were placed, what its
     allocator did) cannot change between two windows of one process; a machine that moves in episodes
@@ -162,9 +162,9 @@ def episodes_finding(runs: list[Run]) -> MachineFinding:
     every core. The share is how much slower the processes that changed most ran in their slower window:
     each process's slower window over its faster one, the median over the half of the processes with the
     largest such ratio, less 1 (an episode covers some windows, not all). Two windows of one process
-    always differ a little,
-    so its tolerance is :data:`NOISE_FACTOR` times the samples' spread within a window (their median CV),
-    and at least :data:`TOLERANCE`; not the runs' spread, which is what it would explain."""
+    always differ a little, so its tolerance is :data:`NOISE_FACTOR` times the samples' spread within a
+    window (their median CV), and at least :data:`TOLERANCE`; not the runs' spread, which is what it
+    would explain."""
     slower = [max(r.median_ms, float(r.again_ms or 0.0)) for r in runs]
     faster = [min(r.median_ms, float(r.again_ms or 0.0)) for r in runs]
     within = median([r.within_cv for r in runs if r.within_cv is not None])
