@@ -96,9 +96,12 @@ def timed_result(
     t0: float,
     t1: float,
     reference_ms: float | None = None,
+    again_ms: float | None = None,
+    again_t0: float | None = None,
 ) -> dict[str, Any]:
     """A schedule that ran and checked out, as a worker reports it (its samples in ms; ``reference_ms``:
-    the reference kernel timed beside its window, None where none runs, as on an RPC server)."""
+    the reference kernel timed beside its window; ``again_ms``: its second window, begun at ``again_t0``;
+    each None where it is not measured, as on an RPC server)."""
     return {
         "ok": True,
         "error": None,
@@ -109,6 +112,8 @@ def timed_result(
         "t0": t0,
         "t1": t1,
         "reference_ms": reference_ms,
+        "again_ms": again_ms,
+        "again_t0": again_t0,
     }
 
 
@@ -203,8 +208,7 @@ def _worker_measure(
         # that differ (tunelab.core.trust.jitter_machine).
         again_t0 = time.time()
         again_ms = float(statistics.median(timed(layouts[0], args))) * 1e3
-        result = timed_result(samples_s, layout_ms, load_ms, cold_ms, t0, t1, reference_ms)
-        return {**result, "again_ms": again_ms, "again_t0": again_t0}
+        return timed_result(samples_s, layout_ms, load_ms, cold_ms, t0, t1, reference_ms, again_ms, again_t0)
     except Exception as exc:  # noqa: BLE001 - a crash of one kernel is reported, the others still run
         return {"ok": False, "error": f"run error: {error_text(exc)}"}
 
