@@ -41,15 +41,15 @@ from tunelab.core.session.spec_check import (
     extra_shapes,
     session_target,
 )
-from tunelab.core.session.task import MAX_REJECTED_ASKS, TuningTask, tuner_state
+from tunelab.core.session.task import TuningTask, tuner_state
 from tunelab.core.store import Store, session_write_patience
 from tunelab.core.target.info import TargetInfo, target_from_json
 from tunelab.core.workloads.catalog import get_workload
+from tunelab.core.workloads.shape_text import format_shape
 
 # Names other packages import from here (their homes: spec_check, task, machine_load, the space factory).
 __all__ = [
     "GPU_HOT_C",
-    "MAX_REJECTED_ASKS",
     "PAUSED_HEARTBEAT_S",
     "SCHEDULABLE_PROBE_DRAWS",
     "SCHEDULABLE_PROBE_S",
@@ -133,6 +133,7 @@ class TuningSession:
         self.telemetry_status = ""
         self.rejected = 0  # configs the space could not turn into a legal schedule (never measured)
         self.first_rejection: str | None = None  # why the first of them was rejected
+        self.spent: list[str] = []  # why a task stopped before the budget: its tuner had no more to give
         self.on_trial: list[Callable[[TrialRecord], None]] = []
         self.on_stage: list[Callable[[str], None]] = []  # what the session does besides trials, in words
         # Run, in order, when the session finished (before its status says so); see _before_finish.
@@ -181,6 +182,9 @@ class TuningSession:
                 batch, search_s = self._propose(task, min(run.record.batch, run.left))
                 if not batch:
                     task.exhausted = True
+                    where = f" for {format_shape(task.record.shape)}" if run.multi else ""
+                    self.spent.append(f"tuning stopped{where} after {len(task.history)} trials: {task.spent}")
+                    self._stage(self.spent[-1])
                     continue
                 warning = self._build(run, task)
                 configs = [c for c, _ in batch]

@@ -15,7 +15,17 @@ from tunelab.core.search.space.tvm_context import InvalidSchedule
 from tunelab.core.search.tuners.base import Observation
 from tunelab.core.search.tuners.registry import make_tuner
 
-MAX_REJECTED_ASKS = 20  # ask rounds in a row that yield only invalid or known configs: the space is spent
+# Asks in a row that propose nothing new (no config, or only configs measured or already in the batch):
+# the tuner has no more to give, and the space is spent for it.
+MAX_EMPTY_ASKS = 20
+# Proposals the space may reject (no legal schedule) while one batch is filled, before the batch goes out
+# short (or, holding nothing, the task stops). Counted in configs, not in asks: on a GPU most configs of
+# an auto space break its limits (about 98 % of uniform draws for GEMM 4096^3 fp32 on sm_90, where a
+# batch of 8 takes about 450 draws, 3 s of scheduling), and twenty asks in a row without a legal config
+# happened there by chance, so random search ended a 64-trial session after 12-63 trials as "spent".
+# 2,000 draws hold no legal config of that space once in 10^15; the schedulability probe at the start
+# refuses a space where nothing is legal.
+MAX_REJECTED_PER_BATCH = 2000
 
 
 class TuningTask:
@@ -48,6 +58,7 @@ class TuningTask:
         }
         self.measurer: Any = None
         self.exhausted = False
+        self.spent = ""  # why the last ask_valid gave fewer configs than wanted ("": it did not)
         self.history: list[TrialRecord] = []
         self.measured: set[str] = set()
         self.best: float | None = None
@@ -76,19 +87,36 @@ class TuningTask:
 
     def ask_valid(self, want: int, on_rejected: Callable[[str], None]) -> list[tuple[dict, Any]]:
         """Up to `want` new configs with their schedules. Configs the space cannot schedule are told
-        to the tuner as failures and never measured; ``on_rejected`` hears why each was rejected."""
+        to the tuner as failures and never measured; ``on_rejected`` hears why each was rejected.
+
+        Fewer than `want` when the tuner proposes nothing, or nothing new in `MAX_EMPTY_ASKS` asks in a
+        row, or when `MAX_REJECTED_PER_BATCH` of its proposals were rejected; `spent` then says which."""
         batch: list[tuple[dict, Any]] = []
         keys: set[str] = set()
-        empty_asks = 0
-        while len(batch) < want and empty_asks < MAX_REJECTED_ASKS:
-            proposals = self.tuner.ask(want - len(batch))
-            if not proposals:
+        empty_asks = rejected_here = 0
+        self.spent = ""
+        while len(batch) < want:
+            if empty_asks >= MAX_EMPTY_ASKS:
+                self.spent = f"the tuner proposed nothing not yet measured in {MAX_EMPTY_ASKS} asks in a row"
                 break
-            added = 0
+            if rejected_here >= MAX_REJECTED_PER_BATCH:
+                self.spent = (
+                    f"the space rejected {rejected_here} configs proposed for one batch before measuring"
+                )
+                break
+            proposals = self.tuner.ask(want - len(batch))
+            if not proposals:  # asked again it would search again (an evolutionary search: seconds)
+                self.spent = f"the tuner had no config left to propose (the space holds {self.space.size:,})"
+                break
+            fresh = [c for c in proposals if self.key(c) not in self.measured and self.key(c) not in keys]
+            if not fresh:
+                empty_asks += 1
+                continue
+            empty_asks = 0
             rejected = []
-            for config in proposals:
+            for config in fresh:
                 key = self.key(config)
-                if key in self.measured or key in keys:
+                if key in keys:  # the same config twice in one ask
                     continue
                 try:
                     schedule = self.space.schedule(config)
@@ -98,10 +126,9 @@ class TuningTask:
                     continue
                 keys.add(key)
                 batch.append((config, schedule))
-                added += 1
+            rejected_here += len(rejected)
             if rejected:
                 self.tuner.tell(rejected)
-            empty_asks = 0 if added else empty_asks + 1
         return batch
 
     def tell(self, trials: list[TrialRecord], best_before: float | None) -> None:

@@ -136,6 +136,7 @@ class TuneSummary:
     record: SessionRecord
     rejected: int
     first_rejection: str | None
+    spent: tuple[str, ...]  # why tuning stopped before the budget (a task whose tuner had no more to give)
     confirmations: tuple[ValidationReport, ...]
     stated: StatedBest | None
 
@@ -148,6 +149,7 @@ class TuneSummary:
             "measured": record.n_trials - record.n_failed,
             "failed": record.n_failed,
             "rejected": self.rejected,
+            "spent": list(self.spent),
             "best_ms": record.best_ms,
             "best_gflops": record.best_gflops,
             "best_trial_id": record.best_trial_id,
@@ -169,6 +171,7 @@ class TuneSummary:
             f"session {record.id} {record.status}: {record.n_trials} trials ({record.n_failed} failed), "
             f"best {figure_text(record.best_ms)} ms = {figure_text(record.best_gflops)} GFLOP/s{trial}"
         ]
+        lines += self.spent
         if self.confirmations:
             lines.append(format_confirmations(list(self.confirmations)))
         if self.stated is not None:
@@ -191,6 +194,7 @@ def tune_summary(store: Store, session: TuningSession) -> TuneSummary:
         record=record,
         rejected=session.rejected,
         first_rejection=session.first_rejection,
+        spent=tuple(session.spent),
         confirmations=tuple(session.confirmations),
         stated=stated_best(store, record),
     )
