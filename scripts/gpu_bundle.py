@@ -11,7 +11,7 @@ and on the GPU machine, while it is held (files outside a run's output folder st
 
     run 1..n-1:  mkdir -p /tmp/tunelab-bundle && cp bundle/run1/* /tmp/tunelab-bundle/
     run n:       cp -r bundle/runN/* /tmp/tunelab-bundle/ &&
-                 python3 scripts/gpu_check.py --bundle /tmp/tunelab-bundle --out $OUT --run breadth   # or --run depth
+                 python3 scripts/gpu_check.py --bundle /tmp/tunelab-bundle --out $OUT --run breadth   # or depth, tuners
 
 ``gpu_check.py --bundle`` joins the parts, checks them against the manifest's SHA-256, unpacks the wheel,
 zips it again (stored, no compression) and installs it with the other wheels by ``pip --no-index``.

@@ -2,6 +2,7 @@
 
     python3 scripts/gpu_check.py --out OUT --run breadth    # every case, 75 s of tuning each (about 9.5 minutes)
     python3 scripts/gpu_check.py --out OUT --run depth      # one case 250 s, then raw tune_tir 250 s
+    python3 scripts/gpu_check.py --out OUT --run tuners     # issue 28's auto problems, three tuners each
     python3 scripts/gpu_check.py --out OUT --cpu            # the breadth steps on this CPU (LLVM), small shapes,
                                                             # after the CUDA space checks below
     python3 scripts/gpu_check.py --out OUT --cuda-build-check   # the CUDA space checks alone (no GPU needed)
@@ -17,6 +18,10 @@ Each run fits 15 minutes of a GPU machine with its start and the bundle's two in
    and its faults by kind;
    *depth*: one case (``--case``) for ``--depth-s`` seconds, then MetaSchedule's own ``tune_tir`` on the
    same compute and GPU for the same wall time (in a child stopped at that time; its JSON database read);
+   *tuners*: issue 28's two auto problems (the ResNet conv, GEMM 1024³ fp32), each tuned by the tuners a GPU's
+   recommendation is chosen from (evolutionary, ucb, xgb), 64 trials or ``--case-s`` seconds (60) each,
+   whichever comes first, in an order rotated per problem; each best confirmed, and set against the best
+   of the three on its problem (no export re-time: the time goes to the sessions);
 3. with the confirmation on (the best schedules timed again in fresh processes), and an independent
    re-time of each session's export: exported with ``tunelab export``, loaded as plain TVM loads a library
    in a fresh process, timed with TVM's ``time_evaluator`` (beside cuBLAS through PyTorch, TF32 off, for a
@@ -60,6 +65,11 @@ SM90 = {"kind": "cuda", "arch": "sm_90", "max_threads_per_block": 1024, "max_sha
 CASE_S = 75.0
 DEPTH_S = 250.0
 DEPTH_CASE = "gemm_fp16_tensor_cores"
+# The tuners run: the candidates for an auto space's recommendation on a GPU (BENCHMARKS.md, issue 28):
+# MetaSchedule's evolutionary search (the recommendation, reasoned), ucb (measured best on a CPU) and xgb
+# (its model arm). Six sessions of at most 60 s, each with about 30 s of start and confirmation.
+TUNER_RACE = ("evolutionary", "ucb", "xgb")
+TUNERS_CASE_S = 60.0
 RESNET_CONV = {
     "N": 1,
     "C": 64,
@@ -95,6 +105,37 @@ def _cases(gpu: bool) -> list[dict[str, Any]]:
         {"name": "conv2d_resnet", "workload": "conv2d_nchw", "shape": conv, "dtype": "float32", "space": "auto",
          "tuner": "evolutionary", "trials": trials},
     ]  # fmt: skip
+
+
+def _tuner_cases(gpu: bool) -> list[dict[str, Any]]:
+    """Issue 28's auto problems, each tuned by every tuner of TUNER_RACE, the order rotated per problem (a
+    drift of the GPU's clocks falls on another tuner each problem)."""
+    base = {c["name"]: c for c in _cases(gpu)}
+    gemm = {"M": 1024, "N": 1024, "K": 1024} if gpu else base["gemm_fp32_auto"]["shape"]
+    problems = [
+        ("conv2d_resnet", base["conv2d_resnet"]),
+        ("gemm_fp32_1024" if gpu else "gemm_fp32_auto", {**base["gemm_fp32_auto"], "shape": gemm}),
+    ]
+    cases = []
+    for i, (name, case) in enumerate(problems):
+        order = TUNER_RACE[i:] + TUNER_RACE[:i]
+        cases += [
+            {**case, "name": f"{name}:{tuner}", "problem": name, "tuner": tuner, "trials": 64 if gpu else 4}
+            for tuner in order
+        ]
+    return cases
+
+
+def _race(cases: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per problem of a tuners run, each tuner's best over the best any of them found there."""
+    race: dict[str, dict[str, float]] = {}
+    for c in cases:
+        if c.get("problem") and c.get("best_ms"):
+            race.setdefault(c["problem"], {})[c["tuner"]] = c["best_ms"]
+    return {
+        problem: {tuner: ms / min(bests.values()) for tuner, ms in bests.items()}
+        for problem, bests in race.items()
+    }
 
 
 def _spec(case: dict[str, Any], target: str, gpu: bool) -> Any:
@@ -555,6 +596,11 @@ def render(summary: dict[str, Any]) -> str:
         per_min = 60 * (raw.get("trials") or 0) / max(raw.get("wall_s") or 1, 1)
         lines.append(f"| raw tune_tir ({raw.get('case')}) | yes | {raw.get('trials')} | {_num(per_min, 1)} | "
                      f"{_num(raw.get('best_ms'), 4)} | - | - | - | {raw.get('failed', 0)} failed |")  # fmt: skip
+    for problem, ratios in (summary.get("race") or {}).items():
+        ranked = ", ".join(
+            f"{tuner} {ratio:.3f}" for tuner, ratio in sorted(ratios.items(), key=lambda kv: kv[1])
+        )
+        lines += ["", f"{problem}: best over the best of the tuners: {ranked}"]
     nvml = summary.get("nvml") or {}
     if nvml.get("samples"):
         lines += ["", f"NVML: {nvml['samples']} samples, SM clock {nvml.get('sm_clock_mhz')} MHz, "
@@ -571,7 +617,9 @@ def _parser() -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", type=Path, help="the folder for tunelab.sqlite and summary.json")
-    parser.add_argument("--run", choices=("breadth", "depth"), default="breadth", help="which prepared run")
+    parser.add_argument(
+        "--run", choices=("breadth", "depth", "tuners"), default="breadth", help="which prepared run"
+    )
     parser.add_argument(
         "--case-s", type=float, help=f"a breadth case's time (default {CASE_S:.0f} s on the GPU)"
     )
@@ -651,6 +699,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.run == "depth":
             _depth(args, summary, gpu, started)
+        elif args.run == "tuners":
+            _tuners(args, summary, gpu, started)
         else:
             _breadth(args, summary, gpu, started)
     finally:
@@ -669,6 +719,15 @@ def _breadth(args: argparse.Namespace, summary: dict[str, Any], gpu: bool, start
     cases = _cases(gpu)
     case_s = args.case_s or (CASE_S if gpu else max(20.0, 0.6 * args.budget_s / len(cases)))
     _run_cases(args, summary, gpu, started, cases, case_s)
+
+
+def _tuners(args: argparse.Namespace, summary: dict[str, Any], gpu: bool, started: float) -> None:
+    """Each auto problem tuned by each tuner of TUNER_RACE, and each best over the problem's best."""
+    cases = _tuner_cases(gpu)
+    case_s = args.case_s or (TUNERS_CASE_S if gpu else max(20.0, 0.6 * args.budget_s / len(cases)))
+    _run_cases(args, summary, gpu, started, cases, case_s, retime=False)
+    summary["race"] = _race(summary["cases"])
+    _write(args.out, summary)
 
 
 def _depth(args: argparse.Namespace, summary: dict[str, Any], gpu: bool, started: float) -> None:
@@ -692,7 +751,7 @@ def _depth(args: argparse.Namespace, summary: dict[str, Any], gpu: bool, started
 
 
 def _run_cases(args: argparse.Namespace, summary: dict[str, Any], gpu: bool, started: float,
-               cases: list[dict[str, Any]], case_s: float) -> None:  # fmt: skip
+               cases: list[dict[str, Any]], case_s: float, retime: bool = True) -> None:  # fmt: skip
     from tunelab.core.store import Store
 
     db = args.out / "tunelab.sqlite"
@@ -710,7 +769,8 @@ def _run_cases(args: argparse.Namespace, summary: dict[str, Any], gpu: bool, sta
                 result = run_case(store, case, "cuda" if gpu else "llvm", min(case_s, left - 20), gpu)
             except Exception:  # noqa: BLE001 - one broken case must not lose the others' results
                 result = {"case": case["name"], "error": traceback.format_exc(limit=3)}
-            if result.get("best_ms"):
+            result["problem"] = case.get("problem")  # a tuners run's problem (the case names its tuner)
+            if retime and result.get("best_ms"):
                 result["retime"] = retime_in_child(db, result["session_id"], args.out / "exports")
             summary["cases"].append(result)
             _write(args.out, summary)

@@ -71,6 +71,38 @@ def test_the_gpu_check_runs_end_to_end_on_the_cpu_path(tmp_path):
     assert "x vendor" in done.stdout or "GFLOP/s" in done.stdout
 
 
+def test_the_tuners_run_races_three_tuners_on_each_auto_problem_on_the_cpu_path(tmp_path):
+    """Issue 28's GPU recommendation: the run that tunes each auto problem with evolutionary, ucb and xgb
+    (the order rotated per problem), confirms each best and sets it against the problem's best."""
+    out = tmp_path / "tuners"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--cpu", "--no-cuda-build-check", "--run", "tuners", "--out", str(out),
+         "--case-s", "150", "--budget-s", "1200"],  # a case ends at its 4 trials; the time only bounds it
+        capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    order = [(c["problem"], c["tuner"]) for c in summary["cases"]]
+    assert order == [
+        ("conv2d_resnet", "evolutionary"), ("conv2d_resnet", "ucb"), ("conv2d_resnet", "xgb"),
+        ("gemm_fp32_auto", "ucb"), ("gemm_fp32_auto", "xgb"), ("gemm_fp32_auto", "evolutionary"),
+    ]  # fmt: skip
+    for c in summary["cases"]:
+        assert c["started"] and c["ok"] >= 1 and c["trials"] <= 4, c
+        assert c["confirmation"] and not c["confirmation"].startswith("confirmation failed"), c
+        assert "retime" not in c  # the time goes to the sessions
+    for problem, ratios in summary["race"].items():
+        bests = {c["tuner"]: c["best_ms"] for c in summary["cases"] if c["problem"] == problem}
+        assert ratios == {t: ms / min(bests.values()) for t, ms in bests.items()}
+        assert min(ratios.values()) == 1.0
+    table = subprocess.run(
+        [sys.executable, str(SCRIPT), "--render", str(out / "summary.json")], capture_output=True, text=True
+    )
+    assert table.returncode == 0
+    assert "conv2d_resnet: best over the best of the tuners: " in table.stdout
+    assert sum(line.startswith("| conv2d_resnet:") for line in table.stdout.splitlines()) == 3
+
+
 def test_a_checkout_that_is_not_installed_is_importable_in_the_processes_it_starts(tmp_path):
     """The GPU machine has no tunelab installed: the check imports it from the checkout, and the kernel
     runners and builders it starts (fresh Python processes) must import it too (they did not, and every
