@@ -4,8 +4,9 @@ A tuning session on a GPU spends its time between rounds in the evolutionary tun
 evolutionary search, its cost model's feature extraction and ranking) and in replaying each proposal
 as a schedule. This runs exactly that, with nothing built or measured: the tuner is asked for a batch as
 a session's task asks (``TuningTask.ask_valid``: each proposal scheduled, the postprocessors, VerifyGPUCode
-included, run; the rejected told back as failures and asked again), and the batch is told back with stand-in latencies (a fixed function of each config, so that the cost model
-trains on something and a run repeats for a seed; the figures are the search's time, not its quality).
+included, run; the rejected told back as failures and asked again), and the batch is told back with
+stand-in latencies (a fixed function of each config, so that the cost model trains on something and a
+run repeats for a seed; the figures are the search's time, not its quality).
 
     python tests/benchmarks/cuda_search.py --rounds 4 --batch 16 --out tests/benchmarks/results/cuda_search.json
     python tests/benchmarks/cuda_search.py --options '{"population_size": 512, "init_min_unmeasured": 50}'
