@@ -108,16 +108,17 @@ class TuningTask:
             if not proposals:  # asked again it would search again (an evolutionary search: seconds)
                 self.spent = f"the tuner had no config left to propose (the space holds {self.space.size:,})"
                 break
-            fresh = [c for c in proposals if self.key(c) not in self.measured and self.key(c) not in keys]
+            fresh: dict[str, dict] = {}  # by key: a config proposed twice in one ask counts once
+            for config in proposals:
+                key = self.key(config)
+                if key not in self.measured and key not in keys:
+                    fresh.setdefault(key, config)
             if not fresh:
                 empty_asks += 1
                 continue
             empty_asks = 0
             rejected = []
-            for config in fresh:
-                key = self.key(config)
-                if key in keys:  # the same config twice in one ask
-                    continue
+            for key, config in fresh.items():
                 try:
                     schedule = self.space.schedule(config)
                 except InvalidSchedule as exc:

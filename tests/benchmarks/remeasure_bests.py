@@ -35,7 +35,15 @@ sys.path.insert(0, str(HERE))
 
 from process_spread import ESTIMATORS, estimate  # noqa: E402 - beside this script
 from run_suite import machine  # noqa: E402
-from tuners_on_auto import RESULTS, choice, result_name, session_name, store_path, table  # noqa: E402
+from tuners_on_auto import (  # noqa: E402
+    RESULTS,
+    choice,
+    median_interval,
+    result_name,
+    session_name,
+    store_path,
+    table,
+)
 
 RUNS = 7  # fresh processes; each times every kernel once
 # More samples per kernel than a session takes (one run per sample, 3 samples, 2 ms at least): each
@@ -251,10 +259,10 @@ def paired(again: dict[str, Any], estimator: str = "median", budget: int = 64) -
         ]
         if len(ratios) < 2:
             continue
-        drawn = sorted(statistics.median(draw.choice(ratios) for _ in ratios) for _ in range(2000))
+        centre, low, high = median_interval(ratios, draw)
         lines.append(
-            f"- {b} / {a} at {budget} trials (same seed): median {statistics.median(ratios):.3f} "
-            f"({drawn[100]:.3f}-{drawn[1899]:.3f}), faster in {sum(r < 1 for r in ratios)} of {len(ratios)} seeds"
+            f"- {b} / {a} at {budget} trials (same seed): median {centre:.3f} "
+            f"({low:.3f}-{high:.3f}), faster in {sum(r < 1 for r in ratios)} of {len(ratios)} seeds"
         )
     return "\n".join(lines)
 

@@ -315,8 +315,16 @@ def against_each(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64
     import random
 
     problems = [doc["problem"] for doc in docs]
-    medians, gaps = _gaps({d["problem"]: {t: best_ratios(d, budget)[t]["all"] for t in tuners} for d in docs})
+    gaps = _gaps({d["problem"]: {t: best_ratios(d, budget)[t]["all"] for t in tuners} for d in docs})[1]
     pick = min(gaps, key=lambda t: gaps[t])
+    bests = [
+        {
+            (r["tuner"], r["seed"]): r["best_ms"]
+            for r in doc["per_seed"]
+            if r["budget"] == budget and r["best_ms"]
+        }
+        for doc in docs
+    ]
     draw = random.Random(0)
     lines = [
         f"{pick} against each tuner, seed by seed (its best by {budget} over the other's in the same seed: "
@@ -328,12 +336,7 @@ def against_each(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64
     uppers, centres = [], []
     for other in (t for t in tuners if t != pick):
         cells = []
-        for doc in docs:
-            best = {
-                (r["tuner"], r["seed"]): r["best_ms"]
-                for r in doc["per_seed"]
-                if r["budget"] == budget and r["best_ms"]
-            }
+        for best in bests:
             ratios = [
                 best[pick, seed] / best[other, seed]
                 for seed in sorted({s for _, s in best})
@@ -342,8 +345,7 @@ def against_each(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64
             if len(ratios) < 2:
                 cells.append("—")
                 continue
-            drawn = sorted(statistics.median(draw.choice(ratios) for _ in ratios) for _ in range(2000))
-            centre, low, high = statistics.median(ratios), drawn[100], drawn[1899]
+            centre, low, high = median_interval(ratios, draw)
             centres.append(centre)
             uppers.append(high)
             cells.append(f"{centre:.3f} ({low:.3f}-{high:.3f}), {len(ratios)} seeds")
@@ -355,6 +357,13 @@ def against_each(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64
     else:
         verdict = f"undecided: every median is within 1.05, the largest upper bound is {max(uppers):.3f}"
     return "\n".join([*lines, "", f"The goal, tuner against tuner: {verdict}."])
+
+
+def median_interval(ratios: list[float], draw: Any) -> tuple[float, float, float]:
+    """The median of seed-paired ratios and its 90 % interval over 2,000 resampled seeds (``draw`` a
+    ``random.Random``, seeded by the caller so that a table repeats)."""
+    drawn = sorted(statistics.median(draw.choice(ratios) for _ in ratios) for _ in range(2000))
+    return statistics.median(ratios), drawn[100], drawn[1899]
 
 
 def _gaps(found: dict[str, dict[str, list[float]]]) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
