@@ -9,6 +9,7 @@ import pytest
 from benchmarks.tuners_on_auto import (
     against_each,
     main,
+    medians_apart,
     result_name,
     score,
     session_name,
@@ -125,3 +126,45 @@ def test_the_goal_undecided_when_the_seeds_scatter():
     ]
     said = against_each(docs, ["random", "xgb", "ucb"])
     assert "The goal, tuner against tuner: undecided: every median is within 1.05" in said
+
+
+@pytest.mark.parametrize(
+    "ucb_over_xgb, verdict",
+    [
+        (1.00, "met: every upper bound is within 1.05"),
+        (1.10, "not met: a median is beyond 1.05 (1.100)"),
+    ],
+)
+def test_the_goal_as_medians_of_sessions_resampled_apart(ucb_over_xgb, verdict):
+    """Sessions that scatter by 3 % at most (on GEMM ucb level with xgb or 10 % behind it): the ratio of
+    medians is the planted factor, and no draw of the sessions moves it by more than the scatter."""
+
+    def sessions(level: float) -> list[float]:
+        return [level * (1.0 + 0.01 * (i % 4)) for i in range(12)]
+
+    docs = [
+        _doc("conv", {"random": sessions(2.0), "xgb": sessions(1.5), "ucb": sessions(1.0)}),
+        _doc("gemm", {"random": sessions(1.3), "xgb": sessions(1.0), "ucb": sessions(ucb_over_xgb)}),
+    ]
+    said = medians_apart(docs, ["random", "xgb", "ucb"])
+    assert said.startswith("ucb's median best by 64 over each tuner's")
+    assert "| xgb | 0.667 (0.6" in said and f"{ucb_over_xgb:.3f} (" in said
+    assert "12 and 12 sessions" in said
+    assert said.endswith(f"The goal, medians of sessions resampled apart: {verdict}.")
+
+
+def test_medians_apart_carry_the_sessions_spread_that_a_pairing_cancels():
+    """Planted sessions where within each seed ucb is 1 % ahead of xgb, but the seeds scatter by 2x.
+    Paired by seed the ratio is exactly 0.99 (met); resampled apart the medians move with the draws, so
+    the interval is wide and the goal undecided: what a second run of the same seeds would show."""
+    scatter = [1.0, 1.3, 1.6, 2.0, 1.1, 1.4, 1.8, 1.2, 1.5, 1.9]
+    ucb = [0.99 * s for s in scatter]
+    docs = [
+        _doc("conv", {"random": [2 * s for s in scatter], "xgb": scatter, "ucb": ucb}),
+        _doc("gemm", {"random": [1.3 * s for s in scatter], "xgb": scatter, "ucb": ucb}),
+    ]
+    paired = against_each(docs, ["random", "xgb", "ucb"])
+    apart = medians_apart(docs, ["random", "xgb", "ucb"])
+    assert paired.endswith("The goal, tuner against tuner: met: every upper bound is within 1.05.")
+    assert "| xgb | 0.990 (" in apart
+    assert "The goal, medians of sessions resampled apart: undecided: every median is within 1.05" in apart
