@@ -303,6 +303,7 @@ def choice(docs: list[dict[str, Any]], budget: int = 64) -> str:
         parts.append("\n".join(lines))
     parts.append(against_each(docs, tuners, budget))
     parts.append(medians_apart(docs, tuners, budget))
+    parts.append(sessions_to_decide(docs, tuners, budget))
     return "\n\n".join(parts)
 
 
@@ -396,6 +397,43 @@ def medians_apart(docs: list[dict[str, Any]], tuners: list[str], budget: int = 6
     return "\n".join(
         [*lines, "", f"The goal, medians of sessions resampled apart: {_verdict(centres, uppers)}."]
     )
+
+
+def sessions_to_decide(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64) -> str:
+    """How many sessions per tuner ``medians_apart`` needs before it could say "met" for two tuners that
+    are equally good, per problem. Two tuners are drawn from the recommended tuner's own n sessions (one
+    distribution, so the true ratio is 1); the 95th percentile of the log of their medians' ratio over
+    2,000 draws is the upper bound such a pair would show. A median's spread shrinks as 1/sqrt(n), so the
+    count that brings that bound to 1.05 is n (log bound / log 1.05)^2. (Drawing more than n from n
+    sessions would put each median on one of a few observed values, and the bound would jump with the
+    gaps between them.) With fewer sessions, a tuner as good as the best reads "undecided" however often
+    the benchmark runs."""
+    import math
+    import random
+
+    pick = _recommended(docs, tuners, budget)
+    draw = random.Random(0)
+    lines = [
+        f"Sessions per tuner that could show the goal met for two tuners as good as {pick} (its own sessions "
+        "drawn twice; the 95th percentile of the ratio of their medians over 2,000 draws, scaled as 1/sqrt(n)):",
+        "",
+    ]
+    for doc in docs:
+        mine = [ms for (tuner, _seed), ms in _bests_by_seed(doc, budget).items() if tuner == pick]
+        n = len(mine)
+        if n < 2:
+            continue
+        logs = sorted(
+            math.log(statistics.median(draw.choices(mine, k=n)) / statistics.median(draw.choices(mine, k=n)))
+            for _ in range(2000)
+        )
+        bound = logs[1899]
+        needed = max(n, math.ceil(n * (bound / math.log(1.05)) ** 2))
+        lines.append(
+            f"- {doc['problem']}: with {n} sessions each the bound is {math.exp(bound):.3f}; "
+            f"about {needed} sessions each bring it to 1.05"
+        )
+    return "\n".join(lines)
 
 
 def _recommended(docs: list[dict[str, Any]], tuners: list[str], budget: int) -> str:

@@ -13,6 +13,7 @@ from benchmarks.tuners_on_auto import (
     result_name,
     score,
     session_name,
+    sessions_to_decide,
     store_path,
     tuner_spec,
 )
@@ -168,3 +169,27 @@ def test_medians_apart_carry_the_sessions_spread_that_a_pairing_cancels():
     assert paired.endswith("The goal, tuner against tuner: met: every upper bound is within 1.05.")
     assert "| xgb | 0.990 (" in apart
     assert "The goal, medians of sessions resampled apart: undecided: every median is within 1.05" in apart
+
+
+def test_sessions_to_decide_grow_with_the_sessions_spread():
+    """The recommended tuner's sessions planted tight (3 % apart at most) on GEMM and scattered (up to 2.2x)
+    on the conv: the tight ones already bound an equal pair within 1.05; the scattered ones need more
+    sessions, as many as scaling their bound down to 1.05 by 1/sqrt(n) says."""
+    import math
+    import re
+
+    tight = [1.0 + 0.01 * (i % 4) for i in range(12)]
+    docs = [
+        _doc("conv", {"random": _seeds(2.0), "xgb": _seeds(1.5), "ucb": _seeds(1.0)}),
+        _doc("gemm", {"random": [1.3 * s for s in tight], "xgb": [1.1 * s for s in tight], "ucb": tight}),
+    ]
+    said = sessions_to_decide(docs, ["random", "xgb", "ucb"])
+    assert "as good as ucb" in said
+    found = dict(
+        re.findall(r"- (\w+): with 12 sessions each the bound is [\d.]+; about (\d+) sessions", said)
+    )
+    assert found["gemm"] == "12"
+    bound = float(re.search(r"- conv: with 12 sessions each the bound is ([\d.]+)", said).group(1))
+    assert bound > 1.05
+    # from the bound as printed (three decimals): the count agrees to within that rounding
+    assert int(found["conv"]) == pytest.approx(12 * (math.log(bound) / math.log(1.05)) ** 2, rel=0.01)
