@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -320,31 +321,23 @@ def against_each(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64
     pick = _recommended(docs, tuners, budget)
     bests = [_bests_by_seed(doc, budget) for doc in docs]
     draw = random.Random(0)
-    lines = [
+
+    def paired(index: int, other: str) -> tuple[float, float, float, str] | None:
+        best = bests[index]
+        ratios = [
+            best[pick, seed] / best[other, seed]
+            for seed in sorted({s for _, s in best})
+            if (pick, seed) in best and (other, seed) in best
+        ]
+        if len(ratios) < 2:
+            return None
+        return (*median_interval(ratios, draw), f"{len(ratios)} seeds")
+
+    head = (
         f"{pick} against each tuner, seed by seed (its best by {budget} over the other's in the same seed: "
-        "median of the seeds, 90 % interval of resampled seeds):",
-        "",
-        "| against | " + " | ".join(problems) + " |",
-        "|" + "---|" * (len(problems) + 1),
-    ]
-    uppers, centres = [], []
-    for other in (t for t in tuners if t != pick):
-        cells = []
-        for best in bests:
-            ratios = [
-                best[pick, seed] / best[other, seed]
-                for seed in sorted({s for _, s in best})
-                if (pick, seed) in best and (other, seed) in best
-            ]
-            if len(ratios) < 2:
-                cells.append("—")
-                continue
-            centre, low, high = median_interval(ratios, draw)
-            centres.append(centre)
-            uppers.append(high)
-            cells.append(f"{centre:.3f} ({low:.3f}-{high:.3f}), {len(ratios)} seeds")
-        lines.append(f"| {other} | " + " | ".join(cells) + " |")
-    return "\n".join([*lines, "", f"The goal, tuner against tuner: {_verdict(centres, uppers)}."])
+        "median of the seeds, 90 % interval of resampled seeds):"
+    )
+    return _goal_table(head, pick, tuners, problems, paired, "tuner against tuner")
 
 
 def medians_apart(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64) -> str:
@@ -369,34 +362,51 @@ def medians_apart(docs: list[dict[str, Any]], tuners: list[str], budget: int = 6
             by_tuner.setdefault(tuner, []).append(ms)
         found.append(by_tuner)
     draw = random.Random(0)
-    lines = [
+
+    def apart(index: int, other: str) -> tuple[float, float, float, str] | None:
+        mine, theirs = found[index][pick], found[index][other]
+        if len(mine) < 2 or len(theirs) < 2:
+            return None
+        drawn = sorted(
+            statistics.median(draw.choices(mine, k=len(mine)))
+            / statistics.median(draw.choices(theirs, k=len(theirs)))
+            for _ in range(2000)
+        )
+        centre = statistics.median(mine) / statistics.median(theirs)
+        return centre, drawn[100], drawn[1899], f"{len(mine)} and {len(theirs)} sessions"
+
+    head = (
         f"{pick}'s median best by {budget} over each tuner's (90 % interval: each tuner's sessions resampled "
-        "on their own, 2,000 draws):",
-        "",
-        "| against | " + " | ".join(problems) + " |",
-        "|" + "---|" * (len(problems) + 1),
-    ]
+        "on their own, 2,000 draws):"
+    )
+    return _goal_table(head, pick, tuners, problems, apart, "medians of sessions resampled apart")
+
+
+def _goal_table(
+    head: str,
+    pick: str,
+    tuners: list[str],
+    problems: list[str],
+    ratio: Callable[[int, str], tuple[float, float, float, str] | None],
+    reading: str,
+) -> str:
+    """A reading of the goal as a table: per other tuner and problem, ``ratio(problem's index, tuner)``'s
+    centre, 90 % interval and what it was made of ("—" where too few), and the verdict over every cell."""
+    lines = [head, "", "| against | " + " | ".join(problems) + " |", "|" + "---|" * (len(problems) + 1)]
     uppers, centres = [], []
     for other in (t for t in tuners if t != pick):
         cells = []
-        for by_tuner in found:
-            mine, theirs = by_tuner[pick], by_tuner[other]
-            if len(mine) < 2 or len(theirs) < 2:
+        for index in range(len(problems)):
+            read = ratio(index, other)
+            if read is None:
                 cells.append("—")
                 continue
-            drawn = sorted(
-                statistics.median(draw.choices(mine, k=len(mine)))
-                / statistics.median(draw.choices(theirs, k=len(theirs)))
-                for _ in range(2000)
-            )
-            centre, low, high = statistics.median(mine) / statistics.median(theirs), drawn[100], drawn[1899]
+            centre, low, high, made_of = read
             centres.append(centre)
             uppers.append(high)
-            cells.append(f"{centre:.3f} ({low:.3f}-{high:.3f}), {len(mine)} and {len(theirs)} sessions")
+            cells.append(f"{centre:.3f} ({low:.3f}-{high:.3f}), {made_of}")
         lines.append(f"| {other} | " + " | ".join(cells) + " |")
-    return "\n".join(
-        [*lines, "", f"The goal, medians of sessions resampled apart: {_verdict(centres, uppers)}."]
-    )
+    return "\n".join([*lines, "", f"The goal, {reading}: {_verdict(centres, uppers)}."])
 
 
 def sessions_to_decide(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64) -> str:
