@@ -26,6 +26,12 @@ A side experiment on some tuners, or on one tuner with other options, names them
 ``--tuners random,xgb,ucb,ucb:split=share --label ucbsplit`` (random among them: the scores are against
 it; ``:`` before each ``--tuner-option``). Its results go to ``auto_tuners_<problem>_<trials>_<label>.json``
 and ``remeasure_bests.py --label`` re-measures and renders them; the main result files stay as they are.
+
+``--render`` reads the goal (the recommended tuner within 5 % of the best tuner's best found) three ways:
+each tuner's median against the best tuner's median (``choice``), seed by seed against each tuner
+(``against_each``), and median against median with each tuner's sessions resampled on their own
+(``medians_apart``, the interval a second run of the same seeds stays within); ``sessions_to_decide``
+says how many sessions per tuner that last interval needs to show two equally good tuners within 1.05.
 """
 
 from __future__ import annotations
