@@ -361,16 +361,11 @@ def medians_apart(docs: list[dict[str, Any]], tuners: list[str], budget: int = 6
 
     problems = [doc["problem"] for doc in docs]
     pick = _recommended(docs, tuners, budget)
-    found = []  # per problem, {tuner: its sessions' bests}
-    for doc in docs:
-        by_tuner: dict[str, list[float]] = {t: [] for t in tuners}
-        for (tuner, _seed), ms in _bests_by_seed(doc, budget).items():
-            by_tuner.setdefault(tuner, []).append(ms)
-        found.append(by_tuner)
+    found = [_bests_by_tuner(doc, budget) for doc in docs]
     draw = random.Random(0)
 
     def apart(index: int, other: str) -> tuple[float, float, float, str] | None:
-        mine, theirs = found[index][pick], found[index][other]
+        mine, theirs = found[index].get(pick, []), found[index].get(other, [])
         if len(mine) < 2 or len(theirs) < 2:
             return None
         drawn = sorted(
@@ -435,7 +430,7 @@ def sessions_to_decide(docs: list[dict[str, Any]], tuners: list[str], budget: in
         "",
     ]
     for doc in docs:
-        mine = [ms for (tuner, _seed), ms in _bests_by_seed(doc, budget).items() if tuner == pick]
+        mine = _bests_by_tuner(doc, budget).get(pick, [])
         n = len(mine)
         if n < 2:
             continue
@@ -454,7 +449,8 @@ def sessions_to_decide(docs: list[dict[str, Any]], tuners: list[str], budget: in
 
 def _recommended(docs: list[dict[str, Any]], tuners: list[str], budget: int) -> str:
     """The tuner with the smallest worst gap against the best of all: the one the goal is read for."""
-    gaps = _gaps({d["problem"]: {t: best_ratios(d, budget)[t]["all"] for t in tuners} for d in docs})[1]
+    ratios = {d["problem"]: best_ratios(d, budget) for d in docs}
+    gaps = _gaps({p: {t: by_tuner[t]["all"] for t in tuners} for p, by_tuner in ratios.items()})[1]
     return min(gaps, key=lambda t: gaps[t])
 
 
@@ -465,6 +461,14 @@ def _bests_by_seed(doc: dict[str, Any], budget: int) -> dict[tuple[str, int], fl
         for r in doc["per_seed"]
         if r["budget"] == budget and r["best_ms"]
     }
+
+
+def _bests_by_tuner(doc: dict[str, Any], budget: int) -> dict[str, list[float]]:
+    """{tuner: its sessions' bests found by ``budget``, in seed order}, as ``_bests_by_seed`` keeps them."""
+    out: dict[str, list[float]] = {}
+    for (tuner, _seed), ms in _bests_by_seed(doc, budget).items():
+        out.setdefault(tuner, []).append(ms)
+    return out
 
 
 def _verdict(centres: list[float], uppers: list[float]) -> str:
