@@ -12,6 +12,11 @@ figures in place of the sessions' own. Run:
     python tests/benchmarks/remeasure_bests.py --problem gemm1024 --trials 64
     python tests/benchmarks/remeasure_bests.py --problem conv_resnet --trials 256
     python tests/benchmarks/remeasure_bests.py --render      # the tables and the goal, re-measured
+    python tests/benchmarks/remeasure_bests.py --problem gemm1024 --label seeds40more --tuners ucb,rl
+
+``--tuners`` re-measures only some tuners' bests (each pair is read in the same processes, so a tuner
+added to a run later can be set beside the recommended one without timing every other again); the
+tables then leave the others out.
 
 The sessions are those of ``tests/benchmarks/results/auto_tuners_<problem>_<trials>.json`` in the stores
 it names. Where it says that tuners were tuned again after a change (``tuners_on_auto.py --retune``),
@@ -55,9 +60,10 @@ def before_label(tuner: str) -> str:
     return f"{tuner} (before)"
 
 
-def bests(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def bests(doc: dict[str, Any], tuners: list[str] | None = None) -> list[dict[str, Any]]:
     """Every (seed, tuner, budget) of the result file with the store, session and trial of its best: the
-    fastest successful trial among the session's first ``budget``, in measurement order."""
+    fastest successful trial among the session's first ``budget``, in measurement order; only ``tuners``'
+    where given."""
     from tunelab.core.store import Store
     from tunelab.core.usecases.compare_scores import primary_run
 
@@ -72,6 +78,8 @@ def bests(doc: dict[str, Any]) -> list[dict[str, Any]]:
             with Store(db, create=False) as store:
                 by_name = {s.name: s for s in store.sessions()}
                 for tuner in only or sorted({r["tuner"] for r in doc["per_seed"]}):
+                    if tuners is not None and tuner not in tuners:
+                        continue
                     rec = by_name[session_name(tuner, seed)]
                     ids, latencies = primary_run(store, rec)
                     for budget in budgets:
@@ -90,8 +98,9 @@ def bests(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def remeasure(doc: dict[str, Any], runs: int) -> dict[str, Any]:
-    """The bests of ``doc`` measured again side by side; one row per (seed, tuner, budget)."""
+def remeasure(doc: dict[str, Any], runs: int, tuners: list[str] | None = None) -> dict[str, Any]:
+    """The bests of ``doc`` (``tuners``' only, where given) measured again side by side; one row per
+    (seed, tuner, budget)."""
     from tunelab.core.records import MeasureOptions
     from tunelab.core.search.space.factory import space_for_session
     from tunelab.core.store import Store
@@ -100,7 +109,9 @@ def remeasure(doc: dict[str, Any], runs: int) -> dict[str, Any]:
     from tunelab.core.trust.remeasure.report import ValidationSource
     from tunelab.core.trust.remeasure.verdict import Problem
 
-    rows = bests(doc)
+    rows = bests(doc, tuners)
+    if not rows:
+        raise SystemExit(f"--tuners: none of {tuners} has a session in this result file")
     kernels: dict[tuple[str, int], Any] = {}  # (store, trial id) -> its schedule: a best at two budgets once
     problem = None
     for row in rows:
@@ -166,6 +177,7 @@ def remeasure(doc: dict[str, Any], runs: int) -> dict[str, Any]:
         "trials": doc["trials"],
         "seeds": doc["seeds"],
         "runs": runs,
+        "tuners": tuners,  # None: every tuner of the result file
         "measure": {"number": 1, "repeat": REPEAT, "min_repeat_ms": MIN_REPEAT_MS},
         "machine": machine(),
         "started_at": started,
@@ -194,6 +206,8 @@ def as_scored(doc: dict[str, Any], again: dict[str, Any], estimator: str = "medi
     them), and a row per seed and budget for each "<tuner> (before)"; for ``tuners_on_auto``'s tables."""
     out = copy.deepcopy(doc)
     again_ms = figures(again, estimator)
+    if again.get("tuners"):  # only these were re-measured: the others have no figure on this yardstick
+        out["per_seed"] = [r for r in out["per_seed"] if r["tuner"] in again["tuners"]]
     for r in out["per_seed"]:
         r["best_ms"] = again_ms.get((r["seed"], r["tuner"], r["budget"]))
     for (seed, tuner, budget), ms in again_ms.items():
@@ -302,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         help="with --render: a best's figure from its processes' medians (default: the median of its samples)",
     )
     parser.add_argument("--label", help="a side experiment of tuners_on_auto.py --label (its result files)")
+    parser.add_argument(
+        "--tuners", help="re-measure only these tuners' bests (comma-separated), default every one"
+    )
     args = parser.parse_args(argv)
     if args.render:
         render(args.estimator, args.label)
@@ -311,7 +328,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--problem: no result file {source.name} (tuners_on_auto.py makes it), or --render")
     if args.runs < 2:
         parser.error("--runs: at least 2 fresh processes")
-    again = remeasure(json.loads(source.read_text()), args.runs)
+    doc = json.loads(source.read_text())
+    tuners = args.tuners.split(",") if args.tuners else None
+    unknown = sorted(set(tuners or ()) - {r["tuner"] for r in doc["per_seed"]})
+    if unknown:
+        parser.error(f"--tuners: {', '.join(unknown)} not in {source.name}")
+    again = remeasure(doc, args.runs, tuners)
     (RESULTS / result_name(args.problem, args.trials, args.label, "_remeasured")).write_text(
         json.dumps(again, indent=1)
     )

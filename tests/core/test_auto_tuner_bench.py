@@ -193,3 +193,35 @@ def test_sessions_to_decide_grow_with_the_sessions_spread():
     assert bound > 1.05
     # from the bound as printed (three decimals): the count agrees to within that rounding
     assert int(found["conv"]) == pytest.approx(12 * (math.log(bound) / math.log(1.05)) ** 2, rel=0.01)
+
+
+def test_remeasured_for_some_tuners_the_tables_leave_the_others_out():
+    """``remeasure_bests.py --tuners ucb,rl``: the other tuners of the result file have no figure on the
+    re-measured yardstick, so they leave its tables rather than keep the sessions' own figures."""
+    from benchmarks.remeasure_bests import as_scored
+
+    doc = _doc("gemm1024", {"random": [3.0, 4.0], "ucb": [2.0, 2.5], "rl": [2.2, 2.4]})
+    again = {
+        "tuners": ["ucb", "rl"],
+        "rows": [
+            {"seed": seed, "tuner": tuner, "budget": 64, "remeasured_ms": ms}
+            for tuner, per_seed in {"ucb": [2.1, 2.6], "rl": [2.3, 2.5]}.items()
+            for seed, ms in enumerate(per_seed)
+        ],
+    }
+    scored = as_scored(doc, again)
+    assert {(r["tuner"], r["seed"]): r["best_ms"] for r in scored["per_seed"]} == {
+        ("ucb", 0): 2.1,
+        ("ucb", 1): 2.6,
+        ("rl", 0): 2.3,
+        ("rl", 1): 2.5,
+    }
+
+
+def test_remeasuring_a_tuner_the_run_lacks_is_refused_in_one_line(capsys):
+    from benchmarks.remeasure_bests import main as remeasure_main
+
+    with pytest.raises(SystemExit) as stop:
+        remeasure_main(["--problem", "gemm1024", "--label", "seeds40", "--tuners", "ucb,annealing"])
+    assert stop.value.code == 2
+    assert "--tuners: annealing not in auto_tuners_gemm1024_64_seeds40.json" in capsys.readouterr().err
