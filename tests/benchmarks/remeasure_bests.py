@@ -281,7 +281,7 @@ def paired(again: dict[str, Any], estimator: str = "median", budget: int = 64) -
     return "\n".join(lines)
 
 
-def render(estimator: str, label: str | None = None) -> None:
+def render(estimator: str, label: str | None = None, read_as: str | None = None) -> None:
     for trials in (64, 256):
         docs = []
         for path in sorted(RESULTS.glob(result_name("*", trials, label, "_remeasured"))):
@@ -300,7 +300,7 @@ def render(estimator: str, label: str | None = None) -> None:
             docs.append(scored)
         if docs:
             print(f"At {trials} trials, re-measured ({', '.join(d['problem'] for d in docs)}):\n")
-            print(choice(docs, trials), end="\n\n")
+            print(choice(docs, trials, read_as), end="\n\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,11 +317,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--label", help="a side experiment of tuners_on_auto.py --label (its result files)")
     parser.add_argument(
+        "--read-as",
+        help="with --render: read the goal tuner against tuner for this tuner (default: the run's pick)",
+    )
+    parser.add_argument(
         "--tuners", help="re-measure only these tuners' bests (comma-separated), default every one"
     )
     args = parser.parse_args(argv)
     if args.render:
-        render(args.estimator, args.label)
+        render(args.estimator, args.label, args.read_as)
         return 0
     source = RESULTS / result_name(args.problem, args.trials, args.label)
     if args.problem is None or not source.exists():

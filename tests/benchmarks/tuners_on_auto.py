@@ -276,10 +276,12 @@ def table(doc: dict[str, Any]) -> str:
     return f"{title}; the best any tuner found: {bests}\n\n" + "\n".join(lines)
 
 
-def choice(docs: list[dict[str, Any]], budget: int = 64) -> str:
+def choice(docs: list[dict[str, Any]], budget: int = 64, read_as: str | None = None) -> str:
     """Issue 28's goal over the auto problems, for each yardstick of best_ratios: per tuner and problem,
     its median seed's ratio over the best tuner's median, and its worst gap over the problems. The tuner
-    whose worst gap is smallest is the one to recommend for auto spaces; the goal is a gap within 1.05."""
+    whose worst gap is smallest is the one to recommend for auto spaces; the goal is a gap within 1.05.
+    The readings tuner against tuner are for that tuner, or for ``read_as`` where given (the default
+    tuner, when a run picks another)."""
     problems = [doc["problem"] for doc in docs]
     ratios = {doc["problem"]: best_ratios(doc, budget) for doc in docs}
     tuners = [t for t in ratios[problems[0]] if all(t in ratios[p] for p in problems)]
@@ -308,13 +310,15 @@ def choice(docs: list[dict[str, Any]], budget: int = 64) -> str:
             _resampled(ratios, tuners, kind),
         ]
         parts.append("\n".join(lines))
-    parts.append(against_each(docs, tuners, budget))
-    parts.append(medians_apart(docs, tuners, budget))
-    parts.append(sessions_to_decide(docs, tuners, budget))
+    parts.append(against_each(docs, tuners, budget, read_as))
+    parts.append(medians_apart(docs, tuners, budget, read_as))
+    parts.append(sessions_to_decide(docs, tuners, budget, read_as))
     return "\n\n".join(parts)
 
 
-def against_each(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64) -> str:
+def against_each(
+    docs: list[dict[str, Any]], tuners: list[str], budget: int = 64, read_as: str | None = None
+) -> str:
     """The goal read tuner against tuner, seed by seed: for the tuner with the smallest worst gap, its best
     found by ``budget`` over each other tuner's in the same seed, the median over the seeds and a 90 %
     interval over 2,000 resampled seeds, per problem. The worst gap above sets each tuner against the
@@ -324,7 +328,7 @@ def against_each(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64
     import random
 
     problems = [doc["problem"] for doc in docs]
-    pick = _recommended(docs, tuners, budget)
+    pick = read_as or _recommended(docs, tuners, budget)
     bests = [_bests_by_seed(doc, budget) for doc in docs]
     draw = random.Random(0)
 
@@ -346,7 +350,9 @@ def against_each(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64
     return _goal_table(head, pick, tuners, problems, paired, "tuner against tuner")
 
 
-def medians_apart(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64) -> str:
+def medians_apart(
+    docs: list[dict[str, Any]], tuners: list[str], budget: int = 64, read_as: str | None = None
+) -> str:
     """The goal as the issue words it, with an interval that holds for a second run: for the tuner with
     the smallest worst gap, its median best found by ``budget`` over each other tuner's median, per
     problem, with a 90 % interval over 2,000 draws that resample each tuner's sessions on their own.
@@ -360,7 +366,7 @@ def medians_apart(docs: list[dict[str, Any]], tuners: list[str], budget: int = 6
     import random
 
     problems = [doc["problem"] for doc in docs]
-    pick = _recommended(docs, tuners, budget)
+    pick = read_as or _recommended(docs, tuners, budget)
     found = [_bests_by_tuner(doc, budget) for doc in docs]
     draw = random.Random(0)
 
@@ -410,7 +416,9 @@ def _goal_table(
     return "\n".join([*lines, "", f"The goal, {reading}: {_verdict(centres, uppers)}."])
 
 
-def sessions_to_decide(docs: list[dict[str, Any]], tuners: list[str], budget: int = 64) -> str:
+def sessions_to_decide(
+    docs: list[dict[str, Any]], tuners: list[str], budget: int = 64, read_as: str | None = None
+) -> str:
     """How many sessions per tuner ``medians_apart`` needs before it could say "met" for two tuners that
     are equally good, per problem. Two tuners are drawn from the recommended tuner's own n sessions (one
     distribution, so the true ratio is 1); the 95th percentile of the log of their medians' ratio over
@@ -422,7 +430,7 @@ def sessions_to_decide(docs: list[dict[str, Any]], tuners: list[str], budget: in
     import math
     import random
 
-    pick = _recommended(docs, tuners, budget)
+    pick = read_as or _recommended(docs, tuners, budget)
     draw = random.Random(0)
     lines = [
         f"Sessions per tuner that could show the goal met for two tuners as good as {pick} (its own sessions "

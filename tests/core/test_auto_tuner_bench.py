@@ -225,3 +225,13 @@ def test_remeasuring_a_tuner_the_run_lacks_is_refused_in_one_line(capsys):
         remeasure_main(["--problem", "gemm1024", "--label", "seeds40", "--tuners", "ucb,annealing"])
     assert stop.value.code == 2
     assert "--tuners: annealing not in auto_tuners_gemm1024_64_seeds40.json" in capsys.readouterr().err
+
+
+def test_the_goal_read_for_a_named_tuner_when_the_run_picks_another():
+    """``--read-as ucb``: a run whose smallest worst gap is rl's still reads the default tuner's goal."""
+    docs = [_doc("gemm1024", {"rl": _seeds(1.0), "ucb": _seeds(1.2), "random": _seeds(1.3)})]
+    assert "rl's median best" in medians_apart(docs, ["rl", "ucb", "random"])
+    read = medians_apart(docs, ["rl", "ucb", "random"], read_as="ucb")
+    assert "ucb's median best" in read
+    assert "| rl | 1.200 (" in read
+    assert "not met: a median is beyond 1.05 (1.200)" in read

@@ -141,7 +141,10 @@ def make_tuner(name: str, space: SearchSpace, *, seed: int, cost_model: Any = No
 # gap 1.007, ahead of xgb and random seed by seed on GEMM 1024^3, not decided on the conv. Forty seeds of the
 # three, re-measured ("Forty seeds"): ucb's median best within 1.05 of xgb's and random's on both problems,
 # with each tuner's sessions resampled apart (largest upper bound 1.044, xgb on GEMM; 1.073 with the median
-# of all samples as the figure); genetic, evolutionary and rl have ten seeds there, not enough to decide.
+# of all samples as the figure). genetic and rl at forty seeds, re-measured beside ucb ("genetic and rl at
+# forty seeds"): ucb within 1.05 of genetic on both; level with rl on GEMM, behind it on the conv (1.101
+# seed by seed, 1.050 apart), where that run's sessions of rl ran on a quieter day than ucb's. ucb stays the
+# default until ucb and rl run interleaved on new seeds; evolutionary has ten seeds, not enough to decide.
 # On a GPU most uniform draws of an auto space break the device's limits: on sm_90, 81-90 % of what xgb,
 # ucb, genetic and rl propose for GEMM 4096^3 is refused, 98 % of random's, none of evolutionary's, whose
 # search (MetaSchedule's) applies the postprocessors that check them ("Every auto tuner's proposals on a
