@@ -303,6 +303,8 @@ def choice(docs: list[dict[str, Any]], budget: int = 64, read_as: str | None = N
             ]
             lines.append("| " + " | ".join([tuner, *cells, f"{gap:.3f}"]) + " |")
         pick = min(gaps, key=lambda t: gaps[t])
+        if kind == "all":  # _recommended's pick: the readings below are for it, unless read_as names another
+            read_as = read_as or pick
         verdict = "within" if gaps[pick] <= 1.05 else "not within"
         lines += [
             "",
