@@ -295,9 +295,9 @@ def test_a_figure_recorded_on_a_busy_machine_is_optimistic_not_regressed():
 @pytest.mark.serial
 def test_exported_schedule_reproduces_within_5_percent(tmp_path):
     """A 256^3 GEMM recorded with number=10, repeat=10, min_repeat_ms=50, exported, then re-measured in five
-    fresh processes: on a quiet machine (no other busy process while recording or re-measuring, runs that
-    agree within 2.5 %) the median is within 5 % of the recorded one. When another process was busy the
-    figures cannot be compared; then the verdict must say so."""
+    fresh processes: on a quiet machine (no other busy process while recording or re-measuring, the
+    confirmation's runs and the re-measurement's each agreeing within 2.5 %) the median is within 5 % of the
+    recorded one. When another process was busy the figures cannot be compared; then the verdict must say so."""
     store = Store(tmp_path / "tunelab.sqlite")
     spec = SessionSpec(
         workload="gemm",
@@ -326,7 +326,8 @@ def test_exported_schedule_reproduces_within_5_percent(tmp_path):
         f"re-measured {s.remeasured_ms:.4f} ms (ratio {s.ratio:.4f}, cv {s.cv:.4f}); "
         f"{s.quiet_runs} quiet runs: {s.quiet_ms and round(s.quiet_ms, 4)} ms "
         f"(ratio {s.quiet_ratio and round(s.quiet_ratio, 4)}); busy pids {s.other_busy_pids}; "
-        f"run medians {[round(x, 4) for x in s.run_medians_ms]}; machine drift {s.machine_drift:.3f}"
+        f"run medians {[round(x, 4) for x in s.run_medians_ms]}; machine drift {s.machine_drift:.3f}; "
+        f"confirmation {stats['confirmed']}"
     )
     assert s.runs == 5 and s.errors == ()
     assert stats["source"] == "confirmed" and s.recorded_ms == pytest.approx(stats["median_ms"])
@@ -336,9 +337,15 @@ def test_exported_schedule_reproduces_within_5_percent(tmp_path):
     assert report.source.kind == "file" and store.validations()[0]["schedule_file"] == report.source.path
     medians = s.run_medians_ms
     # quiet: no other busy process then or now, runs that agree, and a machine as fast as when the figure was
-    # recorded (the reference kernel within 3 %: a virtual machine's host has other tenants no process list shows)
+    # recorded (the reference kernel within 3 %: a virtual machine's host has other tenants no process list shows).
+    # The figure the file states is the confirmation's, so its fresh processes must agree as the re-measurement's
+    # do: seen on CI and here, a confirmation whose processes disagreed by 4.1 % stated 0.1648 ms of a schedule
+    # that five processes then agreed on at 0.1564 ms (the reference kernel level, 0.998).
+    confirmed = stats["confirmed"]
     quiet = (
         not recording.get("other_busy_pids")
+        and confirmed["disturbance"] is None
+        and (confirmed["run_cv"] or 0.0) <= 0.025
         and s.quiet_runs == s.runs
         and s.run_cv <= 0.025
         and abs(s.machine_drift - 1) <= 0.03
@@ -368,9 +375,9 @@ def test_exported_schedule_reproduces_within_5_percent(tmp_path):
             report.cause,
         )
     else:
-        # The runs disagree among themselves (cv > 2.5 %) with no busy process in sight. Seen on a
-        # clean CI run: every fresh-process median 8-25 % above the session's figure. Whatever the
-        # cause, tunelab must not call a drift beyond 5 % stable.
+        # The runs disagree among themselves (cv > 2.5 %), the re-measurement's or the confirmation's, with no
+        # busy process in sight. Seen on a clean CI run: every fresh-process median 8-25 % above the session's
+        # figure. Whatever the cause, tunelab must not call a drift beyond 5 % stable.
         within = min(medians) <= 1.05 * s.recorded_ms and max(medians) >= 0.95 * s.recorded_ms
         assert within or report.verdict != "stable", (medians, report.verdict, report.cause)
     store.close()
