@@ -19,7 +19,7 @@ Each run fits 15 minutes of a GPU machine with its start and the bundle's two in
    *depth*: one case (``--case``) for ``--depth-s`` seconds, then MetaSchedule's own ``tune_tir`` on the
    same compute and GPU for the same wall time (in a child stopped at that time; its JSON database read);
    *tuners*: issue 28's two auto problems (the ResNet conv, GEMM 1024³ fp32), each tuned by the tuners a GPU's
-   recommendation is chosen from (evolutionary, ucb, xgb), 64 trials or ``--case-s`` seconds (60) each,
+   recommendation is chosen from (evolutionary, rl, ucb), 64 trials or ``--case-s`` seconds (60) each,
    whichever comes first, in an order rotated per problem; each best confirmed, and set against the best
    of the three on its problem (no export re-time: the time goes to the sessions);
 3. with the confirmation on (the best schedules timed again in fresh processes), and an independent
@@ -66,9 +66,10 @@ CASE_S = 75.0
 DEPTH_S = 250.0
 DEPTH_CASE = "gemm_fp16_tensor_cores"
 # The tuners run: the candidates for an auto space's recommendation on a GPU (BENCHMARKS.md, issue 28):
-# MetaSchedule's evolutionary search (the recommendation, reasoned), ucb (measured best on a CPU) and xgb
-# (its model arm). Six sessions of at most 60 s, each with about 30 s of start and confirmation.
-TUNER_RACE = ("evolutionary", "ucb", "xgb")
+# MetaSchedule's evolutionary search (the recommendation, reasoned), rl (measured best on a CPU) and ucb (the
+# CPU's runner-up, whose arms include xgb's model). Six sessions of at most 60 s, each with about 30 s of
+# start and confirmation.
+TUNER_RACE = ("evolutionary", "rl", "ucb")
 TUNERS_CASE_S = 60.0
 RESNET_CONV = {
     "N": 1,

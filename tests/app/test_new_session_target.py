@@ -346,14 +346,14 @@ def test_an_auto_space_is_recommended_the_tuner_of_its_target_kind(qtbot, settin
         assert dialog.tuner_combo.currentData() == expected, target
         assert dialog.tuner_combo.currentText() == f"{expected} (recommended)"
     assert recommend_tuner("auto", 1, "cuda") == "evolutionary" != recommend_tuner("auto", 1, "llvm")
-    # The trials do not move the recommendation (issue 28: ucb on a CPU at 64 and 256 trials), nor a
+    # The trials do not move the recommendation (issue 28: one tuner on a CPU whatever the budget), nor a
     # tuner the person chose.
     chosen = dialog.tuner_combo.findData("random")
     dialog.tuner_combo.setCurrentIndex(chosen)
     dialog.tuner_combo.activated.emit(chosen)  # as a person's pick in the list emits it
     for trials in (256, 64):
         dialog.trials_spin.setValue(trials)
-        assert dialog.tuner_hint.text() == f"Recommended for an auto space of {size:,} configs on a CPU: ucb."
+        assert dialog.tuner_hint.text() == f"Recommended for an auto space of {size:,} configs on a CPU: rl."
         assert dialog.tuner_combo.currentData() == "random"
         assert f" · random · {trials} trials in batches of " in dialog.summary.text()
-        assert dialog.tuner_combo.itemText(dialog.tuner_combo.findData("ucb")) == "ucb (recommended)"
+        assert dialog.tuner_combo.itemText(dialog.tuner_combo.findData("rl")) == "rl (recommended)"

@@ -72,7 +72,7 @@ def test_the_gpu_check_runs_end_to_end_on_the_cpu_path(tmp_path):
 
 
 def test_the_tuners_run_races_three_tuners_on_each_auto_problem_on_the_cpu_path(tmp_path):
-    """Issue 28's GPU recommendation: the run that tunes each auto problem with evolutionary, ucb and xgb
+    """Issue 28's GPU recommendation: the run that tunes each auto problem with evolutionary, rl and ucb
     (the order rotated per problem), confirms each best and sets it against the problem's best."""
     out = tmp_path / "tuners"
     done = subprocess.run(
@@ -84,8 +84,8 @@ def test_the_tuners_run_races_three_tuners_on_each_auto_problem_on_the_cpu_path(
     summary = json.loads((out / "summary.json").read_text())
     order = [(c["problem"], c["tuner"]) for c in summary["cases"]]
     assert order == [
-        ("conv2d_resnet", "evolutionary"), ("conv2d_resnet", "ucb"), ("conv2d_resnet", "xgb"),
-        ("gemm_fp32_auto", "ucb"), ("gemm_fp32_auto", "xgb"), ("gemm_fp32_auto", "evolutionary"),
+        ("conv2d_resnet", "evolutionary"), ("conv2d_resnet", "rl"), ("conv2d_resnet", "ucb"),
+        ("gemm_fp32_auto", "rl"), ("gemm_fp32_auto", "ucb"), ("gemm_fp32_auto", "evolutionary"),
     ]  # fmt: skip
     for c in summary["cases"]:
         assert c["started"] and c["ok"] >= 1 and c["trials"] <= 4, c
