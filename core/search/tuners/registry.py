@@ -140,10 +140,10 @@ def make_tuner(name: str, space: SearchSpace, *, seed: int, cost_model: Any = No
 # GEMM 20): ucb 1.091 of rl's best seed by seed on the conv (rl faster in 24 of 40), 1.002 on GEMM; rl within
 # 1.05 of ucb by both readings on both problems (largest upper bound 1.043), and the rule that chose ucb (the
 # smallest worst gap over the best of all) picks rl in 85 % of resampled draws. rl was within 1.05 of genetic
-# in the forty-seed run, and ucb, which it now leads, of xgb and random. Against evolutionary (twenty seeds,
-# re-measured side by side, "rl against evolutionary") rl is within 1.05 on GEMM and the conv is undecided
-# either way (rl 0.955 of its best seed by seed, evolutionary's median 0.956 of rl's apart; the rule picks
-# each in about half of the draws), at 3.4 times rl's session time: rl stays. rl's
+# in the forty-seed run, and ucb, which it now leads, of xgb and random. Against evolutionary, re-measured
+# side by side ("rl against evolutionary"): within 1.05 on GEMM (20 seeds), level on the conv (40 seeds:
+# 1.006 of its best seed by seed, each faster in 20), too close to decide within 5 %; the rule picks rl in
+# 69 % of the draws, and evolutionary's session takes 3.3 times rl's. rl's
 # session takes longer than ucb's (conv 36 s against 29 s for 64 trials, its cost model ranking the agents'
 # proposals): the goal is the kernel found in a budget of trials, and rl finds the faster one. At 256 trials
 # only three seeds ran, not re-measured (ucb's worst gap 1.086, rl's 1.184 by the sessions' figures): too few
