@@ -31,6 +31,15 @@ OPTIONS = MeasureOptions(
 )
 
 
+@pytest.fixture(autouse=True)
+def one_kernel_thread(monkeypatch):
+    """Every kernel on one thread (the runner's workers read this when they start): a multi-threaded kernel
+    beside a busy neighbour waits at its barrier for a descheduled thread, 0.3 ms turning into 4-8 ms here,
+    and the leader's figure would then be the neighbour's, not the kernel's. The naive kernel has no
+    parallel loop and is on one thread either way."""
+    monkeypatch.setenv("TVM_NUM_THREADS", "1")
+
+
 def _naive(workload, shape):
     """The compute without a schedule: a kernel made slow on purpose."""
     import tvm
