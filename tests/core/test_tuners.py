@@ -138,6 +138,7 @@ def test_options_default_and_override():
         ("rl", {"pool_size": 2}),
         ("rl", {"epsilon": 2.0}),
         ("rl", {"lr": 0.0}),
+        ("rl", {"policy": "deep"}),
     ],
 )
 def test_bad_option_values(name, options):
