@@ -40,8 +40,12 @@ def _latency(codec: SketchCodec, config) -> float:
 
 
 def _search(name: str, space: AutoSpace, seed: int, budget: int = 96, batch: int = 16):
+    return _search_with(name, space, seed, budget, batch)
+
+
+def _search_with(name: str, space: AutoSpace, seed: int, budget: int, batch: int, **options):
     codec = SketchCodec(space)
-    tuner = make_tuner(name, space, seed=seed, cost_model=CostModel(seed=seed, nthread=1))
+    tuner = make_tuner(name, space, seed=seed, cost_model=CostModel(seed=seed, nthread=1), **options)
     history: list[Observation] = []
     while len(history) < budget:
         observations = [Observation(c, _latency(codec, c)) for c in tuner.ask(batch)]
@@ -182,17 +186,23 @@ def test_the_factors_policy_learns_a_fast_inner_factor_the_table_policy_does_not
     assert np.mean(factors) > 1.5 * uniform, (uniform, factors)
 
 
-def test_a_table_policy_saved_as_logits_resumes_and_a_policy_of_another_shape_starts_afresh(space):
-    tuner, _ = _search("rl", space, seed=4, budget=32, batch=8)
+def test_a_session_saved_before_the_policies_had_features_resumes_with_its_table_policy(space):
+    """A store written before the option holds each agent's "logits" and no policy among the session's
+    options: resumed under the factors default, its agents are the table policies it learnt."""
+    tuner, _ = _search_with("rl", space, seed=4, budget=32, batch=8, policy="table")
     saved = json.loads(json.dumps(tuner.state_dict()))
     legacy = {
         **saved,
         "agents": [{"logits": a["weights"], "baseline": a["baseline"]} for a in saved["agents"]],
     }
-    fresh = make_tuner("rl", space, seed=4, cost_model=CostModel(seed=4, nthread=1))
-    fresh.load_state_dict(legacy)  # what a store written before the policies had features holds
-    for a, b in zip(tuner.agents, fresh.agents, strict=True):
+    resumed = make_tuner("rl", space, seed=4, cost_model=CostModel(seed=4, nthread=1))
+    assert resumed.policy == "factors"  # the default
+    resumed.load_state_dict(legacy)
+    assert resumed.policy == "table"
+    for a, b in zip(tuner.agents, resumed.agents, strict=True):
         assert all(np.array_equal(x, y) for x, y in zip(a.logits, b.logits, strict=True))
+    assert any(np.any(lg) for lg in resumed.agents[0].logits)
     factored = make_tuner("rl", space, seed=4, cost_model=CostModel(seed=4, nthread=1), policy="factors")
-    factored.load_state_dict(saved)  # the table's weights do not fit a factors policy: uniform again
+    factored.load_state_dict(saved)  # a table's weights do not fit a factors policy: uniform again
+    assert factored.policy == "factors"
     assert all(not np.any(lg) for agent in factored.agents for lg in agent.logits)

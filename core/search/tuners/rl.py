@@ -138,7 +138,7 @@ class RLTuner(Tuner):
         "pool_size": 128,
         "epsilon": 0.1,
         "lr": 0.5,
-        "policy": "table",
+        "policy": "factors",
     }
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
@@ -160,8 +160,7 @@ class RLTuner(Tuner):
         if self.policy not in POLICIES:
             raise TunerError(f"rl: policy must be one of {', '.join(POLICIES)}; got {shown(self.policy)}")
         self.codec = index_codec(space, self.name)
-        features = [candidate_features(k, self.policy) for k in self.codec.knobs]
-        self.agents = [Agent(features) for _ in range(self.num_agents)]
+        self._make_agents()
         if self.cost_model is None:
             self.cost_model = CostModel(seed=seed, nthread=2, loss="rank")
         self._seen = SeenSet()
@@ -169,6 +168,10 @@ class RLTuner(Tuner):
         self._measured: dict[str, tuple[float, np.ndarray]] = {}  # key -> (latency, feature row)
         self._log_ms: list[float] = []  # every successful measurement's log latency: the reward scale
         self._dirty = False
+
+    def _make_agents(self) -> None:
+        features = [candidate_features(k, self.policy) for k in self.codec.knobs]
+        self.agents = [Agent(features) for _ in range(self.num_agents)]
 
     # ---- rewards ----------------------------------------------------------------------------------
     def _rewards(self, latency_ms: np.ndarray) -> np.ndarray:
@@ -281,7 +284,13 @@ class RLTuner(Tuner):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        for agent, saved in zip(self.agents, state.get("agents", []), strict=False):
+        saved_agents = state.get("agents", [])
+        if self.policy != "table" and any("logits" in saved for saved in saved_agents):
+            # Saved before the policies had features, so by a table policy (the default then): a session
+            # stored then resumes with the agents it learnt, not with a new default's uniform ones.
+            self.policy = "table"
+            self._make_agents()
+        for agent, saved in zip(self.agents, saved_agents, strict=False):
             agent.load(saved)
 
 
