@@ -39,11 +39,7 @@ def _latency(codec: SketchCodec, config) -> float:
     return cost
 
 
-def _search(name: str, space: AutoSpace, seed: int, budget: int = 96, batch: int = 16):
-    return _search_with(name, space, seed, budget, batch)
-
-
-def _search_with(name: str, space: AutoSpace, seed: int, budget: int, batch: int, **options):
+def _search(name: str, space: AutoSpace, seed: int, budget: int = 96, batch: int = 16, **options):
     codec = SketchCodec(space)
     tuner = make_tuner(name, space, seed=seed, cost_model=CostModel(seed=seed, nthread=1), **options)
     history: list[Observation] = []
@@ -189,7 +185,7 @@ def test_the_factors_policy_learns_a_fast_inner_factor_the_table_policy_does_not
 def test_a_session_saved_before_the_policies_had_features_resumes_with_its_table_policy(space):
     """A store written before the option holds each agent's "logits" and no policy among the session's
     options: resumed under the factors default, its agents are the table policies it learnt."""
-    tuner, _ = _search_with("rl", space, seed=4, budget=32, batch=8, policy="table")
+    tuner, _ = _search("rl", space, seed=4, budget=32, batch=8, policy="table")
     saved = json.loads(json.dumps(tuner.state_dict()))
     legacy = {
         **saved,
