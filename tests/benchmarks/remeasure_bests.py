@@ -80,6 +80,8 @@ def bests(doc: dict[str, Any], tuners: list[str] | None = None) -> list[dict[str
                 for tuner in only or sorted({r["tuner"] for r in doc["per_seed"]}):
                     if tuners is not None and tuner not in tuners:
                         continue
+                    if only and session_name(tuner, seed) not in by_name:
+                        continue  # retuned into stores that had no session of it: a tuner added, no before
                     rec = by_name[session_name(tuner, seed)]
                     ids, latencies = primary_run(store, rec)
                     for budget in budgets:
