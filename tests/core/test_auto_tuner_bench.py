@@ -111,6 +111,14 @@ def test_the_goal_tuner_against_tuner(ucb_over_xgb, verdict):
     assert said.endswith(f"The goal, tuner against tuner: {verdict}.")
 
 
+def test_the_goal_of_a_run_of_one_tuner_has_nothing_to_read_against():
+    """Bests re-measured for one tuner alone (``remeasure_bests.py --tuners rl``: a change of it, before
+    and after) leave no other tuner: the goal says so (it stopped on max() of nothing)."""
+    docs = [_doc("conv", {"rl": _seeds(1.0)})]
+    said = against_each(docs, ["rl"])
+    assert said.endswith("The goal, tuner against tuner: no other tuner to read it against.")
+
+
 def test_the_goal_undecided_when_the_seeds_scatter():
     """Level with xgb in the median seed, but 20 % either way seed by seed: not shown to be within 1.05."""
     scatter = [0.8, 1.2, 1.0, 1.0, 0.8, 1.2, 1.0, 1.0]
