@@ -202,3 +202,88 @@ def test_a_session_saved_before_the_policies_had_features_resumes_with_its_table
     factored.load_state_dict(saved)  # a table's weights do not fit a factors policy: uniform again
     assert factored.policy == "factors"
     assert all(not np.any(lg) for agent in factored.agents for lg in agent.logits)
+
+
+# --- the sketches: each keeps a share of the pool and of the batch (per_sketch, sketch_trials) --------
+
+
+def _collapsed(space: AutoSpace, sketch: int, **options):
+    """An rl tuner whose agents' sketch policies have settled on ``sketch`` (the most a policy can:
+    its weights at their limit), told 72 measurements, ``sketch``'s the fastest, and its model fitted."""
+    codec = SketchCodec(space)
+    tuner = make_tuner("rl", space, seed=0, cost_model=CostModel(seed=0, nthread=1), **options)
+    for agent in tuner.agents:
+        agent.weights[0] = np.where(np.arange(len(space.sketches)) == sketch, 1.0, -1.0) * agent._limits[0]
+    rng = np.random.default_rng(5)
+    measured = []
+    while len(measured) < 72:  # the sketches in turn, each decision uniform
+        indices = [len(measured) % len(space.sketches)]
+        indices += [int(rng.integers(len(knob.candidates))) for knob in codec.knobs[1:]]
+        config = codec.decode(codec.used(indices))
+        if space.key(config) not in {space.key(c) for c in measured}:
+            measured.append(config)
+    tuner.tell(
+        [Observation(c, _latency(codec, c) * (0.5 if c["sketch"] == sketch else 1.0)) for c in measured]
+    )
+    return tuner
+
+
+def test_each_other_sketch_keeps_a_slot_when_the_agents_have_settled_on_one(space):
+    """The agents' sketch policies settled on sketch 1 (a conv's real 256-trial sessions did, on a slower
+    sketch): without per_sketch every proposal of a batch is sketch 1's; with it each other sketch's
+    predicted best is among the model's picks, and those draws did not come from the sketch policy."""
+    before = _collapsed(space, sketch=1, per_sketch=0)
+    # 8 * (1 - epsilon 0.1), rounded up: the whole batch of 8 is model-picked
+    assert {c["sketch"] for c in before.ask(8)} == {1}
+    after = _collapsed(space, sketch=1)  # 72 measured: past sketch_trials (64)
+    picks = [c["sketch"] for c in after.ask(8)]
+    assert picks.count(0) == 1 and picks.count(2) == 1, picks
+    pool = after._pool()
+    set_sketch = [(c, indices) for c, _, indices in pool if indices[0] == UNUSED]
+    assert {c["sketch"] for c, _ in set_sketch} == {0, 2}
+    assert all(c["sketch"] == 1 for c, _, indices in pool if indices[0] != UNUSED)
+
+
+def test_early_in_a_session_the_sketches_share_the_batch_evenly(space):
+    """Fewer than sketch_trials measured: each other sketch gets an even share of the model-picked slots
+    (8 // 3 = 2), whatever the agents or the model think of it."""
+    tuner = _collapsed(space, sketch=1, sketch_trials=100)
+    picks = [c["sketch"] for c in tuner.ask(8)]  # all 8 model-picked (epsilon 0.1)
+    assert picks.count(0) == 2 and picks.count(2) == 2, picks
+
+
+def test_a_step_on_a_draw_whose_sketch_was_set_leaves_the_sketch_policy(space):
+    """Measurements of draws whose sketch was set (the per_sketch draws) move the decisions' policies,
+    never the sketch's: the agents did not choose that sketch."""
+    tuner = _collapsed(space, sketch=1)
+    before = [agent.weights[0].copy() for agent in tuner.agents]
+    codec = SketchCodec(space)
+    proposed = tuner.ask(8)
+    owned = [c for c in proposed if tuner._owner.get(space.key(c), (0, [0]))[1][0] == UNUSED]
+    assert owned, "a draw whose sketch was set is among the proposals"
+    tuner.tell([Observation(c, 0.01 * _latency(codec, c)) for c in owned])  # far faster than anything
+    assert all(np.array_equal(b, agent.weights[0]) for b, agent in zip(before, tuner.agents, strict=True))
+
+
+def test_a_template_space_is_searched_by_rl_as_before():
+    """A template space is one part: the sketch options change no proposal."""
+    from tests.core.replay import gemm_replay
+
+    space, runner = gemm_replay(seed=0)
+    runs = []
+    for options in ({"per_sketch": 0}, {}, {"per_sketch": 3, "sketch_trials": 1000}):
+        tuner = make_tuner("rl", space, seed=0, cost_model=CostModel(seed=0, nthread=1), **options)
+        batches = []
+        for _ in range(6):
+            configs = tuner.ask(8)
+            batches.append([space.key(c) for c in configs])
+            tuner.tell(runner.measure(configs))
+        runs.append(batches)
+    assert runs[0] == runs[1] == runs[2]
+
+
+@pytest.mark.parametrize("tuner", ["rl", "xgb"])
+@pytest.mark.parametrize("option", ["per_sketch", "sketch_trials"])
+def test_a_negative_sketch_option_is_one_line(space, tuner, option):
+    with pytest.raises(TunerError, match=rf"^{tuner}: {option} must be 0 or more; got -1$"):
+        make_tuner(tuner, space, seed=0, **{option: -1})

@@ -21,7 +21,12 @@ counts as 2 standard deviations slow); each agent's baseline is a running mean o
 
 An auto space's knobs are its sketch and each sketch's sampling decisions (tile sizes, unroll steps,
 tunelab.core.search.tuners.knobs.SketchCodec): a policy picks the sketch, then that sketch's decisions;
-a step moves only the knobs a sample used (another sketch's decisions had no part in its reward).
+a step moves only the knobs a sample used (another sketch's decisions had no part in its reward). The
+sketch's policy settles within a few batches, on whichever sketch the model liked first (in real 256-trial
+conv sessions: 243 and 248 of 256 trials in one sketch, not the fastest one). So with ``per_sketch`` each
+agent also draws from its policy with the sketch set, for every sketch its own samples hold few of (a
+draw whose sketch was set moves only the decisions' policies), and the batch's model-picked slots are
+shared among the sketches as xgb shares them (tunelab.core.search.tuners.sketch_slots).
 
 Resume: the logits and baselines are state; measurements told after a restore only feed the cost model
 (no agent proposed them in this process), so a resumed tuner's agents are those that were saved.
@@ -39,9 +44,10 @@ from tunelab.core.records import Config
 from tunelab.core.search.costmodel import CostModel
 from tunelab.core.search.space.base import SearchSpace
 from tunelab.core.search.tuners.base import Observation, Tuner
-from tunelab.core.search.tuners.knobs import UNUSED, Knob, index_codec
+from tunelab.core.search.tuners.knobs import UNUSED, Knob, SketchCodec, index_codec
 from tunelab.core.search.tuners.random_search import AnyOf, SeenSet, draw_unseen
 from tunelab.core.search.tuners.registry import resolve_options
+from tunelab.core.search.tuners.sketch_slots import SKETCH_OPTIONS, sketch_options, sketch_picks
 
 _LOGIT_LIMIT = 6.0  # a knob's candidates stay within e**12 of each other: no policy stops exploring
 _FAILED = -2.0  # a failed trial's reward, in standard deviations
@@ -139,6 +145,10 @@ class RLTuner(Tuner):
         "epsilon": 0.1,
         "lr": 0.5,
         "policy": "factors",
+        # Model-picked slots of a batch that each sketch other than the incumbent's gets, and the trials
+        # until which they are an even share (an auto space: the module's docstring). per_sketch 0: the
+        # agents' sketch policy alone decides, as before 2026-12-08.
+        **SKETCH_OPTIONS,
     }
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
@@ -159,6 +169,7 @@ class RLTuner(Tuner):
         self.policy = str(opts["policy"])
         if self.policy not in POLICIES:
             raise TunerError(f"rl: policy must be one of {', '.join(POLICIES)}; got {shown(self.policy)}")
+        self.per_sketch, self.sketch_trials = sketch_options(self.name, opts)
         self.codec = index_codec(space, self.name)
         self._make_agents()
         if self.cost_model is None:
@@ -167,6 +178,7 @@ class RLTuner(Tuner):
         self._owner: dict[str, tuple[int, list[int]]] = {}  # proposed, not told: key -> (agent, indices)
         self._measured: dict[str, tuple[float, np.ndarray]] = {}  # key -> (latency, feature row)
         self._log_ms: list[float] = []  # every successful measurement's log latency: the reward scale
+        self._incumbent: tuple[float, int] | None = None  # the fastest measurement: (latency, its sketch)
         self._dirty = False
 
     def _make_agents(self) -> None:
@@ -195,7 +207,11 @@ class RLTuner(Tuner):
             if pred is not None:
                 self._learn_from_model(pool, pred)
                 n_exploit = math.ceil(n * (1.0 - self.epsilon))
-                pool = [pool[i] for i in np.argsort(pred, kind="stable")[:n_exploit]]
+                regions = [self.space.region(c) for c, _, _ in pool]
+                incumbent = self._incumbent[1] if self._incumbent else None
+                even = len(self._measured) < self.sketch_trials  # the sketches compared evenly first
+                picks = sketch_picks(regions, pred, n_exploit, incumbent, self.per_sketch, even)
+                pool = [pool[i] for i in picks]
             else:
                 pool = pool[:n]
         for config, agent, indices in pool[:n]:
@@ -208,21 +224,50 @@ class RLTuner(Tuner):
         return out
 
     def _pool(self) -> list[tuple[Config, int, list[int]]]:
-        """The agents' samples, interleaved agent by agent so a short take is shared among them."""
+        """The agents' samples, interleaved agent by agent so a short take is shared among them, then
+        (per_sketch) each agent's draws with the sketch set: (config, agent, the indices its policies
+        chose; a set sketch is UNUSED there)."""
         per_agent = max(1, self.pool_size // self.num_agents)
         drawn = [agent.sample(self.rng, per_agent) for agent in self.agents]
         pool: list[tuple[Config, int, list[int]]] = []
         taken: set[str] = set()
+
+        def add(agent: int, row: np.ndarray, sketch_set: bool) -> None:
+            indices = self.codec.used([int(i) for i in row])
+            config = self.codec.decode(indices)
+            key = self.space.key(config)
+            if key in self._seen or key in self._owner or key in taken:
+                return
+            taken.add(key)
+            if sketch_set:  # the policy did not choose it: its step must not move the sketch's policy
+                indices = [UNUSED, *indices[1:]]
+            pool.append((config, agent, indices))
+
         for row in range(per_agent):
             for a, samples in enumerate(drawn):
-                indices = self.codec.used([int(i) for i in samples[row]])
-                config = self.codec.decode(indices)
-                key = self.space.key(config)
-                if key in self._seen or key in self._owner or key in taken:
-                    continue
-                taken.add(key)
-                pool.append((config, a, indices))
+                add(a, samples[row], False)
+        for a, sketch, rows in self._sketch_draws(drawn, per_agent):
+            for row in rows:
+                add(a, np.concatenate([[sketch], row[1:]]), True)
         return pool
+
+    def _sketch_draws(self, drawn: list[np.ndarray], per_agent: int) -> list[tuple[int, int, np.ndarray]]:
+        """(agent, sketch, its samples) to draw again with the sketch set: for each sketch an agent's own
+        samples hold fewer of than an even share's half (per_sketch; an auto space of several sketches).
+        A sample's knobs are drawn independently, so setting the sketch gives the policy's decisions for it."""
+        if not self.per_sketch or not isinstance(self.codec, SketchCodec):
+            return []
+        sketches = len(self.codec.knobs[0].candidates)
+        if sketches < 2:
+            return []
+        floor = max(1, per_agent // (2 * sketches))
+        out = []
+        for a, samples in enumerate(drawn):
+            held = np.bincount(samples[:, 0], minlength=sketches)
+            for sketch in range(sketches):
+                if held[sketch] < floor:
+                    out.append((a, sketch, self.agents[a].sample(self.rng, floor - int(held[sketch]))))
+        return out
 
     def _learn_from_model(self, pool: list[tuple[Config, int, list[int]]], pred: np.ndarray) -> None:
         """Each agent's step on its own samples' predicted rewards (baseline: their mean)."""
@@ -246,6 +291,8 @@ class RLTuner(Tuner):
             if good:
                 ok.append((obs.config, float(lat)))  # type: ignore[arg-type]
                 self._log_ms.append(math.log(lat))  # type: ignore[arg-type]
+                if self._incumbent is None or lat < self._incumbent[0]:  # type: ignore[operator]
+                    self._incumbent = (float(lat), self.space.region(obs.config))  # type: ignore[arg-type]
             owner = self._owner.pop(key, None)
             if owner is not None:
                 by_agent.setdefault(owner[0], []).append((owner[1], float(lat) if good else math.nan))  # type: ignore[arg-type]

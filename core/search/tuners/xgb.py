@@ -40,6 +40,7 @@ from tunelab.core.search.space.base import SearchSpace
 from tunelab.core.search.tuners.base import Observation, Tuner
 from tunelab.core.search.tuners.random_search import AnyOf, SeenSet, draw_unseen
 from tunelab.core.search.tuners.registry import resolve_options
+from tunelab.core.search.tuners.sketch_slots import SKETCH_OPTIONS, sketch_options, sketch_picks
 
 _N_PARENTS = 8  # measured configs that mutation walks start from
 _MAX_WALK = 3  # mutation steps per walk
@@ -65,13 +66,10 @@ class XGBTuner(Tuner):
         # recorded grids (10 seeds, 64 trials) its mean P was +0.08 against reg's -0.47 and its median best
         # found within 0.3 % of the optimum on each, reg's 1-19 % (BENCHMARKS.md, tests/benchmarks/test_xgb_loss.py).
         "loss": "rank",
-        # Model-picked slots of a batch that each sketch other than the incumbent's gets (an auto space;
-        # the module's docstring). 0: the pool follows the fastest configs only, as before 2026-12-06.
-        "per_sketch": 1,
-        # With per_sketch: until this many trials are measured, a batch's model-picked slots are split
-        # evenly among the sketches (each its predicted best), so that they are compared on measurements
-        # before the pool follows one of them.
-        "sketch_trials": 64,
+        # Model-picked slots of a batch that each sketch other than the incumbent's gets, and the trials
+        # until which they are an even share (an auto space; tunelab.core.search.tuners.sketch_slots).
+        # per_sketch 0: the pool follows the fastest configs only, as before 2026-12-06.
+        **SKETCH_OPTIONS,
     }
 
     def __init__(self, space: SearchSpace, *, seed: int = 0, cost_model: Any = None, **options: Any) -> None:
@@ -83,12 +81,7 @@ class XGBTuner(Tuner):
             raise TunerError(f"xgb: pool_size must be at least 1; got {self.pool_size}")
         if not 0.0 <= self.epsilon <= 1.0:
             raise TunerError(f"xgb: epsilon must be in [0, 1]; got {self.epsilon}")
-        self.per_sketch = int(opts["per_sketch"])
-        if self.per_sketch < 0:
-            raise TunerError(f"xgb: per_sketch must be 0 or more; got {self.per_sketch}")
-        self.sketch_trials = int(opts["sketch_trials"])
-        if self.sketch_trials < 0:
-            raise TunerError(f"xgb: sketch_trials must be 0 or more; got {self.sketch_trials}")
+        self.per_sketch, self.sketch_trials = sketch_options(self.name, opts)
         self.warm_start = str(opts["warm_start"]).strip()
         self.loss = str(opts["loss"])
         if self.loss not in LOSSES:
@@ -237,26 +230,10 @@ class XGBTuner(Tuner):
         return leaders
 
     def _picks(self, configs: list[Config], pred: np.ndarray, n: int, incumbent: int | None) -> list[int]:
-        """Indices of the ``n`` configs to propose, fastest predicted first: with per_sketch, first each
-        sketch but the incumbent's (``incumbent``: the fastest measured config's) its per_sketch predicted
-        best (an even share of ``n`` while fewer than sketch_trials are measured), leaving one slot at
-        least to the prediction alone; then the predicted fastest of the rest."""
-        order = [int(i) for i in np.argsort(pred, kind="stable")]
-        picked: list[int] = []
-        if self.per_sketch and incumbent is not None:
-            quota = self.per_sketch
-            if len(self._measured) < self.sketch_trials:  # the sketches compared evenly first
-                quota = max(quota, n // max(1, len({self.space.region(c) for c in configs})))
-            taken: dict[int, int] = {}
-            for i in order:
-                region = self.space.region(configs[i])
-                if region != incumbent and taken.get(region, 0) < quota and len(picked) < n - 1:
-                    taken[region] = taken.get(region, 0) + 1
-                    picked.append(i)
-        chosen = set(picked)
-        picked += [i for i in order if i not in chosen][: n - len(picked)]
-        position = {i: rank for rank, i in enumerate(order)}  # order is by prediction, ties stable
-        return sorted(picked, key=position.__getitem__)
+        """Indices of the ``n`` configs to propose (sketch_slots.sketch_picks)."""
+        regions = [self.space.region(c) for c in configs]
+        even = len(self._measured) < self.sketch_trials  # the sketches compared evenly first
+        return sketch_picks(regions, pred, n, incumbent, self.per_sketch, even)
 
     def _predict(self, configs: list[Config]) -> tuple[list[Config], np.ndarray]:
         rows = self._features(configs)
