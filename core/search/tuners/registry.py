@@ -152,8 +152,10 @@ def make_tuner(name: str, space: SearchSpace, *, seed: int, cost_model: Any = No
 # and 1.008 on the conv (20 seeds), both evolutionary's; faster than genetic and xgb on the conv by either
 # reading. rl's session takes longer than ucb's (conv 36 s against 29 s for 64 trials, its cost model
 # ranking the agents' proposals): the goal is the kernel found in a budget of trials, and rl finds the
-# faster one. At 256 trials only three seeds ran, not re-measured (ucb's worst gap 1.086, rl's 1.184 by the
-# sessions' figures, rl's table policy then): too few to name another tuner for larger budgets.
+# faster one. Since each sketch keeps a share of rl's batch ("rl's agents and the sketches"; its agents had
+# settled on one sketch, 243 of 256 conv trials in a slower one) rl is level with rl before at 64 trials
+# (conv 0.950, GEMM 0.980 seed by seed) and faster at 256 (conv 0.863). At 256 trials on the conv ucb leads
+# (rl 1.110 of it seed by seed, three seeds): too few seeds to make the recommendation depend on the budget.
 # On a GPU most uniform draws of an auto space break the device's limits: on sm_90, 81-90 % of what xgb,
 # ucb, genetic and rl propose for GEMM 4096^3 is refused, 98 % of random's, none of evolutionary's, whose
 # search (MetaSchedule's) applies the postprocessors that check them ("Every auto tuner's proposals on a
